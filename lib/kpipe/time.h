@@ -1,0 +1,90 @@
+// Event times, durations and clocks (CONTRACT §5). Pure: no system clock is
+// read here except through a Clock, so engines and their tests inject time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "kpipe/status.h"
+
+namespace kpipe {
+
+// Milliseconds since the Unix epoch, or a duration in milliseconds.
+using Millis = int64_t;
+
+constexpr Millis kSecond = 1000;
+constexpr Millis kMinute = 60 * kSecond;
+constexpr Millis kHour = 60 * kMinute;
+constexpr Millis kDay = 24 * kHour;
+
+// "250ms", "30s", "5m", "2h", "1d", sums like "1h30m", decimals like "1.5s"
+// (truncated to the millisecond). A bare number is refused as ambiguous
+// ("0" excepted), and so are negative durations and overflow.
+Expected<Millis> parse_duration(std::string_view text);
+
+// The shortest form that parse_duration reads back: "1h30m", "250ms", "0s".
+std::string format_duration(Millis d);
+
+// RFC 3339 (also the "T"/"t"/space separator, "Z"/"z", +hh:mm offsets,
+// any number of fractional digits, floored to the millisecond).
+Expected<Millis> parse_rfc3339(std::string_view text);
+
+// "2026-11-29T10:15:30.123Z": UTC, always three fractional digits.
+void append_rfc3339(std::string& out, Millis t);
+std::string format_rfc3339(Millis t);
+
+enum class TimeUnit { kSeconds, kMillis, kMicros, kNanos };
+Expected<TimeUnit> parse_time_unit(std::string_view text);  // "s", "ms", "us", "ns"
+
+// A numeric event time in `unit` to epoch milliseconds, floored (so -1 us is
+// -1 ms). Refuses NaN, infinities and values outside +-2^53 ms.
+Expected<Millis> epoch_to_millis(double value, TimeUnit unit);
+Expected<Millis> epoch_to_millis(int64_t value, TimeUnit unit);
+
+// A point in time given on a command line (--from @T, --since, --until,
+// --to-datetime): RFC 3339, epoch milliseconds as digits, "now", or a
+// duration before `now` written with a minus sign ("-5m").
+Expected<Millis> parse_time_point(std::string_view text, Millis now);
+
+// Floor division and modulo for window alignment of negative times.
+constexpr Millis floor_div(Millis a, Millis b) {
+  Millis q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+constexpr Millis floor_mod(Millis a, Millis b) { return a - floor_div(a, b) * b; }
+
+// The outside world's time, injected so that tests never sleep.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  // Wall-clock time, epoch milliseconds.
+  virtual Millis now() = 0;
+  // Monotonic milliseconds for intervals and timeouts.
+  virtual Millis steady() = 0;
+};
+
+class SystemClock final : public Clock {
+ public:
+  Millis now() override;
+  Millis steady() override;
+};
+
+// A clock that moves only when told to (ninja's VirtualFileSystem::Tick()).
+class FakeClock final : public Clock {
+ public:
+  explicit FakeClock(Millis start = 0) : now_(start), steady_(0) {}
+  Millis now() override { return now_; }
+  Millis steady() override { return steady_; }
+  void advance(Millis d) {
+    now_ += d;
+    steady_ += d;
+  }
+  void set(Millis t) { now_ = t; }
+
+ private:
+  Millis now_;
+  Millis steady_;
+};
+
+}  // namespace kpipe
