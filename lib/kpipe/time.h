@@ -18,19 +18,27 @@ constexpr Millis kMinute = 60 * kSecond;
 constexpr Millis kHour = 60 * kMinute;
 constexpr Millis kDay = 24 * kHour;
 
-// "250ms", "30s", "5m", "2h", "1d", sums like "1h30m", decimals like "1.5s"
-// (truncated to the millisecond). A bare number is refused as ambiguous
-// ("0" excepted), and so are negative durations and overflow.
+// "250ms", "30s", "5m", "2h", "1d", sums like "1h30m" (in any order), decimals
+// like "1.5s" (truncated to the millisecond). A bare number is refused as
+// ambiguous ("0" excepted), and so are negative durations and overflow.
+// Errors are usage errors: durations come from command lines.
 Expected<Millis> parse_duration(std::string_view text);
 
-// The shortest form that parse_duration reads back: "1h30m", "250ms", "0s".
+// The canonical form that parse_duration reads back: largest units first,
+// zero parts left out: "1h30m", "250ms", "0s". A negative duration gets a
+// leading '-' (as parse_time_point reads it: "-5m").
 std::string format_duration(Millis d);
 
 // RFC 3339 (also the "T"/"t"/space separator, "Z"/"z", +hh:mm offsets,
-// any number of fractional digits, floored to the millisecond).
+// any number of fractional digits, floored to the millisecond), years
+// 0000-9999. Second 60 (a leap second) is accepted and reads as the second
+// after it: 23:59:60Z is 00:00:00Z of the next day. Errors are data errors:
+// the text comes from records.
 Expected<Millis> parse_rfc3339(std::string_view text);
 
-// "2026-11-29T10:15:30.123Z": UTC, always three fractional digits.
+// "2026-11-29T10:15:30.123Z": UTC, always three fractional digits. Years
+// outside 0000-9999 are written with a sign ("-0001-...", "+10000-..."), which
+// is ISO 8601's expanded form, not RFC 3339.
 void append_rfc3339(std::string& out, Millis t);
 std::string format_rfc3339(Millis t);
 
@@ -52,7 +60,11 @@ constexpr Millis floor_div(Millis a, Millis b) {
   Millis q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
-constexpr Millis floor_mod(Millis a, Millis b) { return a - floor_div(a, b) * b; }
+// Not a - floor_div(a, b) * b: that product overflows near the int64 minimum.
+constexpr Millis floor_mod(Millis a, Millis b) {
+  Millis r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
 
 // The outside world's time, injected so that tests never sleep.
 class Clock {

@@ -1,0 +1,220 @@
+#include "kpipe/cli/cli.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "kpipe/choices.h"
+#include "kpipe/kafka.h"
+#include "kpipe/signals.h"
+
+namespace kpipe::cli {
+
+StderrReporter::StderrReporter(std::string program)
+    : program_(std::move(program)), tty_(::isatty(2) == 1) {}
+
+void StderrReporter::emit(std::string_view kind, std::string_view m) {
+  std::string line;
+  if (progress_shown_) line = "\r\033[K";
+  progress_shown_ = false;
+  line += program_;
+  line += ": ";
+  line += kind;
+  line += m;
+  // One line per message, whatever the library's text held.
+  for (char& c : line)
+    if (c == '\n') c = ' ';
+  line.push_back('\n');
+  (void)write_all(2, line, "<stderr>");
+}
+
+void StderrReporter::warning(std::string_view m) {
+  if (verbosity_ < 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  emit("warning: ", m);
+}
+
+void StderrReporter::info(std::string_view m) {
+  if (verbosity_ < 1) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  emit("", m);
+}
+
+void StderrReporter::debug(std::string_view m) {
+  if (verbosity_ < 2) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  emit("debug: ", m);
+}
+
+void StderrReporter::error(std::string_view m) {
+  std::lock_guard<std::mutex> lock(mu_);
+  emit("error: ", m);
+}
+
+void StderrReporter::stats(std::string_view line) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string text;
+  if (progress_shown_) text = "\r\033[K";
+  progress_shown_ = false;
+  text.append(line);
+  text.push_back('\n');
+  (void)write_all(2, text, "<stderr>");
+}
+
+void StderrReporter::progress(std::string_view line) {
+  if (!wants_progress()) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  std::string text = "\r\033[K";
+  text.append(line);
+  progress_shown_ = !line.empty();
+  (void)write_all(2, text, "<stderr>");
+}
+
+int report_error(StderrReporter& reporter, const Error& e) {
+  reporter.error(e.message);
+  return to_int(e.status);
+}
+
+Program::Program(std::string name, std::string description)
+    : name_(std::move(name)), app_(std::move(description), name_), reporter_(name_) {
+  app_.set_help_flag("-h,--help", "Print this help and exit");
+  app_.add_flag_callback(
+      "--version",
+      [this] {
+        std::string v = fmt::format("{} (kpipe) {}\nlibrdkafka {}\n", name_, KPIPE_VERSION, kafka_library_version());
+        (void)write_all(1, v, "<stdout>");
+        throw CLI::Success();
+      },
+      "Print the version and exit");
+  add_common(app_);
+}
+
+void Program::add_common(CLI::App& app) {
+  app.add_flag("-v,--verbose", verbose_, "Say more on standard error (twice: librdkafka's log too)");
+  app.add_flag("-q,--quiet", quiet_, "Only errors on standard error");
+}
+
+CLI::App* Program::add_subcommand(const std::string& name, const std::string& description) {
+  CLI::App* sub = app_.add_subcommand(name, description);
+  sub->set_help_flag("-h,--help", "Print this help and exit");
+  add_common(*sub);
+  return sub;
+}
+
+void Program::add_inputs(CLI::App& app, InputOptions& o) {
+  app.add_option("inputs", o.inputs, "Input files (default, or '-': standard input)")->type_name("FILE");
+  app.add_option("--max-line-bytes", o.max_line_bytes, "Longest line accepted; longer is bad input")
+      ->default_val(kDefaultMaxLineBytes)
+      ->check(CLI::PositiveNumber);
+}
+
+void Program::add_errors(CLI::App& app, ErrorOptions& o) {
+  app.add_option("--on-error", o.on_error, "What to do with bad input: fail, dlq or skip")
+      ->default_val("fail")
+      ->type_name("MODE");
+  app.add_option("--dlq", o.dlq, "Dead-letter store: FILE.db (SQLite) or kafka:TOPIC")->type_name("TARGET");
+}
+
+void Program::add_stats(CLI::App& app, StatsOptions& o) {
+  app.add_option("--stats", o.stats, "Write a line of counters to standard error every D and at exit")
+      ->type_name("D");
+}
+
+void Program::add_kafka(CLI::App& app, KafkaOptions& o) {
+  app.add_option("-b,--brokers", o.brokers, "Bootstrap brokers host:port,... (default: $KPIPE_BROKERS)")
+      ->type_name("LIST");
+  app.add_option("-X,--property", o.properties, "Set a librdkafka property key=value (repeatable)")
+      ->type_name("KEY=VALUE");
+  app.add_option("--config", o.config_file, "Read Kafka client properties from a Java .properties file")
+      ->type_name("FILE");
+  app.add_option("--timeout", o.timeout, "How long to wait for a broker before failing")
+      ->default_val("10s")
+      ->type_name("D");
+}
+
+namespace {
+
+// Long options of an app (and, for the completion script, its
+// subcommands), one per line: git's --git-completion-helper.
+void print_completion(const CLI::App& app) {
+  std::string out;
+  for (const CLI::Option* opt : app.get_options()) {
+    for (const std::string& l : opt->get_lnames()) out += "--" + l + "\n";
+  }
+  for (const CLI::App* sub : app.get_subcommands({})) out += sub->get_name() + "\n";
+  (void)write_all(1, out, "<stdout>");
+}
+
+std::string lower_first(std::string s) {
+  if (!s.empty() && s[0] >= 'A' && s[0] <= 'Z' && (s.size() < 2 || !(s[1] >= 'A' && s[1] <= 'Z')))
+    s[0] = static_cast<char>(s[0] - 'A' + 'a');
+  while (!s.empty() && (s.back() == '.' || s.back() == '\n')) s.pop_back();
+  return s;
+}
+
+std::vector<std::string> long_options(const CLI::App& app) {
+  std::vector<std::string> out;
+  for (const CLI::Option* opt : app.get_options())
+    for (const std::string& l : opt->get_lnames()) out.push_back("--" + l);
+  return out;
+}
+
+}  // namespace
+
+int Program::run(int argc, char** argv, const std::function<Status(Io&)>& body) {
+  // The completion helper answers before any parsing or validation.
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) != "--completion-helper") continue;
+    const CLI::App* target = &app_;
+    for (int j = 1; j < i; ++j) {
+      for (const CLI::App* sub : app_.get_subcommands({}))
+        if (sub->get_name() == argv[j]) target = sub;
+    }
+    print_completion(*target);
+    return 0;
+  }
+  try {
+    app_.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app_.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app_.exit(e);
+  } catch (const CLI::Success&) {
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    std::string message = lower_first(e.what());
+    if (const auto* extras = dynamic_cast<const CLI::ExtrasError*>(&e)) {
+      (void)extras;
+      // Suggest the closest option for a mistyped one.
+      for (int i = 1; i < argc; ++i) {
+        std::string_view a = argv[i];
+        if (!a.starts_with("--")) continue;
+        std::string word(a.substr(0, a.find('=')));
+        const CLI::App* scope = &app_;
+        for (const CLI::App* sub : app_.get_subcommands()) scope = sub;
+        auto known = long_options(*scope);
+        if (std::find(known.begin(), known.end(), word) != known.end()) continue;
+        std::string best = closest_choice(word, known);
+        message = best.empty() ? fmt::format("unknown option '{}'", word)
+                               : fmt::format("unknown option '{}', did you mean '{}'?", word, best);
+        break;
+      }
+    }
+    reporter_.error(fmt::format("{}; see '{} --help'", message, name_));
+    return to_int(ExitStatus::kUsage);
+  }
+  reporter_.set_verbosity(quiet_ ? -1 : verbose_);
+  install_signal_handlers();
+  Output out(1);
+  SystemClock clock;
+  Io io{out, reporter_, clock, stop_flag(), name_, std::getenv("KPIPE_BROKERS")};
+  Status s = body(io);
+  Status flushed = out.flush();
+  if (!s.ok()) {
+    return report_error(reporter_, s.error());
+  }
+  if (!flushed.ok()) return report_error(reporter_, flushed.error());
+  return 0;
+}
+
+}  // namespace kpipe::cli

@@ -1,0 +1,77 @@
+// The command-line layer: every program's options are declared through a
+// Program, which parses them, runs the library, and is the one place where
+// an Error becomes a one-line diagnostic and an exit status.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "kpipe/filter.h"
+#include "kpipe/kafka_config.h"
+#include "kpipe/report.h"
+#include "kpipe/status.h"
+
+namespace kpipe::cli {
+
+// Writes diagnostics to standard error as "PROGRAM: warning: ...". Safe to
+// call from librdkafka's threads.
+class StderrReporter final : public Reporter {
+ public:
+  explicit StderrReporter(std::string program);
+  void set_verbosity(int v) { verbosity_ = v; }
+  void warning(std::string_view m) override;
+  void info(std::string_view m) override;
+  void debug(std::string_view m) override;
+  void stats(std::string_view line) override;
+  void progress(std::string_view line) override;
+  bool wants_progress() const override { return tty_ && verbosity_ >= 0; }
+  void error(std::string_view m);
+
+ private:
+  void emit(std::string_view kind, std::string_view m);
+  std::string program_;
+  int verbosity_ = 0;  // -1 quiet, 1 -v, 2 -vv
+  bool tty_;
+  bool progress_shown_ = false;
+  std::mutex mu_;
+};
+
+class Program {
+ public:
+  Program(std::string name, std::string description);
+
+  CLI::App& app() { return app_; }
+  const std::string& name() const { return name_; }
+
+  // Shared option groups: the same name means the same thing everywhere.
+  void add_inputs(CLI::App& app, InputOptions& o);
+  void add_errors(CLI::App& app, ErrorOptions& o);
+  void add_stats(CLI::App& app, StatsOptions& o);
+  void add_kafka(CLI::App& app, KafkaOptions& o);
+  void add_inputs(InputOptions& o) { add_inputs(app_, o); }
+  void add_errors(ErrorOptions& o) { add_errors(app_, o); }
+  void add_stats(StatsOptions& o) { add_stats(app_, o); }
+  void add_kafka(KafkaOptions& o) { add_kafka(app_, o); }
+  // A subcommand that gets -q/-v and the completion helper too.
+  CLI::App* add_subcommand(const std::string& name, const std::string& description);
+
+  // Parses, runs `body`, and returns the process's exit status.
+  int run(int argc, char** argv, const std::function<Status(Io&)>& body);
+
+ private:
+  void add_common(CLI::App& app);
+  std::string name_;
+  CLI::App app_;
+  int verbose_ = 0;
+  bool quiet_ = false;
+  StderrReporter reporter_;
+};
+
+// The exit status for an Error, after printing it (stdout flushed first).
+int report_error(StderrReporter& reporter, const Error& e);
+
+}  // namespace kpipe::cli

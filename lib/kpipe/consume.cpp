@@ -1,0 +1,301 @@
+#include "kpipe/consume.h"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+
+#include "kpipe/choices.h"
+#include "kpipe/envelope.h"
+#include "kpipe/kafka.h"
+
+namespace kpipe {
+
+Expected<StartPosition> parse_start_position(std::string_view text, Millis now) {
+  StartPosition p;
+  if (text == "earliest" || text == "beginning") return p;
+  if (text == "latest" || text == "end") {
+    p.kind = StartPosition::Kind::kLatest;
+    return p;
+  }
+  if (!text.empty() && text[0] == '@') {
+    auto t = parse_time_point(text.substr(1), now);
+    if (!t) return usage_error("--from '{}': {}", text, t.error().message);
+    p.kind = StartPosition::Kind::kTime;
+    p.value = *t;
+    return p;
+  }
+  bool negative = !text.empty() && text[0] == '-';
+  std::string_view digits = negative ? text.substr(1) : text;
+  int64_t n = 0;
+  auto r = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+  if (digits.empty() || r.ec != std::errc() || r.ptr != digits.data() + digits.size()) {
+    std::string best = closest_choice(text, {"earliest", "latest"});
+    if (!best.empty()) return usage_error("--from '{}': did you mean '{}'?", text, best);
+    return usage_error("--from '{}': expected earliest, latest, an offset, -N or @TIME", text);
+  }
+  p.kind = negative ? StartPosition::Kind::kFromEnd : StartPosition::Kind::kOffset;
+  p.value = n;
+  return p;
+}
+
+Expected<std::vector<int32_t>> parse_partition_list(std::string_view text) {
+  std::vector<int32_t> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    std::string_view item = text.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+    pos = comma == std::string_view::npos ? text.size() + 1 : comma + 1;
+    size_t dash = item.find('-');
+    std::string_view a = item.substr(0, dash);
+    std::string_view b = dash == std::string_view::npos ? a : item.substr(dash + 1);
+    int32_t lo = 0, hi = 0;
+    auto ra = std::from_chars(a.data(), a.data() + a.size(), lo);
+    auto rb = std::from_chars(b.data(), b.data() + b.size(), hi);
+    if (a.empty() || b.empty() || ra.ec != std::errc() || rb.ec != std::errc() || ra.ptr != a.data() + a.size() ||
+        rb.ptr != b.data() + b.size() || lo < 0 || hi < lo)
+      return usage_error("--partitions '{}': expected a list like 0,2-5", text);
+    for (int32_t p = lo; p <= hi; ++p) out.push_back(p);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+int64_t resolve_start(const StartPosition& from, int64_t low, int64_t high, int64_t offset_for_time) {
+  switch (from.kind) {
+    case StartPosition::Kind::kEarliest: return low;
+    case StartPosition::Kind::kLatest: return high;
+    case StartPosition::Kind::kOffset: return std::clamp(from.value, low, high);
+    case StartPosition::Kind::kFromEnd: return std::max(low, high - from.value);
+    case StartPosition::Kind::kTime: return std::clamp(offset_for_time, low, high);
+  }
+  return low;
+}
+
+namespace {
+
+class ConsumeLoop {
+ public:
+  ConsumeLoop(const ConsumeOptions& options, Consumer& consumer, Io& io, StartPosition from,
+              std::vector<int32_t> only, Millis commit_interval, Millis stats_interval)
+      : options_(options),
+        consumer_(consumer),
+        io_(io),
+        from_(from),
+        only_(std::move(only)),
+        commit_interval_(commit_interval),
+        value_only_(options.format == "value"),
+        ticker_(io.program, stats_interval, io.reporter, io.clock) {}
+
+  // Start offsets for partitions, by --from.
+  Status resolve(std::vector<PartitionOffset>& parts) {
+    std::vector<TopicPartition> tps;
+    for (const auto& p : parts) tps.push_back({p.topic, p.partition});
+    auto marks = consumer_.watermarks(tps);
+    if (!marks) return marks.take_error();
+    std::vector<int64_t> by_time(parts.size(), 0);
+    if (from_.kind == StartPosition::Kind::kTime) {
+      auto found = consumer_.offsets_for_times(tps, std::vector<Millis>(tps.size(), from_.value));
+      if (!found) return found.take_error();
+      by_time = *found;
+    }
+    for (size_t i = 0; i < parts.size(); ++i)
+      parts[i].offset = resolve_start(from_, (*marks)[i].low, (*marks)[i].high, by_time[i]);
+    return {};
+  }
+
+  Status start_assigned() {
+    std::vector<PartitionOffset> parts;
+    for (const auto& topic : options_.topics) {
+      auto ids = consumer_.partitions(topic);
+      if (!ids) return ids.take_error();
+      for (int32_t p : *ids) {
+        if (!only_.empty() && !std::binary_search(only_.begin(), only_.end(), p)) continue;
+        parts.push_back({topic, p, 0});
+      }
+      if (!only_.empty()) {
+        for (int32_t p : only_)
+          if (!std::binary_search(ids->begin(), ids->end(), p))
+            return usage_error("topic '{}' has no partition {}", topic, p);
+      }
+    }
+    KPIPE_TRY(resolve(parts));
+    for (const auto& p : parts) track(p);
+    return consumer_.assign(parts);
+  }
+
+  Status start_group() {
+    for (const auto& topic : options_.topics) {
+      auto ids = consumer_.partitions(topic);
+      if (!ids) return ids.take_error();
+    }
+    return consumer_.subscribe(
+        options_.topics,
+        [this](std::vector<PartitionOffset>& parts) -> Status {
+          std::vector<TopicPartition> tps;
+          for (const auto& p : parts) tps.push_back({p.topic, p.partition});
+          auto committed = consumer_.committed(tps);
+          if (!committed) return committed.take_error();
+          std::vector<PartitionOffset> fresh;
+          std::vector<size_t> fresh_index;
+          for (size_t i = 0; i < parts.size(); ++i) {
+            if ((*committed)[i]) {
+              parts[i].offset = *(*committed)[i];
+            } else {
+              fresh.push_back(parts[i]);
+              fresh_index.push_back(i);
+            }
+          }
+          if (!fresh.empty()) {
+            KPIPE_TRY(resolve(fresh));
+            for (size_t k = 0; k < fresh.size(); ++k) parts[fresh_index[k]].offset = fresh[k].offset;
+          }
+          for (const auto& p : parts) {
+            track(p);
+            io_.reporter.info(fmt::format("assigned {} [{}] from offset {}", p.topic, p.partition, p.offset));
+          }
+          return {};
+        },
+        [this](const std::vector<TopicPartition>& parts) -> Status {
+          KPIPE_TRY(commit_written());
+          for (const auto& tp : parts) positions_.erase(tp);
+          io_.reporter.info(fmt::format("{} partitions revoked", parts.size()));
+          return {};
+        });
+  }
+
+  Status run() {
+    Output& out = io_.out;
+    last_commit_ = io_.clock.steady();
+    auto handler = [this, &out](const ConsumerEvent& e) -> Status {
+      if (done_) return {};
+      TopicPartition tp{std::string(e.record.topic), e.record.partition};
+      auto it = positions_.find(tp);
+      if (e.kind == ConsumerEvent::Kind::kEndOfPartition) {
+        if (it != positions_.end()) it->second.at_end = true;
+        return {};
+      }
+      // A record from a partition no longer ours (a rebalance raced the
+      // prefetch queue) is left for its new owner.
+      if (it == positions_.end()) return {};
+      it->second.at_end = false;
+      it->second.next = e.record.offset + 1;
+      it->second.dirty = true;
+      if (value_only_) {
+        writer_.append_value(out.buffer(), e.record);
+      } else {
+        writer_.append(out.buffer(), e.record);
+      }
+      ++counters_.in;
+      ++counters_.out;
+      KPIPE_TRY(out.end_record());
+      if (options_.count > 0 && counters_.out >= static_cast<uint64_t>(options_.count)) done_ = true;
+      return {};
+    };
+    while (!done_) {
+      if (io_.stop != nullptr && io_.stop->load(std::memory_order_relaxed)) break;
+      if (out.closed()) break;
+      // Do not wait while output is buffered: flush first (CONTRACT §2).
+      Millis wait = out.buffer().empty() ? 100 : 0;
+      uint64_t before = counters_.in;
+      size_t batch = options_.count > 0 ? static_cast<size_t>(std::min<int64_t>(options_.count, 4096)) : 4096;
+      KPIPE_TRY(consumer_.poll(wait, batch, handler));
+      if (counters_.in == before) KPIPE_TRY(out.flush());
+      if (options_.exit_at_end && all_at_end()) break;
+      Millis now = io_.clock.steady();
+      if (grouped() && now - last_commit_ >= commit_interval_) KPIPE_TRY(commit_written());
+      if (ticker_active()) {
+        counters_.state_size = positions_.size();
+        ticker_.tick_now(counters_);
+      }
+    }
+    KPIPE_TRY(out.flush());
+    if (grouped()) KPIPE_TRY(commit_written());
+    ticker_.finish(counters_);
+    io_.reporter.info(fmt::format("consumed {} records", counters_.out));
+    return {};
+  }
+
+ private:
+  struct Position {
+    int64_t next = 0;  // the next offset to read; committed once written
+    bool at_end = false;
+    bool dirty = false;
+  };
+
+  void track(const PartitionOffset& p) { positions_[{p.topic, p.partition}] = {p.offset, false, false}; }
+  bool grouped() const { return !options_.group.empty(); }
+  bool ticker_active() const { return true; }
+
+  bool all_at_end() const {
+    if (positions_.empty()) return !grouped();
+    return std::all_of(positions_.begin(), positions_.end(), [](const auto& kv) { return kv.second.at_end; });
+  }
+
+  // Commits the offsets after the records written so far, and only those:
+  // the output is flushed first, so a committed record has left the process.
+  Status commit_written() {
+    last_commit_ = io_.clock.steady();
+    KPIPE_TRY(io_.out.flush());
+    if (io_.out.closed()) return {};  // what the pipe lost is not ours to commit
+    std::vector<PartitionOffset> offsets;
+    for (auto& [tp, pos] : positions_) {
+      if (!pos.dirty) continue;
+      offsets.push_back({tp.topic, tp.partition, pos.next});
+      pos.dirty = false;
+    }
+    return consumer_.commit(offsets);
+  }
+
+  const ConsumeOptions& options_;
+  Consumer& consumer_;
+  Io& io_;
+  StartPosition from_;
+  std::vector<int32_t> only_;
+  Millis commit_interval_;
+  bool value_only_;
+  StatsTicker ticker_;
+  EnvelopeWriter writer_;
+  std::map<TopicPartition, Position> positions_;
+  Counters counters_;
+  Millis last_commit_ = 0;
+  bool done_ = false;
+};
+
+}  // namespace
+
+Status run_consume(const ConsumeOptions& options, Io& io) {
+  if (options.topics.empty()) return usage_error("at least one topic is required: -t TOPIC");
+  auto format = parse_choice("--format", options.format, {"envelope", "value"});
+  if (!format) return format.take_error();
+  if (options.count < 0) return usage_error("-c must not be negative");
+  auto from = parse_start_position(options.from, io.clock.now());
+  if (!from) return from.take_error();
+  std::vector<int32_t> only;
+  if (!options.partitions.empty()) {
+    if (!options.group.empty()) return usage_error("--partitions cannot be combined with -g (the group assigns)");
+    auto parsed = parse_partition_list(options.partitions);
+    if (!parsed) return parsed.take_error();
+    only = std::move(*parsed);
+  }
+  auto commit_interval = parse_duration(options.commit_interval);
+  if (!commit_interval) return usage_error("--commit-interval: {}", commit_interval.error().message);
+  auto stats = parse_stats_interval(options.stats);
+  if (!stats) return stats.take_error();
+  auto config = resolve_kafka_config(options.kafka, io.env_brokers);
+  if (!config) return config.take_error();
+  auto consumer = Consumer::create(*config, options.group, io.reporter);
+  if (!consumer) return consumer.take_error();
+  ConsumeLoop loop(options, **consumer, io, *from, std::move(only), *commit_interval, *stats);
+  if (options.group.empty()) {
+    KPIPE_TRY(loop.start_assigned());
+  } else {
+    KPIPE_TRY(loop.start_group());
+  }
+  Status s = loop.run();
+  Status closed = (*consumer)->close();
+  KPIPE_TRY(s);
+  return closed;
+}
+
+}  // namespace kpipe

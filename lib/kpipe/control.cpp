@@ -1,0 +1,57 @@
+#include "kpipe/control.h"
+
+#include "kpipe/json.h"
+
+namespace kpipe {
+
+Expected<std::optional<Checkpoint>> parse_checkpoint(std::string_view line) {
+  auto tree = parse_json(line);
+  if (!tree) return data_error("control line: {}", tree.error().message);
+  const JsonValue* kind = tree->find("$kpipe");
+  if (kind == nullptr || kind->type != JsonType::kString || kind->str != "checkpoint")
+    return std::optional<Checkpoint>{};
+  Checkpoint c;
+  const JsonValue* id = tree->find("id");
+  if (id == nullptr || !id->is_integer || id->integer < 0)
+    return data_error("checkpoint line: 'id' must be a non-negative integer");
+  c.id = id->integer;
+  const JsonValue* at = tree->find("at");
+  if (at != nullptr && at->is_integer) c.at = at->integer;
+  const JsonValue* offsets = tree->find("offsets");
+  if (offsets != nullptr) {
+    if (offsets->type != JsonType::kArray) return data_error("checkpoint line: 'offsets' must be an array");
+    for (const JsonValue& o : offsets->items) {
+      const JsonValue* topic = o.find("topic");
+      const JsonValue* partition = o.find("partition");
+      const JsonValue* offset = o.find("offset");
+      if (topic == nullptr || topic->type != JsonType::kString || partition == nullptr ||
+          !partition->is_integer || offset == nullptr || !offset->is_integer)
+        return data_error("checkpoint line: each offset needs 'topic', 'partition' and 'offset'");
+      c.offsets.push_back({topic->str, static_cast<int32_t>(partition->integer), offset->integer});
+    }
+  }
+  return std::optional<Checkpoint>{std::move(c)};
+}
+
+void append_checkpoint(std::string& out, const Checkpoint& c) {
+  out.append("{\"$kpipe\":\"checkpoint\",\"id\":");
+  append_int(out, c.id);
+  out.append(",\"at\":");
+  append_int(out, c.at);
+  out.append(",\"offsets\":[");
+  bool first = true;
+  for (const auto& o : c.offsets) {
+    if (!first) out.push_back(',');
+    first = false;
+    out.append("{\"topic\":");
+    append_json_string(out, o.topic);
+    out.append(",\"partition\":");
+    append_int(out, o.partition);
+    out.append(",\"offset\":");
+    append_int(out, o.offset);
+    out.push_back('}');
+  }
+  out.append("]}\n");
+}
+
+}  // namespace kpipe

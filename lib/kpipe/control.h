@@ -1,0 +1,32 @@
+// Control lines (CONTRACT §6): lines whose object begins with "$kpipe".
+// Checkpoint barriers are the one kind programs act on; every other kind is
+// forwarded unchanged.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kpipe/partition.h"
+#include "kpipe/status.h"
+#include "kpipe/time.h"
+
+namespace kpipe {
+
+struct Checkpoint {
+  int64_t id = 0;
+  Millis at = 0;
+  // The next offset to read for each partition (Kafka's commit convention).
+  std::vector<PartitionOffset> offsets;
+};
+
+// The checkpoint a control line carries; nullopt for other control kinds.
+// A line that claims to be a checkpoint but is malformed is a data_error.
+Expected<std::optional<Checkpoint>> parse_checkpoint(std::string_view line);
+
+// {"$kpipe":"checkpoint","id":7,"at":...,"offsets":[...]} and '\n'.
+void append_checkpoint(std::string& out, const Checkpoint& c);
+
+}  // namespace kpipe

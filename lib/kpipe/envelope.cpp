@@ -1,0 +1,223 @@
+#include "kpipe/envelope.h"
+
+namespace kpipe {
+
+namespace {
+
+// Slots of EnvelopeReader's field set, in the order added.
+enum Slot : size_t { kTopic, kPartition, kOffset, kTimestamp, kKey, kKeyB64, kValue, kValueB64, kHeaders };
+
+void append_bytes_field(std::string& out, std::string_view name, std::string_view bytes,
+                        PayloadEncoder* encoder) {
+  out.push_back('"');
+  out.append(name);
+  if (encoder != nullptr) {
+    out.append("\":");
+    size_t mark = out.size();
+    if (encoder->append(out, bytes) != PayloadEncoder::Kind::kBinary) return;
+    out.resize(mark - 2);
+  } else if (is_valid_utf8(bytes)) {
+    out.append("\":");
+    append_json_string(out, bytes);
+    return;
+  }
+  out.append("_base64\":\"");
+  append_base64(out, bytes);
+  out.push_back('"');
+}
+
+}  // namespace
+
+void EnvelopeWriter::append(std::string& out, const RecordView& r) {
+  if (r.topic != topic_cache_key_) {
+    topic_cache_key_ = std::string(r.topic);
+    topic_cache_.clear();
+    append_json_string(topic_cache_, r.topic);
+  }
+  out.append("{\"topic\":");
+  out.append(topic_cache_);
+  out.append(",\"partition\":");
+  append_int(out, r.partition);
+  out.append(",\"offset\":");
+  append_int(out, r.offset);
+  out.append(",\"timestamp\":");
+  if (r.timestamp >= 0) {
+    append_int(out, r.timestamp);
+  } else {
+    out.append("null");
+  }
+  out.push_back(',');
+  if (r.key) {
+    append_bytes_field(out, "key", *r.key, nullptr);
+  } else {
+    out.append("\"key\":null");
+  }
+  if (!r.headers.empty()) {
+    out.append(",\"headers\":[");
+    bool first = true;
+    for (const Header& h : r.headers) {
+      if (!first) out.push_back(',');
+      first = false;
+      out.push_back('[');
+      // Header names are strings in the protocol; a name that is not UTF-8
+      // could not round-trip, so its bytes are shown as base64 text.
+      if (is_valid_utf8(h.name)) {
+        append_json_string(out, h.name);
+      } else {
+        out.push_back('"');
+        append_base64(out, h.name);
+        out.push_back('"');
+      }
+      out.push_back(',');
+      if (!h.value) {
+        out.append("null");
+      } else if (is_valid_utf8(*h.value)) {
+        append_json_string(out, *h.value);
+      } else {
+        out.append("{\"base64\":\"");
+        append_base64(out, *h.value);
+        out.append("\"}");
+      }
+      out.push_back(']');
+    }
+    out.push_back(']');
+  }
+  out.push_back(',');
+  if (r.value) {
+    append_bytes_field(out, "value", *r.value, &encoder_);
+  } else {
+    out.append("\"value\":null");
+  }
+  out.append("}\n");
+}
+
+void EnvelopeWriter::append_value(std::string& out, const RecordView& r) {
+  if (!r.value) {
+    out.append("null\n");
+    return;
+  }
+  if (encoder_.append(out, *r.value) == PayloadEncoder::Kind::kBinary) {
+    out.append("{\"value_base64\":\"");
+    append_base64(out, *r.value);
+    out.append("\"}");
+  }
+  out.push_back('\n');
+}
+
+EnvelopeReader::EnvelopeReader() {
+  for (const char* p : {".topic", ".partition", ".offset", ".timestamp", ".key", ".key_base64",
+                        ".value", ".value_base64", ".headers"}) {
+    fields_.add(FieldPath::parse(p).value());
+  }
+}
+
+namespace {
+
+Expected<std::optional<int64_t>> integer_field(const JsonField& f, std::string_view name) {
+  if (f.type == JsonType::kMissing || f.type == JsonType::kNull) return std::optional<int64_t>{};
+  if (f.type != JsonType::kNumber || !f.is_integer)
+    return data_error("field '{}' is not an integer", name);
+  return std::optional<int64_t>{f.integer};
+}
+
+}  // namespace
+
+Status EnvelopeReader::read(std::string_view line, EnvelopeRecord& out) {
+  out = EnvelopeRecord{};
+  KPIPE_TRY(reader_.read(line, fields_, values_));
+  if (reader_.root_type() != JsonType::kObject)
+    return data_error("expected an envelope object, found {}", json_type_name(reader_.root_type()));
+
+  const JsonField& topic = values_[kTopic];
+  if (topic.type == JsonType::kString) out.topic = std::string(topic.str);
+
+  auto partition = integer_field(values_[kPartition], "partition");
+  if (!partition) return partition.take_error();
+  if (*partition) out.partition = static_cast<int32_t>(**partition);
+  auto offset = integer_field(values_[kOffset], "offset");
+  if (!offset) return offset.take_error();
+  out.offset = *offset;
+  auto timestamp = integer_field(values_[kTimestamp], "timestamp");
+  if (!timestamp) return timestamp.take_error();
+  out.timestamp = *timestamp;
+
+  const JsonField& key = values_[kKey];
+  const JsonField& key64 = values_[kKeyB64];
+  if (key.type == JsonType::kString) {
+    out.key = std::string(key.str);
+  } else if (key64.type == JsonType::kString) {
+    auto bytes = decode_base64(key64.str);
+    if (!bytes) return data_error("field 'key_base64': {}", bytes.error().message);
+    out.key = std::move(*bytes);
+  } else if (key.type != JsonType::kMissing && key.type != JsonType::kNull) {
+    return data_error("field 'key' is a {}, not a string or null", json_type_name(key.type));
+  }
+
+  const JsonField& value = values_[kValue];
+  const JsonField& value64 = values_[kValueB64];
+  switch (value.type) {
+    case JsonType::kString:
+      out.value = std::string(value.str);
+      break;
+    case JsonType::kNull:
+      break;
+    case JsonType::kMissing:
+      if (value64.type != JsonType::kString) return data_error("field 'value' is missing");
+      {
+        auto bytes = decode_base64(value64.str);
+        if (!bytes) return data_error("field 'value_base64': {}", bytes.error().message);
+        out.value = std::move(*bytes);
+      }
+      break;
+    default:
+      scratch_.clear();
+      append_minified(scratch_, value.raw);
+      out.value = scratch_;
+      break;
+  }
+
+  const JsonField& headers = values_[kHeaders];
+  if (headers.type == JsonType::kMissing || headers.type == JsonType::kNull) return {};
+  if (headers.type != JsonType::kArray) return data_error("field 'headers' is not an array");
+  auto tree = parse_json(headers.raw);
+  if (!tree) return data_error("field 'headers': {}", tree.error().message);
+  for (const JsonValue& pair : tree->items) {
+    if (pair.type != JsonType::kArray || pair.items.size() != 2 ||
+        pair.items[0].type != JsonType::kString)
+      return data_error("field 'headers' must hold [name, value] pairs");
+    EnvelopeRecord::OwnedHeader h;
+    h.name = pair.items[0].str;
+    const JsonValue& v = pair.items[1];
+    if (v.type == JsonType::kString) {
+      h.value = v.str;
+    } else if (v.type == JsonType::kObject && v.find("base64") != nullptr &&
+               v.find("base64")->type == JsonType::kString) {
+      auto bytes = decode_base64(v.find("base64")->str);
+      if (!bytes) return data_error("header '{}': {}", h.name, bytes.error().message);
+      h.value = std::move(*bytes);
+    } else if (v.type != JsonType::kNull) {
+      return data_error("header '{}' has a {} value", h.name, json_type_name(v.type));
+    }
+    out.headers.push_back(std::move(h));
+  }
+  return {};
+}
+
+std::optional<SourcePosition> source_position(std::string_view padded_line) {
+  static thread_local JsonReader reader;
+  static thread_local FieldSet fields = [] {
+    FieldSet f;
+    f.add(FieldPath::parse(".topic").value());
+    f.add(FieldPath::parse(".partition").value());
+    f.add(FieldPath::parse(".offset").value());
+    return f;
+  }();
+  std::vector<JsonField> v;
+  if (!reader.read(padded_line, fields, v).ok()) return std::nullopt;
+  if (v[0].type != JsonType::kString || v[1].type != JsonType::kNumber || !v[1].is_integer ||
+      v[2].type != JsonType::kNumber || !v[2].is_integer)
+    return std::nullopt;
+  return SourcePosition{std::string(v[0].str), static_cast<int32_t>(v[1].integer), v[2].integer};
+}
+
+}  // namespace kpipe

@@ -1,0 +1,90 @@
+// The envelope (CONTRACT §3): one Kafka record as one NDJSON line, written by
+// kconsume and read back by kproduce --envelope.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kpipe/json.h"
+#include "kpipe/status.h"
+
+namespace kpipe {
+
+struct Header {
+  std::string_view name;
+  std::optional<std::string_view> value;  // nullopt: a null header value
+};
+
+// A Kafka record as views into someone else's memory (librdkafka's message
+// or the reader's line).
+struct RecordView {
+  std::string_view topic;
+  int32_t partition = -1;
+  int64_t offset = -1;
+  int64_t timestamp = -1;  // epoch ms; -1 when the record has none
+  std::optional<std::string_view> key;
+  std::optional<std::string_view> value;  // nullopt: a tombstone
+  std::vector<Header> headers;
+};
+
+enum class ConsumeFormat { kEnvelope, kValue };
+
+// Appends envelopes without re-serialising payloads that are JSON already.
+class EnvelopeWriter {
+ public:
+  // One envelope line, '\n' included.
+  void append(std::string& out, const RecordView& r);
+  // The value alone, embedded as in the envelope ("null" for a tombstone,
+  // {"value_base64":"..."} for bytes that are not UTF-8), '\n' included.
+  void append_value(std::string& out, const RecordView& r);
+
+ private:
+  PayloadEncoder encoder_;
+  std::string topic_cache_;      // the last topic, already quoted
+  std::string topic_cache_key_;
+};
+
+// A record read from an envelope line; owns what it holds.
+struct EnvelopeRecord {
+  std::optional<std::string> topic;
+  std::optional<int32_t> partition;
+  std::optional<int64_t> offset;
+  std::optional<int64_t> timestamp;
+  std::optional<std::string> key;
+  std::optional<std::string> value;  // nullopt: a tombstone
+  struct OwnedHeader {
+    std::string name;
+    std::optional<std::string> value;
+  };
+  std::vector<OwnedHeader> headers;
+};
+
+// Reads envelope lines with one reused parser.
+class EnvelopeReader {
+ public:
+  EnvelopeReader();
+  // `line` must be padded (a Line from LineReader). Errors are data_errors
+  // naming the field: "field 'value' is missing".
+  Status read(std::string_view line, EnvelopeRecord& out);
+
+ private:
+  JsonReader reader_;
+  FieldSet fields_;
+  std::vector<JsonField> values_;
+  std::string scratch_;
+};
+
+// Where a line came from, when it is an envelope: for dead letters.
+struct SourcePosition {
+  std::string topic;
+  int32_t partition = -1;
+  int64_t offset = -1;
+};
+// Best effort: nullopt unless the line is a JSON object with a string
+// "topic", an integer "partition" and an integer "offset".
+std::optional<SourcePosition> source_position(std::string_view padded_line);
+
+}  // namespace kpipe

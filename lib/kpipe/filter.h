@@ -1,0 +1,91 @@
+// The loop every NDJSON program shares: read lines from the inputs, skip
+// empty ones, hand control lines and data lines to a stage, apply
+// --on-error to bad ones, flush before waiting, stop cleanly on a signal,
+// and keep the counters behind --stats.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kpipe/dead_letter.h"
+#include "kpipe/io.h"
+#include "kpipe/report.h"
+#include "kpipe/stats.h"
+#include "kpipe/status.h"
+#include "kpipe/time.h"
+
+namespace kpipe {
+
+// What a program's run function receives from the outside world; tests
+// build one with a FakeClock, a RecordingReporter and a pipe or file.
+struct Io {
+  Output& out;
+  Reporter& reporter;
+  Clock& clock;
+  const std::atomic<bool>* stop = nullptr;
+  std::string program;                  // "kdedup"
+  const char* env_brokers = nullptr;    // KPIPE_BROKERS, for kafka: targets
+};
+
+// Options every line-reading program takes.
+struct InputOptions {
+  std::vector<std::string> inputs;  // files; "-" or none: standard input
+  size_t max_line_bytes = kDefaultMaxLineBytes;
+};
+
+struct ErrorOptions {
+  std::string on_error = "fail";
+  std::string dlq;  // FILE.db or kafka:TOPIC
+};
+
+struct StatsOptions {
+  std::string stats;  // a duration, or empty
+};
+
+class LineStage {
+ public:
+  virtual ~LineStage() = default;
+  // A data line. A data_error means the line is bad input: the driver
+  // applies --on-error with its message. The stage must not have written
+  // anything for a line it refuses.
+  virtual Status on_line(const Line& line, Output& out) = 0;
+  // A control line. The default forwards it unchanged.
+  virtual Status on_control(const Line& line, Output& out) {
+    out.write_line(line.text);
+    return {};
+  }
+  // Called about every `idle_interval()` while no input arrives.
+  virtual Status on_idle(Output& out) {
+    (void)out;
+    return {};
+  }
+  virtual Millis idle_interval() const { return 200; }
+  // At the end of input (or on a stop signal).
+  virtual Status on_end(Output& out) {
+    (void)out;
+    return {};
+  }
+  virtual void fill_counters(Counters& c) const { (void)c; }
+};
+
+// The state of --on-error and --dlq for a program, resolved once.
+Expected<std::unique_ptr<BadInputHandler>> make_bad_input_handler(const ErrorOptions& options,
+                                                                  const std::string& stage, Io& io,
+                                                                  const KafkaConfig* kafka = nullptr);
+
+struct FilterSettings {
+  InputOptions input;
+  Millis stats_interval = 0;
+};
+
+Status run_filter(LineStage& stage, const FilterSettings& settings, BadInputHandler& bad, Io& io);
+
+// "kdedup", or "kdedup/NAME" when --name differs from the program's name.
+std::string stage_name(const std::string& program, const std::string& name);
+
+// Parses --stats (empty: off).
+Expected<Millis> parse_stats_interval(const StatsOptions& options);
+
+}  // namespace kpipe

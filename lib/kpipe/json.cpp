@@ -1,0 +1,665 @@
+#include "kpipe/json.h"
+
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+
+#include <simdjson.h>
+
+namespace kpipe {
+
+namespace od = simdjson::ondemand;
+
+const char* json_type_name(JsonType t) {
+  switch (t) {
+    case JsonType::kMissing: return "missing";
+    case JsonType::kNull: return "null";
+    case JsonType::kBool: return "bool";
+    case JsonType::kNumber: return "number";
+    case JsonType::kString: return "string";
+    case JsonType::kObject: return "object";
+    case JsonType::kArray: return "array";
+  }
+  return "?";
+}
+
+// --- paths -------------------------------------------------------------------
+
+namespace {
+
+Error bad_path(std::string_view text, std::string_view why) {
+  return usage_error("invalid field path '{}': {}", text, why);
+}
+
+bool all_digits(std::string_view s) {
+  if (s.empty() || s.size() > 18) return false;
+  for (char c : s)
+    if (c < '0' || c > '9') return false;
+  return !(s.size() > 1 && s[0] == '0');
+}
+
+Status parse_pointer(std::string_view text, std::vector<PathStep>& steps) {
+  // RFC 6901: "/a~1b/0" is the key "a/b" then the key or index "0".
+  size_t pos = 1;
+  for (;;) {
+    size_t end = text.find('/', pos);
+    std::string_view token = text.substr(pos, end == std::string_view::npos ? end : end - pos);
+    PathStep step;
+    for (size_t i = 0; i < token.size(); ++i) {
+      if (token[i] != '~') {
+        step.key.push_back(token[i]);
+        continue;
+      }
+      if (i + 1 < token.size() && (token[i + 1] == '0' || token[i + 1] == '1')) {
+        step.key.push_back(token[i + 1] == '0' ? '~' : '/');
+        ++i;
+        continue;
+      }
+      return bad_path(text, "'~' must be followed by 0 or 1");
+    }
+    if (all_digits(token)) {
+      step.has_index = true;
+      std::from_chars(token.data(), token.data() + token.size(), step.index);
+    }
+    steps.push_back(std::move(step));
+    if (end == std::string_view::npos) break;
+    pos = end + 1;
+  }
+  return {};
+}
+
+}  // namespace
+
+Expected<FieldPath> FieldPath::parse(std::string_view text) {
+  FieldPath path;
+  path.text_ = std::string(text);
+  if (text.empty()) return bad_path(text, "it is empty");
+  if (text[0] == '/') {
+    KPIPE_TRY(parse_pointer(text, path.steps_));
+    return path;
+  }
+  size_t i = 0;
+  if (text[0] == '.') i = 1;
+  if (i == text.size()) return path;  // "." is the whole line
+  bool expect_key = true;
+  while (i < text.size()) {
+    char c = text[i];
+    if (c == '[') {
+      size_t close = text.find(']', i);
+      if (close == std::string_view::npos) return bad_path(text, "'[' without ']'");
+      std::string_view digits = text.substr(i + 1, close - i - 1);
+      if (digits.empty() || digits.find_first_not_of("0123456789") != std::string_view::npos)
+        return bad_path(text, "an index must be a non-negative integer");
+      PathStep step;
+      step.has_key = false;
+      step.has_index = true;
+      std::from_chars(digits.data(), digits.data() + digits.size(), step.index);
+      path.steps_.push_back(std::move(step));
+      i = close + 1;
+      expect_key = false;
+      continue;
+    }
+    if (c == '.') {
+      if (expect_key) return bad_path(text, "empty segment");
+      ++i;
+      expect_key = true;
+      if (i == text.size()) return bad_path(text, "it ends with '.'");
+      continue;
+    }
+    if (!expect_key) return bad_path(text, "expected '.' or '[' after a segment");
+    PathStep step;
+    if (c == '"') {
+      ++i;
+      bool closed = false;
+      while (i < text.size()) {
+        char d = text[i++];
+        if (d == '"') {
+          closed = true;
+          break;
+        }
+        if (d == '\\' && i < text.size()) d = text[i++];
+        step.key.push_back(d);
+      }
+      if (!closed) return bad_path(text, "unterminated quoted segment");
+    } else {
+      while (i < text.size() && text[i] != '.' && text[i] != '[') {
+        if (text[i] == '"' || text[i] == ']') return bad_path(text, "quote or ']' inside a segment");
+        step.key.push_back(text[i++]);
+      }
+    }
+    path.steps_.push_back(std::move(step));
+    expect_key = false;
+  }
+  return path;
+}
+
+std::string FieldPath::last_key() const {
+  if (steps_.empty() || !steps_.back().has_key) return {};
+  return steps_.back().key;
+}
+
+struct FieldSet::Node {
+  PathStep step;
+  int slot = -1;
+  std::vector<size_t> children;
+};
+
+FieldSet::FieldSet() : nodes_(std::make_unique<std::vector<Node>>(1)) {}
+FieldSet::~FieldSet() = default;
+FieldSet::FieldSet(FieldSet&&) noexcept = default;
+FieldSet& FieldSet::operator=(FieldSet&&) noexcept = default;
+
+const std::vector<FieldSet::Node>& FieldSet::nodes() const { return *nodes_; }
+
+size_t FieldSet::add(const FieldPath& path) {
+  auto& nodes = *nodes_;
+  size_t at = 0;
+  for (const PathStep& step : path.steps()) {
+    size_t found = 0;
+    for (size_t child : nodes[at].children) {
+      const PathStep& s = nodes[child].step;
+      if (s.has_key == step.has_key && s.has_index == step.has_index && s.key == step.key &&
+          s.index == step.index) {
+        found = child;
+        break;
+      }
+    }
+    if (found == 0) {
+      nodes.push_back(Node{step, -1, {}});
+      found = nodes.size() - 1;
+      nodes[at].children.push_back(found);
+    }
+    at = found;
+  }
+  size_t slot = paths_.size();
+  paths_.push_back(path);
+  if (nodes[at].slot < 0) {
+    nodes[at].slot = static_cast<int>(slot);
+  } else {
+    aliases_.push_back({static_cast<size_t>(nodes[at].slot), slot});
+  }
+  return slot;
+}
+
+// --- reading -----------------------------------------------------------------
+
+namespace {
+
+std::string_view trim_right(std::string_view s) {
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r'))
+    s.remove_suffix(1);
+  return s;
+}
+
+const char* reason(simdjson::error_code e) {
+  using simdjson::error_code;
+  switch (e) {
+    case error_code::UTF8_ERROR: return "not valid JSON: invalid UTF-8";
+    case error_code::UNCLOSED_STRING: return "not valid JSON: unclosed string";
+    case error_code::UNESCAPED_CHARS: return "not valid JSON: unescaped control character in a string";
+    case error_code::DEPTH_ERROR: return "not valid JSON: nested too deeply";
+    case error_code::NUMBER_ERROR: return "not valid JSON: malformed number";
+    case error_code::NUMBER_OUT_OF_RANGE: return "not valid JSON: number out of range";
+    case error_code::STRING_ERROR: return "not valid JSON: malformed string escape";
+    case error_code::T_ATOM_ERROR:
+    case error_code::F_ATOM_ERROR:
+    case error_code::N_ATOM_ERROR: return "not valid JSON: invalid literal";
+    case error_code::EMPTY: return "not valid JSON: empty";
+    case error_code::TRAILING_CONTENT: return "not valid JSON: content after the value";
+    case error_code::INCOMPLETE_ARRAY_OR_OBJECT: return "not valid JSON: truncated object or array";
+    default: return "not valid JSON: malformed structure";
+  }
+}
+
+JsonType to_type(od::json_type t) {
+  switch (t) {
+    case od::json_type::array: return JsonType::kArray;
+    case od::json_type::object: return JsonType::kObject;
+    case od::json_type::number: return JsonType::kNumber;
+    case od::json_type::string: return JsonType::kString;
+    case od::json_type::boolean: return JsonType::kBool;
+    case od::json_type::null: return JsonType::kNull;
+  }
+  return JsonType::kMissing;
+}
+
+}  // namespace
+
+simdjson::error_code raw_token(od::value& v, std::string_view& out) {
+  out = v.raw_json_token();
+  return simdjson::SUCCESS;
+}
+simdjson::error_code raw_token(od::document& d, std::string_view& out) { return d.raw_json_token().get(out); }
+
+struct JsonReader::Impl {
+  od::parser parser;
+  od::parser nested;  // for a path that is both a leaf and a prefix (rare)
+  const std::vector<FieldSet::Node>* nodes = nullptr;
+  std::vector<JsonField>* out = nullptr;
+  simdjson::error_code error = simdjson::SUCCESS;
+
+  template <typename V>
+  bool read_number(V& v, JsonField& f) {
+    od::number_type nt;
+    if ((error = v.get_number_type().get(nt))) return false;
+    if (nt == od::number_type::signed_integer) {
+      if ((error = v.get_int64().get(f.integer))) return false;
+      f.is_integer = true;
+      f.number = static_cast<double>(f.integer);
+      return true;
+    }
+    if (nt == od::number_type::unsigned_integer) {
+      uint64_t u;
+      if ((error = v.get_uint64().get(u))) return false;
+      f.number = static_cast<double>(u);
+      return true;
+    }
+    return !(error = v.get_double().get(f.number));
+  }
+
+  // Reads a whole value into `f`. V is od::value or od::document.
+  template <typename V>
+  bool read_leaf(V& v, JsonField& f) {
+    od::json_type t;
+    if ((error = v.type().get(t))) return false;
+    f.type = to_type(t);
+    switch (t) {
+      case od::json_type::object: {
+        od::object o;
+        if ((error = v.get_object().get(o))) return false;
+        return !(error = o.raw_json().get(f.raw));
+      }
+      case od::json_type::array: {
+        od::array a;
+        if ((error = v.get_array().get(a))) return false;
+        return !(error = a.raw_json().get(f.raw));
+      }
+      default: break;
+    }
+    std::string_view token;
+    if ((error = raw_token(v, token))) return false;
+    f.raw = trim_right(token);
+    switch (t) {
+      case od::json_type::string: return !(error = v.get_string().get(f.str));
+      case od::json_type::number: return read_number(v, f);
+      case od::json_type::boolean: return !(error = v.get_bool().get(f.boolean));
+      case od::json_type::null: {
+        bool is_null;
+        if ((error = v.is_null().get(is_null))) return false;
+        if (!is_null) error = simdjson::N_ATOM_ERROR;
+        return is_null;
+      }
+      default: return true;
+    }
+  }
+
+  bool capture(od::value v, size_t node_index) {
+    const FieldSet::Node& node = (*nodes)[node_index];
+    if (node.slot >= 0) {
+      JsonField& f = (*out)[static_cast<size_t>(node.slot)];
+      if (f.type != JsonType::kMissing) return true;  // a repeated key: the first wins
+      if (!read_leaf(v, f)) return false;
+      if (node.children.empty()) return true;
+      if (f.type != JsonType::kObject && f.type != JsonType::kArray) return true;
+      // The value was consumed whole; read the deeper paths from its text.
+      auto doc = nested.iterate(f.raw.data(), f.raw.size(), f.raw.size() + 64);
+      od::value inner;
+      if ((error = doc.get_value().get(inner))) return false;
+      return descend(inner, node);
+    }
+    return descend(v, node);
+  }
+
+  bool descend(od::value v, const FieldSet::Node& node) {
+    od::json_type t;
+    if ((error = v.type().get(t))) return false;
+    if (t == od::json_type::object) {
+      od::object o;
+      if ((error = v.get_object().get(o))) return false;
+      return walk_object(o, node);
+    }
+    if (t == od::json_type::array) {
+      od::array a;
+      if ((error = v.get_array().get(a))) return false;
+      return walk_array(a, node);
+    }
+    return true;  // a path through a scalar finds nothing
+  }
+
+  bool walk_object(od::object& o, const FieldSet::Node& node) {
+    for (auto field_result : o) {
+      od::field field;
+      if ((error = std::move(field_result).get(field))) return false;
+      std::string_view key;
+      if ((error = field.unescaped_key().get(key))) return false;
+      for (size_t child : node.children) {
+        const PathStep& s = (*nodes)[child].step;
+        if (s.has_key && s.key == key) {
+          if (!capture(field.value(), child)) return false;
+          break;
+        }
+      }
+    }
+    return true;
+  }
+
+  bool walk_array(od::array& a, const FieldSet::Node& node) {
+    uint64_t i = 0;
+    for (auto element_result : a) {
+      od::value element;
+      if ((error = std::move(element_result).get(element))) return false;
+      for (size_t child : node.children) {
+        const PathStep& s = (*nodes)[child].step;
+        if (s.has_index && s.index == i) {
+          if (!capture(element, child)) return false;
+          break;
+        }
+      }
+      ++i;
+    }
+    return true;
+  }
+};
+
+JsonReader::JsonReader() : impl_(std::make_unique<Impl>()) {}
+JsonReader::~JsonReader() = default;
+
+Status JsonReader::read(std::string_view line, const FieldSet& fields, std::vector<JsonField>& out) {
+  Impl& m = *impl_;
+  out.assign(fields.size(), JsonField{});
+  root_type_ = JsonType::kMissing;
+  m.nodes = &fields.nodes();
+  m.out = &out;
+  m.error = simdjson::SUCCESS;
+  const FieldSet::Node& root = fields.nodes()[0];
+
+  od::document doc;
+  if ((m.error = m.parser.iterate(line.data(), line.size(), line.size() + 64).get(doc)))
+    return data_error(reason(m.error));
+  od::json_type t;
+  if ((m.error = doc.type().get(t))) return data_error(reason(m.error));
+  root_type_ = to_type(t);
+  bool ok = true;
+  if (root.slot >= 0) {
+    JsonField& f = out[static_cast<size_t>(root.slot)];
+    ok = m.read_leaf(doc, f);
+    if (ok && !root.children.empty() && (t == od::json_type::object || t == od::json_type::array)) {
+      auto inner_doc = m.nested.iterate(f.raw.data(), f.raw.size(), f.raw.size() + 64);
+      od::value inner;
+      ok = !(m.error = inner_doc.get_value().get(inner)) && m.descend(inner, root);
+    }
+  } else if (t == od::json_type::object) {
+    od::object o;
+    ok = !(m.error = doc.get_object().get(o)) && m.walk_object(o, root);
+  } else if (t == od::json_type::array) {
+    od::array a;
+    ok = !(m.error = doc.get_array().get(a)) && m.walk_array(a, root);
+  } else {
+    JsonField scratch;
+    ok = m.read_leaf(doc, scratch);
+  }
+  if (!ok) return data_error(reason(m.error));
+  // Anything left after the value (`{"a":1} x`) makes the line invalid.
+  const char* rest = nullptr;
+  if (doc.current_location().get(rest) == simdjson::SUCCESS) return data_error(reason(simdjson::TRAILING_CONTENT));
+  for (auto [from, to] : fields.aliases()) out[to] = out[from];
+  return {};
+}
+
+bool is_control_line(std::string_view line) {
+  size_t i = 0;
+  auto skip_ws = [&] {
+    while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+  };
+  skip_ws();
+  if (i >= line.size() || line[i] != '{') return false;
+  ++i;
+  skip_ws();
+  return line.substr(i, 8) == "\"$kpipe\"";
+}
+
+const JsonValue* JsonValue::find(std::string_view key) const {
+  for (const auto& [name, value] : members)
+    if (name == key) return &value;
+  return nullptr;
+}
+
+namespace {
+
+JsonValue from_dom(simdjson::dom::element e) {
+  JsonValue v;
+  switch (e.type()) {
+    case simdjson::dom::element_type::ARRAY: {
+      v.type = JsonType::kArray;
+      simdjson::dom::array array(e);
+      for (simdjson::dom::element item : array) v.items.push_back(from_dom(item));
+      break;
+    }
+    case simdjson::dom::element_type::OBJECT: {
+      v.type = JsonType::kObject;
+      simdjson::dom::object object(e);
+      for (simdjson::dom::key_value_pair field : object)
+        v.members.emplace_back(std::string(field.key), from_dom(field.value));
+      break;
+    }
+    case simdjson::dom::element_type::INT64:
+      v.type = JsonType::kNumber;
+      v.is_integer = true;
+      v.integer = e.get_int64().value_unsafe();
+      v.number = static_cast<double>(v.integer);
+      v.str = simdjson::minify(e);
+      break;
+    case simdjson::dom::element_type::UINT64:
+      v.type = JsonType::kNumber;
+      v.number = static_cast<double>(e.get_uint64().value_unsafe());
+      v.str = simdjson::minify(e);
+      break;
+    case simdjson::dom::element_type::DOUBLE:
+      v.type = JsonType::kNumber;
+      v.number = e.get_double().value_unsafe();
+      v.str = simdjson::minify(e);
+      break;
+    case simdjson::dom::element_type::STRING:
+      v.type = JsonType::kString;
+      v.str = std::string(e.get_string().value_unsafe());
+      break;
+    case simdjson::dom::element_type::BOOL:
+      v.type = JsonType::kBool;
+      v.boolean = e.get_bool().value_unsafe();
+      break;
+    case simdjson::dom::element_type::NULL_VALUE:
+      v.type = JsonType::kNull;
+      break;
+  }
+  return v;
+}
+
+}  // namespace
+
+Expected<JsonValue> parse_json(std::string_view text) {
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(text);
+  simdjson::dom::element root;
+  if (auto err = parser.parse(padded).get(root)) return data_error(reason(err));
+  return from_dom(root);
+}
+
+// --- writing -----------------------------------------------------------------
+
+bool is_valid_utf8(std::string_view bytes) { return simdjson::validate_utf8(bytes.data(), bytes.size()); }
+
+namespace {
+
+// 0: copy; 1: short escape; 2: \u00XX.
+constexpr auto kEscape = [] {
+  std::array<uint8_t, 256> t{};
+  for (int c = 0; c < 0x20; ++c) t[c] = 2;
+  t['\b'] = t['\f'] = t['\n'] = t['\r'] = t['\t'] = 1;
+  t['"'] = t['\\'] = 1;
+  return t;
+}();
+
+char short_escape(char c) {
+  switch (c) {
+    case '\b': return 'b';
+    case '\f': return 'f';
+    case '\n': return 'n';
+    case '\r': return 'r';
+    case '\t': return 't';
+    default: return c;
+  }
+}
+
+}  // namespace
+
+void append_json_string(std::string& out, std::string_view text) {
+  out.push_back('"');
+  const char* p = text.data();
+  const char* end = p + text.size();
+  const char* run = p;
+  for (; p < end; ++p) {
+    uint8_t kind = kEscape[static_cast<unsigned char>(*p)];
+    if (kind == 0) continue;
+    out.append(run, static_cast<size_t>(p - run));
+    if (kind == 1) {
+      out.push_back('\\');
+      out.push_back(short_escape(*p));
+    } else {
+      static constexpr char kHex[] = "0123456789abcdef";
+      char buf[6] = {'\\', 'u', '0', '0', kHex[(*p >> 4) & 0xf], kHex[*p & 0xf]};
+      out.append(buf, 6);
+    }
+    run = p + 1;
+  }
+  out.append(run, static_cast<size_t>(end - run));
+  out.push_back('"');
+}
+
+void append_int(std::string& out, int64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, static_cast<size_t>(r.ptr - buf));
+}
+
+void append_uint(std::string& out, uint64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, static_cast<size_t>(r.ptr - buf));
+}
+
+void append_double(std::string& out, double v) {
+  if (!std::isfinite(v)) {
+    out.append("null");  // JSON has no NaN or infinity
+    return;
+  }
+  if (v == std::trunc(v) && std::fabs(v) < 9007199254740992.0) {
+    append_int(out, static_cast<int64_t>(v));
+    return;
+  }
+  char buf[32];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, static_cast<size_t>(r.ptr - buf));
+}
+
+void append_base64(std::string& out, std::string_view bytes) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  size_t i = 0;
+  const auto* b = reinterpret_cast<const unsigned char*>(bytes.data());
+  size_t n = bytes.size();
+  out.reserve(out.size() + (n + 2) / 3 * 4);
+  for (; i + 2 < n; i += 3) {
+    uint32_t v = (b[i] << 16) | (b[i + 1] << 8) | b[i + 2];
+    out.push_back(kAlphabet[v >> 18]);
+    out.push_back(kAlphabet[(v >> 12) & 63]);
+    out.push_back(kAlphabet[(v >> 6) & 63]);
+    out.push_back(kAlphabet[v & 63]);
+  }
+  if (i + 1 == n) {
+    uint32_t v = b[i] << 16;
+    out.push_back(kAlphabet[v >> 18]);
+    out.push_back(kAlphabet[(v >> 12) & 63]);
+    out.append("==");
+  } else if (i + 2 == n) {
+    uint32_t v = (b[i] << 16) | (b[i + 1] << 8);
+    out.push_back(kAlphabet[v >> 18]);
+    out.push_back(kAlphabet[(v >> 12) & 63]);
+    out.push_back(kAlphabet[(v >> 6) & 63]);
+    out.push_back('=');
+  }
+}
+
+Expected<std::string> decode_base64(std::string_view text) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+' || c == '-') return 62;
+    if (c == '/' || c == '_') return 63;
+    return -1;
+  };
+  while (!text.empty() && text.back() == '=') text.remove_suffix(1);
+  if (text.size() % 4 == 1) return data_error("invalid base64: bad length");
+  std::string out;
+  out.reserve(text.size() * 3 / 4);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : text) {
+    int v = value(c);
+    if (v < 0) return data_error("invalid base64: unexpected character");
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+  }
+  return out;
+}
+
+void append_minified(std::string& out, std::string_view json) {
+  size_t at = out.size();
+  out.resize(at + json.size());
+  size_t len = 0;
+  if (simdjson::minify(json.data(), json.size(), out.data() + at, len) != simdjson::SUCCESS) {
+    out.resize(at);
+    out.append(json);
+    return;
+  }
+  out.resize(at + len);
+}
+
+struct PayloadEncoder::Impl {
+  simdjson::dom::parser parser;
+  std::unique_ptr<char[]> scratch;
+  size_t cap = 0;
+
+  bool validate(std::string_view bytes) {
+    if (bytes.size() + simdjson::SIMDJSON_PADDING > cap) {
+      cap = std::max<size_t>(bytes.size() + simdjson::SIMDJSON_PADDING, 2 * cap);
+      scratch.reset(new char[cap]);
+    }
+    std::memcpy(scratch.get(), bytes.data(), bytes.size());
+    std::memset(scratch.get() + bytes.size(), 0, simdjson::SIMDJSON_PADDING);
+    simdjson::dom::element e;
+    return parser.parse(scratch.get(), bytes.size(), false).get(e) == simdjson::SUCCESS;
+  }
+};
+
+PayloadEncoder::PayloadEncoder() : impl_(std::make_unique<Impl>()) {}
+PayloadEncoder::~PayloadEncoder() = default;
+
+bool PayloadEncoder::is_json(std::string_view bytes) { return !bytes.empty() && impl_->validate(bytes); }
+
+PayloadEncoder::Kind PayloadEncoder::append(std::string& out, std::string_view bytes) {
+  if (is_json(bytes)) {
+    append_minified(out, bytes);
+    return Kind::kJson;
+  }
+  if (!is_valid_utf8(bytes)) return Kind::kBinary;
+  append_json_string(out, bytes);
+  return Kind::kString;
+}
+
+}  // namespace kpipe

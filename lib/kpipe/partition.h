@@ -1,0 +1,24 @@
+// Topic/partition pairs and offsets, shared by the Kafka clients, the
+// checkpoint protocol and lag (no librdkafka here).
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <string>
+
+namespace kpipe {
+
+struct TopicPartition {
+  std::string topic;
+  int32_t partition = 0;
+  auto operator<=>(const TopicPartition&) const = default;
+};
+
+struct PartitionOffset {
+  std::string topic;
+  int32_t partition = 0;
+  int64_t offset = 0;
+  auto operator<=>(const PartitionOffset&) const = default;
+};
+
+}  // namespace kpipe

@@ -1,0 +1,37 @@
+// How the library speaks to the person running it without printing: it
+// hands one-line messages to a Reporter, and the command-line layer decides
+// what reaches standard error (-q, -v, a terminal's progress line).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kpipe {
+
+class Reporter {
+ public:
+  virtual ~Reporter() = default;
+  virtual void warning(std::string_view message) = 0;
+  // Shown with -v: summaries at exit, what a program decided and why.
+  virtual void info(std::string_view message) = 0;
+  // Shown with -vv: librdkafka's own log lines, for example.
+  virtual void debug(std::string_view message) { (void)message; }
+  // One NDJSON line of counters (--stats).
+  virtual void stats(std::string_view line) = 0;
+  // A live progress line, replaced in place; ignored unless standard
+  // error is a terminal.
+  virtual void progress(std::string_view line) { (void)line; }
+  virtual bool wants_progress() const { return false; }
+};
+
+// Keeps everything, for tests.
+class RecordingReporter final : public Reporter {
+ public:
+  void warning(std::string_view m) override { warnings.emplace_back(m); }
+  void info(std::string_view m) override { infos.emplace_back(m); }
+  void stats(std::string_view m) override { stats_lines.emplace_back(m); }
+  std::vector<std::string> warnings, infos, stats_lines;
+};
+
+}  // namespace kpipe

@@ -1,0 +1,24 @@
+#include "kpipe/cli/cli.h"
+#include "kpipe/consume.h"
+
+int main(int argc, char** argv) {
+  kpipe::cli::Program program("kconsume", "Kafka records in, NDJSON envelopes out");
+  kpipe::ConsumeOptions o;
+  auto& app = program.app();
+  program.add_kafka(o.kafka);
+  app.add_option("-t,--topic", o.topics, "Topic to consume (repeatable)")->required();
+  app.add_option("-g,--group", o.group, "Join this consumer group and commit what was written");
+  app.add_option("--from", o.from, "Where to start without a committed offset: earliest, latest, OFFSET, -N, @TIME")
+      ->default_val("earliest")
+      ->type_name("POS");
+  app.add_option("--partitions", o.partitions, "Only these partitions, e.g. 0,2-5 (not with -g)")
+      ->type_name("LIST");
+  app.add_option("-c,--count", o.count, "Exit after N records")->type_name("N");
+  app.add_flag("-e,--exit", o.exit_at_end, "Exit once every assigned partition has reached its end");
+  app.add_option("--format", o.format, "Output: envelope or value")->default_val("envelope")->type_name("FORMAT");
+  app.add_option("--commit-interval", o.commit_interval, "With -g, commit written offsets this often")
+      ->default_val("1s")
+      ->type_name("D");
+  program.add_stats(o.stats);
+  return program.run(argc, argv, [&](kpipe::Io& io) { return kpipe::run_consume(o, io); });
+}
