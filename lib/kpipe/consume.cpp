@@ -159,6 +159,7 @@ class ConsumeLoop {
         [this](const std::vector<TopicPartition>& parts) -> Status {
           KPIPE_TRY(commit_written());
           for (const auto& tp : parts) positions_.erase(tp);
+          last_ = positions_.end();
           io_.reporter.info(fmt::format("{} partitions revoked", parts.size()));
           return {};
         });
@@ -169,8 +170,7 @@ class ConsumeLoop {
     last_commit_ = io_.clock.steady();
     auto handler = [this, &out](const ConsumerEvent& e) -> Status {
       if (done_) return {};
-      TopicPartition tp{std::string(e.record.topic), e.record.partition};
-      auto it = positions_.find(tp);
+      auto it = find(e.record.topic, e.record.partition);
       if (e.kind == ConsumerEvent::Kind::kEndOfPartition) {
         if (it != positions_.end()) it->second.at_end = true;
         return {};
@@ -223,7 +223,21 @@ class ConsumeLoop {
     bool dirty = false;
   };
 
-  void track(const PartitionOffset& p) { positions_[{p.topic, p.partition}] = {p.offset, false, false}; }
+  void track(const PartitionOffset& p) {
+    positions_[{p.topic, p.partition}] = {p.offset, false, false};
+    last_ = positions_.end();
+  }
+
+  // Records arrive in runs from one partition: remember the last lookup,
+  // and never build a key string per record.
+  std::map<TopicPartition, Position>::iterator find(std::string_view topic, int32_t partition) {
+    if (last_ != positions_.end() && last_->first.partition == partition && last_->first.topic == topic)
+      return last_;
+    key_.topic.assign(topic);
+    key_.partition = partition;
+    last_ = positions_.find(key_);
+    return last_;
+  }
   bool grouped() const { return !options_.group.empty(); }
   bool ticker_active() const { return true; }
 
@@ -257,6 +271,8 @@ class ConsumeLoop {
   StatsTicker ticker_;
   EnvelopeWriter writer_;
   std::map<TopicPartition, Position> positions_;
+  std::map<TopicPartition, Position>::iterator last_ = positions_.end();
+  TopicPartition key_;
   Counters counters_;
   Millis last_commit_ = 0;
   bool done_ = false;

@@ -619,15 +619,47 @@ Expected<std::string> decode_base64(std::string_view text) {
 }
 
 void append_minified(std::string& out, std::string_view json) {
+  // Most payloads hold no insignificant whitespace at all; copying runs
+  // between it beats simdjson::minify by a wide margin on short records.
+  const char* p = json.data();
+  const char* end = p + json.size();
+  const char* run = p;
   size_t at = out.size();
   out.resize(at + json.size());
-  size_t len = 0;
-  if (simdjson::minify(json.data(), json.size(), out.data() + at, len) != simdjson::SUCCESS) {
-    out.resize(at);
-    out.append(json);
-    return;
+  char* dst = out.data() + at;
+  auto flush_run = [&](const char* upto) {
+    size_t n = static_cast<size_t>(upto - run);
+    std::memcpy(dst, run, n);
+    dst += n;
+  };
+  while (p < end) {
+    char c = *p;
+    if (c == '"') {
+      // Skip the string, escapes included.
+      ++p;
+      while (p < end) {
+        const char* q = static_cast<const char*>(std::memchr(p, '"', static_cast<size_t>(end - p)));
+        if (q == nullptr) {
+          p = end;
+          break;
+        }
+        size_t backslashes = 0;
+        for (const char* b = q - 1; b >= p && *b == '\\'; --b) ++backslashes;
+        p = q + 1;
+        if (backslashes % 2 == 0) break;
+      }
+      continue;
+    }
+    if (c == ' ' || c == '\n' || c == '\t' || c == '\r') {
+      flush_run(p);
+      while (p < end && (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')) ++p;
+      run = p;
+      continue;
+    }
+    ++p;
   }
-  out.resize(at + len);
+  flush_run(end);
+  out.resize(static_cast<size_t>(dst - out.data()));
 }
 
 struct PayloadEncoder::Impl {

@@ -222,8 +222,12 @@ struct Consumer::State {
   RevokeHandler on_revoke;
   Status pending;  // an error from a rebalance callback, returned by poll()
   bool subscribed = false;
-  std::vector<Header> headers;  // reused for every record
   std::map<rd_kafka_topic_t*, std::string> topic_names;
+  rd_kafka_queue_t* queue = nullptr;  // the consumer queue, for batch reads
+  std::vector<rd_kafka_message_t*> batch;
+  ~State() {
+    if (queue != nullptr) rd_kafka_queue_destroy(queue);
+  }
 };
 
 namespace {
@@ -244,6 +248,10 @@ Consumer::Consumer(const KafkaConfig& config, Reporter& reporter)
     : KafkaClient(config, reporter), state_(std::make_unique<State>()) {}
 
 Consumer::~Consumer() {
+  if (state_->queue != nullptr) {
+    rd_kafka_queue_destroy(state_->queue);
+    state_->queue = nullptr;
+  }
   // Leaving the group cleanly lets the others take over at once instead of
   // after session.timeout.ms.
   if (handle_->rk != nullptr) rd_kafka_consumer_close(handle_->rk);
@@ -277,6 +285,7 @@ Expected<std::unique_ptr<Consumer>> Consumer::create(const KafkaConfig& base, co
   }
   KPIPE_TRY(consumer->wait_until_reachable());
   rd_kafka_poll_set_consumer(consumer->handle_->rk);
+  consumer->state_->queue = rd_kafka_queue_get_consumer(consumer->handle_->rk);
   return consumer;
 }
 
@@ -321,25 +330,31 @@ Status Consumer::subscribe(const std::vector<std::string>& topics, AssignHandler
 }
 
 Status Consumer::poll(Millis timeout, size_t max_events, const EventHandler& handler) {
-  ConsumerEvent event;
-  for (size_t n = 0; n < max_events; ++n) {
-    rd_kafka_message_t* m = rd_kafka_consumer_poll(handle_->rk, n == 0 ? timeout_ms(timeout) : 0);
-    if (!state_->pending.ok()) {
-      if (m != nullptr) rd_kafka_message_destroy(m);
-      Status s = state_->pending;
-      state_->pending = Status();
-      return s;
+  // Batches: one queue lock per batch instead of one per record.
+  auto& batch = state_->batch;
+  batch.resize(std::min<size_t>(max_events, 4096));
+  ssize_t got = rd_kafka_consume_batch_queue(state_->queue, timeout_ms(timeout), batch.data(), batch.size());
+  if (got < 0) return failure("cannot consume: {}", rd_kafka_err2str(rd_kafka_last_error()));
+  size_t n = static_cast<size_t>(got);
+  struct BatchGuard {
+    std::vector<rd_kafka_message_t*>& batch;
+    size_t n;
+    ~BatchGuard() {
+      for (size_t i = 0; i < n; ++i) rd_kafka_message_destroy(batch[i]);
     }
-    if (m == nullptr) return {};
-    struct MessageGuard {
-      rd_kafka_message_t* m;
-      ~MessageGuard() { rd_kafka_message_destroy(m); }
-    } guard{m};
-
-    RecordView& r = event.record;
-    auto& name = state_->topic_names[m->rkt];
-    if (name.empty()) name = rd_kafka_topic_name(m->rkt);
-    r.topic = name;
+  } guard{batch, n};
+  if (!state_->pending.ok()) {
+    Status s = state_->pending;
+    state_->pending = Status();
+    return s;
+  }
+  ConsumerEvent event;
+  RecordView& r = event.record;
+  for (size_t i = 0; i < n; ++i) {
+    rd_kafka_message_t* m = batch[i];
+    std::string* name = &state_->topic_names[m->rkt];
+    if (name->empty() && m->rkt != nullptr) *name = rd_kafka_topic_name(m->rkt);
+    r.topic = *name;
     r.partition = m->partition;
     r.offset = m->offset;
     if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
@@ -351,7 +366,7 @@ Status Consumer::poll(Millis timeout, size_t max_events, const EventHandler& han
       std::string text = rd_kafka_message_errstr(m);
       if (m->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || m->err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
           m->err == RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED || m->err == RD_KAFKA_RESP_ERR__FATAL)
-        return failure("{}", config_.redact(m->rkt != nullptr ? fmt::format("topic '{}': {}", name, text) : text));
+        return failure("{}", config_.redact(m->rkt != nullptr ? fmt::format("topic '{}': {}", *name, text) : text));
       reporter_.warning(fmt::format("kafka: {}", config_.redact(text)));
       continue;
     }
@@ -375,12 +390,12 @@ Status Consumer::poll(Millis timeout, size_t max_events, const EventHandler& han
       const char* hname;
       const void* hval;
       size_t hsize;
-      for (size_t i = 0; rd_kafka_header_get_all(hdrs, i, &hname, &hval, &hsize) == RD_KAFKA_RESP_ERR_NO_ERROR;
-           ++i) {
-        Header h;
-        h.name = hname;
-        if (hval != nullptr) h.value = std::string_view(static_cast<const char*>(hval), hsize);
-        r.headers.push_back(h);
+      for (size_t h = 0; rd_kafka_header_get_all(hdrs, h, &hname, &hval, &hsize) == RD_KAFKA_RESP_ERR_NO_ERROR;
+           ++h) {
+        Header header;
+        header.name = hname;
+        if (hval != nullptr) header.value = std::string_view(static_cast<const char*>(hval), hsize);
+        r.headers.push_back(header);
       }
     }
     KPIPE_TRY(handler(event));

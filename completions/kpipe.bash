@@ -1,0 +1,38 @@
+# bash completion for the kpipe programs. Options and subcommands come from
+# the programs themselves (PROG [SUB] --completion-helper), so this file
+# never goes stale; only the values of a few options are listed here.
+_kpipe_complete() {
+  local cur prev prog sub="" helper subs w
+  cur=${COMP_WORDS[COMP_CWORD]}
+  prev=${COMP_WORDS[COMP_CWORD-1]}
+  prog=${COMP_WORDS[0]}
+  helper=$("$prog" --completion-helper 2>/dev/null) || return
+  subs=$(grep -v '^--' <<<"$helper")
+  for w in "${COMP_WORDS[@]:1:COMP_CWORD-1}"; do
+    if [[ -n $subs ]] && grep -qxF -- "$w" <<<"$subs"; then
+      sub=$w
+      helper=$("$prog" "$sub" --completion-helper 2>/dev/null)
+      break
+    fi
+  done
+  case $prev in
+    --on-error) COMPREPLY=($(compgen -W "fail dlq skip" -- "$cur")); return ;;
+    --format) COMPREPLY=($(compgen -W "envelope value table ndjson prometheus" -- "$cur")); return ;;
+    --from) COMPREPLY=($(compgen -W "earliest latest" -- "$cur")); return ;;
+    --time-format) COMPREPLY=($(compgen -W "rfc3339 ms" -- "$cur")); return ;;
+    --time-unit) COMPREPLY=($(compgen -W "s ms us ns" -- "$cur")); return ;;
+    --mode) COMPREPLY=($(compgen -W "upsert ignore" -- "$cur")); return ;;
+    --by) COMPREPLY=($(compgen -W "reason stage topic hour" -- "$cur")); return ;;
+    --fail-on) COMPREPLY=($(compgen -W "WARN STALL STOP REWIND" -- "$cur")); return ;;
+    --dlq | --state | --config | --db | --history | --late | --dups | --bootstrap-file)
+      COMPREPLY=($(compgen -f -- "$cur")); return ;;
+  esac
+  if [[ $cur == -* ]]; then
+    COMPREPLY=($(compgen -W "$(grep '^--' <<<"$helper")" -- "$cur"))
+  elif [[ -z $sub && -n $subs ]]; then
+    COMPREPLY=($(compgen -W "$subs" -- "$cur"))
+  else
+    COMPREPLY=($(compgen -f -- "$cur"))
+  fi
+}
+complete -F _kpipe_complete kbroker kconsume kproduce kwindow kdedup kupsert kcheckpoint klag kdlq
