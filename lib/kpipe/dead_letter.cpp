@@ -97,6 +97,7 @@ BadInputHandler::BadInputHandler(OnError mode, std::unique_ptr<DeadLetterSink> s
 Status BadInputHandler::handle(const std::string& input, const Line& line, std::string_view reason) {
   switch (mode_) {
     case OnError::kFail:
+      failed_ = true;
       return data_error("{}: line {}: {}", input, line.number, reason);
     case OnError::kSkip:
       ++skipped_;

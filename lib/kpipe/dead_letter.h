@@ -60,6 +60,10 @@ class BadInputHandler {
   Status dead_letter(const std::string& input, const Line& line, std::string_view reason);
   Status sync();
 
+  // Whether handle() has refused a line under --on-error fail: the run is
+  // over, and the error it returned already names its line (a stage that
+  // holds lines, like kupsert, reports one while reading another).
+  bool failed() const { return failed_; }
   uint64_t skipped() const { return skipped_; }
   uint64_t dead_lettered() const { return dead_lettered_; }
   OnError mode() const { return mode_; }
@@ -72,6 +76,7 @@ class BadInputHandler {
   std::unique_ptr<DeadLetterSink> sink_;
   std::string stage_;
   Clock& clock_;
+  bool failed_ = false;
   uint64_t skipped_ = 0;
   uint64_t dead_lettered_ = 0;
   uint64_t unsynced_ = 0;

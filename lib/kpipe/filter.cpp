@@ -87,7 +87,9 @@ Status run_filter(LineStage& stage, const FilterSettings& settings, BadInputHand
     }
     Status s = stage.on_line(line, out);
     if (!s.ok()) {
-      if (s.error().status != ExitStatus::kDataError) return s;
+      // A stage that holds lines may report one of them (already handled)
+      // while it reads another.
+      if (s.error().status != ExitStatus::kDataError || bad.failed()) return s;
       KPIPE_TRY(bad.handle(inputs.name(), line, s.error().message));
     }
     KPIPE_TRY(out.end_record());

@@ -28,6 +28,10 @@ struct Line {
   // Longer than the reader's max_line_bytes: bad input (CONTRACT §7). The
   // text is still whole, so a dead-letter store gets it byte for byte.
   bool too_long = false;
+  // The name of the input it came from, valid while that input is read:
+  // for stages that report a line after reading others (kupsert refuses
+  // rows when it commits them).
+  const std::string* input = nullptr;
 };
 
 class LineReader {

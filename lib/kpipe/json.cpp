@@ -407,6 +407,43 @@ Status JsonReader::read(std::string_view line, const FieldSet& fields, std::vect
   return {};
 }
 
+Status JsonReader::read_members(std::string_view line, std::vector<JsonMember>& out) {
+  Impl& m = *impl_;
+  out.clear();
+  root_type_ = JsonType::kMissing;
+  m.error = simdjson::SUCCESS;
+  od::document doc;
+  if ((m.error = m.parser.iterate(line.data(), line.size(), line.size() + 64).get(doc)))
+    return data_error(reason(m.error));
+  od::json_type t;
+  if ((m.error = doc.type().get(t))) return data_error(reason(m.error));
+  root_type_ = to_type(t);
+  if (t != od::json_type::object) {
+    const char* what = t == od::json_type::array    ? "an array"
+                       : t == od::json_type::string ? "a string"
+                       : t == od::json_type::number ? "a number"
+                       : t == od::json_type::boolean ? "a boolean"
+                                                     : "null";
+    return data_error("expected a JSON object, not {}", what);
+  }
+  od::object o;
+  if ((m.error = doc.get_object().get(o))) return data_error(reason(m.error));
+  for (auto field_result : o) {
+    od::field field;
+    if ((m.error = std::move(field_result).get(field))) return data_error(reason(m.error));
+    std::string_view key;
+    if ((m.error = field.unescaped_key().get(key))) return data_error(reason(m.error));
+    JsonMember& member = out.emplace_back();
+    member.key = key;
+    member.value = JsonField{};
+    od::value v = field.value();
+    if (!m.read_leaf(v, member.value)) return data_error(reason(m.error));
+  }
+  const char* rest = nullptr;
+  if (doc.current_location().get(rest) == simdjson::SUCCESS) return data_error(reason(simdjson::TRAILING_CONTENT));
+  return {};
+}
+
 bool is_control_line(std::string_view line) {
   size_t i = 0;
   auto skip_ws = [&] {

@@ -81,6 +81,12 @@ class FieldSet {
   std::vector<std::pair<size_t, size_t>> aliases_;
 };
 
+// A top-level member of an object line, as JsonReader::read_members gives it.
+struct JsonMember {
+  std::string_view key;  // unescaped
+  JsonField value;
+};
+
 // Parses lines with one reused ondemand parser. Every line is checked as far
 // as it is read: its encoding, the structure of its top level and of every
 // object or array on a path, and every value read. A value that no path
@@ -98,6 +104,12 @@ class JsonReader {
   // a path that leads nowhere gives kMissing. Fails with a data_error whose
   // message is the reason ("not valid JSON: unclosed string").
   Status read(std::string_view line, const FieldSet& fields, std::vector<JsonField>& out);
+
+  // Every member of an object line, in order (a repeated key appears each
+  // time), for programs whose fields are the data's own (kupsert's
+  // columns). Views live as long as read()'s. A line that is not an
+  // object is a data_error.
+  Status read_members(std::string_view line, std::vector<JsonMember>& out);
 
   // The type of the line's top-level value, after read().
   JsonType root_type() const { return root_type_; }

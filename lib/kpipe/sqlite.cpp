@@ -28,7 +28,11 @@ Statement::~Statement() {
 }
 
 Statement::Statement(Statement&& other) noexcept
-    : stmt_(other.stmt_), db_(other.db_), path_(std::move(other.path_)), bind_error_(other.bind_error_) {
+    : stmt_(other.stmt_),
+      db_(other.db_),
+      path_(std::move(other.path_)),
+      bind_error_(other.bind_error_),
+      refusal_(std::move(other.refusal_)) {
   other.stmt_ = nullptr;
 }
 
@@ -39,6 +43,7 @@ Statement& Statement::operator=(Statement&& other) noexcept {
     db_ = other.db_;
     path_ = std::move(other.path_);
     bind_error_ = other.bind_error_;
+    refusal_ = std::move(other.refusal_);
     other.stmt_ = nullptr;
   }
   return *this;
@@ -62,6 +67,12 @@ Statement& Statement::bind_text(int i, std::string_view v) {
   return *this;
 }
 
+Statement& Statement::bind_text_static(int i, std::string_view v) {
+  int rc = sqlite3_bind_text64(stmt_, i, v.data(), v.size(), SQLITE_STATIC, SQLITE_UTF8);
+  if (rc != SQLITE_OK) bind_error_ = rc;
+  return *this;
+}
+
 Statement& Statement::bind_blob(int i, std::string_view v) {
   int rc = sqlite3_bind_blob64(stmt_, i, v.data(), v.size(), SQLITE_TRANSIENT);
   if (rc != SQLITE_OK) bind_error_ = rc;
@@ -79,11 +90,18 @@ Expected<bool> Statement::step() {
     int rc = bind_error_;
     bind_error_ = 0;
     sqlite3_reset(stmt_);
+    if ((rc & 0xff) == SQLITE_TOOBIG) refusal_ = sqlite3_errstr(rc);
     return failure("{}: bind: {}", path_, sqlite3_errstr(rc));
   }
   int rc = sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
+  switch (rc & 0xff) {
+    case SQLITE_CONSTRAINT:
+    case SQLITE_MISMATCH:
+    case SQLITE_TOOBIG: refusal_ = sqlite3_errmsg(db_); break;
+    default: refusal_.clear();
+  }
   Error e = sqlite_error(db_, path_, "statement failed");
   sqlite3_reset(stmt_);
   return e;
@@ -140,6 +158,11 @@ Database::Database(sqlite3* db, std::string path) : db_(db), path_(std::move(pat
 Database::~Database() { sqlite3_close_v2(db_); }
 
 Expected<std::unique_ptr<Database>> Database::open(const std::string& path, OpenOptions options) {
+  // Memory statistics take a global mutex on every allocation SQLite makes,
+  // and kpipe never reads them. Only possible before SQLite initialises
+  // (the first open); later calls are refused harmlessly.
+  static const bool kConfigured = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) == SQLITE_OK;
+  (void)kConfigured;
   bool memory = path == ":memory:" || path.empty();
   if (!memory && options.create && !options.read_only) {
     // SQLite would create the file with the umask's mode; state and dead
@@ -193,6 +216,7 @@ Expected<Statement> Database::prepare(std::string_view sql) {
 
 int64_t Database::last_insert_rowid() const { return sqlite3_last_insert_rowid(db_); }
 int64_t Database::changes() const { return sqlite3_changes64(db_); }
+int Database::max_columns() const { return sqlite3_limit(db_, SQLITE_LIMIT_COLUMN, -1); }
 
 Error Database::error(std::string_view what) const { return sqlite_error(db_, path_, what); }
 

@@ -30,6 +30,9 @@ class Statement {
   Statement& bind(int i, int v) { return bind(i, static_cast<int64_t>(v)); }
   Statement& bind(int i, double v);
   Statement& bind_text(int i, std::string_view v);
+  // Without a copy: `v` must stay valid and unchanged until the statement
+  // is reset (run() resets it). For hot loops that bind from a buffer.
+  Statement& bind_text_static(int i, std::string_view v);
   Statement& bind_blob(int i, std::string_view v);
   Statement& bind_null(int i);
   Statement& bind(int i, const std::optional<int64_t>& v) { return v ? bind(i, *v) : bind_null(i); }
@@ -42,6 +45,11 @@ class Statement {
   // Runs a statement that returns no rows, then resets it.
   Status run();
   void reset();
+  // After step() or run() failed: SQLite's reason when it was the row's
+  // values that were refused (a constraint, a datatype mismatch, a value
+  // too big), so that the caller can treat the row as bad input; empty
+  // when the failure was the database's.
+  const std::string& refusal() const { return refusal_; }
 
   enum class Type { kInteger, kFloat, kText, kBlob, kNull };
   Type column_type(int i) const;
@@ -60,6 +68,7 @@ class Statement {
   sqlite3* db_ = nullptr;
   std::string path_;
   int bind_error_ = 0;
+  std::string refusal_;
 };
 
 struct OpenOptions {
@@ -82,6 +91,8 @@ class Database {
   Expected<Statement> prepare(std::string_view sql);
   int64_t last_insert_rowid() const;
   int64_t changes() const;
+  // SQLITE_LIMIT_COLUMN: the most columns a table may have.
+  int max_columns() const;
   const std::string& path() const { return path_; }
 
   // Brings a component's tables to the newest schema. migrations[i] takes
