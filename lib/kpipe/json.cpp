@@ -243,15 +243,15 @@ struct JsonReader::Impl {
   bool read_number(V& v, JsonField& f) {
     od::number_type nt;
     if ((error = v.get_number_type().get(nt))) return false;
-    if (nt == od::number_type::signed_integer) {
-      if ((error = v.get_int64().get(f.integer))) return false;
+    // An integer beyond 64 bits is still a number (a double, as most JSON
+    // readers take it): a failed integer read leaves the value unread.
+    if (nt == od::number_type::signed_integer && v.get_int64().get(f.integer) == simdjson::SUCCESS) {
       f.is_integer = true;
       f.number = static_cast<double>(f.integer);
       return true;
     }
-    if (nt == od::number_type::unsigned_integer) {
-      uint64_t u;
-      if ((error = v.get_uint64().get(u))) return false;
+    uint64_t u;
+    if (nt == od::number_type::unsigned_integer && v.get_uint64().get(u) == simdjson::SUCCESS) {
       f.number = static_cast<double>(u);
       return true;
     }
