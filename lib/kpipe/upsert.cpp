@@ -637,7 +637,14 @@ UpsertStage::UpsertStage(UpsertWriter& writer, StateStore* store, bool same_file
       io_(io) {}
 
 Status UpsertStage::on_line(const Line& line, Output&) {
-  KPIPE_TRY(writer_.add(line));
+  Status added = writer_.add(line);
+  if (!added.ok()) {
+    // Under --on-error fail kupsert stops here: the rows before this line
+    // are written first, as a line-by-line program would have (with
+    // checkpoints they wait for theirs, and a restart replays them).
+    if (!exactly_once() && bad_.mode() == OnError::kFail) KPIPE_TRY(commit_batch());
+    return added;
+  }
   ++rows_;
   if (exactly_once()) {
     if (!warned_holding_ && writer_.pending() >= kHoldWarning) {

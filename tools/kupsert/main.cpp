@@ -10,11 +10,17 @@ int main(int argc, char** argv) {
   app.add_option("--key", o.key, "The natural key: the table's primary key columns")
       ->required()
       ->delimiter(',')
+      ->allow_extra_args(false)  // one argument per --key: what follows is an input file
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->type_name("COL[,COL]");
   app.add_option("--mode", o.mode, "upsert (the last write wins) or ignore (the first write wins)")
       ->default_val("upsert")
       ->type_name("MODE");
-  app.add_option("--columns", o.columns, "Only these fields, in this order")->delimiter(',')->type_name("COL[,COL]");
+  app.add_option("--columns", o.columns, "Only these fields, in this order")
+      ->delimiter(',')
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->type_name("COL[,COL]");
   app.add_flag("--strict", o.strict, "A field that is not a column is bad input (default: add the column)");
   app.add_option("--batch", o.batch, "Commit at least every N rows (and every 500ms)")
       ->default_val(10000)
