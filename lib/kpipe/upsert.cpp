@@ -211,11 +211,6 @@ Status UpsertWriter::load_table() {
     if (!probe)
       return usage_error("table '{}' in '{}' has no primary key or unique index on ({}): --key must name one",
                          display_name(spec_.table), db_.path(), fmt::join(keys, ", "));
-    auto sortable = keys_sort_as_sqlite_compares();
-    if (!sortable) return sortable.take_error();
-    sortable_ = *sortable;
-  } else {
-    sortable_ = true;  // made here: no affinity, BINARY collation
   }
   ddl_needed_ = !table_exists_;
   for (const auto& c : columns_)
@@ -226,55 +221,6 @@ Status UpsertWriter::load_table() {
   schema_version_ = schema_version_query_->column_int(0);
   schema_version_query_->reset();
   return {};
-}
-
-// Rows are sorted by key before they are written, and rows of one key
-// must keep their order. That holds only if compare_keys() calls two keys
-// equal exactly when SQLite does: true for key columns without affinity
-// (no declared type, or BLOB) and with the BINARY collation. A table the
-// user made with typed or NOCASE keys is written in arrival order.
-Expected<bool> UpsertWriter::keys_sort_as_sqlite_compares() {
-  auto info = db_.prepare("SELECT name, upper(type) FROM pragma_table_info(?)");
-  if (!info) return info.take_error();
-  info->bind_text(1, spec_.table);
-  for (;;) {
-    auto more = info->step();
-    if (!more) return more.take_error();
-    if (!*more) break;
-    int id = find_column(info->column_text(0));
-    if (id < 0 || !is_key(id)) continue;
-    std::string_view type = info->column_text(1);
-    auto has = [&](std::string_view word) { return type.find(word) != std::string_view::npos; };
-    // SQLite's affinity rules, in their order (datatype3.html, 3.1).
-    if (has("INT") || has("CHAR") || has("CLOB") || has("TEXT")) return false;
-    if (!type.empty() && !has("BLOB")) return false;
-  }
-  // Every unique index on the key columns compares them with BINARY.
-  auto coll = db_.prepare(
-      "SELECT x.name, x.coll FROM pragma_index_list(?1) AS l, pragma_index_xinfo(l.name) AS x "
-      "WHERE l.\"unique\" AND x.key AND x.name IS NOT NULL");
-  if (!coll) return coll.take_error();
-  coll->bind_text(1, spec_.table);
-  for (;;) {
-    auto more = coll->step();
-    if (!more) return more.take_error();
-    if (!*more) break;
-    int id = find_column(coll->column_text(0));
-    if (id >= 0 && is_key(id) && !same_name(coll->column_text(1), "BINARY")) return false;
-  }
-  return true;
-}
-
-int UpsertWriter::compare_keys(const Row& a, const Row& b) const {
-  const ColumnSet& sa = column_sets_[a.column_set];
-  const ColumnSet& sb = column_sets_[b.column_set];
-  for (size_t k = 0; k < key_ids_.size(); ++k) {
-    const Value& x = values_[a.first_value + sa.key_positions[k]];
-    const Value& y = values_[b.first_value + sb.key_positions[k]];
-    int c = compare_value(x, y);
-    if (c != 0) return c;
-  }
-  return 0;
 }
 
 Status UpsertWriter::refresh_if_changed() {
@@ -366,50 +312,13 @@ Expected<Statement*> UpsertWriter::statement_for(ColumnSet& set) {
   return &*set.insert;
 }
 
-// SQLite's order for values without affinity: NULL, then numbers (an
-// INTEGER and a REAL compare by value, so 1 and 1.0 are one key), then
-// text, by bytes (BINARY).
-int UpsertWriter::compare_value(const Value& x, const Value& y) const {
-  auto rank = [](Kind k) { return k == Kind::kNull ? 0 : k == Kind::kText ? 2 : 1; };
-  int rx = rank(x.kind), ry = rank(y.kind);
-  if (rx != ry) return rx < ry ? -1 : 1;
-  if (rx == 0) return 0;
-  if (rx == 2) {
-    int c = std::memcmp(text_.data() + x.offset, text_.data() + y.offset, std::min(x.size, y.size));
-    if (c != 0) return c < 0 ? -1 : 1;
-    return x.size == y.size ? 0 : x.size < y.size ? -1 : 1;
-  }
-  if (x.kind == Kind::kInteger && y.kind == Kind::kInteger)
-    return x.integer == y.integer ? 0 : x.integer < y.integer ? -1 : 1;
-  if (x.kind == Kind::kReal && y.kind == Kind::kReal) return x.real == y.real ? 0 : x.real < y.real ? -1 : 1;
-  if (x.kind == Kind::kInteger) return int_real_compare(x.integer, y.real);
-  return -int_real_compare(y.integer, x.real);
-}
-
-// An integer against a double, exactly (as SQLite's sqlite3IntFloatCompare):
-// converting either one to the other's type can round.
-int UpsertWriter::int_real_compare(int64_t i, double r) {
-  if (r < -9223372036854775808.0) return 1;
-  if (r >= 9223372036854775808.0) return -1;
-  auto y = static_cast<int64_t>(r);
-  if (i < y) return -1;
-  if (i > y) return 1;
-  auto s = static_cast<double>(i);
-  if (s < r) return -1;
-  if (s > r) return 1;
-  return 0;
-}
-
 uint32_t UpsertWriter::column_set_for(const std::vector<int>& ids) {
   if (!column_sets_.empty() && column_sets_[last_set_].ids == ids) return last_set_;
   key_scratch_.assign(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(int));
   auto it = column_set_index_.find(key_scratch_);
   if (it != column_set_index_.end()) return last_set_ = it->second;
   auto index = static_cast<uint32_t>(column_sets_.size());
-  ColumnSet set{ids, {}, std::nullopt};
-  for (int k : key_ids_)
-    set.key_positions.push_back(static_cast<size_t>(std::find(ids.begin(), ids.end(), k) - ids.begin()));
-  column_sets_.push_back(std::move(set));
+  column_sets_.push_back({ids, std::nullopt});
   column_set_index_.emplace(key_scratch_, index);
   return last_set_ = index;
 }
@@ -443,19 +352,21 @@ void UpsertWriter::append_value(const JsonField& f) {
       v.kind = Kind::kText;
       v.offset = text_.size();
       text_.append(f.str);
-      v.size = f.str.size();
+      v.size = static_cast<uint32_t>(f.str.size());
       return;
     case JsonType::kObject:
     case JsonType::kArray:
       v.kind = Kind::kText;
       v.offset = text_.size();
       append_minified(text_, f.raw);
-      v.size = text_.size() - v.offset;
+      v.size = static_cast<uint32_t>(text_.size() - v.offset);
       return;
   }
 }
 
 Status UpsertWriter::add(const Line& line) {
+  // A value's size is held in 32 bits (SQLite's own limit is 1e9 bytes).
+  if (line.text.size() > UINT32_MAX) return data_error("the line is longer than 4 GiB");
   KPIPE_TRY(reader_.read_members(line.text, members_));
   ++serial_;
   const size_t n = members_.size();
@@ -549,9 +460,9 @@ Status UpsertWriter::add(const Line& line) {
     append_value(members_[i].value);
   }
   row.column_set = column_set_for(row_ids_);
-  row.raw_offset = text_.size();
+  row.raw_offset = raw_.size();
   row.raw_size = line.text.size();
-  text_.append(line.text);
+  raw_.append(line.text);
   row.line = line.number;
   row.input = intern_input(line.input);
   rows_.push_back(row);
@@ -572,6 +483,7 @@ void UpsertWriter::discard_pending() {
   rows_.clear();
   values_.clear();
   text_.clear();
+  raw_.clear();
   inputs_.clear();
 }
 
@@ -579,16 +491,10 @@ Status UpsertWriter::write_pending(const RefusedRow& refused) {
   if (rows_.empty()) return {};
   Status result = [&]() -> Status {
     KPIPE_TRY(ensure_schema());
-    order_.resize(rows_.size());
-    for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<uint32_t>(i);
-    if (sortable_)
-      std::stable_sort(order_.begin(), order_.end(),
-                       [this](uint32_t a, uint32_t b) { return compare_keys(rows_[a], rows_[b]) < 0; });
     // A refused line goes to the dead-letter store, which reads it as it
     // reads any line: padded.
-    text_.append(kJsonPadding, '\0');
-    for (uint32_t index : order_) {
-      const Row& row = rows_[index];
+    raw_.append(kJsonPadding, '\0');
+    for (const Row& row : rows_) {
       auto stmt = statement_for(column_sets_[row.column_set]);
       if (!stmt) return stmt.take_error();
       Statement& s = **stmt;
@@ -614,7 +520,7 @@ Status UpsertWriter::write_pending(const RefusedRow& refused) {
       }
       if (s.refusal().empty()) return done;
       Line line;
-      line.text = std::string_view(text_).substr(row.raw_offset, row.raw_size);
+      line.text = std::string_view(raw_).substr(row.raw_offset, row.raw_size);
       line.number = row.line;
       KPIPE_TRY(refused(inputs_[row.input], line, fmt::format("the table refused the row: {}", s.refusal())));
     }

@@ -29,7 +29,7 @@ struct UpsertOptions {
   std::string mode = "upsert";
   std::vector<std::string> columns;
   bool strict = false;
-  int64_t batch = 10000;
+  int64_t batch = 50000;
   std::string state;
   std::string name;
   InputOptions input;
@@ -81,10 +81,7 @@ Status validate_table_spec(const TableSpec& spec);
 // row; write_pending() writes the held rows inside a transaction begun
 // with begin(), so that the write lock is held only while a batch commits
 // (readers never wait: WAL; the pipeline's other stages write the same
-// state file). The held rows are written in key order (stable, so rows of
-// one key keep theirs): neighbouring keys share B-tree pages, which makes
-// a batch of random keys about a fifth cheaper, and no reader can tell,
-// since a batch commits whole.
+// state file).
 //
 // Columns: each top-level field of an object is a column; objects and
 // arrays are stored as their minified JSON text, integers (within 64 bits)
@@ -140,22 +137,24 @@ class UpsertWriter {
   };
   struct ColumnSet {
     std::vector<int> ids;
-    std::vector<size_t> key_positions;  // where each key column is in ids
     std::optional<Statement> insert;
   };
   enum class Kind : uint8_t { kNull, kInteger, kReal, kText };
+  // 16 bytes: with checkpoints, every row since the last one is held.
   struct Value {
     Kind kind = Kind::kNull;
-    int64_t integer = 0;
-    double real = 0;
-    size_t offset = 0;  // kText: in text_
-    size_t size = 0;
+    uint32_t size = 0;  // kText
+    union {
+      int64_t integer = 0;
+      double real;
+      uint64_t offset;  // kText: in text_
+    };
   };
   struct Row {
     uint32_t column_set = 0;
     uint32_t input = 0;  // in inputs_
     size_t first_value = 0;
-    size_t raw_offset = 0;  // the line, in text_
+    size_t raw_offset = 0;  // the line, in raw_
     size_t raw_size = 0;
     uint64_t line = 0;
   };
@@ -167,10 +166,6 @@ class UpsertWriter {
   Expected<Statement*> statement_for(ColumnSet& set);
   std::string insert_sql(const ColumnSet& set) const;
   bool is_key(int id) const;
-  Expected<bool> keys_sort_as_sqlite_compares();
-  int compare_keys(const Row& a, const Row& b) const;
-  int compare_value(const Value& x, const Value& y) const;
-  static int int_real_compare(int64_t i, double r);
   int add_column(std::string name, bool planned);
   int find_column(std::string_view name) const;
   uint32_t column_set_for(const std::vector<int>& ids);
@@ -183,7 +178,6 @@ class UpsertWriter {
   bool frozen_ = false;  // --strict, and the table's columns are settled
   bool recheck_schema_ = true;  // a transaction began: others may have changed it
   bool ddl_needed_ = false;     // the table, or planned columns, to create
-  bool sortable_ = true;        // the key compares as compare_keys() does
   int64_t schema_version_ = -1;
   std::optional<Statement> schema_version_query_;
   int max_columns_ = 2000;
@@ -199,12 +193,13 @@ class UpsertWriter {
   uint32_t last_set_ = 0;
   size_t prepared_ = 0;
 
-  // The rows held, their values, and the text both point into.
+  // The rows held, their values, the values' text, and the lines as they
+  // were read (for a row the table refuses).
   std::vector<Row> rows_;
   std::vector<Value> values_;
   std::string text_;
+  std::string raw_;
   std::vector<std::string> inputs_;
-  std::vector<uint32_t> order_;
 
   // Per-line scratch, reused so that a steady stream allocates nothing.
   JsonReader reader_;

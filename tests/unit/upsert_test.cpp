@@ -218,7 +218,7 @@ TEST_CASE("ignore: the first write wins") {
   CHECK(w->rows_unchanged() == 2);
 }
 
-TEST_CASE("rows of one key keep their order when a batch is written in key order") {
+TEST_CASE("within a batch the last row of a key wins; 1 and 1.0 are one key") {
   auto db = open_db();
   auto w = writer(*db, spec("t", {"k"}));
   Lines lines;
@@ -237,7 +237,7 @@ TEST_CASE("rows of one key keep their order when a batch is written in key order
   CHECK(dump_rows(*db, "t") == expected);
 }
 
-TEST_CASE("a user's table whose key SQLite compares otherwise is written in arrival order") {
+TEST_CASE("a user's table compares keys its own way: affinity and collation") {
   auto db = open_db();
   Lines lines;
   SECTION("NOCASE: 'b' and 'B' are one key") {

@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
       ->type_name("COL[,COL]");
   app.add_flag("--strict", o.strict, "A field that is not a column is bad input (default: add the column)");
   app.add_option("--batch", o.batch, "Commit at least every N rows (and every 500ms)")
-      ->default_val(10000)
+      ->default_val(50000)
       ->type_name("N");
   app.add_option("--state", o.state, "Complete checkpoints in the pipeline's state database (exactly-once if it is --db)")
       ->type_name("FILE");
