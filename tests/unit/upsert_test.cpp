@@ -284,7 +284,7 @@ TEST_CASE("fields map to columns ignoring ASCII case, as SQLite's names do") {
   CHECK(dump_rows(*db, "t") == "Key=text:a|Value=int:2\nKey=text:b|Value=int:1\n");
 }
 
-TEST_CASE("--columns picks and orders the fields") {
+TEST_CASE("the fields of --columns, in its order") {
   auto db = open_db();
   TableSpec s = spec("t", {"id"});
   s.columns = {"b", "a"};
@@ -297,7 +297,7 @@ TEST_CASE("--columns picks and orders the fields") {
         "id=text:y|b=null|a=int:4\n");
 }
 
-TEST_CASE("--strict: a field that is not a column is bad input") {
+TEST_CASE("strict: a field that is not a column is bad input") {
   auto db = open_db();
   TableSpec s = spec("t", {"k"});
   s.strict = true;
