@@ -17,7 +17,7 @@
 source "$(dirname "$0")/lib.sh"
 command -v sqlite3 >/dev/null || { echo "SKIP: no sqlite3"; exit 77; }
 
-GROUPS_N=40 ROWS=1500
+GROUPS_N=20 ROWS=1500
 DB=$WORK/s.db
 
 # Group g: ROWS rows with ids that never repeat, then the checkpoint that
