@@ -165,7 +165,8 @@ int UpsertWriter::add_column(std::string name, bool planned) {
 // table is made at the first write), a view (refused), or a table whose
 // columns are mapped and whose key must be a primary key or unique index.
 Status UpsertWriter::load_table() {
-  auto kind = db_.prepare("SELECT type FROM sqlite_schema WHERE name = ? COLLATE NOCASE AND type IN ('table', 'view')");
+  auto kind = db_.prepare(
+      "SELECT type FROM sqlite_schema WHERE name = ? COLLATE NOCASE AND type IN ('table', 'view')");
   if (!kind) return kind.take_error();
   kind->bind_text(1, spec_.table);
   auto row = kind->step();
@@ -197,7 +198,8 @@ Status UpsertWriter::load_table() {
     }
     for (int k : key_ids_) {
       if (!columns_[static_cast<size_t>(k)].in_table)
-        return usage_error("table '{}' in '{}' has no column '{}' (--key)", display_name(spec_.table), db_.path(),
+        return usage_error("table '{}' in '{}' has no column '{}' (--key)", display_name(spec_.table),
+                           db_.path(),
                            display_name(columns_[static_cast<size_t>(k)].name));
     }
     // ON CONFLICT needs the key to be the primary key or a unique index:
@@ -207,7 +209,8 @@ Status UpsertWriter::load_table() {
     std::string params;
     for (size_t i = 0; i < keys.size(); ++i) params.append(i == 0 ? "?" : ", ?");
     auto probe = db_.prepare(fmt::format("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO NOTHING",
-                                         quote_identifier(spec_.table), quoted_list(keys), params, quoted_list(keys)));
+                                         quote_identifier(spec_.table), quoted_list(keys), params,
+                                         quoted_list(keys)));
     if (!probe)
       return usage_error("table '{}' in '{}' has no primary key or unique index on ({}): --key must name one",
                          display_name(spec_.table), db_.path(), fmt::join(keys, ", "));
@@ -275,7 +278,9 @@ Status UpsertWriter::ensure_schema() {
   return {};
 }
 
-bool UpsertWriter::is_key(int id) const { return std::find(key_ids_.begin(), key_ids_.end(), id) != key_ids_.end(); }
+bool UpsertWriter::is_key(int id) const {
+  return std::find(key_ids_.begin(), key_ids_.end(), id) != key_ids_.end();
+}
 
 std::string UpsertWriter::insert_sql(const ColumnSet& set) const {
   std::vector<std::string> names, keys;
@@ -283,8 +288,8 @@ std::string UpsertWriter::insert_sql(const ColumnSet& set) const {
   for (int k : key_ids_) keys.push_back(columns_[static_cast<size_t>(k)].name);
   std::string params;
   for (size_t i = 0; i < names.size(); ++i) params.append(i == 0 ? "?" : ", ?");
-  std::string sql = fmt::format("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) ", quote_identifier(spec_.table),
-                                quoted_list(names), params, quoted_list(keys));
+  std::string sql = fmt::format("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) ",
+                                quote_identifier(spec_.table), quoted_list(names), params, quoted_list(keys));
   std::string updates;
   if (spec_.mode == UpsertMode::kUpsert) {
     for (int id : set.ids) {
@@ -420,16 +425,19 @@ Status UpsertWriter::add(const Line& line) {
   }
   for (int k : key_ids_) {
     const auto& name = columns_[static_cast<size_t>(k)].name;
-    if (seen_[static_cast<size_t>(k)] != serial_) return data_error("key field '{}' is missing", display_name(name));
+    if (seen_[static_cast<size_t>(k)] != serial_)
+      return data_error("key field '{}' is missing", display_name(name));
     JsonType t = members_[seen_member_[static_cast<size_t>(k)]].value.type;
     if (t == JsonType::kNull) return data_error("key field '{}' is null", display_name(name));
   }
   size_t unplanned = 0;
   for (size_t i = 0; i < n; ++i)
     if (member_ids_[i] >= 0 && !columns_[static_cast<size_t>(member_ids_[i])].planned) ++unplanned;
-  if (fresh + unplanned > 0 && unmapped_columns_ + planned_count_ + fresh + unplanned > static_cast<size_t>(max_columns_))
-    return data_error("the row would give table '{}' more than {} columns, SQLite's limit (choose fields with --columns)",
-                      display_name(spec_.table), max_columns_);
+  size_t columns = unmapped_columns_ + planned_count_ + fresh + unplanned;
+  if (fresh + unplanned > 0 && columns > static_cast<size_t>(max_columns_))
+    return data_error(
+        "the row would give table '{}' more than {} columns, SQLite's limit (choose fields with --columns)",
+        display_name(spec_.table), max_columns_);
 
   // The line is a row: make its new columns, then hold it.
   for (size_t i = 0; i < n; ++i) {
@@ -506,7 +514,9 @@ Status UpsertWriter::write_pending(const RefusedRow& refused) {
           case Kind::kNull: s.bind_null(p); break;
           case Kind::kInteger: s.bind(p, v[i].integer); break;
           case Kind::kReal: s.bind(p, v[i].real); break;
-          case Kind::kText: s.bind_text_static(p, std::string_view(text_).substr(v[i].offset, v[i].size)); break;
+          case Kind::kText:
+            s.bind_text_static(p, std::string_view(text_).substr(v[i].offset, v[i].size));
+            break;
         }
       }
       Status done = s.run();
@@ -532,8 +542,8 @@ Status UpsertWriter::write_pending(const RefusedRow& refused) {
 
 // --- the stage -----------------------------------------------------------------
 
-UpsertStage::UpsertStage(UpsertWriter& writer, StateStore* store, bool same_file, int64_t batch, std::string stage,
-                         BadInputHandler& bad, Io& io)
+UpsertStage::UpsertStage(UpsertWriter& writer, StateStore* store, bool same_file, int64_t batch,
+                         std::string stage, BadInputHandler& bad, Io& io)
     : writer_(writer),
       store_(store),
       same_file_(same_file),
@@ -695,7 +705,8 @@ Status run_upsert(const UpsertOptions& o, Io& io) {
         return usage_error("--table '{}' is a table of the state database that --state names", o.table);
   }
   if (!o.errors.dlq.empty() && !o.errors.dlq.starts_with("kafka:") && same_file(o.db, o.errors.dlq))
-    return usage_error("--dlq must name another file than --db: kupsert holds its write lock while dead letters are written");
+    return usage_error(
+        "--dlq must name another file than --db: kupsert holds its write lock while dead letters are written");
   std::unique_ptr<StateStore> store;
   if (!o.state.empty()) {
     auto opened = same ? StateStore::attach(**db) : StateStore::open(o.state);

@@ -203,6 +203,38 @@ TEST_CASE("upsert: the last write wins, field by field") {
         "k=text:b|v=int:4|w=null\n");
 }
 
+TEST_CASE("upsert: a row of its key alone changes nothing") {
+  auto db = open_db();
+  auto w = writer(*db, spec("t", {"k"}));
+  Lines lines;
+  load(*w, lines, {R"({"k":"a","v":1})"});
+  load(*w, lines, {R"({"k":"a"})", R"({"k":"b"})"});
+  CHECK(dump_rows(*db, "t") == "k=text:a|v=int:1\nk=text:b|v=null\n");
+}
+
+TEST_CASE("more field sets than statements kept prepared") {
+  auto db = open_db();
+  auto w = writer(*db, spec("t", {"k"}));
+  Lines lines;
+  // 512 different sets of fields, twice: statements are dropped and made
+  // again on the way.
+  std::vector<std::string> input;
+  for (int round = 0; round < 2; ++round) {
+    for (int set = 0; set < 512; ++set) {
+      std::string row = fmt::format(R"({{"k":{})", set);
+      for (int f = 0; f < 9; ++f)
+        if (set & (1 << f)) row += fmt::format(R"(,"f{}":{})", f, round * 1000 + f);
+      input.push_back(row + "}");
+    }
+  }
+  load(*w, lines, input);
+  CHECK(count(*db, "SELECT COUNT(*) FROM t") == 512);
+  // Each row holds its own fields from the second round, and null elsewhere.
+  CHECK(count(*db, "SELECT COUNT(*) FROM t WHERE (f0 IS NOT NULL) != ((k & 1) != 0) OR (f8 IS NOT NULL) != ((k & 256) != 0)") == 0);
+  CHECK(count(*db, "SELECT COUNT(*) FROM t WHERE f3 IS NOT NULL AND f3 != 1003") == 0);
+  CHECK(count(*db, "SELECT COUNT(*) FROM t WHERE f3 = 1003") == 256);
+}
+
 TEST_CASE("ignore: the first write wins") {
   auto db = open_db();
   TableSpec s = spec("t", {"k"});
