@@ -25,6 +25,9 @@ struct Line {
   // bytes follow text.end().
   std::string_view text;
   uint64_t number = 0;  // 1-based, per input
+  // The input's name ("<stdin>" or a path), for diagnostics and dead
+  // letters written by a stage (kdedup --dups dlq). Valid as long as text.
+  std::string_view input;
   // Longer than the reader's max_line_bytes: bad input (CONTRACT §7). The
   // text is still whole, so a dead-letter store gets it byte for byte.
   bool too_long = false;
