@@ -5,7 +5,9 @@ int main(int argc, char** argv) {
   kpipe::cli::Program program("kdedup", "Drop records already seen, by key, within a horizon");
   kpipe::DedupOptions o;
   auto& app = program.app();
+  // One value per --key: `-k .id FILE` names an input, not a second key.
   app.add_option("-k,--key", o.keys, "Field path of the key (repeatable; default: the whole line)")
+      ->allow_extra_args(false)
       ->type_name("PATH");
   app.add_option("--within", o.within, "Remember a key for D after its record's time (default: for good)")
       ->type_name("D");
