@@ -164,9 +164,12 @@ uint32_t find_empty(const Shard& s, uint32_t fragment) {
   return i;
 }
 
-// Small shards double; large ones grow by a quarter, so that the index
-// never holds much more than it needs and the old and new arrays of one
-// shard (1/256 of the index) are all that growing adds at its peak.
+// Small shards (below about 800K keys in all) double; larger ones grow by
+// a quarter, so that the index never holds much more than it needs (10 to
+// 12.5 bytes a key; doubling would swing it from 10 to 20) and the old and
+// new arrays of one shard (1/256 of the index) are all that growing adds
+// at its peak. Growing by a quarter moves each key about five times in
+// all instead of two: no difference measured at 2M keys.
 void grow(Shard& s) {
   uint32_t cap = s.cap < 4096 ? s.cap * 2 : s.cap + s.cap / 4;
   Shard bigger;
@@ -353,9 +356,13 @@ struct DedupEngine::Impl {
     ++s.count;
   }
 
-  bool offer(std::string_view key, Millis t) {
+  void prefetch(const Hash128& h) const {
+    const Shard& s = shards[shard_of(h)];
+    __builtin_prefetch(&s.slots[home(fragment_of(h), s.cap)]);
+  }
+
+  bool offer(const Hash128& h, std::string_view key, Millis t) {
     if (config.within) advance(t);
-    Hash128 h = hash_key(key);
     auto found = find(h, key);
     if (!found) {
       // A record already beyond the horizon passes, and is not remembered:
@@ -470,11 +477,25 @@ struct DedupEngine::Impl {
 DedupEngine::DedupEngine(DedupConfig config, Clock& clock) : impl_(std::make_unique<Impl>(config, clock)) {}
 DedupEngine::~DedupEngine() = default;
 
-bool DedupEngine::offer(std::string_view key) {
-  return impl_->offer(key, impl_->config.within ? impl_->clock.now() : 0);
+DedupEngine::Prepared DedupEngine::prepare(std::string_view key) const {
+  Hash128 h = hash_key(key);
+  impl_->prefetch(h);
+  return {h.lo, h.hi};
 }
 
-bool DedupEngine::offer(std::string_view key, Millis time) { return impl_->offer(key, time); }
+bool DedupEngine::offer(std::string_view key) {
+  return impl_->offer(hash_key(key), key, impl_->config.within ? impl_->clock.now() : 0);
+}
+
+bool DedupEngine::offer(std::string_view key, Millis time) { return impl_->offer(hash_key(key), key, time); }
+
+bool DedupEngine::offer(const Prepared& p, std::string_view key) {
+  return impl_->offer(Hash128{p.lo, p.hi}, key, impl_->config.within ? impl_->clock.now() : 0);
+}
+
+bool DedupEngine::offer(const Prepared& p, std::string_view key, Millis time) {
+  return impl_->offer(Hash128{p.lo, p.hi}, key, time);
+}
 
 void DedupEngine::tick() {
   if (impl_->config.within) impl_->advance(impl_->clock.now());

@@ -48,12 +48,24 @@ class DedupEngine final : public Snapshottable {
   DedupEngine(const DedupEngine&) = delete;
   DedupEngine& operator=(const DedupEngine&) = delete;
 
+  // A key's hash, computed ahead of offer(): prepare() also starts
+  // fetching the key's index slot, so that a caller with other work to do
+  // (parsing the next line) hides the cache miss that dominates offer().
+  struct Prepared {
+    uint64_t lo = 0;
+    uint64_t hi = 0;
+  };
+  Prepared prepare(std::string_view key) const;
+
   // True when the record passes: no record of its key is remembered.
   // Without `within` the time does not matter; with it, this form uses the
   // clock's time (processing time).
   bool offer(std::string_view key);
   // The same with the record's event time.
   bool offer(std::string_view key, Millis time);
+  // The same for a key prepared by prepare(key).
+  bool offer(const Prepared& prepared, std::string_view key);
+  bool offer(const Prepared& prepared, std::string_view key, Millis time);
   // With processing time (offer(key)), expires what the clock has moved
   // past while no record arrives. Event time waits for the next record:
   // do not call it then.

@@ -1,5 +1,6 @@
 #include "kpipe/dedup_tool.h"
 
+#include <cstring>
 #include <optional>
 
 #include "kpipe/control.h"
@@ -65,39 +66,75 @@ class DedupStage final : public LineStage {
 
   Status on_line(const Line& line, Output& out) override {
     // Read even without a path: a line that is not JSON is bad input.
-    KPIPE_TRY(reader_.read(line.text, plan_.fields, values_));
+    Status read = reader_.read(line.text, plan_.fields, values_);
     std::string_view key = line.text;
-    if (plan_.key_count > 0) {
+    if (read.ok() && plan_.key_count > 0) {
       auto k = build_key();
-      if (!k) return k.take_error();
-      key = *k;
+      if (k) key = *k;
+      else read = k.take_error();
     }
-    bool passes;
-    if (plan_.time_slot) {
+    std::optional<Millis> time;
+    if (read.ok() && plan_.time_slot) {
       auto t = event_time(values_[*plan_.time_slot], plan_.fields.path(*plan_.time_slot));
-      if (!t) return t.take_error();
-      passes = engine_.offer(key, *t);
-    } else {
-      passes = engine_.offer(key);
+      if (t) time = *t;
+      else read = t.take_error();
     }
+    if (!read.ok()) {
+      KPIPE_TRY(settle(out));
+      return read;
+    }
+    // The decision waits for the next line: its slot is fetched meanwhile.
+    DedupEngine::Prepared prepared = engine_.prepare(key);
+    KPIPE_TRY(settle(out));
+    Pending& p = pending_;
+    // Copied with the padding that a dead letter's reader needs after it.
+    p.size = line.text.size();
+    if (p.text.size() < p.size + kJsonPadding) p.text.resize(2 * p.size + kJsonPadding);
+    std::memcpy(p.text.data(), line.text.data(), p.size);
+    std::memset(p.text.data() + p.size, 0, kJsonPadding);
+    if (plan_.key_count == 0) {
+      p.key.clear();
+    } else {
+      p.key.assign(key);
+    }
+    p.prepared = prepared;
+    p.time = time;
+    p.number = line.number;
+    if (p.input != line.input) p.input.assign(line.input);
+    p.active = true;
+    return {};
+  }
+
+  Status settle(Output& out) {
+    Pending& p = pending_;
+    if (!p.active) return {};
+    p.active = false;
+    std::string_view text(p.text.data(), p.size);
+    std::string_view key = plan_.key_count == 0 ? text : std::string_view(p.key);
+    bool passes = p.time ? engine_.offer(p.prepared, key, *p.time) : engine_.offer(p.prepared, key);
     if (passes) {
-      out.write_line(line.text);
+      out.write_line(text);
       ++passed_;
       return {};
     }
     ++dropped_;
     if (dups_ != nullptr) {
-      dups_->write_line(line.text);
+      dups_->write_line(text);
       return dups_->end_record();
     }
     if (plan_.dups_to_dlq) {
       ++dead_lettered_dups_;
-      return bad_.dead_letter(std::string(line.input), line, duplicate_reason(key));
+      Line line;
+      line.text = text;
+      line.number = p.number;
+      line.input = p.input;
+      return bad_.dead_letter(p.input, line, duplicate_reason(key));
     }
     return {};
   }
 
   Status on_control(const Line& line, Output& out) override {
+    KPIPE_TRY(settle(out));
     KPIPE_TRY(flush_dups());
     if (store_ != nullptr) {
       auto c = parse_checkpoint(line.text);
@@ -114,12 +151,18 @@ class DedupStage final : public LineStage {
     return {};
   }
 
+  Status before_wait(Output& out) override { return settle(out); }
+
   Status on_idle(Output&) override {
+    // Nothing is pending here: before_wait settled it.
     if (tick_) engine_.tick();
     return flush_dups();
   }
 
-  Status on_end(Output&) override { return flush_dups(); }
+  Status on_end(Output& out) override {
+    KPIPE_TRY(settle(out));
+    return flush_dups();
+  }
 
   void fill_counters(Counters& c) const override {
     c.out = passed_;
@@ -187,6 +230,17 @@ class DedupStage final : public LineStage {
   std::vector<JsonField> values_;
   std::string key_;
   StateChanges changes_;
+  struct Pending {
+    bool active = false;
+    std::string text;  // the line, then kJsonPadding zero bytes
+    size_t size = 0;
+    std::string key;
+    DedupEngine::Prepared prepared;
+    std::optional<Millis> time;
+    uint64_t number = 0;
+    std::string input;
+  };
+  Pending pending_;
   uint64_t passed_ = 0;
   uint64_t dropped_ = 0;
   uint64_t dead_lettered_dups_ = 0;

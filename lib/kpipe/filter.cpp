@@ -53,7 +53,11 @@ Status run_filter(LineStage& stage, const FilterSettings& settings, BadInputHand
   };
   // Flush before every read that may block: a downstream consumer sees
   // every line that precedes a pause in the input (CONTRACT §2).
-  inputs.set_before_read([&] { (void)out.flush(); });
+  Status waiting;  // the first error of before_wait, reported by the loop
+  inputs.set_before_read([&] {
+    if (waiting.ok()) waiting = stage.before_wait(out);
+    (void)out.flush();
+  });
   inputs.set_stop_flag(io.stop);
   inputs.set_idle_hook(static_cast<int>(stage.idle_interval()), [&]() -> Status {
     KPIPE_TRY(stage.on_idle(out));
@@ -68,6 +72,7 @@ Status run_filter(LineStage& stage, const FilterSettings& settings, BadInputHand
     if (io.stop != nullptr && io.stop->load(std::memory_order_relaxed)) break;
     if (out.closed()) break;
     auto more = inputs.next(line);
+    if (!waiting.ok()) return waiting;
     if (!more) return more.take_error();
     if (!*more) break;
     if (line.text.empty()) continue;

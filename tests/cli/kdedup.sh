@@ -58,6 +58,24 @@ expect_stdout '{"u":"a","d":1}
 {"u":12,"d":3}
 '
 
+# kdedup decides each line when the next arrives; before it waits for
+# input, it writes what it held back. A line must come out while the input
+# stays open.
+mkfifo "$WORK/live-in" "$WORK/live-out"
+kdedup -k .id <"$WORK/live-in" >"$WORK/live-out" 2>"$WORK/live-err" &
+live=$!
+exec 7>"$WORK/live-in" 8<"$WORK/live-out"
+echo '{"id":1}' >&7
+read -r -t 20 got <&8 || fail "a line was held back while kdedup waited for input"
+[[ "$got" == '{"id":1}' ]] || fail "live: got '$got'"
+printf '%s\n' '{"id":1}' '{"id":2}' >&7
+read -r -t 20 got <&8 || fail "the second line was held back"
+[[ "$got" == '{"id":2}' ]] || fail "live: got '$got' after a duplicate"
+exec 7>&-
+wait "$live" || fail "kdedup on a live input exited $?"
+exec 8<&-
+[[ ! -s "$WORK/live-err" ]] || fail "live: $(cat "$WORK/live-err")"
+
 # --- horizons ----------------------------------------------------------------
 
 # Remembered from the record's time until the largest time seen passes it
