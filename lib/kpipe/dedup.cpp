@@ -222,11 +222,40 @@ std::string hash_entry_key(const Hash128& h) {
   return k;
 }
 
+void put_varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+std::optional<uint64_t> get_varint(std::string_view& in) {
+  uint64_t v = 0;
+  for (int shift = 0; shift < 64 && !in.empty(); shift += 7) {
+    auto byte = static_cast<unsigned char>(in.front());
+    in.remove_prefix(1);
+    v |= static_cast<uint64_t>(byte & 0x7f) << shift;
+    if ((byte & 0x80) == 0) return v;
+  }
+  return std::nullopt;
+}
+
+// A value is a position and a time as varints (zigzag for the time): at
+// most 15 bytes in practice, so that it fits a std::string without an
+// allocation of its own when a checkpoint carries millions of them.
 std::string pair_value(uint64_t a, int64_t b) {
   std::string v;
-  put_u64(v, a);
-  put_u64(v, static_cast<uint64_t>(b));
+  put_varint(v, a);
+  put_varint(v, (static_cast<uint64_t>(b) << 1) ^ static_cast<uint64_t>(b >> 63));
   return v;
+}
+
+std::optional<std::pair<uint64_t, int64_t>> parse_pair(std::string_view v) {
+  auto a = get_varint(v);
+  auto b = get_varint(v);
+  if (!a || !b || !v.empty()) return std::nullopt;
+  return std::pair{*a, static_cast<int64_t>((*b >> 1) ^ (~(*b & 1) + 1))};
 }
 
 struct Restored {
@@ -414,9 +443,9 @@ struct DedupEngine::Impl {
 
   Status restore_entry(std::string_view key, std::string_view value) {
     if (ring.tail() != 0 || ring.size() != 0) return failure("cannot restore into a dedup engine in use");
-    if (value.size() != 16) return failure("malformed kdedup state entry: its value has {} bytes", value.size());
-    uint64_t a = get_u64(value);
-    auto b = static_cast<Millis>(get_u64(value.substr(8)));
+    auto pair = parse_pair(value);
+    if (!pair) return failure("malformed kdedup state entry: its value is not a position and a time");
+    auto [a, b] = *pair;
     if (key == "m") {
       restoring_meta = std::pair{a, b};
       return {};

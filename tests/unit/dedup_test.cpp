@@ -408,6 +408,24 @@ TEST_CASE("dedup: snapshot, restore and the rest of the stream give the uninterr
   }
 }
 
+TEST_CASE("dedup: times far from the epoch survive a snapshot") {
+  FakeClock clock;
+  DedupConfig cfg = config(10);
+  DedupEngine e(cfg, clock);
+  const Millis far = Millis{1} << 53;
+  CHECK(e.offer("past", -far));
+  CHECK(e.offer("future", far));  // "past" expires
+  CHECK(e.offer("future-ish", far - 5));
+  Store store;
+  save(e, store);
+  DedupEngine back(cfg, clock);
+  restore(back, store, 9);
+  CHECK(back.max_time() == far);
+  CHECK(back.remembered() == 2);
+  CHECK_FALSE(back.offer("future-ish", far));
+  CHECK(back.offer("future-ish", far + 6));  // its own time was far - 5
+}
+
 TEST_CASE("dedup: restoring into a smaller max-keys evicts the oldest") {
   FakeClock clock;
   DedupEngine e(config(), clock);
@@ -439,10 +457,12 @@ TEST_CASE("dedup: restore refuses what it cannot use") {
   CHECK(s.error().message == "the saved kdedup state holds hashes, not keys (it was saved without --exact)");
 
   DedupEngine other(config(), clock);
-  CHECK(other.restore_entry("zz", std::string(16, '\0')).error().message ==
+  CHECK(other.restore_entry("zz", std::string(2, '\0')).error().message ==
         "unrecognised kdedup state entry (2 bytes)");
-  CHECK(other.restore_entry("m", "short").error().message ==
-        "malformed kdedup state entry: its value has 5 bytes");
+  CHECK(other.restore_entry("m", "\x80").error().message ==
+        "malformed kdedup state entry: its value is not a position and a time");
+  CHECK(other.restore_entry("m", std::string(3, '\0')).error().message ==
+        "malformed kdedup state entry: its value is not a position and a time");
 
   DedupEngine no_meta(config(), clock);
   for (const auto& [k, v] : store)
