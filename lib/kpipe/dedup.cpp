@@ -61,7 +61,7 @@ class KeyRing {
     Block& block = *blocks_.back();
     size_t off = tail_ & (kBlock - 1);
     block.hashes[off] = h;
-    if (has_times_) block.times[off] = time;
+    if (has_times_) set_time(block, off, time);
     if (has_keys_) {
       block.key_refs[off] = {static_cast<uint32_t>(block.keys.size()), static_cast<uint32_t>(key.size())};
       block.keys.append(key);
@@ -79,7 +79,12 @@ class KeyRing {
   }
 
   Hash128& hash(uint64_t pos) { return block(pos).hashes[pos & (kBlock - 1)]; }
-  Millis time(uint64_t pos) { return has_times_ ? block(pos).times[pos & (kBlock - 1)] : 0; }
+  Millis time(uint64_t pos) {
+    if (!has_times_) return 0;
+    Block& b = block(pos);
+    size_t off = pos & (kBlock - 1);
+    return b.wide ? b.wide[off] : b.base + b.deltas[off];
+  }
   std::string_view key(uint64_t pos) {
     Block& b = block(pos);
     KeyRef r = b.key_refs[pos & (kBlock - 1)];
@@ -93,7 +98,13 @@ class KeyRing {
   };
   struct Block {
     std::unique_ptr<Hash128[]> hashes;
-    std::unique_ptr<Millis[]> times;
+    // A time is kept in 4 bytes, as milliseconds from the block's first
+    // (24 days either way); a block whose times spread wider switches to
+    // 8 bytes each.
+    Millis base = 0;
+    size_t first = kBlock;  // the offset of the block's first entry
+    std::unique_ptr<int32_t[]> deltas;
+    std::unique_ptr<Millis[]> wide;
     std::unique_ptr<KeyRef[]> key_refs;
     std::string keys;
   };
@@ -101,9 +112,29 @@ class KeyRing {
   std::unique_ptr<Block> make_block() const {
     auto b = std::make_unique<Block>();
     b->hashes = std::make_unique_for_overwrite<Hash128[]>(kBlock);
-    if (has_times_) b->times = std::make_unique_for_overwrite<Millis[]>(kBlock);
+    if (has_times_) b->deltas = std::make_unique_for_overwrite<int32_t[]>(kBlock);
     if (has_keys_) b->key_refs = std::make_unique_for_overwrite<KeyRef[]>(kBlock);
     return b;
+  }
+
+  static void set_time(Block& b, size_t off, Millis time) {
+    if (b.first == kBlock) {
+      b.first = off;
+      b.base = time;
+    }
+    if (b.wide) {
+      b.wide[off] = time;
+      return;
+    }
+    Millis d = time - b.base;
+    if (d >= std::numeric_limits<int32_t>::min() && d <= std::numeric_limits<int32_t>::max()) {
+      b.deltas[off] = static_cast<int32_t>(d);
+      return;
+    }
+    b.wide = std::make_unique_for_overwrite<Millis[]>(kBlock);
+    for (size_t i = b.first; i < off; ++i) b.wide[i] = b.base + b.deltas[i];
+    b.deltas.reset();
+    b.wide[off] = time;
   }
 
   Block& block(uint64_t pos) { return *blocks_[(pos >> kBlockBits) - first_block_]; }
@@ -390,6 +421,14 @@ struct DedupEngine::Impl {
     __builtin_prefetch(&s.slots[home(fragment_of(h), s.cap)]);
   }
 
+  // With a horizon or at max_keys, the key at the head is usually the next
+  // to go, which costs a probe of its own.
+  void prefetch_head() {
+    if (ring.size() == 0 || (!config.within && live() < config.max_keys)) return;
+    Hash128 h = ring.hash(ring.head());
+    if (!h.dead()) prefetch(h);
+  }
+
   bool offer(const Hash128& h, std::string_view key, Millis t) {
     if (config.within) advance(t);
     auto found = find(h, key);
@@ -506,9 +545,10 @@ struct DedupEngine::Impl {
 DedupEngine::DedupEngine(DedupConfig config, Clock& clock) : impl_(std::make_unique<Impl>(config, clock)) {}
 DedupEngine::~DedupEngine() = default;
 
-DedupEngine::Prepared DedupEngine::prepare(std::string_view key) const {
+DedupEngine::Prepared DedupEngine::prepare(std::string_view key) {
   Hash128 h = hash_key(key);
   impl_->prefetch(h);
+  impl_->prefetch_head();
   return {h.lo, h.hi};
 }
 

@@ -55,7 +55,7 @@ class DedupEngine final : public Snapshottable {
     uint64_t lo = 0;
     uint64_t hi = 0;
   };
-  Prepared prepare(std::string_view key) const;
+  Prepared prepare(std::string_view key);
 
   // True when the record passes: no record of its key is remembered.
   // Without `within` the time does not matter; with it, this form uses the

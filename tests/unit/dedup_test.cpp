@@ -285,7 +285,9 @@ TEST_CASE("dedup: the engine agrees with the model, hashed and exact") {
   };
   auto c = GENERATE(Case{std::nullopt, kDefaultMaxKeys, 5000, 0}, Case{std::nullopt, 700, 3000, 0},
                     Case{300, kDefaultMaxKeys, 3000, 0}, Case{300, kDefaultMaxKeys, 3000, 200},
-                    Case{50, 400, 2000, 80}, Case{0, 100, 50, 3});
+                    Case{50, 400, 2000, 80}, Case{0, 100, 50, 3},
+                    // Times that spread beyond 4-byte offsets within a block.
+                    Case{3'000'000'000, 5000, 3000, 4'000'000'000});
   for (bool exact : {false, true}) {
     FakeClock clock;
     DedupConfig cfg = config(c.within, c.max_keys, exact);
@@ -377,7 +379,8 @@ TEST_CASE("dedup: snapshot, restore and the rest of the stream give the uninterr
   };
   auto c = GENERATE(Case{std::nullopt, kDefaultMaxKeys, 4000, 0, false}, Case{std::nullopt, 500, 3000, 0, false},
                     Case{200, kDefaultMaxKeys, 3000, 150, false}, Case{60, 300, 1000, 100, false},
-                    Case{60, 300, 1000, 100, true}, Case{std::nullopt, 800, 2000, 0, true});
+                    Case{60, 300, 1000, 100, true}, Case{std::nullopt, 800, 2000, 0, true},
+                    Case{3'000'000'000, 700, 1000, 4'000'000'000, false});
   auto events = random_stream(static_cast<uint32_t>(c.keys * 7 + c.max_keys), 40'000, c.keys, c.jitter);
   FakeClock clock;
   DedupConfig cfg = config(c.within, c.max_keys, c.exact);
