@@ -418,15 +418,22 @@ struct DedupEngine::Impl {
 
   void prefetch(const Hash128& h) const {
     const Shard& s = shards[shard_of(h)];
-    __builtin_prefetch(&s.slots[home(fragment_of(h), s.cap)]);
+    const void* slot = &s.slots[home(fragment_of(h), s.cap)];
+    // GCC 12 deletes a prefetch whose address it computed from loads with
+    // no other use; the empty asm makes the address opaque to it.
+    asm volatile("" : "+r"(slot));
+    __builtin_prefetch(slot);
   }
 
-  // With a horizon or at max_keys, the key at the head is usually the next
-  // to go, which costs a probe of its own.
+  // With a horizon or at max_keys, the keys at the head are the next to
+  // go, each costing a probe of its own. The caller decides one record
+  // later, by which time about one more key has gone: fetch the slots of
+  // the keys just behind the head.
   void prefetch_head() {
-    if (ring.size() == 0 || (!config.within && live() < config.max_keys)) return;
-    Hash128 h = ring.hash(ring.head());
-    if (!h.dead()) prefetch(h);
+    if (!config.within && live() < config.max_keys) return;
+    uint64_t pos = ring.head() + 1;
+    if (pos < ring.tail()) prefetch(ring.hash(pos));
+    if (pos + 1 < ring.tail()) prefetch(ring.hash(pos + 1));
   }
 
   bool offer(const Hash128& h, std::string_view key, Millis t) {
