@@ -199,8 +199,6 @@ class Sampler {
 
   Status read_state(std::vector<PartitionReading>& readings) {
     if (!store_) {
-      struct stat st;
-      if (::stat(subject_.name.c_str(), &st) != 0) return failure("state file '{}' does not exist", subject_.name);
       auto store = StateStore::open(subject_.name);
       if (!store) return store.take_error();
       store_ = std::move(*store);
@@ -328,6 +326,10 @@ Status run_lag(const LagOptions& o, Io& io) {
   LagEngine engine(io.clock, s.rules);
   if (o.status_only) return run_status(s, o, engine, io);
 
+  if (!o.state.empty()) {
+    struct stat st;
+    if (::stat(o.state.c_str(), &st) != 0) return failure("state file '{}' does not exist", o.state);
+  }
   auto config = resolve_kafka_config(o.kafka, io.env_brokers);
   if (!config) return config.take_error();
   std::unique_ptr<LagHistory> history;
