@@ -245,7 +245,10 @@ class ConsumeLoop {
       uint64_t before = counters_.in;
       size_t batch = options_.count > 0 ? static_cast<size_t>(std::min<int64_t>(options_.count, 4096)) : 4096;
       KPIPE_TRY(consumer_.poll(wait, batch, handler));
-      if (counters_.in == before) KPIPE_TRY(out.flush());
+      if (counters_.in == before) {
+        KPIPE_TRY(out.flush());
+        if (out.check_closed()) break;
+      }
       if (options_.exit_at_end && all_at_end()) break;
       Millis now = io_.clock.steady();
       if (state_ != nullptr) {
