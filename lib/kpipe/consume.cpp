@@ -197,7 +197,7 @@ class ConsumeLoop {
           if (state_ != nullptr) {
             // Hand the partitions over at a checkpoint, so that the next
             // owner resumes where this pipeline's output ends.
-            KPIPE_TRY(emit_checkpoint());
+            if (written_since_checkpoint_ || last_emitted_ == 0) KPIPE_TRY(emit_checkpoint());
             KPIPE_TRY(await_and_mirror(last_emitted_));
           } else {
             KPIPE_TRY(commit_written());
@@ -226,6 +226,7 @@ class ConsumeLoop {
       it->second.at_end = false;
       it->second.next = e.record.offset + 1;
       it->second.dirty = true;
+      written_since_checkpoint_ = true;
       if (value_only_) {
         writer_.append_value(out.buffer(), e.record);
       } else {
@@ -297,6 +298,7 @@ class ConsumeLoop {
     append_checkpoint(io_.out.buffer(), c);
     KPIPE_TRY(io_.out.flush());
     last_emitted_ = c.id;
+    written_since_checkpoint_ = false;
     return {};
   }
 
@@ -397,6 +399,7 @@ class ConsumeLoop {
   int64_t next_checkpoint_ = 1;
   int64_t last_emitted_ = 0;
   int64_t mirrored_ = 0;
+  bool written_since_checkpoint_ = false;
   std::map<TopicPartition, int64_t> saved_;
 };
 
