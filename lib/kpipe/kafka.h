@@ -46,11 +46,21 @@ class KafkaClient {
   // Low and high watermarks of many partitions, one request per leader.
   Expected<std::vector<Watermarks>> watermarks(const std::vector<TopicPartition>& parts);
   // For each partition, the first offset whose timestamp is at or after the
-  // given time; the high watermark when there is none.
+  // given time; the high watermark when there is none. Brokers that cannot
+  // look offsets up by time (librdkafka's mock, kbroker) are searched by
+  // reading record timestamps: a binary search, which assumes timestamps
+  // grow with offsets as they do for CreateTime from one producer.
   Expected<std::vector<int64_t>> offsets_for_times(const std::vector<TopicPartition>& parts,
                                                    const std::vector<Millis>& times);
 
+  // The timestamp of the record at each offset (nullopt where there is no
+  // record: past the end, or deleted), read with one small fetch per
+  // partition through a short-lived consumer of its own.
+  Expected<std::vector<std::optional<Millis>>> timestamps_at(const std::vector<PartitionOffset>& at);
+
   const KafkaConfig& config() const { return config_; }
+  // Whether the cluster is librdkafka's mock (kbroker).
+  bool is_mock_cluster();
 
   struct Handle;  // librdkafka's, behind the module's private header
 
