@@ -266,7 +266,10 @@ void write_reports(const Settings& s, const std::vector<GroupReport>& reports, b
       // A terminal gets the table redrawn in place; elsewhere each sample
       // is a block of its own.
       if (redraw) {
+        // Home, clear, and a heading as watch(1) writes one.
         buf += "\033[H\033[2J";
+        buf += fmt::format("every {}, sampled at {}\n\n", format_duration(s.watch),
+                           format_rfc3339(reports.empty() ? 0 : reports.front().at));
       } else if (later) {
         buf += '\n';
       }
