@@ -28,3 +28,28 @@ expect_exit 2 kproduce -b "$BROKERS" -t "$(topic skip)" --on-error dlq
 assert_eq "$(cat "$WORK/err")" "kproduce: error: --on-error dlq needs --dlq FILE.db or --dlq kafka:TOPIC"
 expect_exit 2 kproduce -b "$BROKERS" -t "$(topic skip)" --on-error dpl
 assert_eq "$(cat "$WORK/err")" "kproduce: error: unknown --on-error mode 'dpl', did you mean 'dlq'?"
+
+# Records the broker never acknowledges are counted, and the exit is 1.
+# The broker goes away mid-stream: kproduce reads from a fifo, so the
+# moment is chosen by the test, not by a timer.
+requires_kbroker_process() { [[ -n "$BROKER_PID" ]]; }
+if requires_kbroker_process; then
+  mkfifo "$WORK/feed"
+  kproduce -b "$BROKERS" -t "$(topic skip)" -X message.timeout.ms=1500 <"$WORK/feed" >"$WORK/out" 2>"$WORK/err" &
+  producer=$!
+  exec 4>"$WORK/feed"
+  echo '{"before":1}' >&4
+  # Wait until the first record is in the topic: kbroker has it.
+  expect_exit 0 kconsume -b "$BROKERS" -t "$(topic skip)" -c 4
+  kill "$BROKER_PID"
+  wait "$BROKER_PID" 2>/dev/null || true
+  BROKER_PID=""
+  echo '{"after":1}' >&4
+  echo '{"after":2}' >&4
+  exec 4>&-
+  status=0
+  wait "$producer" || status=$?
+  assert_eq "$status" 1 "kproduce exit status when records are lost"
+  grep -qE "^kproduce: error: 2 of 3 records not delivered to '$(topic skip)': " "$WORK/err" ||
+    fail "undelivered records not reported: $(cat "$WORK/err")"
+fi
