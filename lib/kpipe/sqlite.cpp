@@ -163,7 +163,16 @@ Expected<std::unique_ptr<Database>> Database::open(const std::string& path, Open
   sqlite3_busy_timeout(raw, options.busy_timeout_ms);
   sqlite3_extended_result_codes(raw, 1);
   if (!memory && !options.read_only && options.wal) {
-    KPIPE_TRY(db->exec("PRAGMA journal_mode=WAL"));
+    // Switching a new file to WAL needs an exclusive lock, and SQLite says
+    // "database is locked" at once, without calling the busy handler, when
+    // another process is opening the file too, as a pipeline's stages do
+    // when they start together on a new state file: retry.
+    for (int waited = 0;; waited += 5) {
+      Status wal = db->exec("PRAGMA journal_mode=WAL");
+      if (wal.ok()) break;
+      if ((sqlite3_extended_errcode(raw) & 0xff) != SQLITE_BUSY || waited >= options.busy_timeout_ms) return wal;
+      ::usleep(5000);
+    }
     // WAL with synchronous=NORMAL is durable across process crashes (what
     // a SIGKILLed pipeline needs); FULL adds power-loss durability at the
     // cost of an fsync per commit.
