@@ -19,10 +19,6 @@ has_at_least() { (($(lines "$1") >= $2)); }
 # No periodic commit: the first consumer first commits what it wrote when
 # the rebalance takes its partitions away.
 consumer=(kconsume -b "$BROKERS" -t "$T" -g "$G" --commit-interval 1h -v)
-# kbroker's group coordinator waits out the session timeout before it
-# finishes a rebalance: a short one keeps the test short (6s is the least
-# that it, and Kafka, accept).
-[[ "$KPIPE_TEST_BROKER" == kafka ]] || consumer+=(-X session.timeout.ms=6000 -X heartbeat.interval.ms=500)
 
 produce 2000 1
 "${consumer[@]}" >"$WORK/a.out" 2>"$WORK/a.err" &

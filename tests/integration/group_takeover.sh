@@ -7,8 +7,8 @@
 source "$(dirname "$0")/lib.sh"
 # kbroker's group coordinator (librdkafka's mock) refuses offset commits
 # while a group rebalances, where Kafka takes them from the members of the
-# ending generation, and a group it has seen a member leave only rebalances
-# after the session timeout (45s): the handoff there is neither exact nor quick.
+# ending generation, and after a member leaves it only rebalances once the
+# session timeout has passed: the handoff there is neither exact nor quick.
 requires_broker kafka "an exact group handoff (kbroker refuses commits during rebalances)"
 start_broker events:4
 T=$(topic events)
