@@ -200,7 +200,7 @@ class ConsumeLoop {
             if (written_since_checkpoint_ || last_emitted_ == 0) KPIPE_TRY(emit_checkpoint());
             KPIPE_TRY(await_and_mirror(last_emitted_));
           } else {
-            KPIPE_TRY(commit_written());
+            KPIPE_TRY(commit_written(/*revoking=*/true));
           }
           for (const auto& tp : parts) positions_.erase(tp);
           last_ = positions_.end();
@@ -317,8 +317,10 @@ class ConsumeLoop {
       if (positions_.count({o.topic, o.partition}) == 0) continue;
       commit.push_back({o.topic, o.partition, o.offset});
     }
-    KPIPE_TRY(consumer_.commit(commit));
-    mirrored_ = **latest;
+    // A group that is rebalancing refuses: mirror again next time.
+    bool committed = true;
+    KPIPE_TRY(consumer_.commit(commit, &committed));
+    if (committed) mirrored_ = **latest;
     return {};
   }
 
@@ -365,7 +367,10 @@ class ConsumeLoop {
 
   // Commits the offsets after the records written so far, and only those:
   // the output is flushed first, so a committed record has left the process.
-  Status commit_written() {
+  // A group in the middle of a rebalance may refuse: the offsets are tried
+  // again next time, or, when the partitions are being taken away, their
+  // next owner reads those records again (at least once).
+  Status commit_written(bool revoking = false) {
     last_commit_ = io_.clock.steady();
     KPIPE_TRY(io_.out.flush());
     if (io_.out.closed()) return {};  // what the pipe lost is not ours to commit
@@ -375,7 +380,21 @@ class ConsumeLoop {
       offsets.push_back({tp.topic, tp.partition, pos.next});
       pos.dirty = false;
     }
-    return consumer_.commit(offsets);
+    bool committed = true;
+    KPIPE_TRY(consumer_.commit(offsets, &committed));
+    if (committed) return {};
+    if (revoking) {
+      io_.reporter.warning(fmt::format("the group was rebalancing and refused the offsets of {} partitions: "
+                                       "their next owner reads their last records again",
+                                       offsets.size()));
+      return {};
+    }
+    io_.reporter.info("the group is rebalancing: offsets will be committed later");
+    for (const auto& o : offsets) {
+      auto it = positions_.find({o.topic, o.partition});
+      if (it != positions_.end()) it->second.dirty = true;
+    }
+    return {};
   }
 
   const ConsumeOptions& options_;

@@ -459,17 +459,36 @@ Status Consumer::poll(Millis timeout, size_t max_events, const EventHandler& han
   return {};
 }
 
-Status Consumer::commit(const std::vector<PartitionOffset>& offsets) {
+namespace {
+
+// The group's answers to a member whose generation is over or about to be.
+bool is_group_change(rd_kafka_resp_err_t err) {
+  return err == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS || err == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION ||
+         err == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID || err == RD_KAFKA_RESP_ERR__STATE;
+}
+
+}  // namespace
+
+Status Consumer::commit(const std::vector<PartitionOffset>& offsets, bool* committed) {
+  if (committed != nullptr) *committed = true;
   if (offsets.empty()) return {};
   ListGuard g{to_list(offsets)};
   rd_kafka_resp_err_t err = rd_kafka_commit(handle_->rk, g.list, 0);
   if (err == RD_KAFKA_RESP_ERR__NO_OFFSET) return {};
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return failure("cannot commit offsets: {}", rd_kafka_err2str(err));
+  bool refused = is_group_change(err);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR && !refused)
+    return failure("cannot commit offsets: {}", rd_kafka_err2str(err));
   for (int i = 0; i < g.list->cnt; ++i) {
-    if (g.list->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR)
-      return failure("cannot commit offset of {} [{}]: {}", g.list->elems[i].topic, g.list->elems[i].partition,
-                     rd_kafka_err2str(g.list->elems[i].err));
+    rd_kafka_resp_err_t e = g.list->elems[i].err;
+    if (e == RD_KAFKA_RESP_ERR_NO_ERROR) continue;
+    if (is_group_change(e)) {
+      refused = true;
+      continue;
+    }
+    return failure("cannot commit offset of {} [{}]: {}", g.list->elems[i].topic, g.list->elems[i].partition,
+                   rd_kafka_err2str(e));
   }
+  if (refused && committed != nullptr) *committed = false;
   return {};
 }
 
