@@ -1,0 +1,311 @@
+#include "kpipe/window_tool.h"
+
+#include <cstring>
+#include <optional>
+
+#include "kpipe/choices.h"
+#include "kpipe/control.h"
+#include "kpipe/json.h"
+
+namespace kpipe {
+
+namespace {
+
+Expected<Millis> option_duration(const char* option, const std::string& text) {
+  auto d = parse_duration(text);
+  if (!d) return usage_error("{}: {}", option, d.error().message);
+  return *d;
+}
+
+std::string a_type(JsonType t) {
+  switch (t) {
+    case JsonType::kNull: return "null";
+    case JsonType::kObject: return "an object";
+    case JsonType::kArray: return "an array";
+    default: return fmt::format("a {}", json_type_name(t));
+  }
+}
+
+// What the stage reads from each line: one FieldSet, compiled once.
+struct Paths {
+  FieldSet fields;
+  std::string time_text;
+  size_t time = 0;
+  std::vector<std::string> key_texts;
+  std::vector<size_t> keys;
+  std::vector<int> aggs;  // per aggregate: its slot, -1 for count
+  size_t partition = 0;
+  size_t topic = 0;
+};
+
+Expected<Paths> compile_paths(const WindowOptions& o, const WindowConfig& config) {
+  Paths p;
+  auto add = [&](const std::string& text) -> Expected<size_t> {
+    auto path = FieldPath::parse(text);
+    if (!path) return path.take_error();
+    return p.fields.add(*path);
+  };
+  auto time = add(o.time);
+  if (!time) return time.take_error();
+  p.time = *time;
+  p.time_text = o.time;
+  for (const std::string& k : o.keys) {
+    auto slot = add(k);
+    if (!slot) return slot.take_error();
+    p.keys.push_back(*slot);
+    p.key_texts.push_back(k);
+  }
+  for (const AggSpec& a : config.aggs) {
+    if (a.fn == AggFn::kCount) {
+      p.aggs.push_back(-1);
+      continue;
+    }
+    auto slot = add(a.path);
+    if (!slot) return slot.take_error();
+    p.aggs.push_back(static_cast<int>(*slot));
+  }
+  // Envelopes say where a record came from: each partition gets its own
+  // watermark.
+  p.partition = *add(".partition");
+  p.topic = *add(".topic");
+  return p;
+}
+
+class WindowStage final : public LineStage {
+ public:
+  WindowStage(const WindowOptions& options, WindowEngine& engine, Paths paths, TimeUnit unit,
+              BadInputHandler& bad, Output* late_out, bool keep_open_windows)
+      : options_(options),
+        engine_(engine),
+        paths_(std::move(paths)),
+        unit_(unit),
+        bad_(bad),
+        late_out_(late_out),
+        keep_open_windows_(keep_open_windows),
+        inputs_(paths_.aggs.size(), nullptr) {}
+
+  Status on_line(const Line& line, Output& out) override {
+    KPIPE_TRY(reader_.read(line.text, paths_.fields, values_));
+    WindowInput in;
+    auto time = read_time(values_[paths_.time]);
+    if (!time) return time.take_error();
+    in.time = *time;
+    if (!paths_.keys.empty()) {
+      auto key = read_key();
+      if (!key) return key.take_error();
+      in.key = *key;
+    }
+    for (size_t a = 0; a < inputs_.size(); ++a)
+      inputs_[a] = paths_.aggs[a] < 0 ? nullptr : &values_[static_cast<size_t>(paths_.aggs[a])];
+    in.aggs = inputs_.data();
+    const JsonField& partition = values_[paths_.partition];
+    if (partition.type == JsonType::kNumber && partition.is_integer) {
+      in.partition = partition.integer;
+      const JsonField& topic = values_[paths_.topic];
+      if (topic.type == JsonType::kString) in.topic = topic.str;
+    }
+    auto placed = engine_.add(in, out.buffer());
+    if (!placed) return placed.take_error();
+    if (*placed == Placement::kTooLate) return too_late(line);
+    return {};
+  }
+
+  Status on_control(const Line& line, Output& out) override {
+    KPIPE_TRY(flush_late());
+    out.write_line(line.text);
+    return {};
+  }
+
+  Status on_idle(Output& out) override {
+    engine_.on_idle(out.buffer());
+    return flush_late();
+  }
+
+  Status on_end(Output& out) override {
+    if (!keep_open_windows_) engine_.flush(out.buffer());
+    return flush_late();
+  }
+
+  void fill_counters(Counters& c) const override {
+    c.out = engine_.emitted();
+    c.late = late_;
+    c.dropped = dropped_;
+    c.state_size = engine_.states();
+  }
+
+  uint64_t late() const { return late_; }
+  uint64_t dropped() const { return dropped_; }
+
+ private:
+  Expected<Millis> read_time(const JsonField& f) {
+    const std::string& path = paths_.time_text;
+    switch (f.type) {
+      case JsonType::kMissing: return data_error("field '{}' is missing", path);
+      case JsonType::kNumber: {
+        auto t = f.is_integer ? epoch_to_millis(f.integer, unit_) : epoch_to_millis(f.number, unit_);
+        if (!t) return data_error("field '{}': {}", path, t.error().message);
+        return *t;
+      }
+      case JsonType::kString: {
+        auto t = parse_rfc3339(f.str);
+        if (!t) return data_error("field '{}': {}", path, t.error().message);
+        return *t;
+      }
+      default: return data_error("field '{}' is {}, not a number or an RFC 3339 string", path, a_type(f.type));
+    }
+  }
+
+  // The key's JSON text; equal values written alike share a key. Strings
+  // without escapes (nearly all) are used as they appear, without a copy.
+  Expected<std::string_view> read_key() {
+    key_.clear();
+    bool one = paths_.keys.size() == 1;
+    if (!one) key_.push_back('[');
+    for (size_t i = 0; i < paths_.keys.size(); ++i) {
+      const JsonField& f = values_[paths_.keys[i]];
+      if (f.type == JsonType::kMissing) return data_error("field '{}' is missing", paths_.key_texts[i]);
+      if (i > 0) key_.push_back(',');
+      bool plain = f.type != JsonType::kString || std::memchr(f.raw.data(), '\\', f.raw.size()) == nullptr;
+      if (f.type == JsonType::kObject || f.type == JsonType::kArray) {
+        append_minified(key_, f.raw);
+      } else if (!plain) {
+        append_json_string(key_, f.str);
+      } else if (one) {
+        return f.raw;
+      } else {
+        key_.append(f.raw);
+      }
+    }
+    if (!one) key_.push_back(']');
+    return std::string_view(key_);
+  }
+
+  Status too_late(const Line& line) {
+    ++late_;
+    if (late_out_ != nullptr) {
+      late_out_->write_line(line.text);
+      return late_out_->end_record();
+    }
+    if (options_.late == "dlq") {
+      std::string reason = "too late for every window: the watermark is ";
+      append_rfc3339(reason, engine_.watermark());
+      return bad_.dead_letter(std::string(line.input), line, reason);
+    }
+    ++dropped_;
+    return {};
+  }
+
+  Status flush_late() { return late_out_ != nullptr ? late_out_->flush() : Status(); }
+
+  const WindowOptions& options_;
+  WindowEngine& engine_;
+  Paths paths_;
+  TimeUnit unit_;
+  BadInputHandler& bad_;
+  Output* late_out_;
+  bool keep_open_windows_;
+  JsonReader reader_;
+  std::vector<JsonField> values_;
+  std::vector<const JsonField*> inputs_;
+  std::string key_;
+  uint64_t late_ = 0;
+  uint64_t dropped_ = 0;
+};
+
+}  // namespace
+
+Expected<WindowConfig> window_config(const WindowOptions& o) {
+  WindowConfig c;
+  int kinds = !o.tumble.empty() + !o.slide.empty() + !o.session.empty();
+  if (kinds == 0) return usage_error("give one of --tumble SIZE, --slide SIZE --every STEP or --session GAP");
+  if (kinds > 1) return usage_error("--tumble, --slide and --session are alternatives: give one");
+  if (!o.slide.empty() && o.every.empty()) return usage_error("--slide needs --every STEP");
+  if (o.slide.empty() && !o.every.empty()) return usage_error("--every goes with --slide");
+  if (!o.tumble.empty()) {
+    c.shape.kind = WindowKind::kTumble;
+    auto d = option_duration("--tumble", o.tumble);
+    if (!d) return d.take_error();
+    c.shape.size = *d;
+  } else if (!o.slide.empty()) {
+    c.shape.kind = WindowKind::kSlide;
+    auto d = option_duration("--slide", o.slide);
+    if (!d) return d.take_error();
+    c.shape.size = *d;
+    auto e = option_duration("--every", o.every);
+    if (!e) return e.take_error();
+    c.shape.every = *e;
+  } else {
+    c.shape.kind = WindowKind::kSession;
+    auto d = option_duration("--session", o.session);
+    if (!d) return d.take_error();
+    c.shape.size = *d;
+  }
+  auto w = option_duration("--watermark", o.watermark);
+  if (!w) return w.take_error();
+  c.watermark_delay = *w;
+  auto l = option_duration("--allowed-lateness", o.allowed_lateness);
+  if (!l) return l.take_error();
+  c.allowed_lateness = *l;
+  if (!o.idle_timeout.empty()) {
+    auto i = option_duration("--idle-timeout", o.idle_timeout);
+    if (!i) return i.take_error();
+    if (*i <= 0) return usage_error("--idle-timeout: the duration must be positive");
+    c.idle_timeout = *i;
+  }
+  std::vector<std::string> specs = o.aggs;
+  if (specs.empty()) specs.push_back("count");
+  for (const std::string& s : specs) {
+    auto a = parse_agg_spec(s);
+    if (!a) return a.take_error();
+    c.aggs.push_back(std::move(*a));
+  }
+  c.keys = o.keys;
+  auto format = parse_choice("time format", o.time_format, {"rfc3339", "ms"});
+  if (!format) return format.take_error();
+  c.time_format = *format == 0 ? TimeFormat::kRfc3339 : TimeFormat::kMillis;
+  c.track_changes = !o.state.empty();
+  KPIPE_TRY(validate_window_config(c));
+  return c;
+}
+
+Status run_window(const WindowOptions& options, Io& io) {
+  if (options.time.empty()) return usage_error("--time PATH is required");
+  auto config = window_config(options);
+  if (!config) return config.take_error();
+  auto unit = parse_time_unit(options.time_unit);
+  if (!unit) return unit.take_error();
+  auto paths = compile_paths(options, *config);
+  if (!paths) return paths.take_error();
+  auto stats = parse_stats_interval(options.stats);
+  if (!stats) return stats.take_error();
+  if (options.late == "dlq" && options.errors.dlq.empty())
+    return usage_error("--late dlq needs --dlq FILE.db or --dlq kafka:TOPIC");
+  if (options.late == "-") return usage_error("--late: late records cannot share standard output with the windows");
+  if (!options.state.empty()) return usage_error("--state is not available yet");
+  if (options.flush_at_end && options.state.empty()) return usage_error("--flush-at-end goes with --state");
+
+  std::string stage = stage_name(io.program, options.name);
+  auto bad = make_bad_input_handler(options.errors, stage, io);
+  if (!bad) return bad.take_error();
+  std::unique_ptr<Output> late_out;
+  if (!options.late.empty() && options.late != "dlq") {
+    auto opened = Output::open_append(options.late);
+    if (!opened) return opened.take_error();
+    late_out = std::move(*opened);
+  }
+
+  WindowEngine engine(*config, io.clock);
+  bool keep_open = !options.state.empty() && !options.flush_at_end;
+  WindowStage window(options, engine, std::move(*paths), *unit, **bad, late_out.get(), keep_open);
+  FilterSettings settings{options.input, *stats};
+  Status run = run_filter(window, settings, **bad, io);
+  if (window.dropped() > 0)
+    io.reporter.warning(fmt::format("dropped {} record{} too late for every window (--late FILE keeps them)",
+                                    window.dropped(), window.dropped() == 1 ? "" : "s"));
+  if (late_out != nullptr && window.late() > 0)
+    io.reporter.info(fmt::format("wrote {} late record{} to '{}'", window.late(), window.late() == 1 ? "" : "s",
+                                 options.late));
+  return run;
+}
+
+}  // namespace kpipe
