@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <map>
+#include <thread>
 
 #include "kpipe/choices.h"
+#include "kpipe/control.h"
 #include "kpipe/envelope.h"
 #include "kpipe/kafka.h"
+#include "kpipe/state_store.h"
 
 namespace kpipe {
 
@@ -77,7 +81,8 @@ namespace {
 class ConsumeLoop {
  public:
   ConsumeLoop(const ConsumeOptions& options, Consumer& consumer, Io& io, StartPosition from,
-              std::vector<int32_t> only, Millis commit_interval, Millis stats_interval)
+              std::vector<int32_t> only, Millis commit_interval, Millis stats_interval, StateStore* state,
+              Millis checkpoint_interval)
       : options_(options),
         consumer_(consumer),
         io_(io),
@@ -85,7 +90,32 @@ class ConsumeLoop {
         only_(std::move(only)),
         commit_interval_(commit_interval),
         value_only_(options.format == "value"),
-        ticker_(io.program, stats_interval, io.reporter, io.clock) {}
+        ticker_(io.program, stats_interval, io.reporter, io.clock),
+        state_(state),
+        checkpoint_interval_(checkpoint_interval) {}
+
+  Status init_state() {
+    if (state_ == nullptr) return {};
+    auto next = state_->next_checkpoint_id();
+    if (!next) return next.take_error();
+    next_checkpoint_ = *next;
+    auto latest = state_->latest_complete();
+    if (!latest) return latest.take_error();
+    // A checkpoint completed while kconsume was down is mirrored at the
+    // first chance; one already seen is not mirrored again.
+    mirrored_ = 0;
+    auto offsets = state_->offsets();
+    if (!offsets) return offsets.take_error();
+    for (const auto& o : *offsets) saved_[{o.topic, o.partition}] = o.offset;
+    return {};
+  }
+
+  // Where the state file says a partition resumes, if it knows.
+  std::optional<int64_t> saved_position(const TopicPartition& tp) const {
+    auto it = saved_.find(tp);
+    if (it == saved_.end()) return std::nullopt;
+    return it->second;
+  }
 
   // Start offsets for partitions, by --from.
   Status resolve(std::vector<PartitionOffset>& parts) {
@@ -120,7 +150,10 @@ class ConsumeLoop {
       }
     }
     KPIPE_TRY(resolve(parts));
-    for (const auto& p : parts) track(p);
+    for (auto& p : parts) {
+      if (auto saved = saved_position({p.topic, p.partition})) p.offset = *saved;
+      track(p);
+    }
     return consumer_.assign(parts);
   }
 
@@ -139,7 +172,11 @@ class ConsumeLoop {
           std::vector<PartitionOffset> fresh;
           std::vector<size_t> fresh_index;
           for (size_t i = 0; i < parts.size(); ++i) {
-            if ((*committed)[i]) {
+            // The newest complete checkpoint wins over the group's offset:
+            // the group only mirrors it, and may lag behind.
+            if (auto saved = saved_position(tps[i])) {
+              parts[i].offset = *saved;
+            } else if ((*committed)[i]) {
               parts[i].offset = *(*committed)[i];
             } else {
               fresh.push_back(parts[i]);
@@ -157,7 +194,14 @@ class ConsumeLoop {
           return {};
         },
         [this](const std::vector<TopicPartition>& parts) -> Status {
-          KPIPE_TRY(commit_written());
+          if (state_ != nullptr) {
+            // Hand the partitions over at a checkpoint, so that the next
+            // owner resumes where this pipeline's output ends.
+            KPIPE_TRY(emit_checkpoint());
+            KPIPE_TRY(await_and_mirror(last_emitted_));
+          } else {
+            KPIPE_TRY(commit_written());
+          }
           for (const auto& tp : parts) positions_.erase(tp);
           last_ = positions_.end();
           io_.reporter.info(fmt::format("{} partitions revoked", parts.size()));
@@ -168,6 +212,7 @@ class ConsumeLoop {
   Status run() {
     Output& out = io_.out;
     last_commit_ = io_.clock.steady();
+    last_checkpoint_ = last_commit_;
     auto handler = [this, &out](const ConsumerEvent& e) -> Status {
       if (done_) return {};
       auto it = find(e.record.topic, e.record.partition);
@@ -203,14 +248,27 @@ class ConsumeLoop {
       if (counters_.in == before) KPIPE_TRY(out.flush());
       if (options_.exit_at_end && all_at_end()) break;
       Millis now = io_.clock.steady();
-      if (grouped() && now - last_commit_ >= commit_interval_) KPIPE_TRY(commit_written());
+      if (state_ != nullptr) {
+        if (now - last_checkpoint_ >= checkpoint_interval_) {
+          KPIPE_TRY(emit_checkpoint());
+          if (grouped()) KPIPE_TRY(mirror_complete());
+        }
+      } else if (grouped() && now - last_commit_ >= commit_interval_) {
+        KPIPE_TRY(commit_written());
+      }
       if (ticker_active()) {
         counters_.state_size = positions_.size();
         ticker_.tick_now(counters_);
       }
     }
     KPIPE_TRY(out.flush());
-    if (grouped()) KPIPE_TRY(commit_written());
+    if (state_ != nullptr) {
+      // The final checkpoint follows every record written (CONTRACT §6).
+      KPIPE_TRY(emit_checkpoint());
+      if (grouped()) KPIPE_TRY(await_and_mirror(last_emitted_));
+    } else if (grouped()) {
+      KPIPE_TRY(commit_written());
+    }
     ticker_.finish(counters_);
     io_.reporter.info(fmt::format("consumed {} records", counters_.out));
     return {};
@@ -222,6 +280,60 @@ class ConsumeLoop {
     bool at_end = false;
     bool dirty = false;
   };
+
+  // Writes a checkpoint line after every record written so far, with the
+  // next offset of every partition this consumer holds.
+  Status emit_checkpoint() {
+    last_checkpoint_ = io_.clock.steady();
+    if (io_.out.closed()) return {};
+    Checkpoint c;
+    c.id = next_checkpoint_++;
+    c.at = io_.clock.now();
+    for (const auto& [tp, pos] : positions_) c.offsets.push_back({tp.topic, tp.partition, pos.next});
+    KPIPE_TRY(state_->record_emitted(c.id, c.at));
+    append_checkpoint(io_.out.buffer(), c);
+    KPIPE_TRY(io_.out.flush());
+    last_emitted_ = c.id;
+    return {};
+  }
+
+  // Mirrors the newest complete checkpoint's offsets into the consumer
+  // group, so that klag and Kafka's own tools see true progress. Only
+  // complete offsets are ever committed.
+  Status mirror_complete() {
+    auto latest = state_->latest_complete();
+    if (!latest) return latest.take_error();
+    if (!*latest || **latest <= mirrored_) return {};
+    auto offsets = state_->offsets();
+    if (!offsets) return offsets.take_error();
+    std::vector<PartitionOffset> commit;
+    for (const auto& o : *offsets) {
+      if (o.checkpoint > **latest) continue;
+      if (positions_.count({o.topic, o.partition}) == 0) continue;
+      commit.push_back({o.topic, o.partition, o.offset});
+    }
+    KPIPE_TRY(consumer_.commit(commit));
+    mirrored_ = **latest;
+    return {};
+  }
+
+  // Waits (bounded) for the pipeline's terminal stage to complete
+  // checkpoint `id`, then mirrors it. Downstream stages run in other
+  // processes: this is waiting on the state file, not on time passing.
+  Status await_and_mirror(int64_t id) {
+    Millis deadline = io_.clock.steady() + 10 * kSecond;
+    for (;;) {
+      auto latest = state_->latest_complete();
+      if (!latest) return latest.take_error();
+      if (*latest && **latest >= id) break;
+      if (io_.clock.steady() >= deadline || io_.out.closed()) {
+        io_.reporter.info(fmt::format("checkpoint {} not complete yet; the group keeps its last complete offsets", id));
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return mirror_complete();
+  }
 
   void track(const PartitionOffset& p) {
     positions_[{p.topic, p.partition}] = {p.offset, false, false};
@@ -276,6 +388,13 @@ class ConsumeLoop {
   Counters counters_;
   Millis last_commit_ = 0;
   bool done_ = false;
+  StateStore* state_;
+  Millis checkpoint_interval_;
+  Millis last_checkpoint_ = 0;
+  int64_t next_checkpoint_ = 1;
+  int64_t last_emitted_ = 0;
+  int64_t mirrored_ = 0;
+  std::map<TopicPartition, int64_t> saved_;
 };
 
 }  // namespace
@@ -298,11 +417,22 @@ Status run_consume(const ConsumeOptions& options, Io& io) {
   if (!commit_interval) return usage_error("--commit-interval: {}", commit_interval.error().message);
   auto stats = parse_stats_interval(options.stats);
   if (!stats) return stats.take_error();
+  auto checkpoint_interval = parse_duration(options.checkpoint_interval);
+  if (!checkpoint_interval) return usage_error("--checkpoint-interval: {}", checkpoint_interval.error().message);
+  if (*checkpoint_interval <= 0) return usage_error("--checkpoint-interval must be positive");
+  std::unique_ptr<StateStore> state;
+  if (!options.state.empty()) {
+    auto opened = StateStore::open(options.state);
+    if (!opened) return opened.take_error();
+    state = std::move(*opened);
+  }
   auto config = resolve_kafka_config(options.kafka, io.env_brokers);
   if (!config) return config.take_error();
   auto consumer = Consumer::create(*config, options.group, io.reporter);
   if (!consumer) return consumer.take_error();
-  ConsumeLoop loop(options, **consumer, io, *from, std::move(only), *commit_interval, *stats);
+  ConsumeLoop loop(options, **consumer, io, *from, std::move(only), *commit_interval, *stats, state.get(),
+                   *checkpoint_interval);
+  KPIPE_TRY(loop.init_state());
   if (options.group.empty()) {
     KPIPE_TRY(loop.start_assigned());
   } else {

@@ -24,7 +24,6 @@ struct ConsumeOptions {
   // Checkpoints (--state): see the checkpoint protocol.
   std::string state;
   std::string checkpoint_interval = "5s";
-  std::string name;
   StatsOptions stats;
 };
 

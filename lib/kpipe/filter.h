@@ -27,6 +27,7 @@ struct Io {
   const std::atomic<bool>* stop = nullptr;
   std::string program;                  // "kdedup"
   const char* env_brokers = nullptr;    // KPIPE_BROKERS, for kafka: targets
+  bool interactive = false;             // standard output is a terminal
 };
 
 // Options every line-reading program takes.

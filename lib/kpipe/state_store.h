@@ -56,8 +56,11 @@ class StateStore {
   Database& db() { return *db_; }
 
   // --- checkpoints --------------------------------------------------------
-  // The id for the next checkpoint: ids grow across restarts.
+  // The id for the next checkpoint: one more than any emitted so far, so
+  // that ids grow across restarts.
   Expected<int64_t> next_checkpoint_id();
+  // kconsume records each checkpoint it emits (not yet complete).
+  Status record_emitted(int64_t id, Millis at);
   // The newest complete checkpoint, if any.
   Expected<std::optional<int64_t>> latest_complete();
   // Marks `c` complete and stores its offsets as the pipeline's positions,

@@ -19,6 +19,11 @@ int main(int argc, char** argv) {
   app.add_option("--commit-interval", o.commit_interval, "With -g, commit written offsets this often")
       ->default_val("1s")
       ->type_name("D");
+  app.add_option("--state", o.state, "Emit checkpoints and resume from the pipeline's state database FILE")
+      ->type_name("FILE");
+  app.add_option("--checkpoint-interval", o.checkpoint_interval, "With --state, emit a checkpoint this often")
+      ->default_val("5s")
+      ->type_name("D");
   program.add_stats(o.stats);
   return program.run(argc, argv, [&](kpipe::Io& io) { return kpipe::run_consume(o, io); });
 }

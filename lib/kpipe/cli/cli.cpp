@@ -207,7 +207,7 @@ int Program::run(int argc, char** argv, const std::function<Status(Io&)>& body) 
   install_signal_handlers();
   Output out(1);
   SystemClock clock;
-  Io io{out, reporter_, clock, stop_flag(), name_, std::getenv("KPIPE_BROKERS")};
+  Io io{out, reporter_, clock, stop_flag(), name_, std::getenv("KPIPE_BROKERS"), ::isatty(1) == 1};
   Status s = body(io);
   Status flushed = out.flush();
   if (!s.ok()) {
