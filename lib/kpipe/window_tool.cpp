@@ -6,6 +6,7 @@
 #include "kpipe/choices.h"
 #include "kpipe/control.h"
 #include "kpipe/json.h"
+#include "kpipe/state_store.h"
 
 namespace kpipe {
 
@@ -74,14 +75,16 @@ Expected<Paths> compile_paths(const WindowOptions& o, const WindowConfig& config
 class WindowStage final : public LineStage {
  public:
   WindowStage(const WindowOptions& options, WindowEngine& engine, Paths paths, TimeUnit unit,
-              BadInputHandler& bad, Output* late_out, bool keep_open_windows)
+              BadInputHandler& bad, Output* late_out, StateStore* store, std::string stage, Clock& clock)
       : options_(options),
         engine_(engine),
         paths_(std::move(paths)),
         unit_(unit),
         bad_(bad),
         late_out_(late_out),
-        keep_open_windows_(keep_open_windows),
+        store_(store),
+        stage_(std::move(stage)),
+        clock_(clock),
         inputs_(paths_.aggs.size(), nullptr) {}
 
   Status on_line(const Line& line, Output& out) override {
@@ -110,8 +113,19 @@ class WindowStage final : public LineStage {
     return {};
   }
 
+  // A checkpoint saves what changed since the previous one, then passes
+  // on: the state saved is that of every record before the line.
   Status on_control(const Line& line, Output& out) override {
     KPIPE_TRY(flush_late());
+    if (store_ != nullptr) {
+      auto checkpoint = parse_checkpoint(line.text);
+      if (!checkpoint) return data_error("{}: line {}: {}", line.input, line.number, checkpoint.error().message);
+      if (*checkpoint) {
+        changes_.clear();
+        engine_.take_changes(changes_);
+        KPIPE_TRY(store_->save_snapshot(stage_, (*checkpoint)->id, changes_, clock_.now()));
+      }
+    }
     out.write_line(line.text);
     return {};
   }
@@ -121,8 +135,10 @@ class WindowStage final : public LineStage {
     return flush_late();
   }
 
+  // With --state, windows still open stay in the state saved at the last
+  // checkpoint, for the next run, unless --flush-at-end.
   Status on_end(Output& out) override {
-    if (!keep_open_windows_) engine_.flush(out.buffer());
+    if (store_ == nullptr || options_.flush_at_end) engine_.flush(out.buffer());
     return flush_late();
   }
 
@@ -203,7 +219,10 @@ class WindowStage final : public LineStage {
   TimeUnit unit_;
   BadInputHandler& bad_;
   Output* late_out_;
-  bool keep_open_windows_;
+  StateStore* store_;
+  std::string stage_;
+  Clock& clock_;
+  StateChanges changes_;
   JsonReader reader_;
   std::vector<JsonField> values_;
   std::vector<const JsonField*> inputs_;
@@ -281,7 +300,6 @@ Status run_window(const WindowOptions& options, Io& io) {
   if (options.late == "dlq" && options.errors.dlq.empty())
     return usage_error("--late dlq needs --dlq FILE.db or --dlq kafka:TOPIC");
   if (options.late == "-") return usage_error("--late: late records cannot share standard output with the windows");
-  if (!options.state.empty()) return usage_error("--state is not available yet");
   if (options.flush_at_end && options.state.empty()) return usage_error("--flush-at-end goes with --state");
 
   std::string stage = stage_name(io.program, options.name);
@@ -295,8 +313,19 @@ Status run_window(const WindowOptions& options, Io& io) {
   }
 
   WindowEngine engine(*config, io.clock);
-  bool keep_open = !options.state.empty() && !options.flush_at_end;
-  WindowStage window(options, engine, std::move(*paths), *unit, **bad, late_out.get(), keep_open);
+  std::unique_ptr<StateStore> store;
+  if (!options.state.empty()) {
+    auto opened = StateStore::open(options.state);
+    if (!opened) return opened.take_error();
+    store = std::move(*opened);
+    auto restored = store->restore(stage, engine);
+    if (!restored) return restored.take_error();
+    if (*restored)
+      io.reporter.info(fmt::format("restored '{}' as of checkpoint {}: {} window aggregate{}, watermark {}", stage,
+                                   **restored, engine.states(), engine.states() == 1 ? "" : "s",
+                                   engine.watermark() == kNoWatermark ? "none" : format_rfc3339(engine.watermark())));
+  }
+  WindowStage window(options, engine, std::move(*paths), *unit, **bad, late_out.get(), store.get(), stage, io.clock);
   FilterSettings settings{options.input, *stats};
   Status run = run_filter(window, settings, **bad, io);
   if (window.dropped() > 0)

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "kpipe/sqlite.h"
+#include "kpipe/state_store.h"
 
 // kwindow as a whole, short of the command line: times and keys read from
 // lines, bad input, late records, control lines, the options' usage errors.
@@ -325,10 +326,62 @@ TEST_CASE("window tool: envelopes hold one watermark per partition", "[window]")
         "{\"window_start\":60000,\"window_end\":70000,\"key\":\"u1\",\"count\":1,\"sum_amount\":1,\"emit\":\"on_time\"}\n");
 }
 
-TEST_CASE("window tool: --state is not available until the checkpoint store is", "[window]") {
+TEST_CASE("window tool: --state saves the windows at each checkpoint and a new run goes on from them", "[window]") {
+  TempDir dir;
   WindowOptions o = options();
-  o.state = "/nonexistent/state.db";
-  CHECK(usage_error_of(o) == "--state is not available yet");
+  o.state = dir.file("state.db");
+  Result first;
+  run_tool(o,
+           "{\"k\":\"a\",\"ts\":1000}\n"
+           "{\"k\":\"b\",\"ts\":2000}\n"
+           "{\"k\":\"a\",\"ts\":12000}\n"
+           "{\"$kpipe\":\"checkpoint\",\"id\":1,\"at\":5,\"offsets\":[{\"topic\":\"t\",\"partition\":0,\"offset\":3}]}\n"
+           "{\"k\":\"a\",\"ts\":13000}\n",
+           first, dir);
+  REQUIRE(first.status.ok());
+  // [10s, 20s) is still open: it stays in the state instead of firing.
+  CHECK(first.out ==
+        "{\"window_start\":0,\"window_end\":10000,\"key\":\"a\",\"count\":1,\"emit\":\"on_time\"}\n"
+        "{\"window_start\":0,\"window_end\":10000,\"key\":\"b\",\"count\":1,\"emit\":\"on_time\"}\n"
+        "{\"$kpipe\":\"checkpoint\",\"id\":1,\"at\":5,\"offsets\":[{\"topic\":\"t\",\"partition\":0,\"offset\":3}]}\n");
+  {
+    // The last stage completes checkpoint 1.
+    auto store = StateStore::open(o.state);
+    REQUIRE(store.ok());
+    Checkpoint c;
+    c.id = 1;
+    c.offsets = {{"t", 0, 3}};
+    REQUIRE((*store)->complete(c, "test", 10).ok());
+  }
+  // The record after the checkpoint comes again; the restored window holds
+  // the one before it.
+  Result second;
+  o.flush_at_end = true;
+  run_tool(o, "{\"k\":\"a\",\"ts\":13000}\n{\"k\":\"a\",\"ts\":25000}\n", second, dir);
+  REQUIRE(second.status.ok());
+  CHECK(second.out ==
+        "{\"window_start\":10000,\"window_end\":20000,\"key\":\"a\",\"count\":2,\"emit\":\"on_time\"}\n"
+        "{\"window_start\":20000,\"window_end\":30000,\"key\":\"a\",\"count\":1,\"emit\":\"on_time\"}\n");
+  CHECK(second.reporter.infos.at(0) ==
+        "restored 'kwindow' as of checkpoint 1: 1 window aggregate, watermark 1970-01-01T00:00:12.000Z");
+
+  // Under another name the state is another stage's: nothing to restore.
+  Result other;
+  o.name = "other";
+  run_tool(o, "{\"k\":\"a\",\"ts\":13000}\n", other, dir);
+  REQUIRE(other.status.ok());
+  CHECK(other.out == "{\"window_start\":10000,\"window_end\":20000,\"key\":\"a\",\"count\":1,\"emit\":\"on_time\"}\n");
+
+  // The same stage with other window options cannot use the saved state.
+  Result changed;
+  o.name.clear();
+  o.tumble = "20s";
+  run_tool(o, "", changed, dir);
+  REQUIRE_FALSE(changed.status.ok());
+  CHECK(changed.status.error().status == ExitStatus::kFailure);
+  CHECK(changed.status.error().message ==
+        "the saved state was made with other options (tumble 10s; key .k; agg count), not these (tumble 20s; key .k; "
+        "agg count): give another --name or state file");
 }
 
 }  // namespace
