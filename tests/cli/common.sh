@@ -11,7 +11,9 @@ codes=$(grep -oE 'k[A-Za-z]+ = [0-9]+' "$KPIPE_SOURCE_DIR/lib/kpipe/exit_status.
 check_options_documented() {
   local prog=$1 page=$2 help=$3 opt
   for opt in $(grep -oE -- '--[a-z][a-z0-9-]+' "$help" | sort -u); do
-    sed 's/\\//g' "$page" | grep -qF -- "$opt" || fail "$prog: option $opt is in --help but not in $(basename "$page")"
+    # Not `sed | grep -q`: grep leaves at the first match, and under pipefail
+    # the SIGPIPE that sed then gets on a long page reads as "not found".
+    grep -qF -- "$opt" <(sed 's/\\//g' "$page") || fail "$prog: option $opt is in --help but not in $(basename "$page")"
   done
 }
 
@@ -41,7 +43,7 @@ for prog in $(programs); do
     run 0 "$prog" "$sub" --help
     cp "$WORK/out" "$WORK/help"
     check_options_documented "$prog $sub" "$page" "$WORK/help"
-    sed 's/\\//g' "$page" | grep -qE "(^|[^a-z])$sub([^a-z]|$)" || fail "$prog: subcommand $sub is not in the man page"
+    grep -qE "(^|[^a-z])$sub([^a-z]|$)" <(sed 's/\\//g' "$page") || fail "$prog: subcommand $sub is not in the man page"
   done
 
   # EXIT STATUS lists every code of the one table.
