@@ -827,11 +827,33 @@ struct WindowEngine::Impl {
     next_timer = std::min(next_fire, next_free);
   }
 
-  Expected<Placement> add(const WindowInput& in, std::string& out) {
+  Status check(const WindowInput& in) const {
     for (size_t a = 0; a < cfg.aggs.size(); ++a) {
       if (cfg.aggs[a].fn == AggFn::kCount) continue;
       KPIPE_TRY(check_input(cfg.aggs[a], *in.aggs[a]));
     }
+    return {};
+  }
+
+  // Where place_aligned() would put the record, from the watermark alone:
+  // the window that starts last ends last.
+  Placement aligned_placement(Millis t) const {
+    Millis end = t - floor_mod(t, every) + size;
+    if (end > watermark) return Placement::kOnTime;
+    return end + lateness > watermark ? Placement::kLate : Placement::kTooLate;
+  }
+
+  void prefetch(const WindowInput& in) const {
+    if (kind == WindowKind::kSession) return;
+    Millis start = in.time - floor_mod(in.time, every);
+    const Bucket* b = last_bucket;
+    if (b == nullptr || b->start != start) return;  // a map lookup would cost what it saves
+    uint64_t hash = hash_bytes(in.key);
+    __builtin_prefetch(&b->slots[hash & (b->slots.size() - 1)]);
+  }
+
+  Expected<Placement> add(const WindowInput& in, std::string& out) {
+    KPIPE_TRY(check(in));
     Millis now = idle > 0 ? clock.steady() : 0;
     size_t p = partition(in.topic, in.partition);
     if (idle > 0) parts[p].last_seen = now;
@@ -1181,6 +1203,12 @@ WindowEngine::WindowEngine(WindowConfig config, Clock& clock)
 WindowEngine::~WindowEngine() = default;
 
 Expected<Placement> WindowEngine::add(const WindowInput& in, std::string& out) { return impl_->add(in, out); }
+Status WindowEngine::check(const WindowInput& in) const { return impl_->check(in); }
+std::optional<Placement> WindowEngine::placement(const WindowInput& in) const {
+  if (impl_->kind == WindowKind::kSession) return std::nullopt;
+  return impl_->aligned_placement(in.time);
+}
+void WindowEngine::prefetch(const WindowInput& in) const { impl_->prefetch(in); }
 void WindowEngine::on_idle(std::string& out) { impl_->on_idle(out); }
 void WindowEngine::flush(std::string& out) { impl_->flush(out); }
 Millis WindowEngine::watermark() const { return impl_->watermark; }

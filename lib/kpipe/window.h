@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -100,6 +101,15 @@ class WindowEngine final : public Snapshottable {
   // aggregate input of the wrong type is a data_error, and then nothing
   // has changed.
   Expected<Placement> add(const WindowInput& in, std::string& out);
+
+  // For a caller that holds a record back to overlap its memory accesses
+  // with reading the next line: the data errors add() would return; where
+  // add() would place the record if it came now (nullopt for sessions, which
+  // cannot tell without the key's state); and a hint to fetch the memory
+  // add() will touch.
+  Status check(const WindowInput& in) const;
+  std::optional<Placement> placement(const WindowInput& in) const;
+  void prefetch(const WindowInput& in) const;
 
   // Processing time passed without input: partitions idle for
   // --idle-timeout stop holding the watermark back.

@@ -87,9 +87,92 @@ class WindowStage final : public LineStage {
         clock_(clock),
         inputs_(paths_.aggs.size(), nullptr) {}
 
+  // The engine's hash tables are far larger than the caches, so a record's
+  // first touch of its window's table stalls on memory. To overlap that
+  // with reading the next line, a record placed in tumbling or sliding
+  // windows is held back: checked now, its memory prefetched, and given to
+  // the engine at the next line (or control line, idle tick, end), before
+  // anything else happens. Its placement, decided against the same
+  // watermark, is known now, so a record too late still meets --late while
+  // its line is at hand.
   Status on_line(const Line& line, Output& out) override {
-    KPIPE_TRY(reader_.read(line.text, paths_.fields, values_));
     WindowInput in;
+    Status read = read_record(line, in);
+    if (!read.ok()) {
+      // What came before a bad line is out before its diagnostic.
+      KPIPE_TRY(release(out));
+      return read;
+    }
+    KPIPE_TRY(release(out));
+    std::optional<Placement> placed = engine_.placement(in);
+    if (placed && *placed != Placement::kTooLate) {
+      hold(in);
+      engine_.prefetch(in);
+      return {};
+    }
+    auto added = engine_.add(in, out.buffer());
+    if (!added) return added.take_error();
+    if (*added == Placement::kTooLate) return too_late(line);
+    return {};
+  }
+
+  // A checkpoint saves what changed since the previous one, then passes
+  // on: the state saved is that of every record before the line.
+  Status on_control(const Line& line, Output& out) override {
+    KPIPE_TRY(release(out));
+    KPIPE_TRY(flush_late());
+    if (store_ != nullptr) {
+      auto checkpoint = parse_checkpoint(line.text);
+      if (!checkpoint) return data_error("{}: line {}: {}", line.input, line.number, checkpoint.error().message);
+      if (*checkpoint) {
+        changes_.clear();
+        engine_.take_changes(changes_);
+        KPIPE_TRY(store_->save_snapshot(stage_, (*checkpoint)->id, changes_, clock_.now()));
+      }
+    }
+    out.write_line(line.text);
+    return {};
+  }
+
+  Status on_idle(Output& out) override {
+    KPIPE_TRY(release(out));
+    engine_.on_idle(out.buffer());
+    return flush_late();
+  }
+
+  // With --state, windows still open stay in the state saved at the last
+  // checkpoint, for the next run, unless --flush-at-end.
+  Status on_end(Output& out) override {
+    KPIPE_TRY(release(out));
+    if (store_ == nullptr || options_.flush_at_end) engine_.flush(out.buffer());
+    return flush_late();
+  }
+
+  void fill_counters(Counters& c) const override {
+    c.out = engine_.emitted();
+    c.late = late_;
+    c.dropped = dropped_;
+    c.state_size = engine_.states();
+  }
+
+  uint64_t late() const { return late_; }
+  uint64_t dropped() const { return dropped_; }
+
+ private:
+  // A record held back by on_line, with copies of what its views point to.
+  struct Held {
+    bool active = false;
+    WindowInput in;
+    std::string key;
+    std::string topic;
+    std::vector<JsonField> fields;
+    std::vector<std::string> texts;  // per aggregate: raw, then str
+    std::vector<const JsonField*> inputs;
+  };
+
+  // Reads the line into `in`; a data_error for bad input.
+  Status read_record(const Line& line, WindowInput& in) {
+    KPIPE_TRY(reader_.read(line.text, paths_.fields, values_));
     auto time = read_time(values_[paths_.time]);
     if (!time) return time.take_error();
     in.time = *time;
@@ -107,52 +190,38 @@ class WindowStage final : public LineStage {
       const JsonField& topic = values_[paths_.topic];
       if (topic.type == JsonType::kString) in.topic = topic.str;
     }
-    auto placed = engine_.add(in, out.buffer());
-    if (!placed) return placed.take_error();
-    if (*placed == Placement::kTooLate) return too_late(line);
-    return {};
+    return engine_.check(in);
   }
 
-  // A checkpoint saves what changed since the previous one, then passes
-  // on: the state saved is that of every record before the line.
-  Status on_control(const Line& line, Output& out) override {
-    KPIPE_TRY(flush_late());
-    if (store_ != nullptr) {
-      auto checkpoint = parse_checkpoint(line.text);
-      if (!checkpoint) return data_error("{}: line {}: {}", line.input, line.number, checkpoint.error().message);
-      if (*checkpoint) {
-        changes_.clear();
-        engine_.take_changes(changes_);
-        KPIPE_TRY(store_->save_snapshot(stage_, (*checkpoint)->id, changes_, clock_.now()));
-      }
+  void hold(const WindowInput& in) {
+    Held& h = held_;
+    h.active = true;
+    h.in = in;
+    h.key.assign(in.key);
+    h.in.key = h.key;
+    if (h.topic != in.topic) h.topic.assign(in.topic);
+    h.in.topic = h.topic;
+    size_t n = inputs_.size();
+    h.fields.resize(n);
+    h.texts.resize(2 * n);
+    h.inputs.assign(n, nullptr);
+    for (size_t a = 0; a < n; ++a) {
+      if (in.aggs[a] == nullptr) continue;
+      JsonField& f = h.fields[a] = *in.aggs[a];
+      f.raw = h.texts[2 * a].assign(f.raw);
+      f.str = h.texts[2 * a + 1].assign(f.str);
+      h.inputs[a] = &f;
     }
-    out.write_line(line.text);
-    return {};
+    h.in.aggs = h.inputs.data();
   }
 
-  Status on_idle(Output& out) override {
-    engine_.on_idle(out.buffer());
-    return flush_late();
+  Status release(Output& out) {
+    if (!held_.active) return {};
+    held_.active = false;
+    auto added = engine_.add(held_.in, out.buffer());
+    return added.ok() ? Status() : Status(added.take_error());
   }
 
-  // With --state, windows still open stay in the state saved at the last
-  // checkpoint, for the next run, unless --flush-at-end.
-  Status on_end(Output& out) override {
-    if (store_ == nullptr || options_.flush_at_end) engine_.flush(out.buffer());
-    return flush_late();
-  }
-
-  void fill_counters(Counters& c) const override {
-    c.out = engine_.emitted();
-    c.late = late_;
-    c.dropped = dropped_;
-    c.state_size = engine_.states();
-  }
-
-  uint64_t late() const { return late_; }
-  uint64_t dropped() const { return dropped_; }
-
- private:
   Expected<Millis> read_time(const JsonField& f) {
     const std::string& path = paths_.time_text;
     switch (f.type) {
@@ -227,6 +296,7 @@ class WindowStage final : public LineStage {
   std::vector<JsonField> values_;
   std::vector<const JsonField*> inputs_;
   std::string key_;
+  Held held_;
   uint64_t late_ = 0;
   uint64_t dropped_ = 0;
 };

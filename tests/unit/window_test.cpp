@@ -161,6 +161,13 @@ class Run {
     return engine_->add(in, out_);
   }
 
+  std::optional<Placement> placement(const Record& r) {
+    WindowInput in;
+    in.time = r.t;
+    in.key = r.key;
+    return engine_->placement(in);
+  }
+
   Placement add(Millis t, std::string key = "\"a\"", std::vector<Value> aggs = {}) {
     Record r;
     r.t = t;
@@ -990,7 +997,11 @@ TEST_CASE("window: the engine agrees with the reference on random streams", "[wi
     Reference ref(c);
     std::vector<std::string> got;
     for (size_t i = 0; i < stream.size(); ++i) {
+      // What placement() foretells is what add() does.
+      auto foretold = run.placement(stream[i]);
       Placement placed = run.add(stream[i]);
+      if (foretold) REQUIRE(*foretold == placed);
+      CHECK(foretold.has_value() == (c.shape.kind != WindowKind::kSession));
       auto want = ref.add(stream[i]);
       INFO("record " << i << " at " << stream[i].t);
       REQUIRE(placed == *want);

@@ -171,7 +171,8 @@ TEST_CASE("window tool: keys are JSON values; several keys make an array", "[win
   run_tool(o,
            "{\"k\":\"a\",\"n\":1,\"ts\":1}\n"
            "{\"n\":1,\"k\":\"\\u0061\",\"ts\":2}\n"
-           "{\"k\":{\"x\": [1, 2]},\"n\":null,\"ts\":3}\n"
+           // Field names with escapes are found all the same.
+           "{\"k\":{\"x\": [1, 2]},\"n\":null,\"\\u0074s\":3}\n"
            "{\"k\":{\"x\":[1,2]},\"n\":null,\"ts\":4}\n",
            r, dir);
   REQUIRE(r.status.ok());
@@ -208,6 +209,13 @@ TEST_CASE("window tool: bad input stops with the line and the reason, or is skip
   CHECK(failing("{\"k\":\"a\",\"ts\":1,\"v\":\"1\"}\n") == in + ": line 1: field '.v' is a string, not a number (sum)");
   CHECK(failing("{\"k\":\"a\",\"ts\":1e300,\"v\":1}\n").starts_with(in + ": line 1: field '.ts': time '1e+300'"));
   CHECK(failing("{\"k\":\"a\",\"ts\":1,\"v\":1\n") == in + ": line 1: not valid JSON: truncated object or array");
+
+  // What the lines before a bad one fired is out before the diagnostic.
+  Result before;
+  run_tool(options(), "{\"k\":\"a\",\"ts\":1000}\n{\"k\":\"a\",\"ts\":12000}\n{\"k\":\"a\"}\n", before, dir);
+  REQUIRE_FALSE(before.status.ok());
+  CHECK(before.status.error().message == in + ": line 3: field '.ts' is missing");
+  CHECK(before.out == "{\"window_start\":0,\"window_end\":10000,\"key\":\"a\",\"count\":1,\"emit\":\"on_time\"}\n");
 
   Result r;
   WindowOptions o = options();
