@@ -835,21 +835,18 @@ struct WindowEngine::Impl {
     return {};
   }
 
-  // Where place_aligned() would put the record, from the watermark alone:
-  // the window that starts last ends last.
-  Placement aligned_placement(Millis t) const {
-    Millis end = t - floor_mod(t, every) + size;
-    if (end > watermark) return Placement::kOnTime;
-    return end + lateness > watermark ? Placement::kLate : Placement::kTooLate;
-  }
-
-  void prefetch(const WindowInput& in) const {
-    if (kind == WindowKind::kSession) return;
-    Millis start = in.time - floor_mod(in.time, every);
+  // Where place_aligned() would put the record, from the watermark alone
+  // (the window that starts last ends last); and a prefetch of the slot
+  // its key will probe in that window, when it is the current one (for
+  // another, a map lookup would cost what the prefetch saves).
+  Placement aligned_placement(const WindowInput& in) const {
+    Millis last = in.time - floor_mod(in.time, every);
+    Millis end = last + size;
+    if (end + lateness <= watermark) return Placement::kTooLate;
     const Bucket* b = last_bucket;
-    if (b == nullptr || b->start != start) return;  // a map lookup would cost what it saves
-    uint64_t hash = hash_bytes(in.key);
-    __builtin_prefetch(&b->slots[hash & (b->slots.size() - 1)]);
+    if (b != nullptr && b->start == last)
+      __builtin_prefetch(&b->slots[hash_bytes(in.key) & (b->slots.size() - 1)]);
+    return end > watermark ? Placement::kOnTime : Placement::kLate;
   }
 
   Expected<Placement> add(const WindowInput& in, std::string& out) {
@@ -1206,9 +1203,8 @@ Expected<Placement> WindowEngine::add(const WindowInput& in, std::string& out) {
 Status WindowEngine::check(const WindowInput& in) const { return impl_->check(in); }
 std::optional<Placement> WindowEngine::placement(const WindowInput& in) const {
   if (impl_->kind == WindowKind::kSession) return std::nullopt;
-  return impl_->aligned_placement(in.time);
+  return impl_->aligned_placement(in);
 }
-void WindowEngine::prefetch(const WindowInput& in) const { impl_->prefetch(in); }
 void WindowEngine::on_idle(std::string& out) { impl_->on_idle(out); }
 void WindowEngine::flush(std::string& out) { impl_->flush(out); }
 Millis WindowEngine::watermark() const { return impl_->watermark; }

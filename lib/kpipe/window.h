@@ -103,13 +103,12 @@ class WindowEngine final : public Snapshottable {
   Expected<Placement> add(const WindowInput& in, std::string& out);
 
   // For a caller that holds a record back to overlap its memory accesses
-  // with reading the next line: the data errors add() would return; where
-  // add() would place the record if it came now (nullopt for sessions, which
-  // cannot tell without the key's state); and a hint to fetch the memory
-  // add() will touch.
+  // with reading the next line: the data errors add() would return, and
+  // where add() would place the record if it came now (nullopt for
+  // sessions, which cannot tell without the key's state). placement() also
+  // starts fetching the memory that add() will touch.
   Status check(const WindowInput& in) const;
   std::optional<Placement> placement(const WindowInput& in) const;
-  void prefetch(const WindowInput& in) const;
 
   // Processing time passed without input: partitions idle for
   // --idle-timeout stop holding the watermark back.

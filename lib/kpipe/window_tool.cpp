@@ -35,6 +35,7 @@ struct Paths {
   std::vector<std::string> key_texts;
   std::vector<size_t> keys;
   std::vector<int> aggs;  // per aggregate: its slot, -1 for count
+  std::vector<bool> numeric;  // per aggregate: reads only numbers (sum, avg)
   size_t partition = 0;
   size_t topic = 0;
 };
@@ -57,6 +58,7 @@ Expected<Paths> compile_paths(const WindowOptions& o, const WindowConfig& config
     p.key_texts.push_back(k);
   }
   for (const AggSpec& a : config.aggs) {
+    p.numeric.push_back(a.fn == AggFn::kSum || a.fn == AggFn::kAvg);
     if (a.fn == AggFn::kCount) {
       p.aggs.push_back(-1);
       continue;
@@ -107,7 +109,6 @@ class WindowStage final : public LineStage {
     std::optional<Placement> placed = engine_.placement(in);
     if (placed && *placed != Placement::kTooLate) {
       hold(in);
-      engine_.prefetch(in);
       return {};
     }
     auto added = engine_.add(in, out.buffer());
@@ -208,9 +209,14 @@ class WindowStage final : public LineStage {
     for (size_t a = 0; a < n; ++a) {
       if (in.aggs[a] == nullptr) continue;
       JsonField& f = h.fields[a] = *in.aggs[a];
+      h.inputs[a] = &f;
+      // sum and avg read numbers only; the others need the text too.
+      if (paths_.numeric[a]) {
+        f.raw = f.str = std::string_view();
+        continue;
+      }
       f.raw = h.texts[2 * a].assign(f.raw);
       f.str = h.texts[2 * a + 1].assign(f.str);
-      h.inputs[a] = &f;
     }
     h.in.aggs = h.inputs.data();
   }
