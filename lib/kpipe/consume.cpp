@@ -197,7 +197,7 @@ class ConsumeLoop {
           if (state_ != nullptr) {
             // Hand the partitions over at a checkpoint, so that the next
             // owner resumes where this pipeline's output ends.
-            KPIPE_TRY(emit_checkpoint());
+            if (written_since_checkpoint_ || last_emitted_ == 0) KPIPE_TRY(emit_checkpoint());
             KPIPE_TRY(await_and_mirror(last_emitted_));
           } else {
             KPIPE_TRY(commit_written());
@@ -226,6 +226,7 @@ class ConsumeLoop {
       it->second.at_end = false;
       it->second.next = e.record.offset + 1;
       it->second.dirty = true;
+      written_since_checkpoint_ = true;
       if (value_only_) {
         writer_.append_value(out.buffer(), e.record);
       } else {
@@ -245,7 +246,10 @@ class ConsumeLoop {
       uint64_t before = counters_.in;
       size_t batch = options_.count > 0 ? static_cast<size_t>(std::min<int64_t>(options_.count, 4096)) : 4096;
       KPIPE_TRY(consumer_.poll(wait, batch, handler));
-      if (counters_.in == before) KPIPE_TRY(out.flush());
+      if (counters_.in == before) {
+        KPIPE_TRY(out.flush());
+        if (out.check_closed()) break;
+      }
       if (options_.exit_at_end && all_at_end()) break;
       Millis now = io_.clock.steady();
       if (state_ != nullptr) {
@@ -294,6 +298,7 @@ class ConsumeLoop {
     append_checkpoint(io_.out.buffer(), c);
     KPIPE_TRY(io_.out.flush());
     last_emitted_ = c.id;
+    written_since_checkpoint_ = false;
     return {};
   }
 
@@ -394,6 +399,7 @@ class ConsumeLoop {
   int64_t next_checkpoint_ = 1;
   int64_t last_emitted_ = 0;
   int64_t mirrored_ = 0;
+  bool written_since_checkpoint_ = false;
   std::map<TopicPartition, int64_t> saved_;
 };
 

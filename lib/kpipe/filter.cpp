@@ -54,13 +54,15 @@ Status run_filter(LineStage& stage, const FilterSettings& settings, BadInputHand
   // Flush before every read that may block: a downstream consumer sees
   // every line that precedes a pause in the input (CONTRACT §2).
   inputs.set_before_read([&] { (void)out.flush(); });
-  inputs.set_stop_flag(io.stop);
+  inputs.set_stop_check([&] { return (io.stop != nullptr && io.stop->load(std::memory_order_relaxed)) || out.closed(); });
   inputs.set_idle_hook(static_cast<int>(stage.idle_interval()), [&]() -> Status {
     KPIPE_TRY(stage.on_idle(out));
     KPIPE_TRY(bad.sync());
     fill();
     ticker.tick_now(counters);
-    return out.flush();
+    KPIPE_TRY(out.flush());
+    out.check_closed();
+    return {};
   });
 
   Line line;

@@ -92,7 +92,7 @@ Expected<bool> LineReader::next(Line& line) {
 Expected<size_t> LineReader::fill() {
   if (before_read_) before_read_();
   for (;;) {
-    if (stop_ != nullptr && stop_->load(std::memory_order_relaxed)) return size_t{0};
+    if (stop_ && stop_()) return size_t{0};
     if (idle_hook_) {
       // Wait in slices, so that a signal or an idle deadline is noticed even
       // when no input comes.
@@ -133,12 +133,12 @@ Expected<bool> InputList::next(Line& line) {
       if (!reader) return reader.take_error();
       current_ = std::move(*reader);
       current_->set_before_read(before_read_);
-      current_->set_stop_flag(stop_);
+      current_->set_stop_check(stop_);
       if (idle_hook_) current_->set_idle_hook(idle_ms_, idle_hook_);
     }
     auto got = current_->next(line);
     if (!got || *got) return got;
-    if (stop_ != nullptr && stop_->load(std::memory_order_relaxed)) return false;
+    if (stop_ && stop_()) return false;
     // Keep the finished reader's name for diagnostics until the next opens.
     ++index_;
     if (index_ >= paths_.size()) return false;
@@ -191,6 +191,17 @@ Status Output::flush() {
   }
   buf_.clear();
   return {};
+}
+
+bool Output::check_closed() {
+  if (closed_) return true;
+  // A pipe's write end polls POLLERR once its read end is closed.
+  pollfd pfd{fd_, 0, 0};
+  if (::poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLERR) != 0) {
+    closed_ = true;
+    buf_.clear();
+  }
+  return closed_;
 }
 
 Status write_all(int fd, std::string_view bytes, const std::string& name) {

@@ -53,9 +53,9 @@ class LineReader {
   // Called before a read that may block, so that output is flushed before
   // the program waits for more input (CONTRACT §2).
   void set_before_read(std::function<void()> hook) { before_read_ = std::move(hook); }
-  // When this flag is set, next() reports the end of input instead of
-  // waiting for more (SIGINT and SIGTERM set it).
-  void set_stop_flag(const std::atomic<bool>* stop) { stop_ = stop; }
+  // When this returns true, next() reports the end of input instead of
+  // waiting for more (SIGINT and SIGTERM, or a closed downstream pipe).
+  void set_stop_check(std::function<bool()> stop) { stop_ = std::move(stop); }
   // While waiting for input, calls `hook` every `every_ms` milliseconds, so
   // that time-driven work (batch deadlines, idle partitions) happens on a
   // quiet stream. An error from the hook is returned by next().
@@ -84,7 +84,7 @@ class LineReader {
   uint64_t line_number_ = 0;
   uint64_t bytes_read_ = 0;
   std::function<void()> before_read_;
-  const std::atomic<bool>* stop_ = nullptr;
+  std::function<bool()> stop_;
   int idle_ms_ = -1;
   std::function<Status()> idle_hook_;
 };
@@ -100,7 +100,7 @@ class InputList {
   const std::string& name() const;
 
   void set_before_read(std::function<void()> hook) { before_read_ = std::move(hook); }
-  void set_stop_flag(const std::atomic<bool>* stop) { stop_ = stop; }
+  void set_stop_check(std::function<bool()> stop) { stop_ = std::move(stop); }
   void set_idle_hook(int every_ms, std::function<Status()> hook) {
     idle_ms_ = every_ms;
     idle_hook_ = std::move(hook);
@@ -112,7 +112,7 @@ class InputList {
   size_t index_ = 0;
   std::unique_ptr<LineReader> current_;
   std::function<void()> before_read_;
-  const std::atomic<bool>* stop_ = nullptr;
+  std::function<bool()> stop_;
   int idle_ms_ = -1;
   std::function<Status()> idle_hook_;
 };
@@ -141,6 +141,10 @@ class Output {
   Status flush();
 
   bool closed() const { return closed_; }
+  // Checks, without writing, whether the reader of a pipe has gone (so
+  // that a program waiting for input notices `| head` ending). Sets
+  // closed() when it has.
+  bool check_closed();
   uint64_t bytes_written() const { return bytes_written_; }
   const std::string& name() const { return name_; }
 
