@@ -283,8 +283,8 @@ struct JsonReader::Impl {
       case od::json_type::string:
         // Without a backslash the text between the quotes is the string:
         // no need to unescape a copy (stage 1 has checked its encoding and
-        // control characters).
-        // A document's value must be consumed for the trailing-content check.
+        // control characters). Not for a document, whose value must be
+        // consumed for the trailing-content check.
         if (std::is_same_v<V, od::value> && f.raw.size() >= 2 &&
             std::memchr(f.raw.data(), '\\', f.raw.size()) == nullptr) {
           f.str = f.raw.substr(1, f.raw.size() - 2);
