@@ -84,6 +84,7 @@ Expected<bool> LineReader::next(Line& line) {
   }
   if (!line.text.empty() && line.text.back() == '\r') line.text.remove_suffix(1);
   line.number = ++line_number_;
+  line.input = name_;
   line.too_long = line.text.size() > max_line_bytes_;
   return true;
 }

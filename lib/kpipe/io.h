@@ -25,6 +25,9 @@ struct Line {
   // bytes follow text.end().
   std::string_view text;
   uint64_t number = 0;  // 1-based, per input
+  // The input's name ("<stdin>" or a path), for a stage that sends a line
+  // to the dead-letter store itself (kwindow --late dlq).
+  std::string_view input;
   // Longer than the reader's max_line_bytes: bad input (CONTRACT §7). The
   // text is still whole, so a dead-letter store gets it byte for byte.
   bool too_long = false;

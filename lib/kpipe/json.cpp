@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include <simdjson.h>
 
@@ -239,23 +240,21 @@ struct JsonReader::Impl {
   std::vector<JsonField>* out = nullptr;
   simdjson::error_code error = simdjson::SUCCESS;
 
+  // One parse of the number (get_number_type() then get_int64() would
+  // read its digits twice).
   template <typename V>
   bool read_number(V& v, JsonField& f) {
-    od::number_type nt;
-    if ((error = v.get_number_type().get(nt))) return false;
-    if (nt == od::number_type::signed_integer) {
-      if ((error = v.get_int64().get(f.integer))) return false;
-      f.is_integer = true;
-      f.number = static_cast<double>(f.integer);
-      return true;
+    od::number n;
+    if ((error = v.get_number().get(n))) return false;
+    switch (n.get_number_type()) {
+      case od::number_type::signed_integer:
+        f.integer = n.get_int64();
+        f.is_integer = true;
+        f.number = static_cast<double>(f.integer);
+        return true;
+      case od::number_type::unsigned_integer: f.number = static_cast<double>(n.get_uint64()); return true;
+      default: f.number = n.get_double(); return true;
     }
-    if (nt == od::number_type::unsigned_integer) {
-      uint64_t u;
-      if ((error = v.get_uint64().get(u))) return false;
-      f.number = static_cast<double>(u);
-      return true;
-    }
-    return !(error = v.get_double().get(f.number));
   }
 
   // Reads a whole value into `f`. V is od::value or od::document.
@@ -281,7 +280,17 @@ struct JsonReader::Impl {
     if ((error = raw_token(v, token))) return false;
     f.raw = trim_right(token);
     switch (t) {
-      case od::json_type::string: return !(error = v.get_string().get(f.str));
+      case od::json_type::string:
+        // Without a backslash the text between the quotes is the string:
+        // no need to unescape a copy (stage 1 has checked its encoding and
+        // control characters). Not for a document, whose value must be
+        // consumed for the trailing-content check.
+        if (std::is_same_v<V, od::value> && f.raw.size() >= 2 &&
+            std::memchr(f.raw.data(), '\\', f.raw.size()) == nullptr) {
+          f.str = f.raw.substr(1, f.raw.size() - 2);
+          return true;
+        }
+        return !(error = v.get_string().get(f.str));
       case od::json_type::number: return read_number(v, f);
       case od::json_type::boolean: return !(error = v.get_bool().get(f.boolean));
       case od::json_type::null: {
@@ -331,8 +340,14 @@ struct JsonReader::Impl {
     for (auto field_result : o) {
       od::field field;
       if ((error = std::move(field_result).get(field))) return false;
-      std::string_view key;
-      if ((error = field.unescaped_key().get(key))) return false;
+      // Nearly every key holds no escape: its bytes up to the closing quote
+      // are the key, and unescaping (a call through simdjson's dispatch)
+      // can be skipped. Stage 1 has checked that the quote is there.
+      const char* raw = field.key().raw();
+      const char* end = raw;
+      while (*end != '"' && *end != '\\') ++end;
+      std::string_view key(raw, static_cast<size_t>(end - raw));
+      if (*end != '"' && (error = field.unescaped_key().get(key))) return false;
       for (size_t child : node.children) {
         const PathStep& s = (*nodes)[child].step;
         if (s.has_key && s.key == key) {
