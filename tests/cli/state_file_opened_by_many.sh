@@ -3,7 +3,7 @@
 # does not wait on its busy handler while a new file switches to WAL, so
 # this once failed with "database is locked" about one time in twenty.
 source "$(dirname "$0")/lib.sh"
-for i in $(seq 40); do
+for i in $(seq 100); do
   rm -f "$WORK/s.db" "$WORK/s.db-wal" "$WORK/s.db-shm"
   for j in 1 2 3; do kcheckpoint show --state "$WORK/s.db" --format ndjson >/dev/null 2>"$WORK/err$j" & done
   wait
