@@ -79,7 +79,7 @@ class CommitStage final : public LineStage {
     auto cp = parse_checkpoint(line.text);
     if (!cp) return cp.take_error();
     if (!*cp) {
-      out.write_line(line.text);  // not ours: forwarded
+      if (passthrough_) out.write_line(line.text);  // not ours: forwarded
       return {};
     }
     // Every line before the checkpoint leaves the process before the

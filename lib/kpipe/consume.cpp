@@ -154,6 +154,7 @@ class ConsumeLoop {
       if (auto saved = saved_position({p.topic, p.partition})) p.offset = *saved;
       track(p);
     }
+    announce(PartitionEvent::Kind::kAssigned, parts);
     return consumer_.assign(parts);
   }
 
@@ -191,6 +192,7 @@ class ConsumeLoop {
             track(p);
             io_.reporter.info(fmt::format("assigned {} [{}] from offset {}", p.topic, p.partition, p.offset));
           }
+          announce(PartitionEvent::Kind::kAssigned, parts);
           return {};
         },
         [this](const std::vector<TopicPartition>& parts) -> Status {
@@ -204,6 +206,9 @@ class ConsumeLoop {
           }
           for (const auto& tp : parts) positions_.erase(tp);
           last_ = positions_.end();
+          std::vector<PartitionOffset> gone;
+          for (const auto& tp : parts) gone.push_back({tp.topic, tp.partition, 0});
+          announce(PartitionEvent::Kind::kRevoked, gone);
           io_.reporter.info(fmt::format("{} partitions revoked", parts.size()));
           return {};
         });
@@ -217,7 +222,9 @@ class ConsumeLoop {
       if (done_) return {};
       auto it = find(e.record.topic, e.record.partition);
       if (e.kind == ConsumerEvent::Kind::kEndOfPartition) {
-        if (it != positions_.end()) it->second.at_end = true;
+        if (it == positions_.end() || it->second.at_end) return {};
+        it->second.at_end = true;
+        announce(PartitionEvent::Kind::kEnd, {{std::string(e.record.topic), e.record.partition, 0}});
         return {};
       }
       // A record from a partition no longer ours (a rebalance raced the
@@ -284,6 +291,15 @@ class ConsumeLoop {
     bool at_end = false;
     bool dirty = false;
   };
+
+  // Tells event-time stages downstream which partitions to wait for.
+  void announce(PartitionEvent::Kind kind, const std::vector<PartitionOffset>& parts) {
+    if (!options_.announce && state_ == nullptr) return;
+    PartitionEvent e;
+    e.kind = kind;
+    for (const auto& p : parts) e.partitions.push_back({p.topic, p.partition});
+    append_partition_event(io_.out.buffer(), e);
+  }
 
   // Writes a checkpoint line after every record written so far, with the
   // next offset of every partition this consumer holds.
