@@ -79,7 +79,11 @@ class CommitStage final : public LineStage {
     auto cp = parse_checkpoint(line.text);
     if (!cp) return cp.take_error();
     if (!*cp) {
-      if (passthrough_) out.write_line(line.text);  // not ours: forwarded
+      // Partition events guide the event-time stages before this one; the
+      // terminal stage's output is data. Other kinds are forwarded.
+      auto event = parse_partition_event(line.text);
+      if (!event) return event.take_error();
+      if (passthrough_ && !*event) out.write_line(line.text);
       return {};
     }
     // Every line before the checkpoint leaves the process before the
