@@ -95,7 +95,8 @@ Expected<FieldPath> FieldPath::parse(std::string_view text) {
       PathStep step;
       step.has_key = false;
       step.has_index = true;
-      std::from_chars(digits.data(), digits.data() + digits.size(), step.index);
+      if (std::from_chars(digits.data(), digits.data() + digits.size(), step.index).ec != std::errc())
+        return bad_path(text, "an index is too large");
       path.steps_.push_back(std::move(step));
       i = close + 1;
       expect_key = false;
