@@ -236,7 +236,11 @@ simdjson::error_code raw_token(od::document& d, std::string_view& out) { return 
 
 struct JsonReader::Impl {
   od::parser parser;
-  od::parser nested;  // for a path that is both a leaf and a prefix (rare)
+  // For a path that is both a leaf and a prefix (rare): the leaf's text is
+  // read again with a parser of its own, one per level, since re-using a
+  // parser ends the document that a level above is still walking.
+  std::vector<std::unique_ptr<od::parser>> nested;
+  size_t nested_depth = 0;
   const std::vector<FieldSet::Node>* nodes = nullptr;
   std::vector<JsonField>* out = nullptr;
   simdjson::error_code error = simdjson::SUCCESS;
@@ -313,12 +317,20 @@ struct JsonReader::Impl {
       if (node.children.empty()) return true;
       if (f.type != JsonType::kObject && f.type != JsonType::kArray) return true;
       // The value was consumed whole; read the deeper paths from its text.
-      auto doc = nested.iterate(f.raw.data(), f.raw.size(), f.raw.size() + 64);
-      od::value inner;
-      if ((error = doc.get_value().get(inner))) return false;
-      return descend(inner, node);
+      return descend_text(f.raw, node);
     }
     return descend(v, node);
+  }
+
+  bool descend_text(std::string_view text, const FieldSet::Node& node) {
+    if (nested_depth == nested.size()) nested.push_back(std::make_unique<od::parser>());
+    od::parser& p = *nested[nested_depth];
+    ++nested_depth;
+    auto doc = p.iterate(text.data(), text.size(), text.size() + 64);
+    od::value inner;
+    bool ok = !(error = doc.get_value().get(inner)) && descend(inner, node);
+    --nested_depth;
+    return ok;
   }
 
   bool descend(od::value v, const FieldSet::Node& node) {
@@ -388,6 +400,7 @@ Status JsonReader::read(std::string_view line, const FieldSet& fields, std::vect
   m.nodes = &fields.nodes();
   m.out = &out;
   m.error = simdjson::SUCCESS;
+  m.nested_depth = 0;
   const FieldSet::Node& root = fields.nodes()[0];
 
   od::document doc;
@@ -400,11 +413,8 @@ Status JsonReader::read(std::string_view line, const FieldSet& fields, std::vect
   if (root.slot >= 0) {
     JsonField& f = out[static_cast<size_t>(root.slot)];
     ok = m.read_leaf(doc, f);
-    if (ok && !root.children.empty() && (t == od::json_type::object || t == od::json_type::array)) {
-      auto inner_doc = m.nested.iterate(f.raw.data(), f.raw.size(), f.raw.size() + 64);
-      od::value inner;
-      ok = !(m.error = inner_doc.get_value().get(inner)) && m.descend(inner, root);
-    }
+    if (ok && !root.children.empty() && (t == od::json_type::object || t == od::json_type::array))
+      ok = m.descend_text(f.raw, root);
   } else if (t == od::json_type::object) {
     od::object o;
     ok = !(m.error = doc.get_object().get(o)) && m.walk_object(o, root);
