@@ -269,15 +269,19 @@ struct JsonReader::Impl {
     if ((error = v.type().get(t))) return false;
     f.type = to_type(t);
     switch (t) {
+      // raw_json() runs on to the next token: trimmed like a scalar's, so
+      // that a value's text does not depend on the spacing after it.
       case od::json_type::object: {
         od::object o;
-        if ((error = v.get_object().get(o))) return false;
-        return !(error = o.raw_json().get(f.raw));
+        if ((error = v.get_object().get(o)) || (error = o.raw_json().get(f.raw))) return false;
+        f.raw = trim_right(f.raw);
+        return true;
       }
       case od::json_type::array: {
         od::array a;
-        if ((error = v.get_array().get(a))) return false;
-        return !(error = a.raw_json().get(f.raw));
+        if ((error = v.get_array().get(a)) || (error = a.raw_json().get(f.raw))) return false;
+        f.raw = trim_right(f.raw);
+        return true;
       }
       default: break;
     }
