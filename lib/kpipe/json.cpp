@@ -588,7 +588,12 @@ void append_double(std::string& out, double v) {
     return;
   }
   char buf[32];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  // Beyond the int64 range an integral double would come out as 20 or more
+  // digits, which simdjson (every kpipe reader) refuses: an exponent keeps
+  // it readable downstream.
+  auto r = std::fabs(v) >= 9223372036854775808.0
+               ? std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific)
+               : std::to_chars(buf, buf + sizeof buf, v);
   out.append(buf, static_cast<size_t>(r.ptr - buf));
 }
 
