@@ -14,7 +14,17 @@ void append_bytes_field(std::string& out, std::string_view name, std::string_vie
   if (encoder != nullptr) {
     out.append("\":");
     size_t mark = out.size();
-    if (encoder->append(out, bytes) != PayloadEncoder::Kind::kBinary) return;
+    PayloadEncoder::Kind kind = encoder->append(out, bytes);
+    if (kind == PayloadEncoder::Kind::kString) return;
+    if (kind == PayloadEncoder::Kind::kJson) {
+      // Embedded, a JSON string would read back as its content (the
+      // payload "a" as a) and null as a tombstone: those two are written
+      // as the string of their bytes instead, like any other text.
+      if (out[mark] != '"' && out[mark] != 'n') return;
+      out.resize(mark);
+      append_json_string(out, bytes);
+      return;
+    }
     out.resize(mark - 2);
   } else if (is_valid_utf8(bytes)) {
     out.append("\":");
