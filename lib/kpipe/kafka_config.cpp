@@ -257,7 +257,10 @@ Expected<KafkaConfig> resolve_kafka_config(const KafkaOptions& options, const ch
     if (!text) return text.take_error();
     auto props = parse_properties(*text, options.config_file);
     if (!props) return props.take_error();
+    // The file is what the Java tools take (--command-config): translated
+    // before -X, so that -X can still override what the translation sets.
     for (auto& [k, v] : *props) config.set(std::move(k), std::move(v));
+    config.ignored = translate_java_properties(config);
   }
   for (const std::string& p : options.properties) {
     size_t eq = p.find('=');
