@@ -32,7 +32,9 @@ Expected<StartPosition> parse_start_position(std::string_view text, Millis now) 
   std::string_view digits = negative ? text.substr(1) : text;
   int64_t n = 0;
   auto r = std::from_chars(digits.data(), digits.data() + digits.size(), n);
-  if (digits.empty() || r.ec != std::errc() || r.ptr != digits.data() + digits.size()) {
+  // from_chars takes a sign of its own: "--5" must not count back -5.
+  if (digits.empty() || digits[0] == '-' || r.ec != std::errc() ||
+      r.ptr != digits.data() + digits.size()) {
     std::string best = closest_choice(text, {"earliest", "latest"});
     if (!best.empty()) return usage_error("--from '{}': did you mean '{}'?", text, best);
     return usage_error("--from '{}': expected earliest, latest, an offset, -N or @TIME", text);
