@@ -19,6 +19,9 @@ TEST_CASE("parse_choice: a near miss gets a suggestion", "[choices]") {
   // A prefix counts as close, however short.
   CHECK(parse_choice("--on-error mode", "sk", {"fail", "dlq", "skip"}).error().message ==
         "unknown --on-error mode 'sk', did you mean 'skip'?");
+  // Three letters missing is too far for a word of four, unless they are its end.
+  CHECK(closest_choice("sess", {"tumble", "hop", "session"}) == "session");
+  CHECK(closest_choice("sesn", {"tumble", "hop", "session"}).empty());
 }
 
 TEST_CASE("parse_choice: a far miss lists the choices", "[choices]") {
