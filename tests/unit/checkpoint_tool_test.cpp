@@ -31,7 +31,8 @@ TEST_CASE("reset_target: each reset kind, clamped to the log", "[checkpoint]") {
   CHECK(reset_target({Kind::kShift, 500}, 180, 100, 250, 0) == 250);
 }
 
-TEST_CASE("reset_target: a shift without a stored offset starts from the log start", "[checkpoint]") {
+TEST_CASE("reset_target: a shift without a stored offset starts from the log start",
+          "[checkpoint]") {
   CHECK(reset_target({Kind::kShift, 10}, std::nullopt, 100, 250, 0) == 110);
   CHECK(reset_target({Kind::kShift, -10}, std::nullopt, 100, 250, 0) == 100);
   CHECK(reset_target({Kind::kEarliest, 0}, std::nullopt, 100, 250, 0) == 100);

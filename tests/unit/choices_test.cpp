@@ -27,15 +27,18 @@ TEST_CASE("parse_choice: a near miss gets a suggestion", "[choices]") {
 TEST_CASE("parse_choice: a far miss lists the choices", "[choices]") {
   CHECK(parse_choice("--on-error mode", "banana", {"fail", "dlq", "skip"}).error().message ==
         "unknown --on-error mode 'banana' (expected fail, dlq or skip)");
-  CHECK(parse_choice("x", "zzzzzz", {"a1", "b2"}).error().message == "unknown x 'zzzzzz' (expected a1 or b2)");
-  CHECK(parse_choice("x", "zzzzzz", {"only"}).error().message == "unknown x 'zzzzzz' (expected only)");
+  CHECK(parse_choice("x", "zzzzzz", {"a1", "b2"}).error().message ==
+        "unknown x 'zzzzzz' (expected a1 or b2)");
+  CHECK(parse_choice("x", "zzzzzz", {"only"}).error().message ==
+        "unknown x 'zzzzzz' (expected only)");
 }
 
 TEST_CASE("closest_choice: distance grows with the word, ties go to the first", "[choices]") {
   CHECK(closest_choice("latets", {"earliest", "latest"}) == "latest");  // a transposition: 2 edits
   CHECK(closest_choice("xyz", {"abc"}).empty());                        // 3 edits for 3 letters
   CHECK(closest_choice("chekpoitn", {"checkpoint", "commit"}) == "checkpoint");
-  CHECK(closest_choice("checkpointzzzz", {"checkpoint"}) == "checkpoint");  // 4 edits for 14 letters
+  // 4 edits for 14 letters
+  CHECK(closest_choice("checkpointzzzz", {"checkpoint"}) == "checkpoint");
   CHECK(closest_choice("cxxxxpoint", {"checkpoint"}).empty());              // 4 edits for 10
   CHECK(closest_choice("ab", {"ax", "bb"}) == "ax");
   CHECK(closest_choice("anything", {}).empty());

@@ -77,7 +77,8 @@ TEST_CASE("parse_start_position: times", "[consume]") {
 TEST_CASE("parse_start_position: every invalid form", "[consume]") {
   CHECK(from_error("earlist") == "--from 'earlist': did you mean 'earliest'?");
   CHECK(from_error("lates") == "--from 'lates': did you mean 'latest'?");
-  CHECK(from_error("yesterday") == "--from 'yesterday': expected earliest, latest, an offset, -N or @TIME");
+  CHECK(from_error("yesterday") ==
+        "--from 'yesterday': expected earliest, latest, an offset, -N or @TIME");
   CHECK(from_error("") == "--from '': expected earliest, latest, an offset, -N or @TIME");
   CHECK(from_error("-") == "--from '-': expected earliest, latest, an offset, -N or @TIME");
   CHECK(from_error("+5") == "--from '+5': expected earliest, latest, an offset, -N or @TIME");
@@ -105,10 +106,11 @@ TEST_CASE("parse_partition_list: lists and ranges, sorted and unique", "[consume
 }
 
 TEST_CASE("parse_partition_list: every invalid form", "[consume]") {
-  for (const char* bad : {"", "a", "1-", "-1", "5-2", "1,,2", "1,", ",1", " 1", "1 ", "1-2-3", "1.5", "2147483648",
-                          "0x1", "1-a"}) {
+  for (const char* bad : {"", "a", "1-", "-1", "5-2", "1,,2", "1,", ",1", " 1", "1 ", "1-2-3",
+                          "1.5", "2147483648", "0x1", "1-a"}) {
     INFO(bad);
-    CHECK(partitions_error(bad) == "--partitions '" + std::string(bad) + "': expected a list like 0,2-5");
+    CHECK(partitions_error(bad) ==
+          "--partitions '" + std::string(bad) + "': expected a list like 0,2-5");
   }
 }
 

@@ -31,7 +31,8 @@ std::string parse_error(std::string_view line) {
 
 TEST_CASE("parse_checkpoint: the example of CONTRACT §6", "[control]") {
   Checkpoint c = parsed(
-      R"({"$kpipe":"checkpoint","id":7,"at":1764412345123,"offsets":[{"topic":"events","partition":0,"offset":1043}]})");
+      R"({"$kpipe":"checkpoint","id":7,"at":1764412345123,)"
+      R"("offsets":[{"topic":"events","partition":0,"offset":1043}]})");
   CHECK(c.id == 7);
   CHECK(c.at == 1764412345123);
   REQUIRE(c.offsets.size() == 1);
@@ -46,7 +47,8 @@ TEST_CASE("parse_checkpoint: fields in any order, offsets and at optional", "[co
   CHECK(c.at == 0);
   CHECK(c.offsets.empty());
   c = parsed(R"({"$kpipe":"checkpoint","id":3,"extra":{"x":[1]},"offsets":[)"
-             R"({"offset":5,"partition":2,"topic":"b"},{"topic":"a","partition":0,"offset":0,"more":true}]})");
+             R"({"offset":5,"partition":2,"topic":"b"},)"
+             R"({"topic":"a","partition":0,"offset":0,"more":true}]})");
   REQUIRE(c.offsets.size() == 2);
   CHECK(c.offsets[0].topic == "b");
   CHECK(c.offsets[0].partition == 2);
@@ -65,17 +67,21 @@ TEST_CASE("parse_checkpoint: other control kinds are not checkpoints", "[control
 }
 
 TEST_CASE("parse_checkpoint: errors", "[control]") {
-  CHECK(parse_error(R"({"$kpipe":"checkpoint","id":1)").starts_with("control line: not valid JSON: "));
+  CHECK(parse_error(R"({"$kpipe":"checkpoint","id":1)")
+            .starts_with("control line: not valid JSON: "));
   for (const char* id : {"", R"(,"id":-1)", R"(,"id":"7")", R"(,"id":1.5)", R"(,"id":null)",
                          R"(,"id":18446744073709551615)"}) {
     INFO(id);
     CHECK(parse_error(std::string(R"({"$kpipe":"checkpoint")") + id + "}") ==
           "checkpoint line: 'id' must be a non-negative integer");
   }
-  CHECK(parse_error(R"({"$kpipe":"checkpoint","id":1,"offsets":{}})") == "checkpoint line: 'offsets' must be an array");
+  CHECK(parse_error(R"({"$kpipe":"checkpoint","id":1,"offsets":{}})") ==
+        "checkpoint line: 'offsets' must be an array");
   for (const char* entry : {R"({"partition":0,"offset":1})", R"({"topic":"t","offset":1})",
-                            R"({"topic":"t","partition":0})", R"({"topic":1,"partition":0,"offset":1})",
-                            R"({"topic":"t","partition":"0","offset":1})", R"({"topic":"t","partition":0,"offset":1.5})",
+                            R"({"topic":"t","partition":0})",
+                            R"({"topic":1,"partition":0,"offset":1})",
+                            R"({"topic":"t","partition":"0","offset":1})",
+                            R"({"topic":"t","partition":0,"offset":1.5})",
                             R"(["t",0,1])", "null"}) {
     INFO(entry);
     CHECK(parse_error(std::string(R"({"$kpipe":"checkpoint","id":1,"offsets":[)") + entry + "]}") ==
@@ -84,7 +90,8 @@ TEST_CASE("parse_checkpoint: errors", "[control]") {
 }
 
 TEST_CASE("parse_checkpoint: a partition outside int32 is refused, not wrapped", "[control]") {
-  CHECK(parse_error(R"({"$kpipe":"checkpoint","id":1,"offsets":[{"topic":"t","partition":4294967296,"offset":1}]})") ==
+  CHECK(parse_error(R"({"$kpipe":"checkpoint","id":1,)"
+                    R"("offsets":[{"topic":"t","partition":4294967296,"offset":1}]})") ==
         "checkpoint line: partition 4294967296 is out of range");
 }
 
@@ -94,7 +101,8 @@ TEST_CASE("append_checkpoint: exact line", "[control]") {
   append_checkpoint(out, c);
   CHECK(out ==
         "prefix\n"
-        R"({"$kpipe":"checkpoint","id":7,"at":1764412345123,"offsets":[{"topic":"events","partition":0,"offset":1043},)"
+        R"({"$kpipe":"checkpoint","id":7,"at":1764412345123,)"
+        R"("offsets":[{"topic":"events","partition":0,"offset":1043},)"
         R"({"topic":"t\"q","partition":12,"offset":0}]})"
         "\n");
   out.clear();
@@ -111,7 +119,8 @@ TEST_CASE("append_checkpoint then parse_checkpoint round-trips", "[control]") {
     c.at = static_cast<int64_t>(rng());
     size_t n = rng() % 5;
     for (size_t k = 0; k < n; ++k)
-      c.offsets.push_back({topics[rng() % 6], static_cast<int32_t>(rng() >> 33), static_cast<int64_t>(rng() >> 1)});
+      c.offsets.push_back(
+          {topics[rng() % 6], static_cast<int32_t>(rng() >> 33), static_cast<int64_t>(rng() >> 1)});
     std::string line;
     append_checkpoint(line, c);
     REQUIRE(line.back() == '\n');

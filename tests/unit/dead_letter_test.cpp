@@ -30,14 +30,16 @@ std::vector<Stored> stored(const std::string& path) {
   auto db = Database::open(path, o);
   REQUIRE(db.ok());
   auto s = (*db)->prepare(
-      "SELECT at, stage, reason, input, line, source_topic, source_partition, source_offset, payload"
+      "SELECT at, stage, reason, input, line, source_topic, source_partition, source_offset,"
+      " payload"
       " FROM dead_letters ORDER BY id");
   REQUIRE(s.ok());
   std::vector<Stored> out;
   while (*s->step())
     out.push_back({s->column_int(0), std::string(s->column_text(1)), std::string(s->column_text(2)),
                    std::string(s->column_text(3)), s->column_int(4), s->column_optional_text(5),
-                   s->column_optional_int(6), s->column_optional_int(7), std::string(s->column_text(8))});
+                   s->column_optional_int(6), s->column_optional_int(7),
+                   std::string(s->column_text(8))});
   return out;
 }
 
@@ -49,7 +51,8 @@ struct Fixture {
   std::unique_ptr<BadInputHandler> handler(OnError mode, std::string stage = "kdedup") {
     auto store = DlqStore::open(path);
     REQUIRE(store.ok());
-    return std::make_unique<BadInputHandler>(mode, make_store_sink(std::move(*store)), std::move(stage), clock);
+    return std::make_unique<BadInputHandler>(mode, make_store_sink(std::move(*store)),
+                                             std::move(stage), clock);
   }
 };
 
@@ -102,7 +105,8 @@ TEST_CASE("BadInputHandler skip: counted and summarised", "[dead_letter]") {
   CHECK(h.sync().ok());
 }
 
-TEST_CASE("BadInputHandler dlq: the line, the reason and the context in the store", "[dead_letter]") {
+TEST_CASE("BadInputHandler dlq: the line, the reason and the context in the store",
+          "[dead_letter]") {
   Fixture fx;
   auto h = fx.handler(OnError::kDlq, "kdedup/eu");
   std::string bytes("bad \xff\xfe line", 12);
@@ -126,7 +130,9 @@ TEST_CASE("BadInputHandler dlq: the line, the reason and the context in the stor
 TEST_CASE("BadInputHandler dlq: an envelope line gets its source position", "[dead_letter]") {
   Fixture fx;
   auto h = fx.handler(OnError::kDlq);
-  TestLine env(R"({"topic":"events","partition":5,"offset":1043,"timestamp":1,"key":null,"value":{"x":"y"}})", 9);
+  TestLine env(R"({"topic":"events","partition":5,"offset":1043,"timestamp":1,"key":null,)"
+               R"("value":{"x":"y"}})",
+               9);
   REQUIRE(h->handle("<stdin>", env.line, "field '.value.ts' is missing").ok());
   REQUIRE(h->sync().ok());
   auto r = stored(fx.path);
@@ -196,7 +202,8 @@ TEST_CASE("BadInputHandler: dead_letter writes whatever --on-error says", "[dead
   CHECK(s.error().message == "no dead-letter store: give --dlq");
 }
 
-TEST_CASE("open_dead_letter_sink and make_bad_input_handler: targets and usage errors", "[dead_letter]") {
+TEST_CASE("open_dead_letter_sink and make_bad_input_handler: targets and usage errors",
+          "[dead_letter]") {
   Fixture fx;
   RecordingReporter reporter;
   CHECK(open_dead_letter_sink("", nullptr, reporter).error().message ==
@@ -219,7 +226,8 @@ TEST_CASE("open_dead_letter_sink and make_bad_input_handler: targets and usage e
   CHECK(h.error().message == "--on-error dlq needs --dlq FILE.db or --dlq kafka:TOPIC");
   CHECK(make_bad_input_handler(ErrorOptions{"sometimes", ""}, "kdedup", io).error().message ==
         "unknown --on-error mode 'sometimes' (expected fail, dlq or skip)");
-  auto kafka_without_brokers = make_bad_input_handler(ErrorOptions{"dlq", "kafka:dead"}, "kdedup", io);
+  auto kafka_without_brokers =
+      make_bad_input_handler(ErrorOptions{"dlq", "kafka:dead"}, "kdedup", io);
   REQUIRE_FALSE(kafka_without_brokers.ok());
   CHECK(kafka_without_brokers.error().status == ExitStatus::kUsage);
   auto fail_with_store = make_bad_input_handler(ErrorOptions{"fail", fx.path}, "kdedup", io);

@@ -29,7 +29,8 @@ std::vector<Row> rows(const std::string& path) {
   auto db = Database::open(path, o);
   REQUIRE(db.ok());
   auto s = (*db)->prepare(
-      "SELECT at, stage, reason, input, line, source_topic, source_partition, source_offset, payload"
+      "SELECT at, stage, reason, input, line, source_topic, source_partition, source_offset,"
+      " payload"
       " FROM dead_letters ORDER BY id");
   REQUIRE(s.ok());
   std::vector<Row> out;
@@ -39,8 +40,8 @@ std::vector<Row> rows(const std::string& path) {
     if (!*more) break;
     out.push_back({s->column_int(0), std::string(s->column_text(1)), std::string(s->column_text(2)),
                    std::string(s->column_text(3)), s->column_int(4), s->column_optional_text(5),
-                   s->column_optional_int(6), s->column_optional_int(7), std::string(s->column_text(8)),
-                   s->column_type(8)});
+                   s->column_optional_int(6), s->column_optional_int(7),
+                   std::string(s->column_text(8)), s->column_type(8)});
   }
   return out;
 }

@@ -76,7 +76,8 @@ TEST_CASE("EnvelopeWriter: the example of CONTRACT §3", "[envelope]") {
   r.headers = {{"trace", "a1"}};
   r.value = R"({"user_id":"u1"})";
   CHECK(envelope(r) ==
-        R"({"topic":"events","partition":0,"offset":42,"timestamp":1764412345123,"key":"u1","headers":[["trace","a1"]],"value":{"user_id":"u1"}})"
+        R"({"topic":"events","partition":0,"offset":42,"timestamp":1764412345123,"key":"u1",)"
+        R"("headers":[["trace","a1"]],"value":{"user_id":"u1"}})"
         "\n");
 }
 
@@ -84,20 +85,25 @@ TEST_CASE("EnvelopeWriter: key forms", "[envelope]") {
   RecordView r = record("t", 3, 7, 5);
   r.value = "1";
   SECTION("absent") {
-    CHECK(envelope(r) == R"({"topic":"t","partition":3,"offset":7,"timestamp":5,"key":null,"value":1})" "\n");
+    CHECK(envelope(r) ==
+          R"({"topic":"t","partition":3,"offset":7,"timestamp":5,"key":null,"value":1})" "\n");
   }
   SECTION("empty") {
     r.key = "";
-    CHECK(envelope(r) == R"({"topic":"t","partition":3,"offset":7,"timestamp":5,"key":"","value":1})" "\n");
+    CHECK(envelope(r) ==
+          R"({"topic":"t","partition":3,"offset":7,"timestamp":5,"key":"","value":1})" "\n");
   }
   SECTION("text that looks like JSON stays a string") {
     r.key = R"({"id":1})";
     CHECK(envelope(r) ==
-          R"({"topic":"t","partition":3,"offset":7,"timestamp":5,"key":"{\"id\":1}","value":1})" "\n");
+          R"({"topic":"t","partition":3,"offset":7,"timestamp":5,"key":"{\"id\":1}","value":1})"
+          "\n");
   }
   SECTION("not UTF-8") {
     r.key = kBinary;
-    CHECK(envelope(r) == R"({"topic":"t","partition":3,"offset":7,"timestamp":5,"key_base64":"/wD+","value":1})" "\n");
+    CHECK(envelope(r) ==
+          R"({"topic":"t","partition":3,"offset":7,"timestamp":5,"key_base64":"/wD+","value":1})"
+          "\n");
   }
 }
 
@@ -151,10 +157,12 @@ TEST_CASE("EnvelopeWriter: value forms", "[envelope]") {
 TEST_CASE("EnvelopeWriter: headers", "[envelope]") {
   RecordView r = record("t", 1, 2, 3);
   r.value = "{}";
-  r.headers = {{"trace", "a1"}, {"trace", "a2"}, {"empty", std::nullopt}, {"bin", kBinary}, {"q\"", ""}};
+  r.headers = {
+      {"trace", "a1"}, {"trace", "a2"}, {"empty", std::nullopt}, {"bin", kBinary}, {"q\"", ""}};
   CHECK(envelope(r) ==
         R"({"topic":"t","partition":1,"offset":2,"timestamp":3,"key":null,)"
-        R"("headers":[["trace","a1"],["trace","a2"],["empty",null],["bin",{"base64":"/wD+"}],["q\"",""]],)"
+        R"("headers":[["trace","a1"],["trace","a2"],["empty",null],)"
+        R"(["bin",{"base64":"/wD+"}],["q\"",""]],)"
         R"("value":{}})" "\n");
 }
 
@@ -170,7 +178,8 @@ TEST_CASE("EnvelopeWriter: a header name that is not UTF-8 is shown as base64 te
 TEST_CASE("EnvelopeWriter: a record without a timestamp", "[envelope]") {
   RecordView r = record("t", 0, 0, -1);
   r.value = "{}";
-  CHECK(envelope(r) == R"({"topic":"t","partition":0,"offset":0,"timestamp":null,"key":null,"value":{}})" "\n");
+  CHECK(envelope(r) ==
+        R"({"topic":"t","partition":0,"offset":0,"timestamp":null,"key":null,"value":{}})" "\n");
 }
 
 TEST_CASE("EnvelopeWriter: topics are escaped and the cache follows topic changes", "[envelope]") {
@@ -216,7 +225,8 @@ TEST_CASE("EnvelopeWriter: append_value for --format value", "[envelope]") {
 
 TEST_CASE("EnvelopeReader: reads every field of the contract's example", "[envelope]") {
   auto rec = read_back(
-      R"({"topic":"events","partition":0,"offset":42,"timestamp":1764412345123,"key":"u1","headers":[["trace","a1"]],"value":{"user_id":"u1"}})");
+      R"({"topic":"events","partition":0,"offset":42,"timestamp":1764412345123,"key":"u1",)"
+      R"("headers":[["trace","a1"]],"value":{"user_id":"u1"}})");
   CHECK(rec.topic == "events");
   CHECK(rec.partition == 0);
   CHECK(rec.offset == 42);
@@ -254,7 +264,8 @@ TEST_CASE("EnvelopeReader: values are restored byte for byte", "[envelope]") {
   CHECK(read_back(R"({"value":""})").value == "");
 }
 
-TEST_CASE("EnvelopeReader: headers in order, repeated names, null and binary values", "[envelope]") {
+TEST_CASE("EnvelopeReader: headers in order, repeated names, null and binary values",
+          "[envelope]") {
   auto rec = read_back(
       R"({"value":1,"headers":[["h","1"],["h","2"],["n",null],["b",{"base64":"/wD+"}],["",""]]})");
   REQUIRE(rec.headers.size() == 5);
@@ -273,20 +284,29 @@ TEST_CASE("EnvelopeReader: errors for wrong types", "[envelope]") {
   CHECK(read_error(R"({"partition":"0","value":1})") == "field 'partition' is not an integer");
   CHECK(read_error(R"({"partition":1.5,"value":1})") == "field 'partition' is not an integer");
   CHECK(read_error(R"({"offset":"7","value":1})") == "field 'offset' is not an integer");
-  CHECK(read_error(R"({"offset":18446744073709551615,"value":1})") == "field 'offset' is not an integer");
-  CHECK(read_error(R"({"timestamp":"2026-01-01T00:00:00Z","value":1})") == "field 'timestamp' is not an integer");
+  CHECK(read_error(R"({"offset":18446744073709551615,"value":1})") ==
+        "field 'offset' is not an integer");
+  CHECK(read_error(R"({"timestamp":"2026-01-01T00:00:00Z","value":1})") ==
+        "field 'timestamp' is not an integer");
   CHECK(read_error(R"({"key":5,"value":1})") == "field 'key' is a number, not a string or null");
-  CHECK(read_error(R"({"key":{"a":1},"value":1})") == "field 'key' is a object, not a string or null");
+  CHECK(read_error(R"({"key":{"a":1},"value":1})") ==
+        "field 'key' is a object, not a string or null");
   CHECK(read_error(R"({"key":"k"})") == "field 'value' is missing");
   CHECK(read_error(R"({"value_base64":5})") == "field 'value' is missing");
-  CHECK(read_error(R"({"value_base64":"/w!="})") == "field 'value_base64': invalid base64: unexpected character");
-  CHECK(read_error(R"({"key_base64":"/","value":1})") == "field 'key_base64': invalid base64: bad length");
+  CHECK(read_error(R"({"value_base64":"/w!="})") ==
+        "field 'value_base64': invalid base64: unexpected character");
+  CHECK(read_error(R"({"key_base64":"/","value":1})") ==
+        "field 'key_base64': invalid base64: bad length");
   CHECK(read_error(R"({"value":1,"headers":{"a":"b"}})") == "field 'headers' is not an array");
-  CHECK(read_error(R"({"value":1,"headers":[["a"]]})") == "field 'headers' must hold [name, value] pairs");
-  CHECK(read_error(R"({"value":1,"headers":[[1,"a"]]})") == "field 'headers' must hold [name, value] pairs");
-  CHECK(read_error(R"({"value":1,"headers":["a"]})") == "field 'headers' must hold [name, value] pairs");
+  CHECK(read_error(R"({"value":1,"headers":[["a"]]})") ==
+        "field 'headers' must hold [name, value] pairs");
+  CHECK(read_error(R"({"value":1,"headers":[[1,"a"]]})") ==
+        "field 'headers' must hold [name, value] pairs");
+  CHECK(read_error(R"({"value":1,"headers":["a"]})") ==
+        "field 'headers' must hold [name, value] pairs");
   CHECK(read_error(R"({"value":1,"headers":[["a",5]]})") == "header 'a' has a number value");
-  CHECK(read_error(R"({"value":1,"headers":[["a",{"b64":"x"}]]})") == "header 'a' has a object value");
+  CHECK(read_error(R"({"value":1,"headers":[["a",{"b64":"x"}]]})") ==
+        "header 'a' has a object value");
   CHECK(read_error(R"({"value":1,"headers":[["a",{"base64":"!!!!"}]]})") ==
         "header 'a': invalid base64: unexpected character");
   CHECK(read_error(R"([{"value":1}])") == "expected an envelope object, found array");
@@ -297,13 +317,15 @@ TEST_CASE("EnvelopeReader: errors for wrong types", "[envelope]") {
 TEST_CASE("EnvelopeReader: a partition outside int32 is refused, not wrapped", "[envelope]") {
   CHECK(read_back(R"({"partition":2147483647,"value":1})").partition == 2147483647);
   CHECK(read_error(R"({"partition":4294967296,"value":1})") == "field 'partition' is out of range");
-  CHECK(read_error(R"({"partition":-2147483649,"value":1})") == "field 'partition' is out of range");
+  CHECK(read_error(R"({"partition":-2147483649,"value":1})") ==
+        "field 'partition' is out of range");
 }
 
 TEST_CASE("EnvelopeReader: reading again starts from nothing", "[envelope]") {
   EnvelopeReader reader;
   EnvelopeRecord rec;
-  Padded full(R"({"topic":"t","partition":1,"offset":2,"timestamp":3,"key":"k","headers":[["h","v"]],"value":"x"})");
+  Padded full(R"({"topic":"t","partition":1,"offset":2,"timestamp":3,"key":"k",)"
+              R"("headers":[["h","v"]],"value":"x"})");
   REQUIRE(reader.read(full, rec).ok());
   CHECK(rec.headers.size() == 1);
   Padded bare(R"({"value":"y"})");
@@ -341,7 +363,8 @@ std::string random_bytes(std::mt19937& rng, size_t max_len) {
 std::string random_payload(std::mt19937& rng) {
   static const std::vector<std::string> kSamples = {
       R"({"user_id":"u1","n":[1,2.5,null]})", "42", "-0.5e3", "true", "null", R"("a json string")",
-      "[]", "{}", "plain text", "", "é😀 unicode", "{\"unterminated", "1 2", "line\nbreak", "tab\there",
+      "[]", "{}", "plain text", "", "é😀 unicode", "{\"unterminated", "1 2", "line\nbreak",
+      "tab\there",
       R"("quoted" then more)", "\\", "\"", "  {\"spaced\":1}"};
   switch (rng() % 3) {
     case 0: return random_bytes(rng, 12);
@@ -370,7 +393,8 @@ TEST_CASE("EnvelopeWriter then EnvelopeReader restores every record exactly", "[
     c.value = maybe(rng, random_payload(rng));
     size_t nh = rng() % 4;
     for (size_t h = 0; h < nh; ++h)
-      c.headers.push_back({rng() % 2 ? "h" : "trace-" + std::to_string(h), maybe(rng, random_payload(rng))});
+      c.headers.push_back(
+          {rng() % 2 ? "h" : "trace-" + std::to_string(h), maybe(rng, random_payload(rng))});
 
     RecordView r;
     r.topic = c.topic;
@@ -379,7 +403,8 @@ TEST_CASE("EnvelopeWriter then EnvelopeReader restores every record exactly", "[
     r.timestamp = c.timestamp;
     if (c.key) r.key = *c.key;
     if (c.value) r.value = *c.value;
-    for (const auto& [n, v] : c.headers) r.headers.push_back({n, v ? std::optional<std::string_view>(*v) : std::nullopt});
+    for (const auto& [n, v] : c.headers)
+      r.headers.push_back({n, v ? std::optional<std::string_view>(*v) : std::nullopt});
 
     std::string out;
     writer.append(out, r);
@@ -411,7 +436,8 @@ TEST_CASE("EnvelopeWriter then EnvelopeReader restores every record exactly", "[
 // --- source_position -----------------------------------------------------------------------
 
 TEST_CASE("source_position: an envelope's topic, partition and offset", "[envelope]") {
-  Padded env(R"({"topic":"events","partition":3,"offset":1043,"timestamp":1,"key":null,"value":{"x":1}})");
+  Padded env(
+      R"({"topic":"events","partition":3,"offset":1043,"timestamp":1,"key":null,"value":{"x":1}})");
   auto pos = source_position(env);
   REQUIRE(pos);
   CHECK(pos->topic == "events");
@@ -421,9 +447,12 @@ TEST_CASE("source_position: an envelope's topic, partition and offset", "[envelo
 
 TEST_CASE("source_position: nothing for lines that are not envelopes", "[envelope]") {
   for (const char* line :
-       {R"({"user_id":"u1"})", R"({"topic":"t","partition":"3","offset":1})", R"({"topic":"t","partition":3})",
-        R"({"topic":5,"partition":3,"offset":1})", R"({"topic":"t","partition":3,"offset":1.5})",
-        R"({"topic":"t","partition":4294967299,"offset":1})", R"({"topic":"t","partition":3,"offset":1)", "not json", R"([{"topic":"t","partition":3,"offset":1}])", ""}) {
+       {R"({"user_id":"u1"})", R"({"topic":"t","partition":"3","offset":1})",
+        R"({"topic":"t","partition":3})", R"({"topic":5,"partition":3,"offset":1})",
+        R"({"topic":"t","partition":3,"offset":1.5})",
+        R"({"topic":"t","partition":4294967299,"offset":1})",
+        R"({"topic":"t","partition":3,"offset":1)", "not json",
+        R"([{"topic":"t","partition":3,"offset":1}])", ""}) {
     Padded padded(line);
     INFO(line);
     CHECK_FALSE(source_position(padded));

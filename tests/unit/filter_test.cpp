@@ -34,7 +34,8 @@ class ValueStage final : public LineStage {
     KPIPE_TRY(reader_.read(line.text, fields_, values_));
     const JsonField& v = values_[0];
     if (v.type == JsonType::kMissing) return data_error("field '.v' is missing");
-    if (v.type == JsonType::kString && v.str == "boom") return failure("cannot write 'disk': on fire");
+    if (v.type == JsonType::kString && v.str == "boom")
+      return failure("cannot write 'disk': on fire");
     out.write_line(v.raw);
     ++written_;
     return {};
@@ -91,7 +92,8 @@ struct Fixture {
     {
       Output out(fd, "<stdout>");
       Io io{out, reporter, clock, &stop, "ktest", nullptr, false};
-      auto bad = make_bad_input_handler(ErrorOptions{std::string(on_error), std::move(dlq)}, "ktest", io);
+      auto bad =
+          make_bad_input_handler(ErrorOptions{std::string(on_error), std::move(dlq)}, "ktest", io);
       REQUIRE(bad.ok());
       s = run_filter(stage, settings, **bad, io);
     }
@@ -107,7 +109,8 @@ struct Fixture {
     o.create = false;
     auto db = Database::open(dlq_path, o);
     REQUIRE(db.ok());
-    auto s = (*db)->prepare("SELECT reason || ' | ' || CAST(payload AS TEXT) FROM dead_letters ORDER BY id");
+    auto s = (*db)->prepare(
+        "SELECT reason || ' | ' || CAST(payload AS TEXT) FROM dead_letters ORDER BY id");
     REQUIRE(s.ok());
     std::vector<std::string> out;
     while (*s->step()) out.emplace_back(s->column_text(0));
@@ -119,13 +122,17 @@ const char* kCheckpoint = R"({"$kpipe":"checkpoint","id":1,"at":0,"offsets":[]})
 
 }  // namespace
 
-TEST_CASE("run_filter: data and control lines in order, empty lines skipped but counted", "[filter]") {
+TEST_CASE("run_filter: data and control lines in order, empty lines skipped but counted",
+          "[filter]") {
   Fixture fx;
-  fx.input(std::string("{\"v\":1}\n\n") + kCheckpoint + "\n{\"v\":2}\r\n{\"$kpipe\":\"other\",\"x\":1}\n{\"v\":\"x\"}");
+  fx.input(std::string("{\"v\":1}\n\n") + kCheckpoint +
+           "\n{\"v\":2}\r\n{\"$kpipe\":\"other\",\"x\":1}\n{\"v\":\"x\"}");
   REQUIRE(fx.run("fail").ok());
-  CHECK(fx.output() == std::string("1\n") + kCheckpoint + "\n2\n{\"$kpipe\":\"other\",\"x\":1}\n\"x\"\nEND\n");
+  CHECK(fx.output() ==
+        std::string("1\n") + kCheckpoint + "\n2\n{\"$kpipe\":\"other\",\"x\":1}\n\"x\"\nEND\n");
   CHECK(fx.stage.seen == std::vector<uint64_t>{1, 4, 6});
-  CHECK(fx.stage.controls == std::vector<std::string>{kCheckpoint, "{\"$kpipe\":\"other\",\"x\":1}"});
+  CHECK(fx.stage.controls ==
+        std::vector<std::string>{kCheckpoint, "{\"$kpipe\":\"other\",\"x\":1}"});
   CHECK(fx.stage.ended);
   CHECK(fx.reporter.warnings.empty());
   CHECK(fx.reporter.stats_lines.empty());
@@ -179,14 +186,16 @@ TEST_CASE("run_filter: a line longer than --max-line-bytes is bad input", "[filt
     REQUIRE(fx.run("dlq", fx.dlq_path).ok());
     CHECK(fx.output() == "1\n3\nEND\n");
     CHECK(fx.dead_letters() ==
-          std::vector<std::string>{"line 2: line is longer than 20 bytes (--max-line-bytes) | " + long_line});
+          std::vector<std::string>{"line 2: line is longer than 20 bytes (--max-line-bytes) | " +
+                                   long_line});
   }
 }
 
 TEST_CASE("run_filter --on-error skip: goes on, counts, says so at the end", "[filter]") {
   Fixture fx;
   fx.settings.input.max_line_bytes = 30;
-  fx.input("{\"v\":1}\nnope\n{\"w\":1}\n{\"v\":2}\n{\"v\":\"" + std::string(40, 'y') + "\"}\n{\"v\":3}\n");
+  fx.input("{\"v\":1}\nnope\n{\"w\":1}\n{\"v\":2}\n{\"v\":\"" + std::string(40, 'y') +
+           "\"}\n{\"v\":3}\n");
   REQUIRE(fx.run("skip").ok());
   CHECK(fx.output() == "1\n2\n3\nEND\n");
   CHECK(fx.reporter.warnings == std::vector<std::string>{"skipped 3 bad lines"});
@@ -202,7 +211,8 @@ TEST_CASE("run_filter --on-error dlq: each bad line with its reason", "[filter]"
   CHECK(letters[0] == "line 2: field '.v' is missing | {\"w\":1}");
   CHECK(letters[1].starts_with("line 3: not valid JSON: "));
   CHECK(letters[1].ends_with(" | not json"));
-  CHECK(fx.reporter.warnings == std::vector<std::string>{"sent 2 lines to the dead-letter store " + fx.dlq_path});
+  CHECK(fx.reporter.warnings ==
+        std::vector<std::string>{"sent 2 lines to the dead-letter store " + fx.dlq_path});
 }
 
 TEST_CASE("run_filter: dead letters are durable before a control line passes", "[filter]") {
@@ -216,7 +226,8 @@ TEST_CASE("run_filter: dead letters are durable before a control line passes", "
   CHECK(at_second == std::vector<std::string>{"line 1: field '.v' is missing | {\"w\":1}"});
 }
 
-TEST_CASE("run_filter: a failure that is not bad input stops, whatever --on-error says", "[filter]") {
+TEST_CASE("run_filter: a failure that is not bad input stops, whatever --on-error says",
+          "[filter]") {
   Fixture fx;
   fx.input("{\"v\":1}\n{\"v\":\"boom\"}\n{\"v\":3}\n");
   Status s = fx.run("skip");
@@ -326,7 +337,8 @@ TEST_CASE("run_filter --stats: a slow input still gets a line every interval", "
   };
   REQUIRE(fx.run("fail").ok());
   std::vector<int64_t> ins;
-  for (const auto& line : fx.reporter.stats_lines) ins.push_back(parse_json(line)->find("in")->integer);
+  for (const auto& line : fx.reporter.stats_lines)
+    ins.push_back(parse_json(line)->find("in")->integer);
   CHECK(ins == std::vector<int64_t>{3, 6, 9, 10});
 }
 

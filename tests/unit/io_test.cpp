@@ -38,7 +38,8 @@ std::vector<Got> drain(LineReader& r) {
   return out;
 }
 
-std::vector<Got> read_all_of(const std::string& bytes, size_t max_line_bytes = kDefaultMaxLineBytes) {
+std::vector<Got> read_all_of(const std::string& bytes,
+                             size_t max_line_bytes = kDefaultMaxLineBytes) {
   TempDir dir;
   auto r = LineReader::open(dir.write("in", bytes), max_line_bytes);
   REQUIRE(r.ok());
@@ -171,7 +172,8 @@ TEST_CASE("LineReader: a line longer than the 1 MiB buffer grows it", "[io]") {
   CHECK(got[4].number == 5);
 }
 
-TEST_CASE("LineReader: each line is followed by readable padding simdjson can parse in place", "[io]") {
+TEST_CASE("LineReader: each line is followed by readable padding simdjson can parse in place",
+          "[io]") {
   // A file that ends exactly where the first buffer ends, without newline,
   // then lines whose ends fall on every offset near the buffer boundary: a
   // JsonReader parses each in place (under ASan, any read past the padding
@@ -182,7 +184,8 @@ TEST_CASE("LineReader: each line is followed by readable padding simdjson can pa
   size_t target = 1u << 20;
   int n = 0;
   while (body.size() < target - 200) {
-    std::string l = "{\"n\":" + std::to_string(n) + ",\"pad\":\"" + std::string(static_cast<size_t>(n % 97), 'p') + "\"}";
+    std::string l = "{\"n\":" + std::to_string(n) + ",\"pad\":\"" +
+                    std::string(static_cast<size_t>(n % 97), 'p') + "\"}";
     ++n;
     lines.push_back(l);
     body += l + "\n";
@@ -226,7 +229,8 @@ TEST_CASE("LineReader: open names the input and reports a missing file", "[io]")
   auto missing = LineReader::open(dir.file("nope.ndjson"));
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.error().status == ExitStatus::kFailure);
-  CHECK(missing.error().message == "cannot open '" + dir.file("nope.ndjson") + "': No such file or directory");
+  CHECK(missing.error().message ==
+        "cannot open '" + dir.file("nope.ndjson") + "': No such file or directory");
   auto ok = LineReader::open(dir.write("in", "x\n"));
   REQUIRE(ok.ok());
   CHECK((*ok)->name() == dir.file("in"));
@@ -347,7 +351,8 @@ TEST_CASE("InputList: files in order, line numbers per input, the name of each",
     auto more = inputs.next(line);
     REQUIRE(more.ok());
     if (!*more) break;
-    seen.push_back(std::string(line.text) + "@" + inputs.name() + ":" + std::to_string(line.number));
+    seen.push_back(std::string(line.text) + "@" + inputs.name() + ":" +
+                   std::to_string(line.number));
   }
   CHECK(seen == std::vector<std::string>{"a1@" + a + ":1", "a2@" + a + ":2", "b1@" + b + ":1"});
 }
@@ -363,8 +368,12 @@ TEST_CASE("InputList: '-' reads standard input between files", "[io]") {
   InputList inputs({a, "-", b});
   Line line;
   std::vector<std::string> seen;
-  while (*inputs.next(line)) seen.push_back(inputs.name() + ":" + std::string(line.text) + ":" + std::to_string(line.number));
-  CHECK(seen == std::vector<std::string>{a + ":from-a:1", "<stdin>:s1:1", "<stdin>:s2:2", b + ":from-b:1"});
+  while (*inputs.next(line)) {
+    seen.push_back(inputs.name() + ":" + std::string(line.text) + ":" +
+                   std::to_string(line.number));
+  }
+  CHECK(seen ==
+        std::vector<std::string>{a + ":from-a:1", "<stdin>:s1:1", "<stdin>:s2:2", b + ":from-b:1"});
 }
 
 TEST_CASE("InputList: no paths means standard input", "[io]") {
@@ -389,7 +398,8 @@ TEST_CASE("InputList: a missing file is an error after the inputs before it", "[
   CHECK(line.text == "ok");
   auto more = inputs.next(line);
   REQUIRE_FALSE(more.ok());
-  CHECK(more.error().message == "cannot open '" + dir.file("missing") + "': No such file or directory");
+  CHECK(more.error().message ==
+        "cannot open '" + dir.file("missing") + "': No such file or directory");
 }
 
 TEST_CASE("InputList: hooks and the stop flag reach every reader", "[io]") {
@@ -493,7 +503,8 @@ TEST_CASE("Output: open_append creates the file or appends to it", "[io]") {
   CHECK(test::read_file(fresh) == "x\n");
   auto bad = Output::open_append(dir.file("no/such/dir"));
   REQUIRE_FALSE(bad.ok());
-  CHECK(bad.error().message == "cannot open '" + dir.file("no/such/dir") + "': No such file or directory");
+  CHECK(bad.error().message ==
+        "cannot open '" + dir.file("no/such/dir") + "': No such file or directory");
 }
 
 TEST_CASE("write_all writes everything, however large", "[io]") {

@@ -37,7 +37,8 @@ std::vector<Step> steps_of(std::string_view text) {
 }
 
 bool operator==(const Step& a, const Step& b) {
-  return a.key == b.key && a.has_key == b.has_key && a.has_index == b.has_index && a.index == b.index;
+  return a.key == b.key && a.has_key == b.has_key && a.has_index == b.has_index &&
+         a.index == b.index;
 }
 std::ostream& operator<<(std::ostream& os, const Step& s) {
   os << "{";
@@ -223,21 +224,26 @@ TEST_CASE("FieldPath: every invalid form, with its message", "[json][path]") {
   CHECK(path_error(".a[") == "invalid field path '.a[': '[' without ']'");
   CHECK(path_error(".a[0") == "invalid field path '.a[0': '[' without ']'");
   CHECK(path_error(".a[]") == "invalid field path '.a[]': an index must be a non-negative integer");
-  CHECK(path_error(".a[-1]") == "invalid field path '.a[-1]': an index must be a non-negative integer");
-  CHECK(path_error(".a[x]") == "invalid field path '.a[x]': an index must be a non-negative integer");
-  CHECK(path_error(".a[1.5]") == "invalid field path '.a[1.5]': an index must be a non-negative integer");
+  CHECK(path_error(".a[-1]") ==
+        "invalid field path '.a[-1]': an index must be a non-negative integer");
+  CHECK(path_error(".a[x]") ==
+        "invalid field path '.a[x]': an index must be a non-negative integer");
+  CHECK(path_error(".a[1.5]") ==
+        "invalid field path '.a[1.5]': an index must be a non-negative integer");
   CHECK(path_error(".a\"b") == "invalid field path '.a\"b': quote or ']' inside a segment");
   CHECK(path_error(".a]") == "invalid field path '.a]': quote or ']' inside a segment");
   CHECK(path_error(".\"abc") == "invalid field path '.\"abc': unterminated quoted segment");
   CHECK(path_error(".\"abc\\\"") == "invalid field path '.\"abc\\\"': unterminated quoted segment");
-  CHECK(path_error(".\"a\"b") == "invalid field path '.\"a\"b': expected '.' or '[' after a segment");
+  CHECK(path_error(".\"a\"b") ==
+        "invalid field path '.\"a\"b': expected '.' or '[' after a segment");
   CHECK(path_error(".a[0]b") == "invalid field path '.a[0]b': expected '.' or '[' after a segment");
   CHECK(path_error("/a~2") == "invalid field path '/a~2': '~' must be followed by 0 or 1");
   CHECK(path_error("/a~") == "invalid field path '/a~': '~' must be followed by 0 or 1");
 }
 
 TEST_CASE("FieldPath: an index too large for 64 bits is refused, not read as 0", "[json][path]") {
-  CHECK(steps_of(".a[18446744073709551615]") == std::vector<Step>{key("a"), index(18446744073709551615u)});
+  CHECK(steps_of(".a[18446744073709551615]") ==
+        std::vector<Step>{key("a"), index(18446744073709551615u)});
   CHECK(path_error(".a[18446744073709551616]") ==
         "invalid field path '.a[18446744073709551616]': an index is too large");
   CHECK(path_error(".a[99999999999999999999999]") ==
@@ -256,9 +262,10 @@ TEST_CASE("FieldPath: last_key names the last object key", "[json][path]") {
 
 TEST_CASE("JsonReader: nested paths and array indices", "[json][reader]") {
   Fixture fx;
-  auto f = fx.ok(R"({"topic":"t","value":{"user_id":"u1","n":5,"items":[{"sku":"a"},{"sku":"b","q":2}]}})",
-                 {".value.user_id", ".value.n", ".value.items[1].sku", "/value/items/0/sku", ".value.items[2].sku",
-                  ".value.items[1]", ".topic"});
+  auto f = fx.ok(
+      R"({"topic":"t","value":{"user_id":"u1","n":5,"items":[{"sku":"a"},{"sku":"b","q":2}]}})",
+      {".value.user_id", ".value.n", ".value.items[1].sku", "/value/items/0/sku",
+       ".value.items[2].sku", ".value.items[1]", ".topic"});
   CHECK(f[0].type == JsonType::kString);
   CHECK(f[0].str == "u1");
   CHECK(f[0].raw == "\"u1\"");
@@ -286,7 +293,8 @@ TEST_CASE("JsonReader: a pointer step reads an object key or an array index", "[
 
 TEST_CASE("FieldSet: shared prefixes are one walk", "[json][reader]") {
   FieldSet set;
-  for (const char* p : {".value.a", ".value.b", "value.c.d", ".value.c.e", ".key"}) set.add(FieldPath::parse(p).value());
+  for (const char* p : {".value.a", ".value.b", "value.c.d", ".value.c.e", ".key"})
+    set.add(FieldPath::parse(p).value());
   CHECK(set.size() == 5);
   CHECK(set.aliases().empty());
   Fixture fx;
@@ -389,7 +397,8 @@ TEST_CASE("JsonReader: with duplicate keys the first wins", "[json][reader]") {
 
 TEST_CASE("JsonReader: numbers", "[json][reader]") {
   Fixture fx;
-  auto f = fx.ok(R"({"max":9223372036854775807,"min":-9223372036854775808,"u":18446744073709551615,)"
+  auto f = fx.ok(R"({"max":9223372036854775807,"min":-9223372036854775808,)"
+                 R"("u":18446744073709551615,)"
                  R"("big":9223372036854775808,"d":1.25,"e":1e3,"E":-2.5E-3,"z":-0,"frac":0.1})",
                  {".max", ".min", ".u", ".big", ".d", ".e", ".E", ".z", ".frac"});
   CHECK(f[0].is_integer);
@@ -430,7 +439,8 @@ TEST_CASE("JsonReader: numbers that do not fit", "[json][reader]") {
 
 TEST_CASE("JsonReader: strings with escapes and unicode", "[json][reader]") {
   Fixture fx;
-  auto f = fx.ok(R"({"s":"a\"b\\c\/d\n\t\u00e9\ud83d\ude00\u0000end","raw":"é😀"})", {".s", ".raw"});
+  auto f = fx.ok(R"({"s":"a\"b\\c\/d\n\t\u00e9\ud83d\ude00\u0000end","raw":"é😀"})",
+                 {".s", ".raw"});
   CHECK(f[0].type == JsonType::kString);
   CHECK(f[0].str == std::string("a\"b\\c/d\n\t\xc3\xa9\xf0\x9f\x98\x80\0end", 19));
   CHECK(f[0].raw == R"("a\"b\\c\/d\n\t\u00e9\ud83d\ude00\u0000end")");
@@ -441,7 +451,8 @@ TEST_CASE("JsonReader: strings with escapes and unicode", "[json][reader]") {
 
 TEST_CASE("JsonReader: raw text of objects and arrays keeps their whitespace", "[json][reader]") {
   Fixture fx;
-  auto f = fx.ok(R"({ "v" : { "a" : [ 1 , 2 ] ,"s":"x y" } , "w" : [ ] , "n" : 12 })", {".v", ".w", ".n"});
+  auto f = fx.ok(R"({ "v" : { "a" : [ 1 , 2 ] ,"s":"x y" } , "w" : [ ] , "n" : 12 })",
+                 {".v", ".w", ".n"});
   CHECK(f[0].raw == R"({ "a" : [ 1 , 2 ] ,"s":"x y" })");
   CHECK(f[1].raw == "[ ]");
   CHECK(f[2].raw == "12");
@@ -461,7 +472,8 @@ TEST_CASE("JsonReader: content after the value is refused", "[json][reader]") {
 
 TEST_CASE("JsonReader: truncated JSON is refused", "[json][reader]") {
   Fixture fx;
-  for (const char* line : {R"({"a":1)", R"({"a":)", R"({"a")", R"({"a":[1,2)", R"({"a":{"b":1})", "{", "["}) {
+  for (const char* line :
+       {R"({"a":1)", R"({"a":)", R"({"a")", R"({"a":[1,2)", R"({"a":{"b":1})", "{", "["}) {
     std::string why = fx.error(line, {".a"});
     INFO(line << " -> " << why);
     CHECK(why.starts_with("not valid JSON: "));
@@ -474,12 +486,14 @@ TEST_CASE("JsonReader: invalid UTF-8 anywhere in the line is refused", "[json][r
   CHECK(fx.error("{\"a\":\"\xff\"}", {".a"}) == "not valid JSON: invalid UTF-8");
   // Even in a value that no path reads.
   CHECK(fx.error("{\"a\":1,\"b\":\"\xc3\x28\"}", {".a"}) == "not valid JSON: invalid UTF-8");
-  CHECK(fx.error("{\"a\":\"\xed\xa0\x80\"}", {".a"}) == "not valid JSON: invalid UTF-8");  // a surrogate
+  // A surrogate.
+  CHECK(fx.error("{\"a\":\"\xed\xa0\x80\"}", {".a"}) == "not valid JSON: invalid UTF-8");
 }
 
 TEST_CASE("JsonReader: an unescaped control character in a string that is read", "[json][reader]") {
   Fixture fx;
-  CHECK(fx.error("{\"a\":\"x\ty\"}", {".a"}) == "not valid JSON: unescaped control character in a string");
+  CHECK(fx.error("{\"a\":\"x\ty\"}", {".a"}) ==
+        "not valid JSON: unescaped control character in a string");
   CHECK(fx.error(std::string("{\"a\":\"x\0y\"}", 11), {".a"}) ==
         "not valid JSON: unescaped control character in a string");
 }
@@ -573,7 +587,8 @@ TEST_CASE("is_control_line: an object whose first key is $kpipe", "[json]") {
 // --- parse_json ------------------------------------------------------------------
 
 TEST_CASE("parse_json builds a tree that owns its data", "[json]") {
-  std::string text = R"({"a":[1,-2,18446744073709551615,2.5,"s",true,false,null,{}],"b":{"c":"d"},"a":0})";
+  std::string text =
+      R"({"a":[1,-2,18446744073709551615,2.5,"s",true,false,null,{}],"b":{"c":"d"},"a":0})";
   auto v = parse_json(text);
   text.assign(text.size(), 'x');  // the tree must not point into the text
   REQUIRE(v.ok());
@@ -671,11 +686,13 @@ TEST_CASE("append_double: shortest text, integers without a fraction", "[json][w
   CHECK(dbl(4611686018427387904.0) == "4611686018427387904");  // 2^62: int64 digits
 }
 
-TEST_CASE("append_double: integral values beyond int64 stay readable by simdjson", "[json][write]") {
+TEST_CASE("append_double: integral values beyond int64 stay readable by simdjson",
+          "[json][write]") {
   CHECK(dbl(9223372036854775808.0) == "9.223372036854776e+18");
   CHECK(dbl(-39403956888804933632.0) == "-3.940395688880493e+19");  // Python repr()
   CHECK(dbl(1e20) == "1e+20");
-  for (double v : {9223372036854775808.0, -9223372036854775808.0, 1e20, -39403956888804933632.0, 1.7e308}) {
+  for (double v :
+       {9223372036854775808.0, -9223372036854775808.0, 1e20, -39403956888804933632.0, 1.7e308}) {
     std::string text = dbl(v);
     INFO(text);
     auto parsed = parse_json(text);
@@ -729,7 +746,8 @@ TEST_CASE("base64: random bytes round-trip", "[json][base64]") {
     std::string text = base64(bytes);
     INFO("length " << len);
     CHECK(text.size() == (len + 2) / 3 * 4);
-    CHECK(text.find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") ==
+    CHECK(text.find_first_not_of(
+              "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") ==
           std::string::npos);
     auto back = decode_base64(text);
     REQUIRE(back.ok());
@@ -756,7 +774,8 @@ TEST_CASE("base64: invalid inputs", "[json][base64]") {
 TEST_CASE("append_minified removes whitespace outside strings only", "[json][write]") {
   CHECK(minified(R"({ "a" : [ 1 , 2 ] , "b" :{} })") == R"({"a":[1,2],"b":{}})");
   CHECK(minified("{\n\t\"a\":\r\n 1\n}\n") == R"({"a":1})");
-  CHECK(minified(R"({"s" : "a b\" c \\" , "t":"\\\"  x" })") == R"({"s":"a b\" c \\","t":"\\\"  x"})");
+  CHECK(minified(R"({"s" : "a b\" c \\" , "t":"\\\"  x" })") ==
+        R"({"s":"a b\" c \\","t":"\\\"  x"})");
   CHECK(minified(R"([ "\\", " " , "\" ]" ])") == R"(["\\"," ","\" ]"])");
   CHECK(minified(R"("  spaced  ")") == R"("  spaced  ")");
   CHECK(minified("  7  ") == "7");
@@ -837,7 +856,8 @@ TEST_CASE("PayloadEncoder: JSON is embedded minified", "[json][payload]") {
 
 TEST_CASE("PayloadEncoder: what is not one JSON text becomes a string", "[json][payload]") {
   PayloadEncoder enc;
-  for (const char* text : {"1 2", "{\"a\":1} x", "{\"a\":1}{}", "hello", "{\"a\":", "nul", "{'a':1}", "[1,]"}) {
+  for (const char* text :
+       {"1 2", "{\"a\":1} x", "{\"a\":1}{}", "hello", "{\"a\":", "nul", "{'a':1}", "[1,]"}) {
     std::string out;
     INFO(text);
     CHECK_FALSE(enc.is_json(text));
@@ -854,7 +874,8 @@ TEST_CASE("PayloadEncoder: what is not one JSON text becomes a string", "[json][
   CHECK(out == "\"\\\"a\\tb\\\"\"");
 }
 
-TEST_CASE("PayloadEncoder: bytes that are not UTF-8 are binary and append nothing", "[json][payload]") {
+TEST_CASE("PayloadEncoder: bytes that are not UTF-8 are binary and append nothing",
+          "[json][payload]") {
   PayloadEncoder enc;
   std::string out = "keep";
   CHECK(enc.append(out, std::string("\xff\xfe\x00\x01", 4)) == PayloadEncoder::Kind::kBinary);

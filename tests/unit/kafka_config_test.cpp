@@ -88,7 +88,8 @@ TEST_CASE("properties: errors name the file and the line", "[kafka_config]") {
   CHECK(props_error("a=1\nb=\\u12\n") == "client.properties: line 2: incomplete \\u escape");
   CHECK(props_error("a=\\u12G4\n") == "client.properties: line 1: malformed \\u escape");
   CHECK(props_error("# c\n\na=1\\\n  2\n=value\n") == "client.properties: line 5: missing key");
-  CHECK(props_error("x=1\ny=long\\\n  \\u00\n") == "client.properties: line 2: incomplete \\u escape");
+  CHECK(props_error("x=1\ny=long\\\n  \\u00\n") ==
+        "client.properties: line 2: incomplete \\u escape");
 }
 
 // --- resolve_kafka_config: precedence ------------------------------------------------
@@ -97,7 +98,8 @@ TEST_CASE("resolve: the file, then -X in order, then -b", "[kafka_config]") {
   TempDir dir;
   KafkaOptions o;
   o.config_file = dir.write("client.properties",
-                            "bootstrap.servers=file:9092\nclient.id=from-file\nacks=1\nlinger.ms=7\n");
+                            "bootstrap.servers=file:9092\nclient.id=from-file\n"
+                            "acks=1\nlinger.ms=7\n");
   KafkaConfig c = resolve(o, "env:9092");
   CHECK(c.brokers() == "file:9092");
   CHECK(value_of(c, "client.id") == "from-file");
@@ -169,23 +171,26 @@ TEST_CASE("resolve: bad -X and a missing file are usage errors", "[kafka_config]
   REQUIRE_FALSE(c.ok());
   CHECK(c.error().status == ExitStatus::kUsage);
   CHECK(c.error().message ==
-        "cannot open config file '" + dir.file("missing.properties") + "': No such file or directory");
+        "cannot open config file '" + dir.file("missing.properties") +
+            "': No such file or directory");
   o.config_file = dir.write("bad.properties", "ok=1\n=x\n");
-  CHECK(resolve_kafka_config(o, nullptr).error().message == dir.file("bad.properties") + ": line 2: missing key");
+  CHECK(resolve_kafka_config(o, nullptr).error().message ==
+        dir.file("bad.properties") + ": line 2: missing key");
 }
 
 TEST_CASE("resolve: a Java client file is translated to librdkafka's terms", "[kafka_config]") {
   // What --command-config takes for the Kafka CLI tools.
   TempDir dir;
   KafkaOptions o;
-  o.config_file = dir.write("java.properties",
-                            "bootstrap.servers=k1:9093\n"
-                            "security.protocol=SASL_SSL\n"
-                            "sasl.mechanism=PLAIN\n"
-                            "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \\\n"
-                            "    username=\"alice\" password=\"s3cr3t-pw\";\n"
-                            "key.deserializer=org.apache.kafka.common.serialization.StringDeserializer\n"
-                            "ssl.truststore.location=/etc/kafka/truststore.jks\n");
+  o.config_file = dir.write(
+      "java.properties",
+      "bootstrap.servers=k1:9093\n"
+      "security.protocol=SASL_SSL\n"
+      "sasl.mechanism=PLAIN\n"
+      "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \\\n"
+      "    username=\"alice\" password=\"s3cr3t-pw\";\n"
+      "key.deserializer=org.apache.kafka.common.serialization.StringDeserializer\n"
+      "ssl.truststore.location=/etc/kafka/truststore.jks\n");
   KafkaConfig c = resolve(o);
   CHECK(value_of(c, "sasl.username") == "alice");
   CHECK(value_of(c, "sasl.password") == "s3cr3t-pw");
@@ -202,10 +207,12 @@ TEST_CASE("resolve: a Java client file is translated to librdkafka's terms", "[k
 // --- secrets --------------------------------------------------------------------------
 
 TEST_CASE("is_secret_property knows every secret librdkafka takes", "[kafka_config]") {
-  for (const char* k : {"sasl.password", "ssl.key.password", "ssl.keystore.password", "ssl.truststore.password",
-                        "sasl.jaas.config", "sasl.oauthbearer.client.secret", "ssl.key.pem", "sasl.oauthbearer.config"})
+  for (const char* k : {"sasl.password", "ssl.key.password", "ssl.keystore.password",
+                        "ssl.truststore.password", "sasl.jaas.config",
+                        "sasl.oauthbearer.client.secret", "ssl.key.pem", "sasl.oauthbearer.config"})
     CHECK(is_secret_property(k));
-  for (const char* k : {"sasl.username", "bootstrap.servers", "ssl.key.location", "sasl.mechanism", "password"})
+  for (const char* k :
+       {"sasl.username", "bootstrap.servers", "ssl.key.location", "sasl.mechanism", "password"})
     CHECK_FALSE(is_secret_property(k));
 }
 
@@ -234,11 +241,13 @@ TEST_CASE("redact covers the password inside a sasl.jaas.config", "[kafka_config
 
 // --- Java properties translation -----------------------------------------------------------
 
-TEST_CASE("translate_java_properties: jaas config to sasl.username and sasl.password", "[kafka_config]") {
+TEST_CASE("translate_java_properties: jaas config to sasl.username and sasl.password",
+          "[kafka_config]") {
   KafkaConfig c;
   c.set("security.protocol", "SASL_PLAINTEXT");
   c.set("sasl.jaas.config",
-        "org.apache.kafka.common.security.scram.ScramLoginModule required username = 'carol' password=\"p w\";");
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        "username = 'carol' password=\"p w\";");
   auto dropped = translate_java_properties(c);
   CHECK(dropped.empty());
   CHECK(value_of(c, "sasl.username") == "carol");
@@ -258,17 +267,20 @@ TEST_CASE("translate_java_properties: explicit sasl settings are kept", "[kafka_
 
 TEST_CASE("translate_java_properties: Java-only keys are dropped and named", "[kafka_config]") {
   KafkaConfig c;
-  for (const char* k : {"bootstrap.servers", "key.serializer", "value.serializer", "key.deserializer",
-                        "value.deserializer", "ssl.truststore.location", "ssl.truststore.password",
-                        "ssl.truststore.type", "ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password",
-                        "interceptor.classes", "sasl.login.callback.handler.class",
-                        "sasl.client.callback.handler.class", "ssl.protocol", "acks", "ssl.ca.location"})
+  for (const char* k :
+       {"bootstrap.servers", "key.serializer", "value.serializer", "key.deserializer",
+        "value.deserializer", "ssl.truststore.location", "ssl.truststore.password",
+        "ssl.truststore.type", "ssl.keystore.type", "ssl.keystore.location",
+        "ssl.keystore.password", "interceptor.classes", "sasl.login.callback.handler.class",
+        "sasl.client.callback.handler.class", "ssl.protocol", "acks", "ssl.ca.location"})
     c.set(k, "x");
   auto dropped = translate_java_properties(c);
-  CHECK(dropped == std::vector<std::string>{"key.serializer", "value.serializer", "key.deserializer",
-                                            "value.deserializer", "ssl.truststore.location",
-                                            "ssl.truststore.password", "ssl.truststore.type", "ssl.keystore.type",
-                                            "ssl.keystore.location", "ssl.keystore.password", "interceptor.classes",
+  CHECK(dropped == std::vector<std::string>{"key.serializer", "value.serializer",
+                                            "key.deserializer", "value.deserializer",
+                                            "ssl.truststore.location", "ssl.truststore.password",
+                                            "ssl.truststore.type", "ssl.keystore.type",
+                                            "ssl.keystore.location", "ssl.keystore.password",
+                                            "interceptor.classes",
                                             "sasl.login.callback.handler.class",
                                             "sasl.client.callback.handler.class", "ssl.protocol"});
   std::vector<std::string> kept;

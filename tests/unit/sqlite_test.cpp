@@ -50,7 +50,11 @@ TEST_CASE("Statement: binds and reads back every type", "[sqlite]") {
   auto ins = db->prepare("INSERT INTO t VALUES (?, ?, ?, ?, ?)");
   REQUIRE(ins.ok());
   std::string blob("\x00\xff\x01 bytes", 9);
-  ins->bind(1, int64_t{-9223372036854775807 - 1}).bind(2, 2.5).bind_text(3, "é text").bind_blob(4, blob).bind_null(5);
+  ins->bind(1, int64_t{-9223372036854775807 - 1})
+      .bind(2, 2.5)
+      .bind_text(3, "é text")
+      .bind_blob(4, blob)
+      .bind_null(5);
   REQUIRE(ins->run().ok());
   CHECK(db->changes() == 1);
   CHECK(db->last_insert_rowid() == 1);
@@ -203,9 +207,9 @@ TEST_CASE("migrate: a version newer than the program knows is refused", "[sqlite
   Status s = db->migrate("comp", kTwo);
   REQUIRE_FALSE(s.ok());
   CHECK(s.error().status == ExitStatus::kFailure);
-  CHECK(s.error().message == path +
-                                 ": the 'comp' tables are at schema version 3, newer than this program knows (2); "
-                                 "upgrade kpipe");
+  CHECK(s.error().message ==
+        path + ": the 'comp' tables are at schema version 3, newer than this program knows (2); "
+               "upgrade kpipe");
   CHECK(*db->schema_version("comp") == 3);
   CHECK(has_table(*db, "d"));
   CHECK(db->exec("INSERT INTO d VALUES (1)").ok());  // and no transaction was left open

@@ -107,7 +107,8 @@ TEST_CASE("StatsTicker: the progress line on a terminal", "[stats]") {
   c.dead_lettered = 2;
   clock.advance(250);
   ticker.tick_now(c);
-  CHECK(reporter.progress_lines.back() == "kdedup: 500 in, 400 out, 1000/s, 3 dropped, 2 dead-lettered");
+  CHECK(reporter.progress_lines.back() ==
+        "kdedup: 500 in, 400 out, 1000/s, 3 dropped, 2 dead-lettered");
   ticker.finish(c);
   CHECK(reporter.progress_lines.back().empty());  // cleared at exit
   CHECK(reporter.stats_lines.empty());
