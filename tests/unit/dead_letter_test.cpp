@@ -109,7 +109,7 @@ TEST_CASE("BadInputHandler dlq: the line, the reason and the context in the stor
           "[dead_letter]") {
   Fixture fx;
   auto h = fx.handler(OnError::kDlq, "kdedup/eu");
-  std::string bytes("bad \xff\xfe line", 12);
+  std::string bytes = test::bytes("bad \xff\xfe line");
   TestLine l(bytes, 4);
   REQUIRE(h->handle("in.ndjson", l.line, "not valid JSON: invalid UTF-8").ok());
   REQUIRE(h->sync().ok());

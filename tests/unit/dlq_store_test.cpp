@@ -79,7 +79,7 @@ TEST_CASE("DlqStore: rows become visible at commit, payload bytes exact", "[dlq]
   std::string path = dir.file("dlq.db");
   auto store = DlqStore::open(path);
   REQUIRE(store.ok());
-  std::string binary("not \xff UTF-8 \x00 with a NUL\r", 27);
+  std::string binary = test::bytes("not \xff UTF-8 \x00 with a NUL\r");
   REQUIRE((*store)->add(letter(binary)).ok());
   CHECK(rows(path).empty());  // inside the open batch
   REQUIRE((*store)->commit().ok());

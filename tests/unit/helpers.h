@@ -65,6 +65,12 @@ class TempDir {
   std::string path_;
 };
 
+// A string literal's bytes, NULs included, without counting them by hand.
+template <size_t N>
+std::string bytes(const char (&literal)[N]) {
+  return std::string(literal, N - 1);
+}
+
 inline std::string read_file(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw std::runtime_error("cannot open " + path);
