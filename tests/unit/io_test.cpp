@@ -254,7 +254,7 @@ TEST_CASE("LineReader: the stop flag ends input instead of waiting", "[io]") {
   Pipe pipe;  // the write end stays open: without the flag, next() would block
   std::atomic<bool> stop{false};
   LineReader r(pipe.read_end, "<pipe>");
-  r.set_stop_flag(&stop);
+  r.set_stop_check([&] { return stop.load(); });
   TempDir::write_fd(pipe.write_end, "one\ntwo\n");
   Line line;
   REQUIRE(*r.next(line));
@@ -274,7 +274,7 @@ TEST_CASE("LineReader: a stop does not turn half a line into a line", "[io]") {
   Pipe pipe;
   std::atomic<bool> stop{false};
   LineReader r(pipe.read_end, "<pipe>");
-  r.set_stop_flag(&stop);
+  r.set_stop_check([&] { return stop.load(); });
   TempDir::write_fd(pipe.write_end, "{\"a\":1}\n{\"b\":");
   int reads = 0;
   r.set_before_read([&] {
@@ -292,7 +292,7 @@ TEST_CASE("LineReader: the idle hook runs while a pipe is quiet", "[io]") {
   Pipe pipe;  // never written to
   LineReader r(pipe.read_end, "<pipe>");
   std::atomic<bool> stop{false};
-  r.set_stop_flag(&stop);
+  r.set_stop_check([&] { return stop.load(); });
   int calls = 0;
   r.set_idle_hook(2, [&]() -> Status {
     if (++calls == 3) stop = true;
@@ -402,7 +402,7 @@ TEST_CASE("InputList: a missing file is an error after the inputs before it", "[
         "cannot open '" + dir.file("missing") + "': No such file or directory");
 }
 
-TEST_CASE("InputList: hooks and the stop flag reach every reader", "[io]") {
+TEST_CASE("InputList: hooks and the stop check reach every reader", "[io]") {
   TempDir dir;
   std::string a = dir.write("a", "1\n");
   std::string b = dir.write("b", "2\n");
@@ -410,7 +410,7 @@ TEST_CASE("InputList: hooks and the stop flag reach every reader", "[io]") {
   int reads = 0;
   InputList inputs({a, b});
   inputs.set_before_read([&] { ++reads; });
-  inputs.set_stop_flag(&stop);
+  inputs.set_stop_check([&] { return stop.load(); });
   Line line;
   REQUIRE(*inputs.next(line));
   CHECK(reads == 1);
@@ -462,6 +462,19 @@ TEST_CASE("Output: a closed downstream pipe is closed(), not an error", "[io]") 
   CHECK(out.buffer().empty());
   CHECK(out.bytes_written() == 0);
   std::signal(SIGPIPE, previous);
+}
+
+TEST_CASE("Output: check_closed sees a reader gone without writing", "[io]") {
+  Pipe pipe;
+  Output out(pipe.write_end, "<stdout>");
+  out.write("pending");
+  CHECK_FALSE(out.check_closed());
+  CHECK_FALSE(out.closed());
+  pipe.close_read();
+  CHECK(out.check_closed());
+  CHECK(out.closed());
+  CHECK(out.buffer().empty());  // what was pending is dropped
+  CHECK(out.bytes_written() == 0);
 }
 
 TEST_CASE("Output: a write error is an error naming the output", "[io]") {
