@@ -250,7 +250,15 @@ struct JsonReader::Impl {
   template <typename V>
   bool read_number(V& v, JsonField& f) {
     od::number n;
-    if ((error = v.get_number().get(n))) return false;
+    if ((error = v.get_number().get(n))) {
+      // get_number() refuses integers beyond 64 bits, which are valid JSON:
+      // they read as the nearest double, as in jq (a malformed number fails
+      // again here).
+      if (error != simdjson::NUMBER_ERROR) return false;
+      if (v.get_double().get(f.number) != simdjson::SUCCESS) return false;
+      error = simdjson::SUCCESS;
+      return true;
+    }
     switch (n.get_number_type()) {
       case od::number_type::signed_integer:
         f.integer = n.get_int64();
