@@ -596,10 +596,10 @@ void append_double(std::string& out, double v) {
     return;
   }
   char buf[32];
-  // Beyond the int64 range an integral double would come out as 20 or more
-  // digits, which simdjson (every kpipe reader) refuses: an exponent keeps
-  // it readable downstream.
-  auto r = std::fabs(v) >= 9223372036854775808.0
+  // Outside [-2^63, 2^64) an integral double would come out as an integer
+  // that fits neither int64 nor uint64, which simdjson (every kpipe reader)
+  // refuses: an exponent keeps it readable downstream.
+  auto r = v >= 18446744073709551616.0 || v < -9223372036854775808.0
                ? std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific)
                : std::to_chars(buf, buf + sizeof buf, v);
   out.append(buf, static_cast<size_t>(r.ptr - buf));

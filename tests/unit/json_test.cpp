@@ -686,13 +686,19 @@ TEST_CASE("append_double: shortest text, integers without a fraction", "[json][w
   CHECK(dbl(4611686018427387904.0) == "4611686018427387904");  // 2^62: int64 digits
 }
 
-TEST_CASE("append_double: integral values beyond int64 stay readable by simdjson",
+TEST_CASE("append_double: integral values beyond 64 bits stay readable by simdjson",
           "[json][write]") {
-  CHECK(dbl(9223372036854775808.0) == "9.223372036854776e+18");
-  CHECK(dbl(-39403956888804933632.0) == "-3.940395688880493e+19");  // Python repr()
+  // Expected texts from Python's repr() where they have an exponent.
+  CHECK(dbl(9223372036854775808.0) == "9223372036854775808");     // 2^63: a uint64
+  CHECK(dbl(18446744073709549568.0) == "18446744073709549568");   // the last double below 2^64
+  CHECK(dbl(18446744073709551616.0) == "1.8446744073709552e+19");  // 2^64
+  CHECK(dbl(-9223372036854775808.0) == "-9223372036854775808");   // -2^63: an int64
+  CHECK(dbl(-9223372036854777856.0) == "-9.223372036854778e+18");  // the next double down
+  CHECK(dbl(-39403956888804933632.0) == "-3.940395688880493e+19");
   CHECK(dbl(1e20) == "1e+20");
-  for (double v :
-       {9223372036854775808.0, -9223372036854775808.0, 1e20, -39403956888804933632.0, 1.7e308}) {
+  for (double v : {9223372036854775808.0, 18446744073709549568.0, 18446744073709551616.0,
+                   -9223372036854775808.0, -9223372036854777856.0, 1e20, -39403956888804933632.0,
+                   1.7e308}) {
     std::string text = dbl(v);
     INFO(text);
     auto parsed = parse_json(text);
