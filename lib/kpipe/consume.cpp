@@ -32,7 +32,9 @@ Expected<StartPosition> parse_start_position(std::string_view text, Millis now) 
   std::string_view digits = negative ? text.substr(1) : text;
   int64_t n = 0;
   auto r = std::from_chars(digits.data(), digits.data() + digits.size(), n);
-  if (digits.empty() || r.ec != std::errc() || r.ptr != digits.data() + digits.size()) {
+  // from_chars takes a sign of its own: "--5" must not count back -5.
+  if (digits.empty() || digits[0] == '-' || r.ec != std::errc() ||
+      r.ptr != digits.data() + digits.size()) {
     std::string best = closest_choice(text, {"earliest", "latest"});
     if (!best.empty()) return usage_error("--from '{}': did you mean '{}'?", text, best);
     return usage_error("--from '{}': expected earliest, latest, an offset, -N or @TIME", text);
@@ -58,7 +60,12 @@ Expected<std::vector<int32_t>> parse_partition_list(std::string_view text) {
     if (a.empty() || b.empty() || ra.ec != std::errc() || rb.ec != std::errc() || ra.ptr != a.data() + a.size() ||
         rb.ptr != b.data() + b.size() || lo < 0 || hi < lo)
       return usage_error("--partitions '{}': expected a list like 0,2-5", text);
-    for (int32_t p = lo; p <= hi; ++p) out.push_back(p);
+    // A typo like 0-99999999 would otherwise take gigabytes (and a range up
+    // to INT32_MAX overflowed the counter and never ended).
+    constexpr int64_t kMaxListed = int64_t{1} << 20;
+    if (int64_t{hi} - lo + 1 + static_cast<int64_t>(out.size()) > kMaxListed)
+      return usage_error("--partitions '{}': too many partitions", text);
+    for (int64_t p = lo; p <= hi; ++p) out.push_back(static_cast<int32_t>(p));
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());

@@ -1,5 +1,7 @@
 #include "kpipe/control.h"
 
+#include <cstdint>
+
 #include "kpipe/json.h"
 
 namespace kpipe {
@@ -27,6 +29,8 @@ Expected<std::optional<Checkpoint>> parse_checkpoint(std::string_view line) {
       if (topic == nullptr || topic->type != JsonType::kString || partition == nullptr ||
           !partition->is_integer || offset == nullptr || !offset->is_integer)
         return data_error("checkpoint line: each offset needs 'topic', 'partition' and 'offset'");
+      if (partition->integer < INT32_MIN || partition->integer > INT32_MAX)
+        return data_error("checkpoint line: partition {} is out of range", partition->integer);
       c.offsets.push_back({topic->str, static_cast<int32_t>(partition->integer), offset->integer});
     }
   }

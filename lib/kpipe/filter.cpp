@@ -51,9 +51,18 @@ Status run_filter(LineStage& stage, const FilterSettings& settings, BadInputHand
     counters.dead_lettered = bad.dead_lettered();
     counters.skipped = bad.skipped();
   };
+  bool ticking = settings.stats_interval > 0 || io.reporter.wants_progress();
   // Flush before every read that may block: a downstream consumer sees
-  // every line that precedes a pause in the input (CONTRACT §2).
-  inputs.set_before_read([&] { (void)out.flush(); });
+  // every line that precedes a pause in the input (CONTRACT §2). The
+  // ticker looks at the clock here too, since tick() does so only every
+  // 1024 records: a slow input would otherwise get one --stats line per
+  // 1024 records instead of one per interval.
+  inputs.set_before_read([&] {
+    (void)out.flush();
+    if (!ticking) return;
+    fill();
+    ticker.tick_now(counters);
+  });
   inputs.set_stop_check([&] { return (io.stop != nullptr && io.stop->load(std::memory_order_relaxed)) || out.closed(); });
   inputs.set_idle_hook(static_cast<int>(stage.idle_interval()), [&]() -> Status {
     KPIPE_TRY(stage.on_idle(out));
@@ -93,7 +102,7 @@ Status run_filter(LineStage& stage, const FilterSettings& settings, BadInputHand
       KPIPE_TRY(bad.handle(inputs.name(), line, s.error().message));
     }
     KPIPE_TRY(out.end_record());
-    if (settings.stats_interval > 0 || io.reporter.wants_progress()) {
+    if (ticking) {
       fill();
       ticker.tick(counters);
     }
