@@ -81,7 +81,10 @@ Status run_filter(LineStage& stage, const FilterSettings& settings, BadInputHand
     auto more = inputs.next(line);
     if (!more) return more.take_error();
     if (!*more) break;
-    if (line.text.empty()) continue;
+    // Empty lines, and lines of blanks only, are not records (CONTRACT §2).
+    if (line.text.empty() || ((line.text[0] == ' ' || line.text[0] == '\t') &&
+                              line.text.find_first_not_of(" \t") == std::string_view::npos))
+      continue;
     if (is_control_line(line.text)) {
       // Dead letters become durable before a checkpoint can pass them.
       KPIPE_TRY(bad.sync());

@@ -223,6 +223,10 @@ std::vector<std::string> translate_java_properties(KafkaConfig& config) {
   std::vector<std::string> dropped;
   std::vector<std::pair<std::string, std::string>> kept;
   std::string user, password;
+  // librdkafka reads PKCS#12 keystores (Java's default since Java 9), not
+  // JKS ones.
+  const std::string* store_type = config.get("ssl.keystore.type");
+  bool jks = store_type != nullptr && (*store_type == "JKS" || *store_type == "jks");
   for (auto& [k, v] : config.properties) {
     if (k == "sasl.jaas.config") {
       user = jaas_option(v, "username");
@@ -231,9 +235,9 @@ std::vector<std::string> translate_java_properties(KafkaConfig& config) {
     }
     // Java client settings with no librdkafka meaning: serializers, JKS
     // stores and the like. Passing them on would fail the whole start.
+    bool keystore = k == "ssl.keystore.location" || k == "ssl.keystore.password";
     if (k.ends_with(".serializer") || k.ends_with(".deserializer") || k.starts_with("ssl.truststore.") ||
-        k.starts_with("ssl.keystore.type") || k == "ssl.keystore.location" ||
-        k == "ssl.keystore.password" || k == "ssl.key.password.type" || k == "interceptor.classes" ||
+        k == "ssl.keystore.type" || (keystore && jks) || k == "ssl.key.password.type" || k == "interceptor.classes" ||
         k == "sasl.login.callback.handler.class" || k == "sasl.client.callback.handler.class" ||
         k == "ssl.protocol") {
       dropped.push_back(k);

@@ -138,6 +138,14 @@ TEST_CASE("run_filter: data and control lines in order, empty lines skipped but 
   CHECK(fx.reporter.stats_lines.empty());
 }
 
+TEST_CASE("run_filter: lines of blanks only are skipped like empty lines", "[filter]") {
+  Fixture fx;
+  fx.input("{\"v\":1}\n   \n\t \n{\"v\":2}\n");
+  REQUIRE(fx.run("fail").ok());
+  CHECK(fx.output() == "1\n2\nEND\n");
+  CHECK(fx.stage.seen == std::vector<uint64_t>{1, 4});
+}
+
 TEST_CASE("run_filter: output is flushed at every control line", "[filter]") {
   Fixture fx;
   fx.input(std::string("{\"v\":1}\n") + kCheckpoint + "\n{\"v\":2}\n");

@@ -274,6 +274,7 @@ TEST_CASE("translate_java_properties: Java-only keys are dropped and named", "[k
         "ssl.keystore.password", "interceptor.classes", "sasl.login.callback.handler.class",
         "sasl.client.callback.handler.class", "ssl.protocol", "acks", "ssl.ca.location"})
     c.set(k, "x");
+  c.set("ssl.keystore.type", "JKS");
   auto dropped = translate_java_properties(c);
   CHECK(dropped == std::vector<std::string>{"key.serializer", "value.serializer",
                                             "key.deserializer", "value.deserializer",
@@ -286,6 +287,19 @@ TEST_CASE("translate_java_properties: Java-only keys are dropped and named", "[k
   std::vector<std::string> kept;
   for (const auto& [k, v] : c.properties) kept.push_back(k);
   CHECK(kept == std::vector<std::string>{"bootstrap.servers", "acks", "ssl.ca.location"});
+}
+
+TEST_CASE("translate_java_properties: a PKCS#12 keystore is kept, librdkafka reads it", "[kafka_config]") {
+  KafkaConfig c;
+  c.set("ssl.keystore.location", "/etc/kafka/client.p12");
+  c.set("ssl.keystore.password", "secret");
+  auto dropped = translate_java_properties(c);
+  CHECK(dropped.empty());
+  CHECK(value_of(c, "ssl.keystore.location") == "/etc/kafka/client.p12");
+  c.set("ssl.keystore.type", "PKCS12");
+  dropped = translate_java_properties(c);
+  CHECK(dropped == std::vector<std::string>{"ssl.keystore.type"});
+  CHECK(value_of(c, "ssl.keystore.password") == "secret");
 }
 
 TEST_CASE("KafkaConfig: set replaces in place, get finds", "[kafka_config]") {
