@@ -25,8 +25,8 @@ struct Line {
   // bytes follow text.end().
   std::string_view text;
   uint64_t number = 0;  // 1-based, per input
-  // The input's name ("<stdin>" or a path), for diagnostics and dead
-  // letters written by a stage (kdedup --dups dlq). Valid as long as text.
+  // The input's name ("<stdin>" or a path), for a stage that sends a line
+  // to the dead-letter store itself (kwindow --late dlq, kdedup --dups dlq).
   std::string_view input;
   // Longer than the reader's max_line_bytes: bad input (CONTRACT §7). The
   // text is still whole, so a dead-letter store gets it byte for byte.
@@ -81,6 +81,7 @@ class LineReader {
   size_t end_ = 0;      // one past the last byte read
   size_t scanned_ = 0;  // bytes after begin_ known to hold no '\n'
   bool eof_ = false;
+  bool stopped_ = false;  // eof_ came from the stop check, not the input
   uint64_t line_number_ = 0;
   uint64_t bytes_read_ = 0;
   std::function<void()> before_read_;

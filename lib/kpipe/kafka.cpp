@@ -57,6 +57,10 @@ std::string connection_reason(const std::string& text) {
 }
 
 Expected<rd_kafka_conf_t*> make_conf(const KafkaConfig& config, KafkaClient::Handle* handle) {
+  if (handle->reporter != nullptr)
+    for (const auto& k : config.ignored)
+      handle->reporter->warning(
+          fmt::format("kafka: ignoring '{}' of --config: librdkafka has no such property", k));
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   char err[512];
   for (const auto& [k, v] : config.properties) {
@@ -242,55 +246,11 @@ Expected<std::vector<int64_t>> KafkaClient::offsets_for_times(const std::vector<
 }
 
 Expected<std::vector<std::optional<Millis>>> KafkaClient::timestamps_at(const std::vector<PartitionOffset>& at) {
-  std::vector<std::optional<Millis>> out(at.size());
-  if (at.empty()) return out;
-  KafkaConfig config = config_;
-  config.set("group.id", "kpipe-unjoined");
-  config.set("enable.auto.commit", "false");
-  config.set("enable.partition.eof", "true");
-  config.set("fetch.message.max.bytes", "65536");
-  Handle peek;
-  peek.reporter = handle_->reporter;
-  auto conf = make_conf(config, &peek);
-  if (!conf) return conf.take_error();
-  char err[512];
-  peek.rk = rd_kafka_new(RD_KAFKA_CONSUMER, *conf, err, sizeof err);
-  if (peek.rk == nullptr) {
-    rd_kafka_conf_destroy(*conf);
-    return failure("cannot create consumer: {}", err);
-  }
-  rd_kafka_poll_set_consumer(peek.rk);
-  ListGuard g{to_list(at)};
-  if (rd_kafka_assign(peek.rk, g.list) != RD_KAFKA_RESP_ERR_NO_ERROR) return failure("cannot assign partitions");
-  std::map<std::pair<std::string, int32_t>, size_t> index;
-  for (size_t i = 0; i < at.size(); ++i) index[{at[i].topic, at[i].partition}] = i;
-  size_t pending = at.size();
-  std::vector<bool> done(at.size(), false);
-  Millis deadline_left = config_.timeout;
-  while (pending > 0 && deadline_left > 0) {
-    rd_kafka_message_t* m = rd_kafka_consumer_poll(peek.rk, 100);
-    deadline_left -= 100;
-    if (m == nullptr) continue;
-    auto it = m->rkt != nullptr ? index.find({rd_kafka_topic_name(m->rkt), m->partition}) : index.end();
-    if (it != index.end() && !done[it->second]) {
-      size_t i = it->second;
-      if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR && m->offset == at[i].offset) {
-        rd_kafka_timestamp_type_t type;
-        int64_t ts = rd_kafka_message_timestamp(m, &type);
-        if (type != RD_KAFKA_TIMESTAMP_NOT_AVAILABLE) out[i] = ts;
-        done[i] = true;
-        --pending;
-      } else if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF || m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-        // End of the log, or the record is gone (compacted): no timestamp.
-        done[i] = true;
-        --pending;
-      }
-    }
-    rd_kafka_message_destroy(m);
-  }
-  rd_kafka_consumer_close(peek.rk);
-  if (pending > 0) return broker_error("cannot read record timestamps", "no answer in time");
-  return out;
+  // A reader of its own: this client's assignment (if it consumes) stays
+  // untouched.
+  auto reader = GroupReader::create(config_, "", reporter_);
+  if (!reader) return reader.take_error();
+  return (*reader)->record_timestamps(at);
 }
 
 // --- Consumer ---------------------------------------------------------------------
@@ -503,17 +463,36 @@ Status Consumer::poll(Millis timeout, size_t max_events, const EventHandler& han
   return {};
 }
 
-Status Consumer::commit(const std::vector<PartitionOffset>& offsets) {
+namespace {
+
+// The group's answers to a member whose generation is over or about to be.
+bool is_group_change(rd_kafka_resp_err_t err) {
+  return err == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS || err == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION ||
+         err == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID || err == RD_KAFKA_RESP_ERR__STATE;
+}
+
+}  // namespace
+
+Status Consumer::commit(const std::vector<PartitionOffset>& offsets, bool* committed) {
+  if (committed != nullptr) *committed = true;
   if (offsets.empty()) return {};
   ListGuard g{to_list(offsets)};
   rd_kafka_resp_err_t err = rd_kafka_commit(handle_->rk, g.list, 0);
   if (err == RD_KAFKA_RESP_ERR__NO_OFFSET) return {};
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return failure("cannot commit offsets: {}", rd_kafka_err2str(err));
+  bool refused = is_group_change(err);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR && !refused)
+    return failure("cannot commit offsets: {}", rd_kafka_err2str(err));
   for (int i = 0; i < g.list->cnt; ++i) {
-    if (g.list->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR)
-      return failure("cannot commit offset of {} [{}]: {}", g.list->elems[i].topic, g.list->elems[i].partition,
-                     rd_kafka_err2str(g.list->elems[i].err));
+    rd_kafka_resp_err_t e = g.list->elems[i].err;
+    if (e == RD_KAFKA_RESP_ERR_NO_ERROR) continue;
+    if (is_group_change(e)) {
+      refused = true;
+      continue;
+    }
+    return failure("cannot commit offset of {} [{}]: {}", g.list->elems[i].topic, g.list->elems[i].partition,
+                   rd_kafka_err2str(e));
   }
+  if (refused && committed != nullptr) *committed = false;
   return {};
 }
 

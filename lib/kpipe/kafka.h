@@ -106,7 +106,11 @@ class Consumer final : public KafkaClient {
   using EventHandler = std::function<Status(const ConsumerEvent&)>;
   Status poll(Millis timeout, size_t max_events, const EventHandler& handler);
 
-  Status commit(const std::vector<PartitionOffset>& offsets);
+  // The group refuses commits while it rebalances, and from a consumer it
+  // no longer counts as a member: that is no error, since those partitions'
+  // next owner reads the records again (at least once). `committed`, when
+  // given, says whether the offsets were stored.
+  Status commit(const std::vector<PartitionOffset>& offsets, bool* committed = nullptr);
   // The group's committed offsets; nullopt where there is none.
   Expected<std::vector<std::optional<int64_t>>> committed(const std::vector<TopicPartition>& parts);
   std::vector<TopicPartition> assignment();
