@@ -423,11 +423,19 @@ class KafkaTarget final : public ReplayTarget {
     return s;
   }
 
+  // One ListOffsets request per batch. The partitions are looked up once:
+  // records sent to a partition added since are found anyway, as
+  // delivered_since reads partitions missing from a mark from their start.
   Expected<std::string> mark() override {
-    auto ends = end_offsets();
+    if (parts_.empty()) {
+      auto parts = producer_->partitions(topic_);
+      if (!parts) return parts.take_error();
+      for (int32_t p : *parts) parts_.push_back({topic_, p});
+    }
+    auto ends = producer_->offsets_for_times(parts_, std::vector<Millis>(parts_.size(), kOffsetEnd));
     if (!ends) return ends.take_error();
     std::map<int32_t, int64_t> high;
-    for (const auto& [p, w] : *ends) high[p] = w.high;
+    for (size_t i = 0; i < parts_.size(); ++i) high[parts_[i].partition] = (*ends)[i];
     return format_mark(high);
   }
 
@@ -452,24 +460,13 @@ class KafkaTarget final : public ReplayTarget {
   }
 
  private:
-  Expected<std::map<int32_t, Watermarks>> end_offsets() {
-    auto parts = producer_->partitions(topic_);
-    if (!parts) return parts.take_error();
-    std::vector<TopicPartition> tps;
-    for (int32_t p : *parts) tps.push_back({topic_, p});
-    auto marks = producer_->watermarks(tps);
-    if (!marks) return marks.take_error();
-    std::map<int32_t, Watermarks> out;
-    for (size_t i = 0; i < tps.size(); ++i) out[tps[i].partition] = (*marks)[i];
-    return out;
-  }
-
   std::string topic_;
   std::unique_ptr<Producer> producer_;
   KafkaConfig config_;
   Reporter& reporter_;
   Clock& clock_;
   std::unique_ptr<Consumer> consumer_;
+  std::vector<TopicPartition> parts_;
   EnvelopeReader reader_;
   std::vector<Header> headers_;
   std::vector<uint64_t> delivered_;

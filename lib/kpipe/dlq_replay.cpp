@@ -29,6 +29,7 @@ Expected<ReplayReport> run_replay(ReplayLedger& ledger, ReplayTarget& target, co
     if (!found) return found.take_error();
     auto settled = ledger.settle(d, *found);
     if (!settled) return settled.take_error();
+    ++report.batches_in_doubt;
     report.in_doubt += d.entries;
     report.found_delivered += *settled;
   }

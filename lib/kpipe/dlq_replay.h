@@ -88,7 +88,8 @@ struct ReplaySettings {
 
 struct ReplayReport {
   uint64_t replayed = 0;
-  uint64_t in_doubt = 0;          // entries left in flight by an earlier run
+  uint64_t batches_in_doubt = 0;  // batches an earlier run left in flight
+  uint64_t in_doubt = 0;          // their entries, when the ledger knows
   uint64_t found_delivered = 0;   // of those, found at the target
   bool target_closed = false;     // a downstream pipe closed
   bool stopped = false;           // SIGINT or SIGTERM

@@ -179,6 +179,7 @@ Status run_dlq_replay(const DlqOptions& o, Io& io) {
   if (!ndjson) return ndjson.take_error();
   auto filter = make_filter(o, io.clock.now());
   if (!filter) return filter.take_error();
+  if (o.batch == 0) return usage_error("--batch must be at least 1");
   std::string to_topic;
   if (!o.to.empty()) {
     if (!o.to.starts_with(kKafkaPrefix) || o.to.size() == kKafkaPrefix.size())
@@ -225,12 +226,13 @@ Status run_dlq_replay(const DlqOptions& o, Io& io) {
     ledger = std::move(*made);
   }
   ReplaySettings settings;
+  settings.batch = o.batch;
   settings.again = o.again;
   settings.stop = io.stop;
   auto report = run_replay(*ledger, *target, settings);
   if (!report) return report.take_error();
-  if (report->in_doubt > 0 || report->found_delivered > 0)
-    io.reporter.info(fmt::format("settled an interrupted replay: {} had arrived at '{}' and were marked replayed",
+  if (report->batches_in_doubt > 0)
+    io.reporter.info(fmt::format("settled an interrupted replay: {} found at {} and marked replayed",
                                  count_text(static_cast<int64_t>(report->found_delivered)), target->describe()));
   io.reporter.info(fmt::format("replayed {} to {}", count_text(static_cast<int64_t>(report->replayed)),
                                target->describe()));

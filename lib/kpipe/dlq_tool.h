@@ -32,6 +32,7 @@ struct DlqOptions {
   std::string to;  // empty: standard output; else kafka:TOPIC
   bool dry_run = false;
   bool again = false;
+  size_t batch = 1000;  // entries in flight to Kafka at most
 
   // purge
   bool replayed = false;

@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
       ->type_name("kafka:TOPIC");
   replay->add_flag("--dry-run", o.dry_run, "Show what would be replayed; send and mark nothing");
   replay->add_flag("--again", o.again, "Include entries already replayed");
+  replay->add_option("--batch", o.batch, "With --to, entries in flight at most")->default_val(1000)->type_name("N");
   auto* purge = program.add_subcommand("purge", "Delete replayed or old entries");
   store(purge);
   purge->add_flag("--replayed", o.replayed, "Entries already replayed");
