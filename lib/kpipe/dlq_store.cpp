@@ -273,19 +273,26 @@ Expected<std::string> DlqStore::store_id() {
 
 Status DlqStore::mark_replayed(const std::vector<Delivered>& done, Millis now) {
   if (done.empty()) return {};
+  // Standard output marks one entry per transaction: the statement is
+  // prepared once.
+  if (!mark_) {
+    auto stmt = db_->prepare(
+        "UPDATE dead_letters SET replayed_at = CASE WHEN failures = ? THEN ? ELSE replayed_at END,"
+        " replay_batch = NULL WHERE id = ?");
+    if (!stmt) return stmt.take_error();
+    mark_.emplace(std::move(*stmt));
+  }
   auto tx = Transaction::begin(*db_);
   if (!tx) return tx.take_error();
-  auto stmt = db_->prepare(
-      "UPDATE dead_letters SET replayed_at = CASE WHEN failures = ? THEN ? ELSE replayed_at END,"
-      " replay_batch = NULL WHERE id = ?");
-  if (!stmt) return stmt.take_error();
   for (const Delivered& d : done) {
-    stmt->bind(1, d.failures).bind(2, now).bind(3, d.id);
-    KPIPE_TRY(stmt->run());
+    mark_->bind(1, d.failures).bind(2, now).bind(3, d.id);
+    KPIPE_TRY(mark_->run());
   }
-  KPIPE_TRY(db_->exec(
-      "DELETE FROM dead_letter_replays WHERE NOT EXISTS"
-      " (SELECT 1 FROM dead_letters WHERE replay_batch = dead_letter_replays.id)"));
+  if (has_batches_) {
+    KPIPE_TRY(db_->exec(
+        "DELETE FROM dead_letter_replays WHERE NOT EXISTS"
+        " (SELECT 1 FROM dead_letters WHERE replay_batch = dead_letter_replays.id)"));
+  }
   return tx->commit();
 }
 
@@ -315,6 +322,7 @@ Expected<int64_t> DlqStore::begin_batch(const std::string& target, const std::st
                                         const std::vector<int64_t>& ids, Millis now) {
   auto tx = Transaction::begin(*db_);
   if (!tx) return tx.take_error();
+  has_batches_ = true;
   auto insert = db_->prepare("INSERT INTO dead_letter_replays (target, started_at, mark) VALUES (?, ?, ?)");
   if (!insert) return insert.take_error();
   insert->bind_text(1, target).bind(2, now).bind_text(3, mark);

@@ -112,6 +112,8 @@ class DlqStore {
   explicit DlqStore(std::unique_ptr<Database> db) : db_(std::move(db)) {}
   std::unique_ptr<Database> db_;
   std::optional<Statement> insert_;
+  std::optional<Statement> mark_;
+  bool has_batches_ = false;  // this process began batches: drop them once marked
 };
 
 // The sink behind --dlq FILE.db: keeps dead letters in memory until sync()

@@ -48,7 +48,7 @@ Line line_of(const std::string& padded, size_t size, uint64_t number) {
 
 std::string padded(const std::string& s) { return s + std::string(kJsonPadding, '\0'); }
 
-TEST_CASE("--on-error fail names the input, the line and the reason", "[dead_letter]") {
+TEST_CASE("on-error fail names the input, the line and the reason", "[dead_letter]") {
   FakeClock clock;
   BadInputHandler bad(OnError::kFail, nullptr, "kdedup", clock);
   std::string text = padded("{");
@@ -58,7 +58,7 @@ TEST_CASE("--on-error fail names the input, the line and the reason", "[dead_let
   CHECK(s.error().message == "events.ndjson: line 17: not valid JSON: empty");
 }
 
-TEST_CASE("--on-error skip counts, and says so", "[dead_letter]") {
+TEST_CASE("on-error skip counts, and says so", "[dead_letter]") {
   FakeClock clock;
   BadInputHandler bad(OnError::kSkip, nullptr, "kdedup", clock);
   std::string text = padded("{");
@@ -68,7 +68,7 @@ TEST_CASE("--on-error skip counts, and says so", "[dead_letter]") {
   CHECK(bad.summary() == "skipped 2 bad lines");
 }
 
-TEST_CASE("--on-error dlq stores the line, the stage, the reason with its line number, the source", "[dead_letter]") {
+TEST_CASE("on-error dlq stores the line, the stage, the reason with its line number, the source", "[dead_letter]") {
   TempDir dir;
   std::string path = dir.file("bad.db");
   FakeClock clock(1795946400010);

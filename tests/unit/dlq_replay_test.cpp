@@ -208,7 +208,7 @@ TEST_CASE("a batch in doubt is settled only by its own target", "[dlq_replay]") 
   CHECK(out.records.empty());
 }
 
-TEST_CASE("--again sends replayed entries once more, and resumes without --again", "[dlq_replay]") {
+TEST_CASE("replay --again sends replayed entries once more, and resumes without --again", "[dlq_replay]") {
   auto store = memory_store(6);
   FakeTopic topic;
   REQUIRE(replay(*store, topic, 4).ok());

@@ -210,7 +210,7 @@ TEST_CASE("purge deletes replayed entries, old ones, or entries both replayed an
   CHECK(all(*store).empty());
 }
 
-TEST_CASE("--again makes replayed entries pending, within the filter and the limit", "[dlq_store]") {
+TEST_CASE("reset for --again makes replayed entries pending, within the filter and the limit", "[dlq_store]") {
   auto store = open_store(":memory:");
   for (int i = 0; i < 5; ++i) REQUIRE(store->add(letter("x", 100 + i)).ok());
   REQUIRE(store->mark_replayed({{1, 1}, {2, 1}, {3, 1}, {5, 1}}, 500).ok());

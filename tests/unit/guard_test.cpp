@@ -31,7 +31,7 @@ std::string verdict(Guard& guard, std::string_view line) {
   return s.error().message;
 }
 
-TEST_CASE("--require takes a path and an optional type after the last colon", "[guard]") {
+TEST_CASE("a requirement takes a path and an optional type after the last colon", "[guard]") {
   auto r = parse_requirement(".value.ts:time");
   REQUIRE(r.ok());
   CHECK(r->path.text() == ".value.ts");
