@@ -141,54 +141,7 @@ void append_entry_ndjson(std::string& out, const DlqEntry& e) {
   out.append("}\n");
 }
 
-TextTable::TextTable(std::vector<std::string> header, std::vector<bool> right_aligned)
-    : header_(std::move(header)), right_(std::move(right_aligned)) {
-  right_.resize(header_.size(), false);
-}
-
-void TextTable::add(std::vector<std::string> row) {
-  row.resize(header_.size());
-  rows_.push_back(std::move(row));
-}
-
-namespace {
-
-// Display width: code points, not bytes.
-size_t width(std::string_view s) {
-  size_t n = 0;
-  for (char c : s)
-    if ((static_cast<unsigned char>(c) & 0xc0) != 0x80) ++n;
-  return n;
-}
-
-}  // namespace
-
-void TextTable::render(std::string& out) const {
-  std::vector<size_t> widths(header_.size());
-  for (size_t i = 0; i < header_.size(); ++i) widths[i] = width(header_[i]);
-  for (const auto& row : rows_)
-    for (size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], width(row[i]));
-  auto line = [&](const std::vector<std::string>& cells) {
-    size_t mark = out.size();
-    for (size_t i = 0; i < cells.size(); ++i) {
-      size_t pad = widths[i] - width(cells[i]);
-      if (right_[i]) out.append(pad, ' ');
-      out.append(cells[i]);
-      if (i + 1 == cells.size()) break;
-      if (!right_[i]) out.append(pad, ' ');
-      out.append("  ");
-    }
-    while (out.size() > mark && out.back() == ' ') out.pop_back();
-    out.push_back('\n');
-  };
-  line(header_);
-  for (const auto& row : rows_) line(row);
-}
-
-TextTable make_entry_table() {
-  return TextTable({"ID", "AT", "STAGE", "SOURCE", "REPLAYED", "REASON", "PAYLOAD"},
-                   {true, false, false, false, false, false, false});
-}
+TextTable make_entry_table() { return TextTable({"ID", "AT", "STAGE", "SOURCE", "REPLAYED", "REASON", "PAYLOAD"}); }
 
 void add_entry_row(TextTable& table, const DlqEntry& e) {
   std::string replayed = "-";
@@ -197,8 +150,8 @@ void add_entry_row(TextTable& table, const DlqEntry& e) {
   } else if (e.replayed) {
     replayed = "yes";
   }
-  table.add({e.id_text(), format_rfc3339(e.at), preview(e.stage, 40), source_text(e), replayed,
-             preview(e.reason, 100), preview(e.payload, 60)});
+  table.add_row({e.id_text(), format_rfc3339(e.at), preview(e.stage, 40), source_text(e), replayed,
+                 preview(e.reason, 100), preview(e.payload, 60)});
 }
 
 std::string preview(std::string_view bytes, size_t max) {
@@ -286,14 +239,14 @@ std::vector<std::pair<std::string, const DlqStats::Group*>> DlqStats::sorted() c
 void DlqStats::render_table(std::string& out) const {
   std::string name = key_name();
   for (char& c : name) c = static_cast<char>(c - 'a' + 'A');
-  TextTable table({name, "COUNT", "PENDING", "FIRST", "LAST"}, {false, true, true, false, false});
+  TextTable table({name, "COUNT", "PENDING", "FIRST", "LAST"});
   for (const auto& [key, g] : sorted()) {
     std::string shown = g->null_key ? "-" : preview(key, 100);
-    table.add({shown, std::to_string(g->count), std::to_string(g->pending), format_rfc3339(g->first),
-               format_rfc3339(g->last)});
+    table.add_row({shown, std::to_string(g->count), std::to_string(g->pending), format_rfc3339(g->first),
+                   format_rfc3339(g->last)});
   }
-  table.add({"total", std::to_string(total_), std::to_string(pending_), "", ""});
-  table.render(out);
+  table.add_row({"total", std::to_string(total_), std::to_string(pending_), "", ""});
+  out.append(table.render());
 }
 
 void DlqStats::render_ndjson(std::string& out) const {

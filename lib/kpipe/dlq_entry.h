@@ -16,6 +16,7 @@
 #include "kpipe/envelope.h"
 #include "kpipe/partition.h"
 #include "kpipe/status.h"
+#include "kpipe/table.h"
 #include "kpipe/time.h"
 
 namespace kpipe {
@@ -97,20 +98,6 @@ std::string_view reason_cause(std::string_view reason);
 // One entry as an NDJSON line ('\n' included): the payload as "payload"
 // when it is valid UTF-8, else as "payload_base64".
 void append_entry_ndjson(std::string& out, const DlqEntry& e);
-
-// A text table: columns padded to the widest cell, numbers aligned right.
-class TextTable {
- public:
-  explicit TextTable(std::vector<std::string> header, std::vector<bool> right_aligned = {});
-  void add(std::vector<std::string> row);
-  size_t rows() const { return rows_.size(); }
-  void render(std::string& out) const;
-
- private:
-  std::vector<std::string> header_;
-  std::vector<bool> right_;
-  std::vector<std::vector<std::string>> rows_;
-};
 
 // The table row kdlq list shows for an entry.
 TextTable make_entry_table();

@@ -107,7 +107,7 @@ Status list_entries(Store& store, const DlqFilter& filter, size_t limit, bool nd
     append_entry_ndjson(io.out.buffer(), e);
     return io.out.end_record();
   }));
-  if (!ndjson) table.render(io.out.buffer());
+  if (!ndjson) io.out.buffer().append(table.render());
   return io.out.flush();
 }
 

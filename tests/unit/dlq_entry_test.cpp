@@ -155,18 +155,6 @@ TEST_CASE("preview escapes what a terminal should not see and cuts long text", "
   CHECK(preview("abcde", 5) == "abcde");
 }
 
-TEST_CASE("tables pad columns to the widest cell, counting characters, numbers right", "[dlq_entry]") {
-  TextTable t({"ID", "NAME", "N"}, {true, false, true});
-  t.add({"1", "caf\xc3\xa9", "10"});
-  t.add({"100", "x", "2"});
-  std::string out;
-  t.render(out);
-  CHECK(out ==
-        " ID  NAME   N\n"
-        "  1  caf\xc3\xa9  10\n"
-        "100  x      2\n");
-}
-
 TEST_CASE("stats group by the reason without its line number, by stage, topic and hour", "[dlq_entry]") {
   std::vector<DlqEntry> entries = {
       entry(1, "kdedup", "line 1: field '.ts' is missing", 3 * kHour + 5),

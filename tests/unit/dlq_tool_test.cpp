@@ -93,9 +93,9 @@ TEST_CASE("kdlq list: a table, or NDJSON, with filters and a limit", "[dlq_tool]
   // clang-format off
   CHECK(out ==
         "ID  AT                        STAGE          SOURCE       REPLAYED  REASON                                             PAYLOAD\n"
-        " 1  2026-11-29T07:00:00.010Z  kdedup         -            -         line 1: not valid JSON: truncated object or array  {\"a\":\n"
-        " 2  2026-11-29T08:00:00.010Z  kdedup/orders  events[1]@7  -         line 2: field '.value.ts' is missing               {\"topic\":\"events\",\"partition\":1,\"offset\":7,\"value\":1}\n"
-        " 3  2026-11-29T09:00:00.010Z  kwindow        -            -         line 3: not valid JSON: invalid UTF-8              bin\\xff\\x00\n");
+        " 1  2026-11-29T07:00:00.010Z  kdedup         -                   -  line 1: not valid JSON: truncated object or array  {\"a\":\n"
+        " 2  2026-11-29T08:00:00.010Z  kdedup/orders  events[1]@7         -  line 2: field '.value.ts' is missing               {\"topic\":\"events\",\"partition\":1,\"offset\":7,\"value\":1}\n"
+        " 3  2026-11-29T09:00:00.010Z  kwindow        -                   -  line 3: not valid JSON: invalid UTF-8              bin\\xff\\x00\n");
   // clang-format on
 
   o.format = "ndjson";
