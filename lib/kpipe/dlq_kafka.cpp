@@ -432,6 +432,8 @@ class KafkaTarget final : public ReplayTarget {
       if (!parts) return parts.take_error();
       for (int32_t p : *parts) parts_.push_back({topic_, p});
     }
+    // The special time kOffsetEnd asks for the end itself: one request,
+    // never a search by timestamp.
     auto ends = producer_->offsets_for_times(parts_, std::vector<Millis>(parts_.size(), kOffsetEnd));
     if (!ends) return ends.take_error();
     std::map<int32_t, int64_t> high;
