@@ -186,7 +186,7 @@ Status run_dlq_replay(const DlqOptions& o, Io& io) {
       return usage_error("--to '{}': expected kafka:TOPIC (without --to, entries go to standard output)", o.to);
     to_topic = o.to.substr(kKafkaPrefix.size());
   }
-  if (o.dlq.starts_with(kKafkaPrefix) && filter->narrows() && o.group.empty())
+  if (o.dlq.starts_with(kKafkaPrefix) && filter->narrows() && o.group.empty() && !o.dry_run)
     return usage_error(
         "a filtered replay of a Kafka dead-letter topic needs its own --group: the replay position is an offset, "
         "and the entries the filters pass over would count as replayed");
