@@ -68,7 +68,10 @@ Expected<DlqFilter> make_filter(const DlqOptions& o, Millis now) {
   return f;
 }
 
-Expected<bool> parse_ndjson_format(const std::string& format) {
+// As kcheckpoint and klag: a table for a person at a terminal, NDJSON for
+// a pipe, unless --format says.
+Expected<bool> parse_ndjson_format(const std::string& format, const Io& io) {
+  if (format.empty()) return !io.interactive;
   auto i = parse_choice("--format", format, {"table", "ndjson"});
   if (!i) return i.take_error();
   return *i == 1;
@@ -116,7 +119,7 @@ std::string count_text(int64_t n) { return fmt::format("{} entr{}", n, n == 1 ? 
 }  // namespace
 
 Status run_dlq_list(const DlqOptions& o, Io& io) {
-  auto ndjson = parse_ndjson_format(o.format);
+  auto ndjson = parse_ndjson_format(o.format, io);
   if (!ndjson) return ndjson.take_error();
   auto filter = make_filter(o, io.clock.now());
   if (!filter) return filter.take_error();
@@ -126,7 +129,7 @@ Status run_dlq_list(const DlqOptions& o, Io& io) {
 }
 
 Status run_dlq_stats(const DlqOptions& o, Io& io) {
-  auto ndjson = parse_ndjson_format(o.format);
+  auto ndjson = parse_ndjson_format(o.format, io);
   if (!ndjson) return ndjson.take_error();
   auto by = DlqStats::parse_by(o.by);
   if (!by) return by.take_error();
@@ -175,7 +178,7 @@ class StdoutTarget final : public ReplayTarget {
 }  // namespace
 
 Status run_dlq_replay(const DlqOptions& o, Io& io) {
-  auto ndjson = parse_ndjson_format(o.format);
+  auto ndjson = parse_ndjson_format(o.format, io);
   if (!ndjson) return ndjson.take_error();
   auto filter = make_filter(o, io.clock.now());
   if (!filter) return filter.take_error();

@@ -25,7 +25,7 @@ struct DlqOptions {
   std::string until;
   size_t limit = 0;  // 0: no limit
 
-  std::string format = "table";  // table or ndjson
+  std::string format;         // table or ndjson; empty: table on a terminal
   std::string by = "reason";     // stats: reason, stage, topic or hour
 
   // replay

@@ -40,7 +40,7 @@ diff - list.ndjson <<'EOF' || fail "list differs"
 EOF
 expect_no_stderr
 
-run 0 kdlq list --dlq bad.db --reason missing --limit 1
+run 0 kdlq list --dlq bad.db --reason missing --limit 1 --format table
 [[ $(wc -l <out) -eq 2 ]] || fail "table: expected a header and one row: $(cat out)"
 head -1 out | grep -qE '^ID +AT +STAGE +SOURCE +REPLAYED +REASON +PAYLOAD$' || fail "table header: $(head -1 out)"
 # SOURCE and REPLAYED hold only "-": right-aligned, as numbers are.
@@ -57,7 +57,7 @@ diff - stats.ndjson <<'EOF' || fail "stats differ"
 {"reason":"not valid JSON: unescaped control character in a string","count":1,"pending":1}
 {"reason":"the line is a number, not an object","count":1,"pending":1}
 EOF
-run 0 kdlq stats --dlq bad.db --by stage
+run 0 kdlq stats --dlq bad.db --by stage --format table
 sed -E 's/  +/ /g; s/ [0-9T:.Z-]{24}//g' out >stats.txt
 diff - stats.txt <<'EOF' || fail "stats table differs"
 STAGE COUNT PENDING FIRST LAST
@@ -79,6 +79,11 @@ run 0 kdlq replay --dlq bad.db --again --reason 'UTF-8'
 printf '{"id":"\xff","ts":1}\n' | cmp - out || fail "--again --reason replayed the wrong lines"
 
 # Purge what was replayed; a dry run first.
+# Without --format, NDJSON when standard output is not a terminal.
+run 0 kdlq stats --dlq bad.db --by stage
+expect_stdout "$(kdlq stats --dlq bad.db --by stage --format ndjson)
+"
+
 run 0 kdlq purge --dlq bad.db --replayed --dry-run
 expect_stdout 'would purge 6 entries from bad.db
 '

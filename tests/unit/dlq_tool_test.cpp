@@ -42,6 +42,7 @@ struct Run {
   TempDir& dir;
   FakeClock clock{1795946400010};  // 2026-11-29T10:00:00.010Z
   RecordingReporter reporter;
+  bool interactive = false;  // standard output a terminal
 
   std::pair<Status, std::string> operator()(Status (*fn)(const DlqOptions&, Io&), const DlqOptions& o) {
     std::string path = dir.file("stdout");
@@ -50,7 +51,7 @@ struct Run {
     Status s;
     {
       Output out(fd);
-      Io io{out, reporter, clock, nullptr, "kdlq"};
+      Io io{out, reporter, clock, nullptr, "kdlq", nullptr, interactive};
       s = fn(o, io);
       (void)out.flush();
     }
@@ -83,12 +84,16 @@ std::string make_store(TempDir& dir) {
   return path;
 }
 
-TEST_CASE("kdlq list: a table, or NDJSON, with filters and a limit", "[dlq_tool]") {
+TEST_CASE("kdlq list: a table on a terminal, else NDJSON, with filters and a limit", "[dlq_tool]") {
   TempDir dir;
   Run run(dir);
   DlqOptions o;
   o.dlq = make_store(dir);
   auto [s, out] = run(run_dlq_list, o);
+  REQUIRE(s.ok());
+  CHECK(out.starts_with("{\"id\":1,"));
+  run.interactive = true;
+  std::tie(s, out) = run(run_dlq_list, o);
   REQUIRE(s.ok());
   // clang-format off
   CHECK(out ==
@@ -137,6 +142,7 @@ TEST_CASE("kdlq stats counts by reason, stage, topic and hour", "[dlq_tool]") {
   DlqOptions o;
   o.dlq = make_store(dir);
   o.by = "stage";
+  o.format = "table";
   auto [s, out] = run(run_dlq_stats, o);
   REQUIRE(s.ok());
   CHECK(out ==

@@ -18,7 +18,7 @@ int main(int argc, char** argv) {
     sub->add_option("--since", o.since, "Only entries written at or after T (RFC 3339, epoch ms, -D)")->type_name("T");
     sub->add_option("--until", o.until, "Only entries written before T")->type_name("T");
     sub->add_option("--limit", o.limit, "At most N entries")->type_name("N");
-    sub->add_option("--format", o.format, "Output: table or ndjson")->default_val("table")->type_name("FORMAT");
+    sub->add_option("--format", o.format, "table or ndjson (default: table on a terminal)")->type_name("FORMAT");
   };
   auto* list = program.add_subcommand("list", "Show dead letters, oldest first");
   store(list);
