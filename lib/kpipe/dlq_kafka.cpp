@@ -118,7 +118,13 @@ Expected<KafkaDlq::Position> KafkaDlq::position() {
 Status KafkaDlq::commit(const std::map<int32_t, int64_t>& next, const std::string& metadata) {
   std::vector<PartitionOffset> offsets;
   for (const auto& [p, o] : next) offsets.push_back({topic_, p, o});
-  return consumer_->commit(offsets, metadata);
+  // kdlq commits without joining: a group with members refuses, and a
+  // position not stored is an error here, not a rebalance to ride out.
+  bool stored = true;
+  KPIPE_TRY(consumer_->commit(offsets, &stored, metadata));
+  if (!stored)
+    return failure("group '{}' refused the replay position: consumers use it; give kdlq its own --group", group_);
+  return {};
 }
 
 Status KafkaDlq::start(const std::map<int32_t, int64_t>& from) {
