@@ -6,9 +6,12 @@
 # bad line.
 #
 # A program joins with one `covers` line at the bottom: its name, its stage
-# in the store, the categories of the corpus that are bad for it, and the
-# command (reading standard input, writing what it accepts to standard
-# output; --max-line-bytes, --on-error and --dlq are appended).
+# in the store, the categories of the corpus that are bad for it, what its
+# output holds (`lines`: the good lines themselves; `count`: aggregates
+# whose .count add up to the good lines), and the command (reading standard
+# input, writing to standard output; --max-line-bytes, --on-error and --dlq
+# are appended). Filters check a line as far as they read it (kpipe(7)), so
+# a deep nesting that no path reaches is good for them; the guard checks all.
 source "$(dirname "$0")/lib.sh"
 start_broker produced-dlq:1 produced-fail:1
 
@@ -34,12 +37,12 @@ add utf8 '{"user_id":"u6","ts":1795946400010,"amount":1,"note":"\xc3\x28"}'
 add binary '\x00\x01\x02\xfe\xffbinary\x00with NULs'
 add binary '{"user_id":"u7\x00","ts":1795946400010,"amount":1}'
 add toolong "{\"user_id\":\"u8\",\"ts\":1795946400010,\"amount\":1,\"pad\":\"$(printf 'x%.0s' $(seq 5000))\"}"
-add types '{"user_id":42,"ts":1795946400010,"amount":1}'
-add types '{"user_id":"u9","ts":"yesterday","amount":1}'
-add types '{"user_id":"u10","ts":1795946400010,"amount":"12"}'
+add type_key '{"user_id":42,"ts":1795946400010,"amount":1}'
+add type_time '{"user_id":"u9","ts":"yesterday","amount":1}'
+add type_amount '{"user_id":"u10","ts":1795946400010,"amount":"12"}'
 add good '{"user_id":"u11","ts":1795946400011,"amount":0,"note":"caf\\u00e9 and caf\xc3\xa9"}'
 add missing_key '{"ts":1795946400010,"amount":1}'
-add missing '{"user_id":"u12","amount":1}'
+add missing_time '{"user_id":"u12","amount":1}'
 add control '{"user_id":"u13","ts":1795946400010,"amount":1,"note":"tab\there"}'
 add control '{"user_id":"u14","ts":1795946400010,"amount":1,"note":"bell\x07"}'
 add deep "{\"user_id\":\"u15\",\"ts\":1795946400010,\"amount\":1,\"deep\":$(printf '[%.0s' $(seq 1100))$(printf ']%.0s' $(seq 1100))}"
@@ -51,7 +54,7 @@ add good '{ "user_id" : "u17",  "ts" : 1795946400012 , "amount" : 4 }'
 [[ $(wc -l <"$CORPUS") -eq ${#CATEGORIES[@]} ]] || fail "the corpus has a line break inside a line"
 
 SYNTAX="truncated utf8 binary toolong control deep"
-EVERY="$SYNTAX types missing_key missing not_object"
+EVERY="$SYNTAX type_key type_time type_amount missing_key missing_time not_object"
 COVERED=()
 
 # kproduce's output is a topic: produce, then read the values back raw.
@@ -63,8 +66,8 @@ produce_and_read() {
 }
 
 covers() {
-  local name=$1 stage=$2 bad=" $3 "
-  shift 3
+  local name=$1 stage=$2 bad=" $3 " output=$4
+  shift 4
   local prog=${name%% *} db="$WORK/$stage.db" i first_bad=""
   : >"$WORK/want.bad"
   : >"$WORK/want.good"
@@ -86,8 +89,12 @@ covers() {
   MODE=dlq
   expect_exit 0 "$@" --max-line-bytes "$MAX" --on-error dlq --dlq "$db" <"$CORPUS"
   assert_eq "$(cat "$WORK/err")" "$prog: warning: sent $nbad lines to the dead-letter store $db" "$name: stderr"
-  # Every good line out, byte for byte (a topic's order is its partitions').
-  diff <(LC_ALL=C sort "$WORK/want.good") <(LC_ALL=C sort "$WORK/out") >&2 || fail "$name: the good lines differ"
+  if [[ $output == lines ]]; then
+    # Every good line out, byte for byte (a topic's order is its partitions').
+    diff <(LC_ALL=C sort "$WORK/want.good") <(LC_ALL=C sort "$WORK/out") >&2 || fail "$name: the good lines differ"
+  else
+    assert_eq "$(jq -s 'map(.count) | add' "$WORK/out")" "$ngood" "$name: good lines counted in the output"
+  fi
   # Every bad line in the store, byte for byte, in order, each with a reason.
   expect_exit 0 kdlq replay --dlq "$db" --dry-run --format ndjson
   jq -r '.line' "$WORK/out" >"$WORK/got.lines"
@@ -112,11 +119,13 @@ covers() {
   COVERED+=("$name")
 }
 
-covers kproduce kproduce "$SYNTAX missing_key not_object" produce_and_read
-covers "kdlq guard" kdlq-guard "$EVERY" kdlq guard --require .user_id:string --require .ts:time --require .amount:integer
+covers kproduce kproduce "$SYNTAX missing_key not_object" lines produce_and_read
+covers "kdlq guard" kdlq-guard "$EVERY" lines \
+  kdlq guard --require .user_id:string --require .ts:time --require .amount:integer
+covers kwindow kwindow "${SYNTAX% deep} type_time missing_key missing_time not_object" count \
+  kwindow --time .ts -k .user_id --tumble 1000d --agg count
 # Programs from other branches join here, one line each, e.g.:
-# covers kdedup kdedup "$SYNTAX missing_key not_object" kdedup --key .user_id --horizon 1h
-# covers kwindow kwindow "..." kwindow --time .ts ...
-# covers kupsert kupsert "..." kupsert_and_select ...
+# covers kdedup kdedup "$SYNTAX missing_key not_object" lines kdedup -k .user_id
+# covers kupsert kupsert "..." lines kupsert_and_select ...
 
 echo "hostile corpus (${#CATEGORIES[@]} lines) through: ${COVERED[*]}"

@@ -43,7 +43,10 @@ size_t stored(const std::string& path) {
 }
 
 Line line_of(const std::string& padded, size_t size, uint64_t number) {
-  return Line{std::string_view(padded.data(), size), number, false};
+  Line line;
+  line.text = std::string_view(padded.data(), size);
+  line.number = number;
+  return line;
 }
 
 std::string padded(const std::string& s) { return s + std::string(kJsonPadding, '\0'); }

@@ -64,7 +64,9 @@ void write_dead_letters(Cluster& c, const std::string& topic, const std::vector<
   BadInputHandler bad(OnError::kDlq, std::move(*sink), "kdlq-guard", clock);
   for (size_t i = 0; i < lines.size(); ++i) {
     std::string p = padded(lines[i]);
-    Line line{std::string_view(p.data(), lines[i].size()), i + 1, false};
+    Line line;
+    line.text = std::string_view(p.data(), lines[i].size());
+    line.number = i + 1;
     REQUIRE(bad.handle("<stdin>", line, "field '.value.ts' is missing").ok());
   }
   REQUIRE(bad.sync().ok());

@@ -146,7 +146,9 @@ TEST_CASE("a guard writes good lines exactly as read and refuses bad ones withou
     std::string bad = R"({"a":"1"})";
     for (const std::string& text : {good, bad}) {
       std::string padded = text + std::string(kJsonPadding, '\0');
-      Line line{std::string_view(padded.data(), text.size()), 1, false};
+      Line line;
+      line.text = std::string_view(padded.data(), text.size());
+      line.number = 1;
       Status s = stage.on_line(line, out);
       CHECK(s.ok() == (text == good));
     }
