@@ -32,7 +32,9 @@ Expected<StartPosition> parse_start_position(std::string_view text, Millis now) 
   std::string_view digits = negative ? text.substr(1) : text;
   int64_t n = 0;
   auto r = std::from_chars(digits.data(), digits.data() + digits.size(), n);
-  if (digits.empty() || r.ec != std::errc() || r.ptr != digits.data() + digits.size()) {
+  // from_chars takes a sign of its own: "--5" must not count back -5.
+  if (digits.empty() || digits[0] == '-' || r.ec != std::errc() ||
+      r.ptr != digits.data() + digits.size()) {
     std::string best = closest_choice(text, {"earliest", "latest"});
     if (!best.empty()) return usage_error("--from '{}': did you mean '{}'?", text, best);
     return usage_error("--from '{}': expected earliest, latest, an offset, -N or @TIME", text);
@@ -58,7 +60,12 @@ Expected<std::vector<int32_t>> parse_partition_list(std::string_view text) {
     if (a.empty() || b.empty() || ra.ec != std::errc() || rb.ec != std::errc() || ra.ptr != a.data() + a.size() ||
         rb.ptr != b.data() + b.size() || lo < 0 || hi < lo)
       return usage_error("--partitions '{}': expected a list like 0,2-5", text);
-    for (int32_t p = lo; p <= hi; ++p) out.push_back(p);
+    // A typo like 0-99999999 would otherwise take gigabytes (and a range up
+    // to INT32_MAX overflowed the counter and never ended).
+    constexpr int64_t kMaxListed = int64_t{1} << 20;
+    if (int64_t{hi} - lo + 1 + static_cast<int64_t>(out.size()) > kMaxListed)
+      return usage_error("--partitions '{}': too many partitions", text);
+    for (int64_t p = lo; p <= hi; ++p) out.push_back(static_cast<int32_t>(p));
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
@@ -154,6 +161,7 @@ class ConsumeLoop {
       if (auto saved = saved_position({p.topic, p.partition})) p.offset = *saved;
       track(p);
     }
+    announce(PartitionEvent::Kind::kAssigned, parts);
     return consumer_.assign(parts);
   }
 
@@ -191,6 +199,7 @@ class ConsumeLoop {
             track(p);
             io_.reporter.info(fmt::format("assigned {} [{}] from offset {}", p.topic, p.partition, p.offset));
           }
+          announce(PartitionEvent::Kind::kAssigned, parts);
           return {};
         },
         [this](const std::vector<TopicPartition>& parts) -> Status {
@@ -204,6 +213,9 @@ class ConsumeLoop {
           }
           for (const auto& tp : parts) positions_.erase(tp);
           last_ = positions_.end();
+          std::vector<PartitionOffset> gone;
+          for (const auto& tp : parts) gone.push_back({tp.topic, tp.partition, 0});
+          announce(PartitionEvent::Kind::kRevoked, gone);
           io_.reporter.info(fmt::format("{} partitions revoked", parts.size()));
           return {};
         });
@@ -217,7 +229,9 @@ class ConsumeLoop {
       if (done_) return {};
       auto it = find(e.record.topic, e.record.partition);
       if (e.kind == ConsumerEvent::Kind::kEndOfPartition) {
-        if (it != positions_.end()) it->second.at_end = true;
+        if (it == positions_.end() || it->second.at_end) return {};
+        it->second.at_end = true;
+        announce(PartitionEvent::Kind::kEnd, {{std::string(e.record.topic), e.record.partition, 0}});
         return {};
       }
       // A record from a partition no longer ours (a rebalance raced the
@@ -284,6 +298,15 @@ class ConsumeLoop {
     bool at_end = false;
     bool dirty = false;
   };
+
+  // Tells event-time stages downstream which partitions to wait for.
+  void announce(PartitionEvent::Kind kind, const std::vector<PartitionOffset>& parts) {
+    if (!options_.announce && state_ == nullptr) return;
+    PartitionEvent e;
+    e.kind = kind;
+    for (const auto& p : parts) e.partitions.push_back({p.topic, p.partition});
+    append_partition_event(io_.out.buffer(), e);
+  }
 
   // Writes a checkpoint line after every record written so far, with the
   // next offset of every partition this consumer holds.

@@ -56,7 +56,9 @@ Expected<bool> LineReader::next(Line& line) {
       scanned_ = avail;
     }
     if (eof_) {
-      if (avail == 0) return false;
+      // After a stop, bytes without their newline are part of a record
+      // still on its way, not a last line.
+      if (avail == 0 || stopped_) return false;
       // A last line without its newline.
       line.text = std::string_view(base + begin_, avail);
       begin_ = end_;
@@ -92,7 +94,10 @@ Expected<bool> LineReader::next(Line& line) {
 Expected<size_t> LineReader::fill() {
   if (before_read_) before_read_();
   for (;;) {
-    if (stop_ && stop_()) return size_t{0};
+    if (stop_ && stop_()) {
+      stopped_ = true;
+      return size_t{0};
+    }
     if (idle_hook_) {
       // Wait in slices, so that a signal or an idle deadline is noticed even
       // when no input comes.

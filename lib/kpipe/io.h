@@ -81,6 +81,7 @@ class LineReader {
   size_t end_ = 0;      // one past the last byte read
   size_t scanned_ = 0;  // bytes after begin_ known to hold no '\n'
   bool eof_ = false;
+  bool stopped_ = false;  // eof_ came from the stop check, not the input
   uint64_t line_number_ = 0;
   uint64_t bytes_read_ = 0;
   std::function<void()> before_read_;

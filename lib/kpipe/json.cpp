@@ -95,7 +95,8 @@ Expected<FieldPath> FieldPath::parse(std::string_view text) {
       PathStep step;
       step.has_key = false;
       step.has_index = true;
-      std::from_chars(digits.data(), digits.data() + digits.size(), step.index);
+      if (std::from_chars(digits.data(), digits.data() + digits.size(), step.index).ec != std::errc())
+        return bad_path(text, "an index is too large");
       path.steps_.push_back(std::move(step));
       i = close + 1;
       expect_key = false;
@@ -235,7 +236,11 @@ simdjson::error_code raw_token(od::document& d, std::string_view& out) { return 
 
 struct JsonReader::Impl {
   od::parser parser;
-  od::parser nested;  // for a path that is both a leaf and a prefix (rare)
+  // For a path that is both a leaf and a prefix (rare): the leaf's text is
+  // read again with a parser of its own, one per level, since re-using a
+  // parser ends the document that a level above is still walking.
+  std::vector<std::unique_ptr<od::parser>> nested;
+  size_t nested_depth = 0;
   const std::vector<FieldSet::Node>* nodes = nullptr;
   std::vector<JsonField>* out = nullptr;
   simdjson::error_code error = simdjson::SUCCESS;
@@ -245,7 +250,15 @@ struct JsonReader::Impl {
   template <typename V>
   bool read_number(V& v, JsonField& f) {
     od::number n;
-    if ((error = v.get_number().get(n))) return false;
+    if ((error = v.get_number().get(n))) {
+      // get_number() refuses integers beyond 64 bits, which are valid JSON:
+      // they read as the nearest double, as in jq (a malformed number fails
+      // again here).
+      if (error != simdjson::NUMBER_ERROR) return false;
+      if (v.get_double().get(f.number) != simdjson::SUCCESS) return false;
+      error = simdjson::SUCCESS;
+      return true;
+    }
     switch (n.get_number_type()) {
       case od::number_type::signed_integer:
         f.integer = n.get_int64();
@@ -264,15 +277,19 @@ struct JsonReader::Impl {
     if ((error = v.type().get(t))) return false;
     f.type = to_type(t);
     switch (t) {
+      // raw_json() runs on to the next token: trimmed like a scalar's, so
+      // that a value's text does not depend on the spacing after it.
       case od::json_type::object: {
         od::object o;
-        if ((error = v.get_object().get(o))) return false;
-        return !(error = o.raw_json().get(f.raw));
+        if ((error = v.get_object().get(o)) || (error = o.raw_json().get(f.raw))) return false;
+        f.raw = trim_right(f.raw);
+        return true;
       }
       case od::json_type::array: {
         od::array a;
-        if ((error = v.get_array().get(a))) return false;
-        return !(error = a.raw_json().get(f.raw));
+        if ((error = v.get_array().get(a)) || (error = a.raw_json().get(f.raw))) return false;
+        f.raw = trim_right(f.raw);
+        return true;
       }
       default: break;
     }
@@ -312,12 +329,20 @@ struct JsonReader::Impl {
       if (node.children.empty()) return true;
       if (f.type != JsonType::kObject && f.type != JsonType::kArray) return true;
       // The value was consumed whole; read the deeper paths from its text.
-      auto doc = nested.iterate(f.raw.data(), f.raw.size(), f.raw.size() + 64);
-      od::value inner;
-      if ((error = doc.get_value().get(inner))) return false;
-      return descend(inner, node);
+      return descend_text(f.raw, node);
     }
     return descend(v, node);
+  }
+
+  bool descend_text(std::string_view text, const FieldSet::Node& node) {
+    if (nested_depth == nested.size()) nested.push_back(std::make_unique<od::parser>());
+    od::parser& p = *nested[nested_depth];
+    ++nested_depth;
+    auto doc = p.iterate(text.data(), text.size(), text.size() + 64);
+    od::value inner;
+    bool ok = !(error = doc.get_value().get(inner)) && descend(inner, node);
+    --nested_depth;
+    return ok;
   }
 
   bool descend(od::value v, const FieldSet::Node& node) {
@@ -387,6 +412,7 @@ Status JsonReader::read(std::string_view line, const FieldSet& fields, std::vect
   m.nodes = &fields.nodes();
   m.out = &out;
   m.error = simdjson::SUCCESS;
+  m.nested_depth = 0;
   const FieldSet::Node& root = fields.nodes()[0];
 
   od::document doc;
@@ -399,11 +425,8 @@ Status JsonReader::read(std::string_view line, const FieldSet& fields, std::vect
   if (root.slot >= 0) {
     JsonField& f = out[static_cast<size_t>(root.slot)];
     ok = m.read_leaf(doc, f);
-    if (ok && !root.children.empty() && (t == od::json_type::object || t == od::json_type::array)) {
-      auto inner_doc = m.nested.iterate(f.raw.data(), f.raw.size(), f.raw.size() + 64);
-      od::value inner;
-      ok = !(m.error = inner_doc.get_value().get(inner)) && m.descend(inner, root);
-    }
+    if (ok && !root.children.empty() && (t == od::json_type::object || t == od::json_type::array))
+      ok = m.descend_text(f.raw, root);
   } else if (t == od::json_type::object) {
     od::object o;
     ok = !(m.error = doc.get_object().get(o)) && m.walk_object(o, root);
@@ -587,7 +610,12 @@ void append_double(std::string& out, double v) {
     return;
   }
   char buf[32];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  // Outside [-2^63, 2^64) an integral double would come out as an integer
+  // that fits neither int64 nor uint64, which simdjson (every kpipe reader)
+  // refuses: an exponent keeps it readable downstream.
+  auto r = v >= 18446744073709551616.0 || v < -9223372036854775808.0
+               ? std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific)
+               : std::to_chars(buf, buf + sizeof buf, v);
   out.append(buf, static_cast<size_t>(r.ptr - buf));
 }
 

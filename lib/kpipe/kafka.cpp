@@ -59,6 +59,10 @@ std::string connection_reason(const std::string& text) {
 }
 
 Expected<rd_kafka_conf_t*> make_conf(const KafkaConfig& config, KafkaClient::Handle* handle) {
+  if (handle->reporter != nullptr)
+    for (const auto& k : config.ignored)
+      handle->reporter->warning(
+          fmt::format("kafka: ignoring '{}' of --config: librdkafka has no such property", k));
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   char err[512];
   for (const auto& [k, v] : config.properties) {

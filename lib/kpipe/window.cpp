@@ -310,6 +310,10 @@ struct Partition {
   Millis max = kNoWatermark;
   Millis last_seen = 0;  // processing time (steady clock)
   bool dirty = false;
+  // From kconsume's partition events; neither is part of a snapshot (a
+  // restarted kconsume announces its partitions again).
+  bool waiting = false;  // assigned, nothing read yet: holds the watermark
+  bool at_end = false;   // caught up, or revoked: does not hold it
 };
 
 // A window-and-key entry read back from a snapshot.
@@ -790,14 +794,18 @@ struct WindowEngine::Impl {
     return last_part = parts.size() - 1;
   }
 
-  // The minimum of the partitions' watermarks, idle ones excepted; when
-  // all are idle, nothing holds the watermark back but the delay.
+  // The minimum of the partitions' watermarks, idle ones and those at
+  // their end excepted; when all are excepted, nothing holds the watermark
+  // back but the delay. An assigned partition that has sent nothing holds
+  // it where it is.
   Millis compute_watermark(Millis now) const {
-    if (parts.size() == 1) return parts[0].max - delay;
+    if (parts.size() == 1 && !parts[0].waiting && parts[0].max != kNoWatermark) return parts[0].max - delay;
     Millis low = kNever;
     for (const Partition& p : parts) {
-      if (p.max == kNoWatermark) continue;
       if (idle > 0 && now - p.last_seen >= idle) continue;
+      if (p.at_end) continue;
+      if (p.waiting) return kNoWatermark;
+      if (p.max == kNoWatermark) continue;
       low = std::min(low, p.max);
     }
     if (low == kNever) low = global_max;
@@ -854,6 +862,8 @@ struct WindowEngine::Impl {
     Millis now = idle > 0 ? clock.steady() : 0;
     size_t p = partition(in.topic, in.partition);
     if (idle > 0) parts[p].last_seen = now;
+    parts[p].waiting = false;
+    parts[p].at_end = false;
     Placement placed = kind == WindowKind::kSession ? place_session(in, out)
                                                     : place_aligned(in, hash_bytes(in.key), out);
     bool raised = false;
@@ -870,6 +880,14 @@ struct WindowEngine::Impl {
   void on_idle(std::string& out) {
     if (idle <= 0 || parts.size() < 2) return;
     advance(compute_watermark(clock.steady()), out);
+  }
+
+  void partition_event(std::string_view topic, int64_t id, bool assigned, std::string& out) {
+    Partition& p = parts[partition(topic, id)];
+    if (idle > 0) p.last_seen = clock.steady();
+    p.at_end = !assigned;
+    p.waiting = assigned && p.max == kNoWatermark;
+    advance(compute_watermark(idle > 0 ? clock.steady() : 0), out);
   }
 
   void flush(std::string& out) {
@@ -1206,6 +1224,14 @@ std::optional<Placement> WindowEngine::placement(const WindowInput& in) const {
   return impl_->aligned_placement(in);
 }
 void WindowEngine::on_idle(std::string& out) { impl_->on_idle(out); }
+
+void WindowEngine::partition_assigned(std::string_view topic, int64_t partition, std::string& out) {
+  impl_->partition_event(topic, partition, true, out);
+}
+
+void WindowEngine::partition_at_end(std::string_view topic, int64_t partition, std::string& out) {
+  impl_->partition_event(topic, partition, false, out);
+}
 void WindowEngine::flush(std::string& out) { impl_->flush(out); }
 Millis WindowEngine::watermark() const { return impl_->watermark; }
 uint64_t WindowEngine::states() const { return impl_->states; }

@@ -114,6 +114,15 @@ class WindowEngine final : public Snapshottable {
   // --idle-timeout stop holding the watermark back.
   void on_idle(std::string& out);
 
+  // What kconsume --announce says of its partitions (control.h): an
+  // assigned partition that has sent nothing yet holds the watermark back
+  // until its first record or its end; a partition at its end (caught up)
+  // or revoked stops holding it back until it sends again. Without these,
+  // a partition counts from its first record on, so reading a backlog one
+  // partition at a time would let the first run the watermark ahead.
+  void partition_assigned(std::string_view topic, int64_t partition, std::string& out);
+  void partition_at_end(std::string_view topic, int64_t partition, std::string& out);
+
   // End of input: every window that has not fired fires, in order of end.
   void flush(std::string& out);
 

@@ -122,6 +122,17 @@ class WindowStage final : public LineStage {
   Status on_control(const Line& line, Output& out) override {
     KPIPE_TRY(release(out));
     KPIPE_TRY(flush_late());
+    auto event = parse_partition_event(line.text);
+    if (!event) return data_error("{}: line {}: {}", line.input, line.number, event.error().message);
+    if (*event) {
+      for (const auto& tp : (*event)->partitions) {
+        if ((*event)->kind == PartitionEvent::Kind::kAssigned) {
+          engine_.partition_assigned(tp.topic, tp.partition, out.buffer());
+        } else {
+          engine_.partition_at_end(tp.topic, tp.partition, out.buffer());
+        }
+      }
+    }
     if (store_ != nullptr) {
       auto checkpoint = parse_checkpoint(line.text);
       if (!checkpoint) return data_error("{}: line {}: {}", line.input, line.number, checkpoint.error().message);
