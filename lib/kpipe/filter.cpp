@@ -81,6 +81,9 @@ Status run_filter(LineStage& stage, const FilterSettings& settings, BadInputHand
   for (;;) {
     if (io.stop != nullptr && io.stop->load(std::memory_order_relaxed)) break;
     if (out.closed()) break;
+    // Dead letters become durable within a moment even when good lines
+    // keep coming and no checkpoint or pause would sync them.
+    KPIPE_TRY(bad.tick());
     auto more = inputs.next(line);
     if (!waiting.ok()) return waiting;
     if (!more) return more.take_error();

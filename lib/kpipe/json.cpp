@@ -523,6 +523,20 @@ Expected<JsonValue> parse_json(std::string_view text) {
   return from_dom(root);
 }
 
+struct JsonValidator::Impl {
+  simdjson::dom::parser parser;
+};
+
+JsonValidator::JsonValidator() : impl_(std::make_unique<Impl>()) {}
+JsonValidator::~JsonValidator() = default;
+
+Status JsonValidator::check(std::string_view line) {
+  simdjson::dom::element e;
+  auto err = impl_->parser.parse(line.data(), line.size(), false).get(e);
+  if (err) return data_error(reason(err));
+  return {};
+}
+
 // --- writing -----------------------------------------------------------------
 
 bool is_valid_utf8(std::string_view bytes) { return simdjson::validate_utf8(bytes.data(), bytes.size()); }

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <cctype>
 #include <map>
 #include <thread>
@@ -253,6 +255,43 @@ Expected<std::vector<std::optional<Millis>>> KafkaClient::timestamps_at(const st
   return (*reader)->record_timestamps(at);
 }
 
+Status KafkaClient::delete_records(const std::vector<PartitionOffset>& before) {
+  if (before.empty()) return {};
+  rd_kafka_queue_t* queue = rd_kafka_queue_new(handle_->rk);
+  struct QueueGuard {
+    rd_kafka_queue_t* q;
+    ~QueueGuard() { rd_kafka_queue_destroy(q); }
+  } queue_guard{queue};
+  ListGuard g{to_list(before)};
+  rd_kafka_DeleteRecords_t* request = rd_kafka_DeleteRecords_new(g.list);
+  rd_kafka_AdminOptions_t* options = rd_kafka_AdminOptions_new(handle_->rk, RD_KAFKA_ADMIN_OP_DELETERECORDS);
+  char err[512];
+  rd_kafka_AdminOptions_set_request_timeout(options, timeout_ms(config_.timeout), err, sizeof err);
+  rd_kafka_AdminOptions_set_operation_timeout(options, timeout_ms(config_.timeout), err, sizeof err);
+  rd_kafka_DeleteRecords(handle_->rk, &request, 1, options, queue);
+  rd_kafka_DeleteRecords_destroy(request);
+  rd_kafka_AdminOptions_destroy(options);
+  rd_kafka_event_t* event = rd_kafka_queue_poll(queue, timeout_ms(config_.timeout) + 1000);
+  if (event == nullptr) return broker_error("cannot delete records", "no answer in time");
+  struct EventGuard {
+    rd_kafka_event_t* e;
+    ~EventGuard() { rd_kafka_event_destroy(e); }
+  } event_guard{event};
+  if (rd_kafka_event_error(event) != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return broker_error("cannot delete records", rd_kafka_event_error_string(event));
+  const rd_kafka_DeleteRecords_result_t* result = rd_kafka_event_DeleteRecords_result(event);
+  const rd_kafka_topic_partition_list_t* offsets = result != nullptr ? rd_kafka_DeleteRecords_result_offsets(result) : nullptr;
+  if (offsets == nullptr) return failure("cannot delete records: no result");
+  for (int i = 0; i < offsets->cnt; ++i) {
+    const rd_kafka_topic_partition_t& e = offsets->elems[i];
+    if (e.err == RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE)
+      return failure("cannot delete records of '{}': the broker does not support DeleteRecords", e.topic);
+    if (e.err != RD_KAFKA_RESP_ERR_NO_ERROR)
+      return failure("cannot delete records of {} [{}]: {}", e.topic, e.partition, rd_kafka_err2str(e.err));
+  }
+  return {};
+}
+
 // --- Consumer ---------------------------------------------------------------------
 
 struct Consumer::State {
@@ -473,10 +512,19 @@ bool is_group_change(rd_kafka_resp_err_t err) {
 
 }  // namespace
 
-Status Consumer::commit(const std::vector<PartitionOffset>& offsets, bool* committed) {
+Status Consumer::commit(const std::vector<PartitionOffset>& offsets, bool* committed, const std::string& metadata) {
   if (committed != nullptr) *committed = true;
   if (offsets.empty()) return {};
   ListGuard g{to_list(offsets)};
+  if (!metadata.empty()) {
+    for (int i = 0; i < g.list->cnt; ++i) {
+      // The list owns it: rd_kafka_topic_partition_list_destroy frees it.
+      void* copy = std::malloc(metadata.size());
+      std::memcpy(copy, metadata.data(), metadata.size());
+      g.list->elems[i].metadata = copy;
+      g.list->elems[i].metadata_size = metadata.size();
+    }
+  }
   rd_kafka_resp_err_t err = rd_kafka_commit(handle_->rk, g.list, 0);
   if (err == RD_KAFKA_RESP_ERR__NO_OFFSET) return {};
   bool refused = is_group_change(err);
@@ -496,15 +544,19 @@ Status Consumer::commit(const std::vector<PartitionOffset>& offsets, bool* commi
   return {};
 }
 
-Expected<std::vector<std::optional<int64_t>>> Consumer::committed(const std::vector<TopicPartition>& parts) {
+Expected<std::vector<std::optional<int64_t>>> Consumer::committed(const std::vector<TopicPartition>& parts,
+                                                                  std::vector<std::string>* metadata) {
   std::vector<std::optional<int64_t>> out(parts.size());
+  if (metadata != nullptr) metadata->assign(parts.size(), std::string());
   if (parts.empty()) return out;
   ListGuard g{to_list(parts)};
   rd_kafka_resp_err_t err = rd_kafka_committed(handle_->rk, g.list, timeout_ms(config_.timeout));
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return broker_error("cannot fetch committed offsets", rd_kafka_err2str(err));
   for (size_t i = 0; i < parts.size(); ++i) {
-    int64_t o = g.list->elems[i].offset;
-    if (o >= 0) out[i] = o;
+    const rd_kafka_topic_partition_t& e = g.list->elems[i];
+    if (e.offset >= 0) out[i] = e.offset;
+    if (metadata != nullptr && e.metadata != nullptr)
+      (*metadata)[i].assign(static_cast<const char*>(e.metadata), e.metadata_size);
   }
   return out;
 }

@@ -57,6 +57,10 @@ class KafkaClient {
   // record: past the end, or deleted), read with one small fetch per
   // partition through a short-lived consumer of its own.
   Expected<std::vector<std::optional<Millis>>> timestamps_at(const std::vector<PartitionOffset>& at);
+  // Deletes each partition's records before the given offset (Kafka's
+  // DeleteRecords, what kafka-delete-records.sh does); kbroker's mock
+  // cluster does not support it and says so.
+  Status delete_records(const std::vector<PartitionOffset>& before);
 
   const KafkaConfig& config() const { return config_; }
   // Whether the cluster is librdkafka's mock (kbroker).
@@ -109,10 +113,15 @@ class Consumer final : public KafkaClient {
   // The group refuses commits while it rebalances, and from a consumer it
   // no longer counts as a member: that is no error, since those partitions'
   // next owner reads the records again (at least once). `committed`, when
-  // given, says whether the offsets were stored.
-  Status commit(const std::vector<PartitionOffset>& offsets, bool* committed = nullptr);
-  // The group's committed offsets; nullopt where there is none.
-  Expected<std::vector<std::optional<int64_t>>> committed(const std::vector<TopicPartition>& parts);
+  // given, says whether the offsets were stored. `metadata` travels with
+  // each offset (Kafka keeps up to offset.metadata.max.bytes, 4096 by
+  // default) and comes back from committed().
+  Status commit(const std::vector<PartitionOffset>& offsets, bool* committed = nullptr,
+                const std::string& metadata = {});
+  // The group's committed offsets; nullopt where there is none. With
+  // `metadata`, also each offset's metadata ("" where none).
+  Expected<std::vector<std::optional<int64_t>>> committed(const std::vector<TopicPartition>& parts,
+                                                          std::vector<std::string>* metadata = nullptr);
   std::vector<TopicPartition> assignment();
   // Leaves the group (revoking first), so that the rest rebalance at once.
   Status close();

@@ -2,6 +2,13 @@
 
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <functional>
+#include <map>
+
 #include "helpers.h"
 #include "kpipe/dlq_store.h"
 #include "kpipe/filter.h"
@@ -167,7 +174,7 @@ TEST_CASE("BadInputHandler dlq: a replayed envelope line is not stored twice", "
   auto r = stored(fx.path);
   REQUIRE(r.size() == 2);
   CHECK(r[0].stage == "kdedup");
-  CHECK(r[0].line == 1);
+  CHECK(r[0].line == 40);  // a pending entry tells of its latest failure (and counts them)
   CHECK(r[1].stage == "kwindow");
 }
 
@@ -237,4 +244,92 @@ TEST_CASE("open_dead_letter_sink and make_bad_input_handler: targets and usage e
   auto skip = make_bad_input_handler(ErrorOptions{"skip", ""}, "kdedup", io);
   REQUIRE(skip.ok());
   CHECK_FALSE((*skip)->has_sink());
+}
+
+namespace {
+
+std::unique_ptr<DlqStore> store_at(const std::string& path) {
+  auto s = DlqStore::open(path);
+  if (!s) FAIL(s.error().message);
+  return std::move(*s);
+}
+
+size_t stored_count(const std::string& path) {
+  size_t n = 0;
+  REQUIRE(store_at(path)->scan({}, 0, false, [&](const DlqEntry&) -> Status {
+    ++n;
+    return {};
+  }).ok());
+  return n;
+}
+
+// A stage that refuses lines starting with '!', and advances the clock a
+// little per line, as a busy stream does.
+class ClockedStage final : public LineStage {
+ public:
+  ClockedStage(FakeClock& clock, std::function<void(uint64_t)> on_good) : clock_(clock), on_good_(on_good) {}
+  Status on_line(const Line& line, Output& out) override {
+    clock_.advance(50);
+    if (line.text.starts_with("!")) return data_error("refused");
+    on_good_(line.number);
+    out.write_line(line.text);
+    return {};
+  }
+
+ private:
+  FakeClock& clock_;
+  std::function<void(uint64_t)> on_good_;
+};
+
+}  // namespace
+
+TEST_CASE("dead letters are batched, but synced after kSyncEvery or kSyncInterval", "[dead_letter]") {
+  TempDir dir;
+  std::string path = dir.file("bad.db");
+  FakeClock clock;
+  BadInputHandler bad(OnError::kDlq, make_store_sink(store_at(path)), "k", clock);
+  TestLine l("x", 1);
+  REQUIRE(bad.handle("<stdin>", l.line, "r").ok());
+  clock.advance(BadInputHandler::kSyncInterval - 1);
+  REQUIRE(bad.tick().ok());
+  CHECK(stored_count(path) == 0);
+  clock.advance(1);
+  REQUIRE(bad.tick().ok());
+  CHECK(stored_count(path) == 1);
+
+  for (uint64_t i = 0; i + 1 < BadInputHandler::kSyncEvery; ++i)
+    REQUIRE(bad.handle("<stdin>", l.line, "r").ok());
+  CHECK(stored_count(path) == 1);
+  REQUIRE(bad.handle("<stdin>", l.line, "r").ok());
+  CHECK(stored_count(path) == 1 + BadInputHandler::kSyncEvery);
+}
+
+TEST_CASE("a dead letter followed only by good lines is durable within the sync interval", "[dead_letter]") {
+  // Before: the batch was synced only by the next dead letter, a control
+  // line, a pause in the input or the end, so a busy stream of good lines
+  // kept one dead letter unwritten (and the store locked) indefinitely.
+  TempDir dir;
+  std::string db = dir.file("bad.db");
+  std::string input = dir.file("in.ndjson");
+  {
+    std::ofstream f(input);
+    f << "!bad\n";
+    for (int i = 0; i < 20; ++i) f << "{\"good\":" << i << "}\n";
+  }
+  FakeClock clock;
+  RecordingReporter reporter;
+  int devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  REQUIRE(devnull >= 0);
+  Output out(devnull);
+  Io io{out, reporter, clock, nullptr, "ktest"};
+  BadInputHandler bad(OnError::kDlq, make_store_sink(store_at(db)), "ktest", clock);
+  std::map<uint64_t, size_t> seen;  // line number -> dead letters stored when it was processed
+  ClockedStage stage(clock, [&](uint64_t n) { seen[n] = stored_count(db); });
+  FilterSettings settings;
+  settings.input.inputs = {input};
+  REQUIRE(run_filter(stage, settings, bad, io).ok());
+  ::close(devnull);
+  CHECK(seen[2] == 0);   // batched: 50 ms after the dead letter
+  CHECK(seen[10] == 1);  // 450 ms after: synced, with no pause and no control line
+  CHECK(stored_count(db) == 1);
 }
