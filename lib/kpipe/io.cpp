@@ -4,7 +4,9 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 namespace kpipe {
@@ -12,6 +14,8 @@ namespace kpipe {
 namespace {
 
 constexpr size_t kInitialReadBuffer = 1u << 20;
+// How long a program asked to stop waits for a reader that does not read.
+constexpr int kStopWriteGraceMs = 5000;
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -178,8 +182,25 @@ Status Output::flush() {
   }
   const char* p = buf_.data();
   size_t left = buf_.size();
+  int grace_ms = kStopWriteGraceMs;
   while (left > 0) {
-    ssize_t n = ::write(fd_, p, left);
+    size_t chunk = left;
+    if (stop_ && stop_()) {
+      // Asked to stop: a slow reader still gets what is buffered, but a
+      // reader that stopped reading must not keep the program alive. A
+      // pipe polls writable once PIPE_BUF bytes fit, so writes of at most
+      // that much cannot block.
+      pollfd pfd{fd_, POLLOUT, 0};
+      int ready = ::poll(&pfd, 1, std::min(grace_ms, 100));
+      if (ready <= 0) {
+        grace_ms -= 100;
+        if (grace_ms > 0) continue;
+        buf_.clear();
+        return failure("stopped with {} bytes of output not written: '{}' is not reading", left, name_);
+      }
+      chunk = std::min<size_t>(left, PIPE_BUF);
+    }
+    ssize_t n = ::write(fd_, p, chunk);
     if (n >= 0) {
       p += n;
       left -= static_cast<size_t>(n);

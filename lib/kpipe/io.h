@@ -141,6 +141,11 @@ class Output {
   Status end_record() { return buf_.size() >= flush_at_ ? flush() : Status(); }
   Status flush();
 
+  // Once this returns true (SIGINT, SIGTERM), a reader that stopped
+  // reading gets a grace period, then flush() gives up instead of waiting
+  // forever on a full pipe.
+  void set_stop_check(std::function<bool()> stop) { stop_ = std::move(stop); }
+
   bool closed() const { return closed_; }
   // Checks, without writing, whether the reader of a pipe has gone (so
   // that a program waiting for input notices `| head` ending). Sets
@@ -157,6 +162,7 @@ class Output {
   std::string buf_;
   bool closed_ = false;
   uint64_t bytes_written_ = 0;
+  std::function<bool()> stop_;
 };
 
 // Writes all of `bytes` to `fd`, retrying short writes and EINTR.

@@ -129,11 +129,17 @@ produce_q 5
 sample_w WARN       # 10, 15, 15 in the window: moved, lag never decreased
 sample_w STALL      # 15, 15, 15: unmoved in the window, moved just before it
 sample_w STOP 0     # unmoved for longer than the window
-jq -r 'select(.at) | .reason' "$WORK/out" |
-  grep -qx "$Q \[0\]: offset 15 has not moved for longer than the window (3 samples over [0-9hms]*), lag 40 (the broker cannot tell whether the group has active members)" ||
-  fail "STOP reason: $(jq -r 'select(.at) | .reason' "$WORK/out")"
+# What is known of the group's members: kbroker cannot describe groups.
+members_said=" (the broker cannot tell whether the group has active members)"
+[[ "$KPIPE_TEST_BROKER" == kafka ]] && members_said=", and the group has no active member"
+reason=$(jq -r 'select(.at) | .reason' "$WORK/out")
+[[ "$reason" =~ ^"$Q [0]: offset 15 has not moved for longer than the window (3 samples over "[0-9hms]*"), lag 40$members_said"$ ]] ||
+  fail "STOP reason: $reason"
 expect_exit 0 klag -b "$BROKERS" -g "$W" -t "$Q" --format table --history "$HIST" --window 3 --keep 1h
-assert_contains "$WORK/out" "note: group '$W': STOP judged from the offsets alone"
+# Only kbroker leaves klag unable to tell whether members are active.
+if [[ "$KPIPE_TEST_BROKER" != kafka ]]; then
+  assert_contains "$WORK/out" "note: group '$W': STOP judged from the offsets alone"
+fi
 # klag status judges the same history without a broker, and --fail-on
 # fires at STOP.
 expect_exit 3 klag status -g "$W" --history "$HIST" --window 3 --fail-on stop --format ndjson
@@ -175,7 +181,8 @@ sample_s OK
 sample_s STALL
 sample_s STOP
 assert_contains "$WORK/out" '"state":"'"$S"'"'
-jq -r 'select(.at) | .reason' "$WORK/out" | grep -q "and nothing was committed for " || fail "state STOP reason: $(cat "$WORK/out")"
+reason=$(jq -r 'select(.at) | .reason' "$WORK/out")
+[[ "$reason" == *"and nothing was committed for "* ]] || fail "state STOP reason: $(cat "$WORK/out")"
 # The pipeline commits again (the same offset): running, stuck.
 printf '{"topic":"%s","partition":1,"offset":2}\n' "$Q" | kcheckpoint import --state "$S"
 sample_s STALL

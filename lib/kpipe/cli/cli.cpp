@@ -219,6 +219,7 @@ int Program::run(int argc, char** argv, const std::function<Status(Io&)>& body) 
   reporter_.set_verbosity(quiet_ ? -1 : verbose_);
   install_signal_handlers();
   Output out(1);
+  out.set_stop_check([] { return stop_requested(); });
   SystemClock clock;
   Io io{out, reporter_, clock, stop_flag(), name_, std::getenv("KPIPE_BROKERS"), ::isatty(1) == 1};
   Status s = body(io);
