@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The checkpoint crash test: a pipeline of kconsume | kdedup | kwindow |
+# kcheckpoint commit, all sharing one state file, is killed with SIGKILL at
+# random moments six times and restarted each time; a last run with -e and
+# --flush-at-end drains the topic. Taking the last line per window and
+# key, the output equals kwindow over the deduplicated input in one clean
+# pass: nothing lost, nothing counted twice.
+source "$(dirname "$0")/lib.sh"
+start_broker ev:16
+T=$(topic ev)
+G=$(group crash)
+S=$WORK/state.db
+seed=${KPIPE_CRASH_SEED:-$RANDOM}
+echo "crash test seed: $seed (rerun with KPIPE_CRASH_SEED=$seed)"
+RANDOM=$seed
+
+# 200k events, 3% of them repeats of earlier ones (a producer's retries),
+# up to 2 s out of order, over 200 users and about 33 minutes of event
+# time; 16 partitions keep kbroker under its 5 MiB per partition.
+"$KPIPE_SOURCE_DIR/scripts/gen-events" -n 200000 -k 200 -r 0.03 -j 2000 -s "$seed" >"$WORK/events.ndjson"
+split -n l/6 -d "$WORK/events.ndjson" "$WORK/chunk."
+
+# A real broker keeps a killed member in the group for the session
+# timeout: keep it short, so that restarts are quick there too.
+session=()
+[[ "$KPIPE_TEST_BROKER" == kafka ]] && session=(-X session.timeout.ms=6000)
+
+windows=(--time .value.ts --key .value.user_id --tumble 1m --watermark 5s --agg count --agg sum:.value.amount
+         --time-format ms --state "$S")
+completed() { sqlite3 "$S" "SELECT COUNT(*) FROM checkpoints WHERE completed_at IS NOT NULL" 2>/dev/null || echo 0; }
+
+# The pipeline, as a script of its own run in a new process group, so that
+# one SIGKILL reaches every stage at once. Arguments go to kconsume;
+# KWINDOW_EXTRA to kwindow.
+cat >"$WORK/pipeline.sh" <<PIPE
+#!/usr/bin/env bash
+kconsume "\$@" 2>>"$WORK/consume.err" |
+  kdedup --key .value.event_id --state "$S" 2>>"$WORK/dedup.err" |
+  kwindow ${windows[*]} \${KWINDOW_EXTRA:-} 2>>"$WORK/window.err" |
+  kcheckpoint commit --state "$S" --passthrough >>"$WORK/out.ndjson" 2>>"$WORK/commit.err"
+PIPE
+run_pipeline() {
+  setsid bash "$WORK/pipeline.sh" "$@" &
+  PIPELINE=$!
+}
+
+kills=0
+for chunk in "$WORK"/chunk.*; do
+  kproduce -b "$BROKERS" -t "$T" -k .user_id "$chunk"
+  before=$(completed)
+  run_pipeline -b "$BROKERS" -t "$T" -g "$G" --state "$S" --checkpoint-interval 100ms "${session[@]}"
+  # A random moment: after 1 to 4 more checkpoints complete (or the
+  # pipeline ends by itself, which it should not).
+  target=$((before + 1 + RANDOM % 4))
+  deadline=$((SECONDS + 120))
+  while (($(completed) < target)); do
+    kill -0 "$PIPELINE" 2>/dev/null || fail "the pipeline ended before it was killed: $(cat "$WORK"/*.err)"
+    ((SECONDS < deadline)) || fail "no checkpoint completed in 120 s: $(cat "$WORK"/*.err)"
+    sleep 0.05  # polling the state file: nothing to wait on
+  done
+  kill -KILL -- "-$PIPELINE"
+  wait "$PIPELINE" 2>/dev/null || true
+  kills=$((kills + 1))
+done
+assert_eq "$kills" 6 "pipelines killed"
+
+# Drain: read to the end, then fire every window still open.
+KWINDOW_EXTRA=--flush-at-end run_pipeline -b "$BROKERS" -t "$T" -g "$G" --state "$S" --checkpoint-interval 100ms \
+  -e "${session[@]}"
+wait "$PIPELINE" || fail "the last run failed: $(cat "$WORK"/*.err)"
+cat "$WORK"/*.err >"$WORK/diagnostics"
+grep -q 'too late' "$WORK/diagnostics" && fail "records were too late: $(cat "$WORK/diagnostics")"
+grep -q 'error' "$WORK/diagnostics" && fail "errors: $(cat "$WORK/diagnostics")"
+
+# The reference: the input deduplicated, then windowed, in one pass.
+kdedup --key .event_id <"$WORK/events.ndjson" |
+  kwindow --time .ts --key .user_id --tumble 1m --watermark 5s --agg count --agg sum:.amount --time-format ms \
+    >"$WORK/clean.ndjson"
+last_per_window() { jq -c '{k: [.window_start, .key], v: del(.emit)}' "$1" | jq -s -c 'map({(.k|tojson): .v}) | add | to_entries[] | .value' | sort; }
+last_per_window "$WORK/out.ndjson" >"$WORK/got"
+last_per_window "$WORK/clean.ndjson" >"$WORK/want"
+[[ $(wc -l <"$WORK/want") -gt 5000 ]] || fail "the reference has only $(wc -l <"$WORK/want") windows"
+assert_files_equal "$WORK/want" "$WORK/got"
+expect_exit 0 kcheckpoint verify --state "$S"
