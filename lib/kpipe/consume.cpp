@@ -229,9 +229,7 @@ class ConsumeLoop {
       if (done_) return {};
       auto it = find(e.record.topic, e.record.partition);
       if (e.kind == ConsumerEvent::Kind::kEndOfPartition) {
-        if (it == positions_.end() || it->second.at_end) return {};
-        it->second.at_end = true;
-        announce(PartitionEvent::Kind::kEnd, {{std::string(e.record.topic), e.record.partition, 0}});
+        if (it != positions_.end()) it->second.at_end = true;
         return {};
       }
       // A record from a partition no longer ours (a rebalance raced the
@@ -312,7 +310,8 @@ class ConsumeLoop {
   // next offset of every partition this consumer holds.
   Status emit_checkpoint() {
     last_checkpoint_ = io_.clock.steady();
-    if (io_.out.closed()) return {};
+    // Before the group assigns anything there is no position to save.
+    if (io_.out.closed() || positions_.empty()) return {};
     Checkpoint c;
     c.id = next_checkpoint_++;
     c.at = io_.clock.now();

@@ -60,7 +60,7 @@ void append_checkpoint(std::string& out, const Checkpoint& c) {
 
 namespace {
 
-constexpr const char* kPartitionEventNames[] = {"assigned", "end", "revoked"};
+constexpr const char* kPartitionEventNames[] = {"assigned", "revoked"};
 
 }  // namespace
 
@@ -75,7 +75,7 @@ Expected<std::optional<PartitionEvent>> parse_partition_event(std::string_view l
   if (event == nullptr || event->type != JsonType::kString)
     return data_error("partitions line: 'event' must be a string");
   bool known = false;
-  for (size_t i = 0; i < 3; ++i) {
+  for (size_t i = 0; i < 2; ++i) {
     if (event->str != kPartitionEventNames[i]) continue;
     e.kind = static_cast<PartitionEvent::Kind>(i);
     known = true;

@@ -31,11 +31,11 @@ void append_checkpoint(std::string& out, const Checkpoint& c);
 
 // What kconsume --announce says about its partitions, so that event-time
 // stages know which partitions to wait for: an assigned partition holds
-// the watermark back until its first record or its end; one at its end
-// (caught up) or revoked stops holding it back.
+// the watermark back from the start, not only from its first record; a
+// revoked one no longer holds it.
 //   {"$kpipe":"partitions","event":"assigned","partitions":[{"topic":"events","partition":0}]}
 struct PartitionEvent {
-  enum class Kind { kAssigned, kEnd, kRevoked };
+  enum class Kind { kAssigned, kRevoked };
   Kind kind = Kind::kAssigned;
   std::vector<TopicPartition> partitions;
 };

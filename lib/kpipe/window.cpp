@@ -313,7 +313,7 @@ struct Partition {
   // From kconsume's partition events; neither is part of a snapshot (a
   // restarted kconsume announces its partitions again).
   bool waiting = false;  // assigned, nothing read yet: holds the watermark
-  bool at_end = false;   // caught up, or revoked: does not hold it
+  bool revoked = false;  // no longer ours: does not hold it
 };
 
 // A window-and-key entry read back from a snapshot.
@@ -803,7 +803,7 @@ struct WindowEngine::Impl {
     Millis low = kNever;
     for (const Partition& p : parts) {
       if (idle > 0 && now - p.last_seen >= idle) continue;
-      if (p.at_end) continue;
+      if (p.revoked) continue;
       if (p.waiting) return kNoWatermark;
       if (p.max == kNoWatermark) continue;
       low = std::min(low, p.max);
@@ -863,7 +863,7 @@ struct WindowEngine::Impl {
     size_t p = partition(in.topic, in.partition);
     if (idle > 0) parts[p].last_seen = now;
     parts[p].waiting = false;
-    parts[p].at_end = false;
+    parts[p].revoked = false;
     Placement placed = kind == WindowKind::kSession ? place_session(in, out)
                                                     : place_aligned(in, hash_bytes(in.key), out);
     bool raised = false;
@@ -885,7 +885,7 @@ struct WindowEngine::Impl {
   void partition_event(std::string_view topic, int64_t id, bool assigned, std::string& out) {
     Partition& p = parts[partition(topic, id)];
     if (idle > 0) p.last_seen = clock.steady();
-    p.at_end = !assigned;
+    p.revoked = !assigned;
     p.waiting = assigned && p.max == kNoWatermark;
     advance(compute_watermark(idle > 0 ? clock.steady() : 0), out);
   }
@@ -1229,7 +1229,7 @@ void WindowEngine::partition_assigned(std::string_view topic, int64_t partition,
   impl_->partition_event(topic, partition, true, out);
 }
 
-void WindowEngine::partition_at_end(std::string_view topic, int64_t partition, std::string& out) {
+void WindowEngine::partition_revoked(std::string_view topic, int64_t partition, std::string& out) {
   impl_->partition_event(topic, partition, false, out);
 }
 void WindowEngine::flush(std::string& out) { impl_->flush(out); }

@@ -115,13 +115,16 @@ class WindowEngine final : public Snapshottable {
   void on_idle(std::string& out);
 
   // What kconsume --announce says of its partitions (control.h): an
-  // assigned partition that has sent nothing yet holds the watermark back
-  // until its first record or its end; a partition at its end (caught up)
-  // or revoked stops holding it back until it sends again. Without these,
-  // a partition counts from its first record on, so reading a backlog one
-  // partition at a time would let the first run the watermark ahead.
+  // assigned partition that has sent nothing yet holds the watermark where
+  // it is until its first record (or until --idle-timeout finds it idle);
+  // a revoked partition no longer holds it. Without these, a partition
+  // counts from its first record on, so reading a backlog one partition at
+  // a time would let the first run the watermark ahead of the others.
+  // (A partition that is merely caught up keeps holding the watermark at
+  // its last record: new records may still come to it, older than another
+  // partition's, and only time can tell that it went quiet.)
   void partition_assigned(std::string_view topic, int64_t partition, std::string& out);
-  void partition_at_end(std::string_view topic, int64_t partition, std::string& out);
+  void partition_revoked(std::string_view topic, int64_t partition, std::string& out);
 
   // End of input: every window that has not fired fires, in order of end.
   void flush(std::string& out);

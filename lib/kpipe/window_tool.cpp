@@ -129,7 +129,7 @@ class WindowStage final : public LineStage {
         if ((*event)->kind == PartitionEvent::Kind::kAssigned) {
           engine_.partition_assigned(tp.topic, tp.partition, out.buffer());
         } else {
-          engine_.partition_at_end(tp.topic, tp.partition, out.buffer());
+          engine_.partition_revoked(tp.topic, tp.partition, out.buffer());
         }
       }
     }

@@ -19,6 +19,10 @@ RANDOM=$seed
 # time; 16 partitions keep kbroker under its 5 MiB per partition.
 "$KPIPE_SOURCE_DIR/scripts/gen-events" -n 200000 -k 200 -r 0.03 -j 2000 -s "$seed" >"$WORK/events.ndjson"
 split -n l/6 -d "$WORK/events.ndjson" "$WORK/chunk."
+# The first round's consumer needs something to read before its first
+# checkpoint: a first piece goes in up front.
+head -1 "$WORK/events.ndjson" | kproduce -b "$BROKERS" -t "$T" -k .user_id
+sed -i 1d "$WORK/chunk.00"
 
 # A real broker keeps a killed member in the group for the session
 # timeout: keep it short, so that restarts are quick there too.
@@ -44,22 +48,30 @@ run_pipeline() {
   PIPELINE=$!
 }
 
+# Each round: start the pipeline, wait until it holds its partitions (its
+# first checkpoint completes), then produce the round's events in pieces
+# while it runs, and kill it after 1 to 6 more checkpoints: mid-stream,
+# with records read past the last complete checkpoint.
 kills=0
 for chunk in "$WORK"/chunk.*; do
-  kproduce -b "$BROKERS" -t "$T" -k .user_id "$chunk"
   before=$(completed)
   run_pipeline -b "$BROKERS" -t "$T" -g "$G" --state "$S" --checkpoint-interval 100ms "${session[@]}"
-  # A random moment: after 1 to 4 more checkpoints complete (or the
-  # pipeline ends by itself, which it should not).
-  target=$((before + 1 + RANDOM % 4))
-  deadline=$((SECONDS + 120))
-  while (($(completed) < target)); do
-    kill -0 "$PIPELINE" 2>/dev/null || fail "the pipeline ended before it was killed: $(cat "$WORK"/*.err)"
-    ((SECONDS < deadline)) || fail "no checkpoint completed in 120 s: $(cat "$WORK"/*.err)"
-    sleep 0.05  # polling the state file: nothing to wait on
-  done
+  wait_checkpoints() {
+    local deadline=$((SECONDS + 120))
+    while (($(completed) < $1)); do
+      kill -0 "$PIPELINE" 2>/dev/null || fail "the pipeline ended before it was killed: $(cat "$WORK"/*.err)"
+      ((SECONDS < deadline)) || fail "no checkpoint completed in 120 s: $(cat "$WORK"/*.err)"
+      sleep 0.02  # polling the state file: there is nothing to wait on
+    done
+  }
+  wait_checkpoints $((before + 1))
+  split -n l/10 -d "$chunk" "$chunk.piece."
+  (for piece in "$chunk".piece.*; do kproduce -b "$BROKERS" -t "$T" -k .user_id "$piece"; done) &
+  producer=$!
+  wait_checkpoints $(($(completed) + 1 + RANDOM % 6))
   kill -KILL -- "-$PIPELINE"
   wait "$PIPELINE" 2>/dev/null || true
+  wait "$producer" || fail "kproduce failed"
   kills=$((kills + 1))
 done
 assert_eq "$kills" 6 "pipelines killed"
@@ -81,4 +93,7 @@ last_per_window "$WORK/out.ndjson" >"$WORK/got"
 last_per_window "$WORK/clean.ndjson" >"$WORK/want"
 [[ $(wc -l <"$WORK/want") -gt 5000 ]] || fail "the reference has only $(wc -l <"$WORK/want") windows"
 assert_files_equal "$WORK/want" "$WORK/got"
+# The kills did land mid-stream: replays after them fired some windows twice.
+[[ $(wc -l <"$WORK/out.ndjson") -gt $(wc -l <"$WORK/got") ]] ||
+  fail "no window was emitted twice: the kills did not interrupt any work"
 expect_exit 0 kcheckpoint verify --state "$S"
