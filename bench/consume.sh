@@ -10,7 +10,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 records=${1:-1000000}
 runs=${2:-5}
-bin=$root/build/bin
+bin=${KPIPE_BIN:-$root/build/bin}
 work=$(mktemp -d)
 trap 'kill $broker 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
 

@@ -347,9 +347,14 @@ Expected<std::unique_ptr<Consumer>> Consumer::create(const KafkaConfig& base, co
   config.set("enable.auto.offset.store", "false");
   config.set("enable.partition.eof", "true");
   set_default(config, "auto.offset.reset", "earliest");
-  // Large prefetch batches: the envelope writer outruns small fetches.
+  // With the consumer queue shared by every partition, librdkafka counts
+  // queued.min.messages over all of them, and once the count is reached it
+  // looks again only a second later: on 64 partitions, kconsume stalled for
+  // most of each second. The memory bound stays queued.max.messages.kbytes
+  // (librdkafka's 64 MiB).
+  set_default(config, "queued.min.messages", "1000000");
   set_default(config, "fetch.wait.max.ms", "100");
-  set_default(config, "queued.max.messages.kbytes", "262144");
+  // Larger fetches per partition: fewer round trips for a backlog.
   set_default(config, "fetch.message.max.bytes", "4194304");
   for (int attempt = 0;; ++attempt) {
     std::unique_ptr<Consumer> consumer(new Consumer(config, reporter));
@@ -430,11 +435,19 @@ Status Consumer::subscribe(const std::vector<std::string>& topics, AssignHandler
 
 Status Consumer::poll(Millis timeout, size_t max_events, const EventHandler& handler) {
   // Batches: one queue lock per batch instead of one per record.
+  // A batch read waits until the batch is full or the timeout passes:
+  // wait for one message only, then take what else is there at once.
   auto& batch = state_->batch;
-  batch.resize(std::min<size_t>(max_events, 4096));
-  ssize_t got = rd_kafka_consume_batch_queue(state_->queue, timeout_ms(timeout), batch.data(), batch.size());
-  if (got < 0) return failure("cannot consume: {}", rd_kafka_err2str(rd_kafka_last_error()));
-  size_t n = static_cast<size_t>(got);
+  batch.resize(std::max<size_t>(1, std::min<size_t>(max_events, 4096)));
+  size_t n = 0;
+  if (rd_kafka_message_t* first = rd_kafka_consume_queue(state_->queue, timeout_ms(timeout))) {
+    batch[0] = first;
+    n = 1;
+    if (batch.size() > 1) {
+      ssize_t more = rd_kafka_consume_batch_queue(state_->queue, 0, batch.data() + 1, batch.size() - 1);
+      if (more > 0) n += static_cast<size_t>(more);
+    }
+  }
   struct BatchGuard {
     std::vector<rd_kafka_message_t*>& batch;
     size_t n;

@@ -261,10 +261,10 @@ struct Entry {
   uint32_t key_size = 0;
 };
 
-// Entry flags, kept apart (and only with track_changes) so that entries
-// stay small: the hot path is bound by memory, not by instructions.
-constexpr uint8_t kDirty = 1;  // changed since take_changes()
-constexpr uint8_t kSaved = 2;  // in a snapshot: its removal must be recorded
+// Tumbling and sliding windows are snapshotted a window at a time (one
+// entry per window, "b/START", holding all its keys): a checkpoint that
+// touches 100k keys of a few windows writes a few rows, not 100k. Sessions
+// are per key, so they are snapshotted per key ("w/START/KEY").
 
 struct Slot {
   uint32_t index = 0;  // entry index + 1; 0: empty
@@ -278,8 +278,9 @@ struct Bucket {
   Millis start = 0;
   Millis end = 0;
   bool fired = false;
+  bool dirty = false;  // changed since take_changes() (with track_changes)
+  bool saved = false;  // in a snapshot: its removal must be recorded
   std::vector<Entry> entries;  // in the order they were opened
-  std::vector<uint8_t> flags;  // per entry, with track_changes
   std::string keys;            // the entries' keys, end to end
   std::vector<AggState> aggs;
 
@@ -364,7 +365,7 @@ struct WindowEngine::Impl {
 
   // Changes since take_changes().
   bool track;
-  std::vector<std::pair<Millis, uint32_t>> dirty_entries;
+  std::vector<Millis> dirty_buckets;
   std::vector<std::string> dirty_keys;
   std::unordered_set<std::string> removed;
   bool meta_saved = false;
@@ -603,7 +604,6 @@ struct WindowEngine::Impl {
         e.key_at = static_cast<uint32_t>(b.keys.size());
         e.key_size = static_cast<uint32_t>(key.size());
         b.keys.append(key);
-        if (track) b.flags.push_back(0);
         b.aggs.resize(b.aggs.size() + n_state);
         slot = Slot{static_cast<uint32_t>(index + 1), tag};
         ++states;
@@ -615,10 +615,10 @@ struct WindowEngine::Impl {
     }
   }
 
-  void mark_dirty(Bucket& b, size_t index) {
-    if (!track || (b.flags[index] & kDirty) != 0) return;
-    b.flags[index] |= kDirty;
-    dirty_entries.emplace_back(b.start, static_cast<uint32_t>(index));
+  void mark_dirty(Bucket& b) {
+    if (!track || b.dirty) return;
+    b.dirty = true;
+    dirty_buckets.push_back(b.start);
   }
 
   Placement place_aligned(const WindowInput& in, uint64_t hash, std::string& out) {
@@ -632,7 +632,7 @@ struct WindowEngine::Impl {
       size_t index = find_or_add(b, hash, in.key);
       ++b.entries[index].count;
       agg_add(b.aggs.data() + index * n_state, in.aggs);
-      mark_dirty(b, index);
+      mark_dirty(b);
       if (!b.fired) {
         result = Placement::kOnTime;
         continue;
@@ -645,14 +645,12 @@ struct WindowEngine::Impl {
 
   void free_bucket(std::map<Millis, Bucket>::iterator it) {
     Bucket& b = it->second;
-    if (track) {
-      for (size_t i = 0; i < b.entries.size(); ++i)
-        if ((b.flags[i] & kSaved) != 0) removed.insert(entry_key(b.start, b.key(b.entries[i])));
-    }
+    if (track && b.saved) removed.insert(bucket_key(b.start));
+    b.saved = false;
+    b.dirty = false;
     states -= b.entries.size();
     if (last_bucket == &b) last_bucket = nullptr;
     b.entries.clear();
-    b.flags.clear();
     b.keys.clear();
     b.aggs.clear();
     std::fill(b.slots.begin(), b.slots.end(), Slot{});
@@ -910,6 +908,31 @@ struct WindowEngine::Impl {
 
   // --- snapshots ---
 
+  static std::string bucket_key(Millis start) {
+    std::string k = "b/";
+    append_int(k, start);
+    return k;
+  }
+
+  static void append_length(std::string& out, size_t n) {
+    while (n >= 0x80) {
+      out.push_back(static_cast<char>((n & 0x7f) | 0x80));
+      n >>= 7;
+    }
+    out.push_back(static_cast<char>(n));
+  }
+
+  static bool read_length(std::string_view& in, size_t& n) {
+    n = 0;
+    for (int shift = 0; shift < 64 && !in.empty(); shift += 7) {
+      auto byte = static_cast<uint8_t>(in.front());
+      in.remove_prefix(1);
+      n |= static_cast<size_t>(byte & 0x7f) << shift;
+      if ((byte & 0x80) == 0) return true;
+    }
+    return false;
+  }
+
   static std::string entry_key(Millis start, std::string_view key) {
     std::string k = "w/";
     append_int(k, start);
@@ -1002,19 +1025,28 @@ struct WindowEngine::Impl {
       out.put.emplace_back(std::move(k), std::move(v));
     }
     std::string value;
-    for (auto [start, index] : dirty_entries) {
+    for (Millis start : dirty_buckets) {
       auto it = buckets.find(start);
-      if (it == buckets.end()) continue;
+      if (it == buckets.end() || !it->second.dirty) continue;
       Bucket& b = it->second;
-      Entry& e = b.entries[index];
-      if ((b.flags[index] & kDirty) == 0) continue;
-      if (track) b.flags[index] = kSaved;
-      std::string k = entry_key(start, b.key(e));
+      b.dirty = false;
+      b.saved = true;
+      // The whole window, its entries in the order they were opened:
+      // [key length, key, value length, value] each.
+      std::string blob;
+      for (size_t index = 0; index < b.entries.size(); ++index) {
+        const Entry& e = b.entries[index];
+        encode_entry(value, b.end, e.seq, e.count, b.aggs.data() + index * n_state);
+        append_length(blob, e.key_size);
+        blob.append(b.key(e));
+        append_length(blob, value.size());
+        blob.append(value);
+      }
+      std::string k = bucket_key(start);
       removed.erase(k);
-      encode_entry(value, b.end, e.seq, e.count, b.aggs.data() + index * n_state);
-      out.put.emplace_back(std::move(k), value);
+      out.put.emplace_back(std::move(k), std::move(blob));
     }
-    dirty_entries.clear();
+    dirty_buckets.clear();
     for (const std::string& key : dirty_keys) {
       auto it = sessions.find(key);
       if (it == sessions.end()) continue;
@@ -1116,19 +1148,46 @@ struct WindowEngine::Impl {
       p.max = *max;
       return {};
     }
+    if (key.starts_with("b/")) {
+      auto start = to_int(key.substr(2));
+      if (!start) return bad("malformed key");
+      std::string_view in = value;
+      while (!in.empty()) {
+        size_t n = 0;
+        if (!read_length(in, n) || n > in.size()) return bad("truncated");
+        std::string_view entry_key_text = in.substr(0, n);
+        in.remove_prefix(n);
+        if (!read_length(in, n) || n > in.size()) return bad("truncated");
+        std::string_view entry_value = in.substr(0, n);
+        in.remove_prefix(n);
+        KPIPE_TRY(restore_window_entry(key, *start, entry_key_text, entry_value));
+      }
+      return {};
+    }
     if (key.starts_with("w/")) {
       std::string_view rest = key.substr(2);
       size_t slash = rest.find('/');
       if (slash == std::string_view::npos) return bad("malformed key");
       auto start = to_int(rest.substr(0, slash));
+      if (!start) return bad("malformed key");
+      return restore_window_entry(key, *start, rest.substr(slash + 1), value);
+    }
+    return bad("unknown kind of entry");
+  }
+
+  // One window-and-key entry of a snapshot.
+  Status restore_window_entry(std::string_view key, Millis start, std::string_view entry_key_text,
+                              std::string_view value) {
+    auto bad = [&](std::string_view why) { return failure("saved state entry '{}': {}", key, why); };
+    {
       auto v = parse_json(value);
-      if (!start || !v || v->type != JsonType::kArray || v->items.size() != 3 + cfg.aggs.size())
+      if (!v || v->type != JsonType::kArray || v->items.size() != 3 + cfg.aggs.size())
         return bad("malformed");
       for (size_t i = 0; i < 3; ++i)
         if (v->items[i].type != JsonType::kNumber || !v->items[i].is_integer) return bad("malformed");
       Restored& r = restored.emplace_back();
-      r.start = *start;
-      r.key = std::string(rest.substr(slash + 1));
+      r.start = start;
+      r.key = std::string(entry_key_text);
       r.end = v->items[0].integer;
       r.seq = static_cast<uint64_t>(v->items[1].integer);
       r.count = static_cast<uint64_t>(v->items[2].integer);
@@ -1140,7 +1199,6 @@ struct WindowEngine::Impl {
       }
       return {};
     }
-    return bad("unknown kind of entry");
   }
 
   Status finish_restore() {
@@ -1179,7 +1237,7 @@ struct WindowEngine::Impl {
       Entry& e = b.entries[index];
       e.seq = r.seq;
       e.count = r.count;
-      if (track) b.flags[index] = kSaved;
+      b.saved = true;
       for (size_t k = 0; k < n_state; ++k) b.aggs[index * n_state + k] = std::move(r.aggs[k]);
     }
     // The sessions were added in order of start: queue them now that each

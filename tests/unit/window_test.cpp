@@ -724,43 +724,55 @@ std::map<std::string, std::string> apply_changes(std::map<std::string, std::stri
   return store;
 }
 
-TEST_CASE("window: take_changes returns only what changed since the previous call", "[window]") {
+TEST_CASE("window: take_changes returns only the windows changed since the previous call", "[window]") {
+  // Aligned windows are saved a window at a time: one entry per window
+  // ("b/START"), with every key of it.
   WindowConfig c = tumble(10, {"count", "sum:.v"});
   c.track_changes = true;
   Run run(c);
   for (int k = 0; k < 20; ++k) run.add(1, "\"k" + std::to_string(k) + "\"", {integer(k)});
   StateChanges changes;
   run.engine().take_changes(changes);
-  CHECK(changes.put.size() == 1 + 1 + 20);  // meta, the partition, the entries
+  CHECK(changes.put.size() == 1 + 1 + 1);  // meta, the partition, window [0, 10)
   CHECK(changes.removed.empty());
+  const std::string& first = changes.put.back().second;
+  CHECK(changes.put.back().first == "b/0");
+  // Each key once, with its entry: [key length, key, value length, value].
+  CHECK(first.find("\x04\"k3\"\x0f[10,3,1,null,3]") != std::string::npos);
 
   changes.clear();
   run.engine().take_changes(changes);
   CHECK(changes.empty());
 
+  // One key changes: its window is saved again, whole.
   run.add(1, "\"k3\"", {integer(1)});
   changes.clear();
   run.engine().take_changes(changes);
   REQUIRE(changes.put.size() == 1);
-  CHECK(changes.put[0].first == "w/0/\"k3\"");
-  CHECK(changes.put[0].second == "[10,3,2,null,4]");
+  CHECK(changes.put[0].first == "b/0");
+  CHECK(changes.put[0].second.find("\x04\"k3\"\x0f[10,3,2,null,4]") != std::string::npos);
+  CHECK(changes.put[0].second.size() == first.size());
 
-  // A record in the next window: its entry, the partition and the meta
-  // (watermark); then the watermark frees [0, 10): 20 removals.
+  // A record in the next window: that window, the partition and the meta
+  // (watermark); then the watermark frees [0, 10): one removal.
   run.add(10, "\"k0\"", {integer(1)});
   changes.clear();
   run.engine().take_changes(changes);
   CHECK(changes.put.size() == 3);
-  CHECK(changes.removed.size() == 20);
-  CHECK(std::count(changes.removed.begin(), changes.removed.end(), "w/0/\"k3\"") == 1);
+  CHECK(changes.removed == std::vector<std::string>{"b/0"});
 
-  // An entry made and freed between two calls leaves no trace.
-  run.add(15, "\"new\"", {integer(1)});
+  // A window made and freed between two calls leaves no trace.
   run.add(25, "\"x\"", {integer(1)});
   changes.clear();
   run.engine().take_changes(changes);
-  for (const auto& [k, v] : changes.put) CHECK(k != "w/10/\"new\"");
-  CHECK(changes.removed == std::vector<std::string>{"w/10/\"k0\""});
+  for (const auto& [k, v] : changes.put) CHECK(k != "b/10");
+  CHECK(changes.removed == std::vector<std::string>{"b/10"});
+  run.add(31, "\"y\"", {integer(1)});
+  run.add(45, "\"y\"", {integer(1)});
+  changes.clear();
+  run.engine().take_changes(changes);
+  for (const auto& [k, v] : changes.put) CHECK(k != "b/30");
+  CHECK(changes.removed == std::vector<std::string>{"b/20"});
 }
 
 TEST_CASE("window: a snapshot made with other window options is refused on restore", "[window]") {
@@ -790,7 +802,10 @@ TEST_CASE("window: a snapshot made with other window options is refused on resto
   WindowEngine garbage(c, clock);
   Status g = garbage.restore_entry("w/x/\"a\"", "[1]");
   REQUIRE_FALSE(g.ok());
-  CHECK(g.error().message == "saved state entry 'w/x/\"a\"': malformed");
+  CHECK(g.error().message == "saved state entry 'w/x/\"a\"': malformed key");
+  Status h = garbage.restore_entry("b/0", "\x09\"a\"");
+  REQUIRE_FALSE(h.ok());
+  CHECK(h.error().message == "saved state entry 'b/0': truncated");
 }
 
 // --- the reference, and random streams ---------------------------------------------
