@@ -1,6 +1,7 @@
 #include "kpipe/checkpoint_tool.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <set>
 
@@ -20,7 +21,11 @@ int64_t reset_target(const ResetSpec& spec, std::optional<int64_t> current, int6
     case ResetSpec::Kind::kEarliest: target = low; break;
     case ResetSpec::Kind::kLatest: target = high; break;
     case ResetSpec::Kind::kTime: target = at_time; break;
-    case ResetSpec::Kind::kShift: target = current.value_or(low) + spec.value; break;
+    case ResetSpec::Kind::kShift:
+      // Saturating: the result is clamped below anyway.
+      if (__builtin_add_overflow(current.value_or(low), spec.value, &target))
+        target = spec.value > 0 ? INT64_MAX : INT64_MIN;
+      break;
     case ResetSpec::Kind::kOffset: target = spec.value; break;
   }
   return std::clamp(target, low, high);
@@ -79,7 +84,11 @@ class CommitStage final : public LineStage {
     auto cp = parse_checkpoint(line.text);
     if (!cp) return cp.take_error();
     if (!*cp) {
-      out.write_line(line.text);  // not ours: forwarded
+      // Partition events guide the event-time stages before this one; the
+      // terminal stage's output is data. Other kinds are forwarded.
+      auto event = parse_partition_event(line.text);
+      if (!event) return event.take_error();
+      if (passthrough_ && !*event) out.write_line(line.text);
       return {};
     }
     // Every line before the checkpoint leaves the process before the

@@ -32,7 +32,9 @@ Expected<StartPosition> parse_start_position(std::string_view text, Millis now) 
   std::string_view digits = negative ? text.substr(1) : text;
   int64_t n = 0;
   auto r = std::from_chars(digits.data(), digits.data() + digits.size(), n);
-  if (digits.empty() || r.ec != std::errc() || r.ptr != digits.data() + digits.size()) {
+  // from_chars takes a sign of its own: "--5" must not count back -5.
+  if (digits.empty() || digits[0] == '-' || r.ec != std::errc() ||
+      r.ptr != digits.data() + digits.size()) {
     std::string best = closest_choice(text, {"earliest", "latest"});
     if (!best.empty()) return usage_error("--from '{}': did you mean '{}'?", text, best);
     return usage_error("--from '{}': expected earliest, latest, an offset, -N or @TIME", text);
@@ -58,7 +60,12 @@ Expected<std::vector<int32_t>> parse_partition_list(std::string_view text) {
     if (a.empty() || b.empty() || ra.ec != std::errc() || rb.ec != std::errc() || ra.ptr != a.data() + a.size() ||
         rb.ptr != b.data() + b.size() || lo < 0 || hi < lo)
       return usage_error("--partitions '{}': expected a list like 0,2-5", text);
-    for (int32_t p = lo; p <= hi; ++p) out.push_back(p);
+    // A typo like 0-99999999 would otherwise take gigabytes (and a range up
+    // to INT32_MAX overflowed the counter and never ended).
+    constexpr int64_t kMaxListed = int64_t{1} << 20;
+    if (int64_t{hi} - lo + 1 + static_cast<int64_t>(out.size()) > kMaxListed)
+      return usage_error("--partitions '{}': too many partitions", text);
+    for (int64_t p = lo; p <= hi; ++p) out.push_back(static_cast<int32_t>(p));
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
@@ -154,6 +161,7 @@ class ConsumeLoop {
       if (auto saved = saved_position({p.topic, p.partition})) p.offset = *saved;
       track(p);
     }
+    announce(PartitionEvent::Kind::kAssigned, parts);
     return consumer_.assign(parts);
   }
 
@@ -191,19 +199,23 @@ class ConsumeLoop {
             track(p);
             io_.reporter.info(fmt::format("assigned {} [{}] from offset {}", p.topic, p.partition, p.offset));
           }
+          announce(PartitionEvent::Kind::kAssigned, parts);
           return {};
         },
         [this](const std::vector<TopicPartition>& parts) -> Status {
           if (state_ != nullptr) {
             // Hand the partitions over at a checkpoint, so that the next
             // owner resumes where this pipeline's output ends.
-            KPIPE_TRY(emit_checkpoint());
+            if (written_since_checkpoint_ || last_emitted_ == 0) KPIPE_TRY(emit_checkpoint());
             KPIPE_TRY(await_and_mirror(last_emitted_));
           } else {
-            KPIPE_TRY(commit_written());
+            KPIPE_TRY(commit_written(/*revoking=*/true));
           }
           for (const auto& tp : parts) positions_.erase(tp);
           last_ = positions_.end();
+          std::vector<PartitionOffset> gone;
+          for (const auto& tp : parts) gone.push_back({tp.topic, tp.partition, 0});
+          announce(PartitionEvent::Kind::kRevoked, gone);
           io_.reporter.info(fmt::format("{} partitions revoked", parts.size()));
           return {};
         });
@@ -226,6 +238,7 @@ class ConsumeLoop {
       it->second.at_end = false;
       it->second.next = e.record.offset + 1;
       it->second.dirty = true;
+      written_since_checkpoint_ = true;
       if (value_only_) {
         writer_.append_value(out.buffer(), e.record);
       } else {
@@ -245,7 +258,10 @@ class ConsumeLoop {
       uint64_t before = counters_.in;
       size_t batch = options_.count > 0 ? static_cast<size_t>(std::min<int64_t>(options_.count, 4096)) : 4096;
       KPIPE_TRY(consumer_.poll(wait, batch, handler));
-      if (counters_.in == before) KPIPE_TRY(out.flush());
+      if (counters_.in == before) {
+        KPIPE_TRY(out.flush());
+        if (out.check_closed()) break;
+      }
       if (options_.exit_at_end && all_at_end()) break;
       Millis now = io_.clock.steady();
       if (state_ != nullptr) {
@@ -281,11 +297,21 @@ class ConsumeLoop {
     bool dirty = false;
   };
 
+  // Tells event-time stages downstream which partitions to wait for.
+  void announce(PartitionEvent::Kind kind, const std::vector<PartitionOffset>& parts) {
+    if (!options_.announce && state_ == nullptr) return;
+    PartitionEvent e;
+    e.kind = kind;
+    for (const auto& p : parts) e.partitions.push_back({p.topic, p.partition});
+    append_partition_event(io_.out.buffer(), e);
+  }
+
   // Writes a checkpoint line after every record written so far, with the
   // next offset of every partition this consumer holds.
   Status emit_checkpoint() {
     last_checkpoint_ = io_.clock.steady();
-    if (io_.out.closed()) return {};
+    // Before the group assigns anything there is no position to save.
+    if (io_.out.closed() || positions_.empty()) return {};
     Checkpoint c;
     c.id = next_checkpoint_++;
     c.at = io_.clock.now();
@@ -294,6 +320,7 @@ class ConsumeLoop {
     append_checkpoint(io_.out.buffer(), c);
     KPIPE_TRY(io_.out.flush());
     last_emitted_ = c.id;
+    written_since_checkpoint_ = false;
     return {};
   }
 
@@ -312,8 +339,10 @@ class ConsumeLoop {
       if (positions_.count({o.topic, o.partition}) == 0) continue;
       commit.push_back({o.topic, o.partition, o.offset});
     }
-    KPIPE_TRY(consumer_.commit(commit));
-    mirrored_ = **latest;
+    // A group that is rebalancing refuses: mirror again next time.
+    bool committed = true;
+    KPIPE_TRY(consumer_.commit(commit, &committed));
+    if (committed) mirrored_ = **latest;
     return {};
   }
 
@@ -360,7 +389,10 @@ class ConsumeLoop {
 
   // Commits the offsets after the records written so far, and only those:
   // the output is flushed first, so a committed record has left the process.
-  Status commit_written() {
+  // A group in the middle of a rebalance may refuse: the offsets are tried
+  // again next time, or, when the partitions are being taken away, their
+  // next owner reads those records again (at least once).
+  Status commit_written(bool revoking = false) {
     last_commit_ = io_.clock.steady();
     KPIPE_TRY(io_.out.flush());
     if (io_.out.closed()) return {};  // what the pipe lost is not ours to commit
@@ -370,7 +402,21 @@ class ConsumeLoop {
       offsets.push_back({tp.topic, tp.partition, pos.next});
       pos.dirty = false;
     }
-    return consumer_.commit(offsets);
+    bool committed = true;
+    KPIPE_TRY(consumer_.commit(offsets, &committed));
+    if (committed) return {};
+    if (revoking) {
+      io_.reporter.warning(fmt::format("the group was rebalancing and refused the offsets of {} partitions: "
+                                       "their next owner reads their last records again",
+                                       offsets.size()));
+      return {};
+    }
+    io_.reporter.info("the group is rebalancing: offsets will be committed later");
+    for (const auto& o : offsets) {
+      auto it = positions_.find({o.topic, o.partition});
+      if (it != positions_.end()) it->second.dirty = true;
+    }
+    return {};
   }
 
   const ConsumeOptions& options_;
@@ -394,6 +440,7 @@ class ConsumeLoop {
   int64_t next_checkpoint_ = 1;
   int64_t last_emitted_ = 0;
   int64_t mirrored_ = 0;
+  bool written_since_checkpoint_ = false;
   std::map<TopicPartition, int64_t> saved_;
 };
 

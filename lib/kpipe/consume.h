@@ -21,6 +21,9 @@ struct ConsumeOptions {
   bool exit_at_end = false;       // -e
   std::string format = "envelope";
   std::string commit_interval = "1s";
+  // Write partition events (control lines) for event-time stages; implied
+  // by --state.
+  bool announce = false;
   // Checkpoints (--state): see the checkpoint protocol.
   std::string state;
   std::string checkpoint_interval = "5s";

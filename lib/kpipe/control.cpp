@@ -1,5 +1,7 @@
 #include "kpipe/control.h"
 
+#include <cstdint>
+
 #include "kpipe/json.h"
 
 namespace kpipe {
@@ -27,6 +29,8 @@ Expected<std::optional<Checkpoint>> parse_checkpoint(std::string_view line) {
       if (topic == nullptr || topic->type != JsonType::kString || partition == nullptr ||
           !partition->is_integer || offset == nullptr || !offset->is_integer)
         return data_error("checkpoint line: each offset needs 'topic', 'partition' and 'offset'");
+      if (partition->integer < INT32_MIN || partition->integer > INT32_MAX)
+        return data_error("checkpoint line: partition {} is out of range", partition->integer);
       c.offsets.push_back({topic->str, static_cast<int32_t>(partition->integer), offset->integer});
     }
   }
@@ -49,6 +53,60 @@ void append_checkpoint(std::string& out, const Checkpoint& c) {
     append_int(out, o.partition);
     out.append(",\"offset\":");
     append_int(out, o.offset);
+    out.push_back('}');
+  }
+  out.append("]}\n");
+}
+
+namespace {
+
+constexpr const char* kPartitionEventNames[] = {"assigned", "revoked"};
+
+}  // namespace
+
+Expected<std::optional<PartitionEvent>> parse_partition_event(std::string_view line) {
+  auto tree = parse_json(line);
+  if (!tree) return data_error("control line: {}", tree.error().message);
+  const JsonValue* kind = tree->find("$kpipe");
+  if (kind == nullptr || kind->type != JsonType::kString || kind->str != "partitions")
+    return std::optional<PartitionEvent>{};
+  PartitionEvent e;
+  const JsonValue* event = tree->find("event");
+  if (event == nullptr || event->type != JsonType::kString)
+    return data_error("partitions line: 'event' must be a string");
+  bool known = false;
+  for (size_t i = 0; i < 2; ++i) {
+    if (event->str != kPartitionEventNames[i]) continue;
+    e.kind = static_cast<PartitionEvent::Kind>(i);
+    known = true;
+  }
+  // A newer kind of event: forwarded, not acted on.
+  if (!known) return std::optional<PartitionEvent>{};
+  const JsonValue* parts = tree->find("partitions");
+  if (parts == nullptr || parts->type != JsonType::kArray)
+    return data_error("partitions line: 'partitions' must be an array");
+  for (const JsonValue& p : parts->items) {
+    const JsonValue* topic = p.find("topic");
+    const JsonValue* partition = p.find("partition");
+    if (topic == nullptr || topic->type != JsonType::kString || partition == nullptr || !partition->is_integer)
+      return data_error("partitions line: each partition needs 'topic' and 'partition'");
+    e.partitions.push_back({topic->str, static_cast<int32_t>(partition->integer)});
+  }
+  return std::optional<PartitionEvent>{std::move(e)};
+}
+
+void append_partition_event(std::string& out, const PartitionEvent& e) {
+  out.append("{\"$kpipe\":\"partitions\",\"event\":\"");
+  out.append(kPartitionEventNames[static_cast<size_t>(e.kind)]);
+  out.append("\",\"partitions\":[");
+  bool first = true;
+  for (const auto& p : e.partitions) {
+    if (!first) out.push_back(',');
+    first = false;
+    out.append("{\"topic\":");
+    append_json_string(out, p.topic);
+    out.append(",\"partition\":");
+    append_int(out, p.partition);
     out.push_back('}');
   }
   out.append("]}\n");

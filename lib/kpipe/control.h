@@ -29,4 +29,19 @@ Expected<std::optional<Checkpoint>> parse_checkpoint(std::string_view line);
 // {"$kpipe":"checkpoint","id":7,"at":...,"offsets":[...]} and '\n'.
 void append_checkpoint(std::string& out, const Checkpoint& c);
 
+// What kconsume --announce says about its partitions, so that event-time
+// stages know which partitions to wait for: an assigned partition holds
+// the watermark back from the start, not only from its first record; a
+// revoked one no longer holds it.
+//   {"$kpipe":"partitions","event":"assigned","partitions":[{"topic":"events","partition":0}]}
+struct PartitionEvent {
+  enum class Kind { kAssigned, kRevoked };
+  Kind kind = Kind::kAssigned;
+  std::vector<TopicPartition> partitions;
+};
+
+// The event a control line carries; nullopt for other control kinds.
+Expected<std::optional<PartitionEvent>> parse_partition_event(std::string_view line);
+void append_partition_event(std::string& out, const PartitionEvent& e);
+
 }  // namespace kpipe

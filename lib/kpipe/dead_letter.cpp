@@ -1,6 +1,7 @@
 #include "kpipe/dead_letter.h"
 
 #include "kpipe/choices.h"
+#include "kpipe/dlq_entry.h"
 #include "kpipe/dlq_store.h"
 #include "kpipe/kafka.h"
 
@@ -17,40 +18,21 @@ namespace {
 // Dead letters as Kafka records: the original line is the value; when it
 // was an envelope, its key, value, headers and timestamp are restored so
 // that the topic holds what the source topic held, plus context headers
-// named as Kafka Connect names its own.
+// named as Kafka Connect names its own (see encode_dead_letter).
 class KafkaDeadLetters final : public DeadLetterSink {
  public:
   KafkaDeadLetters(std::string topic, std::unique_ptr<Producer> producer)
       : topic_(std::move(topic)), producer_(std::move(producer)) {}
 
   Status write(const DeadLetter& d) override {
-    std::string at = format_rfc3339(d.at);
-    std::vector<Header> headers;
-    std::optional<std::string_view> key;
-    std::optional<std::string_view> value = d.payload;
-    int64_t timestamp = 0;
-    EnvelopeRecord rec;
-    std::string padded(d.payload);
-    padded.append(kJsonPadding, '\0');
-    bool is_envelope = d.source && reader_.read(std::string_view(padded.data(), d.payload.size()), rec).ok();
-    if (is_envelope) {
-      key = rec.key ? std::optional<std::string_view>(*rec.key) : std::nullopt;
-      value = rec.value ? std::optional<std::string_view>(*rec.value) : std::nullopt;
-      timestamp = rec.timestamp.value_or(0);
-      for (const auto& h : rec.headers)
-        headers.push_back({h.name, h.value ? std::optional<std::string_view>(*h.value) : std::nullopt});
-    }
-    std::string partition = d.source ? std::to_string(d.source->partition) : "";
-    std::string offset = d.source ? std::to_string(d.source->offset) : "";
-    headers.push_back({"kpipe.error.reason", d.reason});
-    headers.push_back({"kpipe.error.stage", d.stage});
-    headers.push_back({"kpipe.error.at", at});
-    if (d.source) {
-      headers.push_back({"kpipe.source.topic", d.source->topic});
-      headers.push_back({"kpipe.source.partition", partition});
-      headers.push_back({"kpipe.source.offset", offset});
-    }
-    return producer_->produce(topic_, -1, key, value, headers, timestamp);
+    OwnedRecord r = encode_dead_letter(d, reader_);
+    headers_.clear();
+    for (const auto& h : r.headers)
+      headers_.push_back({h.name, h.value ? std::optional<std::string_view>(*h.value) : std::nullopt});
+    std::optional<std::string_view> key, value;
+    if (r.key) key = *r.key;
+    if (r.value) value = *r.value;
+    return producer_->produce(topic_, -1, key, value, headers_, r.timestamp);
   }
 
   Status sync() override {
@@ -67,6 +49,7 @@ class KafkaDeadLetters final : public DeadLetterSink {
   std::string topic_;
   std::unique_ptr<Producer> producer_;
   EnvelopeReader reader_;
+  std::vector<Header> headers_;
 };
 
 }  // namespace
@@ -81,6 +64,10 @@ Expected<std::unique_ptr<DeadLetterSink>> open_dead_letter_sink(const std::strin
     if (kafka == nullptr) return usage_error("--dlq '{}' needs brokers: use -b or set KPIPE_BROKERS", target);
     auto producer = Producer::create(*kafka, reporter);
     if (!producer) return producer.take_error();
+    // Without this, a missing topic would surface only at the first bad
+    // line, after message.timeout.ms: say so at start instead.
+    auto parts = (*producer)->partitions(topic);
+    if (!parts) return failure("dead-letter store '{}': {}", target, parts.error().message);
     return std::unique_ptr<DeadLetterSink>(new KafkaDeadLetters(topic, std::move(*producer)));
   }
   auto store = DlqStore::open(target);
@@ -120,10 +107,16 @@ Status BadInputHandler::dead_letter(const std::string& input, const Line& line, 
   d.payload = line.text;
   KPIPE_TRY(sink_->write(d));
   ++dead_lettered_;
+  if (unsynced_++ == 0) last_sync_ = clock_.steady();
   // Batched, but bounded: a crash loses at most a moment of dead letters,
   // and a checkpoint never passes before they are durable (sync()).
-  if (++unsynced_ >= 1000 || clock_.steady() - last_sync_ >= 200) return sync();
-  return {};
+  if (unsynced_ >= kSyncEvery) return sync();
+  return tick();
+}
+
+Status BadInputHandler::tick() {
+  if (unsynced_ == 0 || clock_.steady() - last_sync_ < kSyncInterval) return {};
+  return sync();
 }
 
 Status BadInputHandler::sync() {

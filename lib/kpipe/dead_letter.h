@@ -59,6 +59,14 @@ class BadInputHandler {
   // --late dlq, duplicates with --dups dlq).
   Status dead_letter(const std::string& input, const Line& line, std::string_view reason);
   Status sync();
+  // Syncs when the oldest unsynced dead letter is older than
+  // kSyncInterval. Called after every record, so that a stream of good
+  // lines never keeps an earlier dead letter waiting.
+  Status tick();
+
+  // At most this many dead letters, or this long, between syncs.
+  static constexpr uint64_t kSyncEvery = 1000;
+  static constexpr Millis kSyncInterval = 200;
 
   // Whether handle() has refused a line under --on-error fail: the run is
   // over, and the error it returned already names its line (a stage that
@@ -80,7 +88,7 @@ class BadInputHandler {
   uint64_t skipped_ = 0;
   uint64_t dead_lettered_ = 0;
   uint64_t unsynced_ = 0;
-  Millis last_sync_ = 0;
+  Millis last_sync_ = 0;  // when the oldest unsynced dead letter was written
 };
 
 }  // namespace kpipe

@@ -1,5 +1,7 @@
 #include "kpipe/envelope.h"
 
+#include <cstdint>
+
 namespace kpipe {
 
 namespace {
@@ -14,7 +16,17 @@ void append_bytes_field(std::string& out, std::string_view name, std::string_vie
   if (encoder != nullptr) {
     out.append("\":");
     size_t mark = out.size();
-    if (encoder->append(out, bytes) != PayloadEncoder::Kind::kBinary) return;
+    PayloadEncoder::Kind kind = encoder->append(out, bytes);
+    if (kind == PayloadEncoder::Kind::kString) return;
+    if (kind == PayloadEncoder::Kind::kJson) {
+      // Embedded, a JSON string would read back as its content (the
+      // payload "a" as a) and null as a tombstone: those two are written
+      // as the string of their bytes instead, like any other text.
+      if (out[mark] != '"' && out[mark] != 'n') return;
+      out.resize(mark);
+      append_json_string(out, bytes);
+      return;
+    }
     out.resize(mark - 2);
   } else if (is_valid_utf8(bytes)) {
     out.append("\":");
@@ -133,7 +145,11 @@ Status EnvelopeReader::read(std::string_view line, EnvelopeRecord& out) {
 
   auto partition = integer_field(values_[kPartition], "partition");
   if (!partition) return partition.take_error();
-  if (*partition) out.partition = static_cast<int32_t>(**partition);
+  if (*partition) {
+    if (**partition < INT32_MIN || **partition > INT32_MAX)
+      return data_error("field 'partition' is out of range");
+    out.partition = static_cast<int32_t>(**partition);
+  }
   auto offset = integer_field(values_[kOffset], "offset");
   if (!offset) return offset.take_error();
   out.offset = *offset;
@@ -215,7 +231,8 @@ std::optional<SourcePosition> source_position(std::string_view padded_line) {
   std::vector<JsonField> v;
   if (!reader.read(padded_line, fields, v).ok()) return std::nullopt;
   if (v[0].type != JsonType::kString || v[1].type != JsonType::kNumber || !v[1].is_integer ||
-      v[2].type != JsonType::kNumber || !v[2].is_integer)
+      v[2].type != JsonType::kNumber || !v[2].is_integer || v[1].integer < INT32_MIN ||
+      v[1].integer > INT32_MAX)
     return std::nullopt;
   return SourcePosition{std::string(v[0].str), static_cast<int32_t>(v[1].integer), v[2].integer};
 }

@@ -43,7 +43,7 @@ class EnvelopeWriter {
 
  private:
   PayloadEncoder encoder_;
-  std::string topic_cache_;      // the last topic, already quoted
+  std::string topic_cache_ = "\"\"";  // the last topic, already quoted
   std::string topic_cache_key_;
 };
 

@@ -51,26 +51,47 @@ Status run_filter(LineStage& stage, const FilterSettings& settings, BadInputHand
     counters.dead_lettered = bad.dead_lettered();
     counters.skipped = bad.skipped();
   };
+  bool ticking = settings.stats_interval > 0 || io.reporter.wants_progress();
   // Flush before every read that may block: a downstream consumer sees
-  // every line that precedes a pause in the input (CONTRACT §2).
-  inputs.set_before_read([&] { (void)out.flush(); });
-  inputs.set_stop_flag(io.stop);
+  // every line that precedes a pause in the input (CONTRACT §2): what a
+  // stage holds back too (before_wait). The ticker looks at the clock here
+  // too, since tick() does so only every 1024 records: a slow input would
+  // otherwise get one --stats line per 1024 records instead of one per
+  // interval.
+  Status waiting;  // the first error of before_wait, reported by the loop
+  inputs.set_before_read([&] {
+    if (waiting.ok()) waiting = stage.before_wait(out);
+    (void)out.flush();
+    if (!ticking) return;
+    fill();
+    ticker.tick_now(counters);
+  });
+  inputs.set_stop_check([&] { return (io.stop != nullptr && io.stop->load(std::memory_order_relaxed)) || out.closed(); });
   inputs.set_idle_hook(static_cast<int>(stage.idle_interval()), [&]() -> Status {
     KPIPE_TRY(stage.on_idle(out));
     KPIPE_TRY(bad.sync());
     fill();
     ticker.tick_now(counters);
-    return out.flush();
+    KPIPE_TRY(out.flush());
+    out.check_closed();
+    return {};
   });
 
   Line line;
   for (;;) {
     if (io.stop != nullptr && io.stop->load(std::memory_order_relaxed)) break;
     if (out.closed()) break;
+    // Dead letters become durable within a moment even when good lines
+    // keep coming and no checkpoint or pause would sync them.
+    KPIPE_TRY(bad.tick());
     auto more = inputs.next(line);
+    if (!waiting.ok()) return waiting;
     if (!more) return more.take_error();
     if (!*more) break;
-    if (line.text.empty()) continue;
+    // Empty lines, and lines of blanks only, are not records (CONTRACT §2).
+    if (line.text.empty() || ((line.text[0] == ' ' || line.text[0] == '\t') &&
+                              line.text.find_first_not_of(" \t") == std::string_view::npos))
+      continue;
     if (is_control_line(line.text)) {
       // Dead letters become durable before a checkpoint can pass them.
       KPIPE_TRY(bad.sync());
@@ -93,7 +114,7 @@ Status run_filter(LineStage& stage, const FilterSettings& settings, BadInputHand
       KPIPE_TRY(bad.handle(inputs.name(), line, s.error().message));
     }
     KPIPE_TRY(out.end_record());
-    if (settings.stats_interval > 0 || io.reporter.wants_progress()) {
+    if (ticking) {
       fill();
       ticker.tick(counters);
     }

@@ -57,6 +57,14 @@ class LineStage {
     out.write_line(line.text);
     return {};
   }
+  // Called before the driver reads input that may not be there yet: a
+  // stage that holds a record back (kdedup decides each line when the next
+  // arrives, to hide a cache miss) writes it now, so that output is
+  // complete before the program waits (CONTRACT §2).
+  virtual Status before_wait(Output& out) {
+    (void)out;
+    return {};
+  }
   // Called about every `idle_interval()` while no input arrives.
   virtual Status on_idle(Output& out) {
     (void)out;

@@ -4,7 +4,9 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 namespace kpipe {
@@ -12,6 +14,8 @@ namespace kpipe {
 namespace {
 
 constexpr size_t kInitialReadBuffer = 1u << 20;
+// How long a program asked to stop waits for a reader that does not read.
+constexpr int kStopWriteGraceMs = 5000;
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -56,7 +60,9 @@ Expected<bool> LineReader::next(Line& line) {
       scanned_ = avail;
     }
     if (eof_) {
-      if (avail == 0) return false;
+      // After a stop, bytes without their newline are part of a record
+      // still on its way, not a last line.
+      if (avail == 0 || stopped_) return false;
       // A last line without its newline.
       line.text = std::string_view(base + begin_, avail);
       begin_ = end_;
@@ -84,7 +90,7 @@ Expected<bool> LineReader::next(Line& line) {
   }
   if (!line.text.empty() && line.text.back() == '\r') line.text.remove_suffix(1);
   line.number = ++line_number_;
-  line.input = &name_;
+  line.input = name_;
   line.too_long = line.text.size() > max_line_bytes_;
   return true;
 }
@@ -92,7 +98,10 @@ Expected<bool> LineReader::next(Line& line) {
 Expected<size_t> LineReader::fill() {
   if (before_read_) before_read_();
   for (;;) {
-    if (stop_ != nullptr && stop_->load(std::memory_order_relaxed)) return size_t{0};
+    if (stop_ && stop_()) {
+      stopped_ = true;
+      return size_t{0};
+    }
     if (idle_hook_) {
       // Wait in slices, so that a signal or an idle deadline is noticed even
       // when no input comes.
@@ -133,12 +142,12 @@ Expected<bool> InputList::next(Line& line) {
       if (!reader) return reader.take_error();
       current_ = std::move(*reader);
       current_->set_before_read(before_read_);
-      current_->set_stop_flag(stop_);
+      current_->set_stop_check(stop_);
       if (idle_hook_) current_->set_idle_hook(idle_ms_, idle_hook_);
     }
     auto got = current_->next(line);
     if (!got || *got) return got;
-    if (stop_ != nullptr && stop_->load(std::memory_order_relaxed)) return false;
+    if (stop_ && stop_()) return false;
     // Keep the finished reader's name for diagnostics until the next opens.
     ++index_;
     if (index_ >= paths_.size()) return false;
@@ -173,8 +182,25 @@ Status Output::flush() {
   }
   const char* p = buf_.data();
   size_t left = buf_.size();
+  int grace_ms = kStopWriteGraceMs;
   while (left > 0) {
-    ssize_t n = ::write(fd_, p, left);
+    size_t chunk = left;
+    if (stop_ && stop_()) {
+      // Asked to stop: a slow reader still gets what is buffered, but a
+      // reader that stopped reading must not keep the program alive. A
+      // pipe polls writable once PIPE_BUF bytes fit, so writes of at most
+      // that much cannot block.
+      pollfd pfd{fd_, POLLOUT, 0};
+      int ready = ::poll(&pfd, 1, std::min(grace_ms, 100));
+      if (ready <= 0) {
+        grace_ms -= 100;
+        if (grace_ms > 0) continue;
+        buf_.clear();
+        return failure("stopped with {} bytes of output not written: '{}' is not reading", left, name_);
+      }
+      chunk = std::min<size_t>(left, PIPE_BUF);
+    }
+    ssize_t n = ::write(fd_, p, chunk);
     if (n >= 0) {
       p += n;
       left -= static_cast<size_t>(n);
@@ -191,6 +217,17 @@ Status Output::flush() {
   }
   buf_.clear();
   return {};
+}
+
+bool Output::check_closed() {
+  if (closed_) return true;
+  // A pipe's write end polls POLLERR once its read end is closed.
+  pollfd pfd{fd_, 0, 0};
+  if (::poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLERR) != 0) {
+    closed_ = true;
+    buf_.clear();
+  }
+  return closed_;
 }
 
 Status write_all(int fd, std::string_view bytes, const std::string& name) {

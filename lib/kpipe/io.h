@@ -25,13 +25,12 @@ struct Line {
   // bytes follow text.end().
   std::string_view text;
   uint64_t number = 0;  // 1-based, per input
+  // The input's name ("<stdin>" or a path), for a stage that sends a line
+  // to the dead-letter store itself (kwindow --late dlq, kdedup --dups dlq).
+  std::string_view input;
   // Longer than the reader's max_line_bytes: bad input (CONTRACT §7). The
   // text is still whole, so a dead-letter store gets it byte for byte.
   bool too_long = false;
-  // The name of the input it came from, valid while that input is read:
-  // for stages that report a line after reading others (kupsert refuses
-  // rows when it commits them).
-  const std::string* input = nullptr;
 };
 
 class LineReader {
@@ -54,9 +53,9 @@ class LineReader {
   // Called before a read that may block, so that output is flushed before
   // the program waits for more input (CONTRACT §2).
   void set_before_read(std::function<void()> hook) { before_read_ = std::move(hook); }
-  // When this flag is set, next() reports the end of input instead of
-  // waiting for more (SIGINT and SIGTERM set it).
-  void set_stop_flag(const std::atomic<bool>* stop) { stop_ = stop; }
+  // When this returns true, next() reports the end of input instead of
+  // waiting for more (SIGINT and SIGTERM, or a closed downstream pipe).
+  void set_stop_check(std::function<bool()> stop) { stop_ = std::move(stop); }
   // While waiting for input, calls `hook` every `every_ms` milliseconds, so
   // that time-driven work (batch deadlines, idle partitions) happens on a
   // quiet stream. An error from the hook is returned by next().
@@ -82,10 +81,11 @@ class LineReader {
   size_t end_ = 0;      // one past the last byte read
   size_t scanned_ = 0;  // bytes after begin_ known to hold no '\n'
   bool eof_ = false;
+  bool stopped_ = false;  // eof_ came from the stop check, not the input
   uint64_t line_number_ = 0;
   uint64_t bytes_read_ = 0;
   std::function<void()> before_read_;
-  const std::atomic<bool>* stop_ = nullptr;
+  std::function<bool()> stop_;
   int idle_ms_ = -1;
   std::function<Status()> idle_hook_;
 };
@@ -101,7 +101,7 @@ class InputList {
   const std::string& name() const;
 
   void set_before_read(std::function<void()> hook) { before_read_ = std::move(hook); }
-  void set_stop_flag(const std::atomic<bool>* stop) { stop_ = stop; }
+  void set_stop_check(std::function<bool()> stop) { stop_ = std::move(stop); }
   void set_idle_hook(int every_ms, std::function<Status()> hook) {
     idle_ms_ = every_ms;
     idle_hook_ = std::move(hook);
@@ -113,7 +113,7 @@ class InputList {
   size_t index_ = 0;
   std::unique_ptr<LineReader> current_;
   std::function<void()> before_read_;
-  const std::atomic<bool>* stop_ = nullptr;
+  std::function<bool()> stop_;
   int idle_ms_ = -1;
   std::function<Status()> idle_hook_;
 };
@@ -141,7 +141,16 @@ class Output {
   Status end_record() { return buf_.size() >= flush_at_ ? flush() : Status(); }
   Status flush();
 
+  // Once this returns true (SIGINT, SIGTERM), a reader that stopped
+  // reading gets a grace period, then flush() gives up instead of waiting
+  // forever on a full pipe.
+  void set_stop_check(std::function<bool()> stop) { stop_ = std::move(stop); }
+
   bool closed() const { return closed_; }
+  // Checks, without writing, whether the reader of a pipe has gone (so
+  // that a program waiting for input notices `| head` ending). Sets
+  // closed() when it has.
+  bool check_closed();
   uint64_t bytes_written() const { return bytes_written_; }
   const std::string& name() const { return name_; }
 
@@ -153,6 +162,7 @@ class Output {
   std::string buf_;
   bool closed_ = false;
   uint64_t bytes_written_ = 0;
+  std::function<bool()> stop_;
 };
 
 // Writes all of `bytes` to `fd`, retrying short writes and EINTR.

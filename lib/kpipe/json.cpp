@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include <simdjson.h>
 
@@ -94,7 +95,8 @@ Expected<FieldPath> FieldPath::parse(std::string_view text) {
       PathStep step;
       step.has_key = false;
       step.has_index = true;
-      std::from_chars(digits.data(), digits.data() + digits.size(), step.index);
+      if (std::from_chars(digits.data(), digits.data() + digits.size(), step.index).ec != std::errc())
+        return bad_path(text, "an index is too large");
       path.steps_.push_back(std::move(step));
       i = close + 1;
       expect_key = false;
@@ -234,28 +236,38 @@ simdjson::error_code raw_token(od::document& d, std::string_view& out) { return 
 
 struct JsonReader::Impl {
   od::parser parser;
-  od::parser nested;  // for a path that is both a leaf and a prefix (rare)
+  // For a path that is both a leaf and a prefix (rare): the leaf's text is
+  // read again with a parser of its own, one per level, since re-using a
+  // parser ends the document that a level above is still walking.
+  std::vector<std::unique_ptr<od::parser>> nested;
+  size_t nested_depth = 0;
   const std::vector<FieldSet::Node>* nodes = nullptr;
   std::vector<JsonField>* out = nullptr;
   simdjson::error_code error = simdjson::SUCCESS;
 
+  // One parse of the number (get_number_type() then get_int64() would
+  // read its digits twice).
   template <typename V>
   bool read_number(V& v, JsonField& f) {
-    od::number_type nt;
-    if ((error = v.get_number_type().get(nt))) return false;
-    // An integer beyond 64 bits is still a number (a double, as most JSON
-    // readers take it): a failed integer read leaves the value unread.
-    if (nt == od::number_type::signed_integer && v.get_int64().get(f.integer) == simdjson::SUCCESS) {
-      f.is_integer = true;
-      f.number = static_cast<double>(f.integer);
+    od::number n;
+    if ((error = v.get_number().get(n))) {
+      // get_number() refuses integers beyond 64 bits, which are valid JSON:
+      // they read as the nearest double, as in jq (a malformed number fails
+      // again here).
+      if (error != simdjson::NUMBER_ERROR) return false;
+      if (v.get_double().get(f.number) != simdjson::SUCCESS) return false;
+      error = simdjson::SUCCESS;
       return true;
     }
-    uint64_t u;
-    if (nt == od::number_type::unsigned_integer && v.get_uint64().get(u) == simdjson::SUCCESS) {
-      f.number = static_cast<double>(u);
-      return true;
+    switch (n.get_number_type()) {
+      case od::number_type::signed_integer:
+        f.integer = n.get_int64();
+        f.is_integer = true;
+        f.number = static_cast<double>(f.integer);
+        return true;
+      case od::number_type::unsigned_integer: f.number = static_cast<double>(n.get_uint64()); return true;
+      default: f.number = n.get_double(); return true;
     }
-    return !(error = v.get_double().get(f.number));
   }
 
   // Reads a whole value into `f`. V is od::value or od::document.
@@ -265,15 +277,19 @@ struct JsonReader::Impl {
     if ((error = v.type().get(t))) return false;
     f.type = to_type(t);
     switch (t) {
+      // raw_json() runs on to the next token: trimmed like a scalar's, so
+      // that a value's text does not depend on the spacing after it.
       case od::json_type::object: {
         od::object o;
-        if ((error = v.get_object().get(o))) return false;
-        return !(error = o.raw_json().get(f.raw));
+        if ((error = v.get_object().get(o)) || (error = o.raw_json().get(f.raw))) return false;
+        f.raw = trim_right(f.raw);
+        return true;
       }
       case od::json_type::array: {
         od::array a;
-        if ((error = v.get_array().get(a))) return false;
-        return !(error = a.raw_json().get(f.raw));
+        if ((error = v.get_array().get(a)) || (error = a.raw_json().get(f.raw))) return false;
+        f.raw = trim_right(f.raw);
+        return true;
       }
       default: break;
     }
@@ -281,7 +297,17 @@ struct JsonReader::Impl {
     if ((error = raw_token(v, token))) return false;
     f.raw = trim_right(token);
     switch (t) {
-      case od::json_type::string: return !(error = v.get_string().get(f.str));
+      case od::json_type::string:
+        // Without a backslash the text between the quotes is the string:
+        // no need to unescape a copy (stage 1 has checked its encoding and
+        // control characters). Not for a document, whose value must be
+        // consumed for the trailing-content check.
+        if (std::is_same_v<V, od::value> && f.raw.size() >= 2 &&
+            std::memchr(f.raw.data(), '\\', f.raw.size()) == nullptr) {
+          f.str = f.raw.substr(1, f.raw.size() - 2);
+          return true;
+        }
+        return !(error = v.get_string().get(f.str));
       case od::json_type::number: return read_number(v, f);
       case od::json_type::boolean: return !(error = v.get_bool().get(f.boolean));
       case od::json_type::null: {
@@ -303,12 +329,20 @@ struct JsonReader::Impl {
       if (node.children.empty()) return true;
       if (f.type != JsonType::kObject && f.type != JsonType::kArray) return true;
       // The value was consumed whole; read the deeper paths from its text.
-      auto doc = nested.iterate(f.raw.data(), f.raw.size(), f.raw.size() + 64);
-      od::value inner;
-      if ((error = doc.get_value().get(inner))) return false;
-      return descend(inner, node);
+      return descend_text(f.raw, node);
     }
     return descend(v, node);
+  }
+
+  bool descend_text(std::string_view text, const FieldSet::Node& node) {
+    if (nested_depth == nested.size()) nested.push_back(std::make_unique<od::parser>());
+    od::parser& p = *nested[nested_depth];
+    ++nested_depth;
+    auto doc = p.iterate(text.data(), text.size(), text.size() + 64);
+    od::value inner;
+    bool ok = !(error = doc.get_value().get(inner)) && descend(inner, node);
+    --nested_depth;
+    return ok;
   }
 
   bool descend(od::value v, const FieldSet::Node& node) {
@@ -331,8 +365,14 @@ struct JsonReader::Impl {
     for (auto field_result : o) {
       od::field field;
       if ((error = std::move(field_result).get(field))) return false;
-      std::string_view key;
-      if ((error = field.unescaped_key().get(key))) return false;
+      // Nearly every key holds no escape: its bytes up to the closing quote
+      // are the key, and unescaping (a call through simdjson's dispatch)
+      // can be skipped. Stage 1 has checked that the quote is there.
+      const char* raw = field.key().raw();
+      const char* end = raw;
+      while (*end != '"' && *end != '\\') ++end;
+      std::string_view key(raw, static_cast<size_t>(end - raw));
+      if (*end != '"' && (error = field.unescaped_key().get(key))) return false;
       for (size_t child : node.children) {
         const PathStep& s = (*nodes)[child].step;
         if (s.has_key && s.key == key) {
@@ -372,6 +412,7 @@ Status JsonReader::read(std::string_view line, const FieldSet& fields, std::vect
   m.nodes = &fields.nodes();
   m.out = &out;
   m.error = simdjson::SUCCESS;
+  m.nested_depth = 0;
   const FieldSet::Node& root = fields.nodes()[0];
 
   od::document doc;
@@ -384,11 +425,8 @@ Status JsonReader::read(std::string_view line, const FieldSet& fields, std::vect
   if (root.slot >= 0) {
     JsonField& f = out[static_cast<size_t>(root.slot)];
     ok = m.read_leaf(doc, f);
-    if (ok && !root.children.empty() && (t == od::json_type::object || t == od::json_type::array)) {
-      auto inner_doc = m.nested.iterate(f.raw.data(), f.raw.size(), f.raw.size() + 64);
-      od::value inner;
-      ok = !(m.error = inner_doc.get_value().get(inner)) && m.descend(inner, root);
-    }
+    if (ok && !root.children.empty() && (t == od::json_type::object || t == od::json_type::array))
+      ok = m.descend_text(f.raw, root);
   } else if (t == od::json_type::object) {
     od::object o;
     ok = !(m.error = doc.get_object().get(o)) && m.walk_object(o, root);
@@ -522,6 +560,20 @@ Expected<JsonValue> parse_json(std::string_view text) {
   return from_dom(root);
 }
 
+struct JsonValidator::Impl {
+  simdjson::dom::parser parser;
+};
+
+JsonValidator::JsonValidator() : impl_(std::make_unique<Impl>()) {}
+JsonValidator::~JsonValidator() = default;
+
+Status JsonValidator::check(std::string_view line) {
+  simdjson::dom::element e;
+  auto err = impl_->parser.parse(line.data(), line.size(), false).get(e);
+  if (err) return data_error(reason(err));
+  return {};
+}
+
 // --- writing -----------------------------------------------------------------
 
 bool is_valid_utf8(std::string_view bytes) { return simdjson::validate_utf8(bytes.data(), bytes.size()); }
@@ -595,7 +647,12 @@ void append_double(std::string& out, double v) {
     return;
   }
   char buf[32];
-  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  // Outside [-2^63, 2^64) an integral double would come out as an integer
+  // that fits neither int64 nor uint64, which simdjson (every kpipe reader)
+  // refuses: an exponent keeps it readable downstream.
+  auto r = v >= 18446744073709551616.0 || v < -9223372036854775808.0
+               ? std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific)
+               : std::to_chars(buf, buf + sizeof buf, v);
   out.append(buf, static_cast<size_t>(r.ptr - buf));
 }
 
@@ -672,18 +729,13 @@ void append_minified(std::string& out, std::string_view json) {
   while (p < end) {
     char c = *p;
     if (c == '"') {
-      // Skip the string, escapes included.
+      // Skip the string, escapes included. Strings in payloads are short:
+      // a plain loop beats memchr's call overhead here.
       ++p;
       while (p < end) {
-        const char* q = static_cast<const char*>(std::memchr(p, '"', static_cast<size_t>(end - p)));
-        if (q == nullptr) {
-          p = end;
-          break;
-        }
-        size_t backslashes = 0;
-        for (const char* b = q - 1; b >= p && *b == '\\'; --b) ++backslashes;
-        p = q + 1;
-        if (backslashes % 2 == 0) break;
+        char d = *p++;
+        if (d == '"') break;
+        if (d == '\\' && p < end) ++p;
       }
       continue;
     }

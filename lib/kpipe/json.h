@@ -143,6 +143,26 @@ struct JsonValue {
 // Fully validates and parses one JSON text.
 Expected<JsonValue> parse_json(std::string_view text);
 
+// Checks a whole line, as filters do not: every byte of it is one valid
+// JSON text (encoding, structure, depth, literals, control characters in
+// strings), with the parser's reason when it is not. For a stage whose job
+// is to keep malformed records out of a pipeline (kdlq guard).
+class JsonValidator {
+ public:
+  JsonValidator();
+  ~JsonValidator();
+  JsonValidator(const JsonValidator&) = delete;
+  JsonValidator& operator=(const JsonValidator&) = delete;
+
+  // `line` must be followed by kJsonPadding readable bytes. A data_error
+  // such as "not valid JSON: nested too deeply" when it is not valid.
+  Status check(std::string_view line);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 // --- writing ---------------------------------------------------------------
 
 bool is_valid_utf8(std::string_view bytes);

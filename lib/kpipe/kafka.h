@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,14 +40,31 @@ class KafkaClient {
   Expected<std::vector<std::string>> topics();
   // The partitions of `topic`, ascending; an error if it does not exist.
   Expected<std::vector<int32_t>> partitions(const std::string& topic);
+  // Every topic's partitions from one metadata request, internal topics
+  // (__consumer_offsets, ...) left out.
+  Expected<std::map<std::string, std::vector<int32_t>>> topic_partitions();
   // Low and high watermarks of many partitions, one request per leader.
   Expected<std::vector<Watermarks>> watermarks(const std::vector<TopicPartition>& parts);
   // For each partition, the first offset whose timestamp is at or after the
-  // given time; the high watermark when there is none.
+  // given time; the high watermark when there is none. Brokers that cannot
+  // look offsets up by time (librdkafka's mock, kbroker) are searched by
+  // reading record timestamps: a binary search, which assumes timestamps
+  // grow with offsets as they do for CreateTime from one producer.
   Expected<std::vector<int64_t>> offsets_for_times(const std::vector<TopicPartition>& parts,
                                                    const std::vector<Millis>& times);
 
+  // The timestamp of the record at each offset (nullopt where there is no
+  // record: past the end, or deleted), read with one small fetch per
+  // partition through a short-lived consumer of its own.
+  Expected<std::vector<std::optional<Millis>>> timestamps_at(const std::vector<PartitionOffset>& at);
+  // Deletes each partition's records before the given offset (Kafka's
+  // DeleteRecords, what kafka-delete-records.sh does); kbroker's mock
+  // cluster does not support it and says so.
+  Status delete_records(const std::vector<PartitionOffset>& before);
+
   const KafkaConfig& config() const { return config_; }
+  // Whether the cluster is librdkafka's mock (kbroker).
+  bool is_mock_cluster();
 
   struct Handle;  // librdkafka's, behind the module's private header
 
@@ -92,9 +110,18 @@ class Consumer final : public KafkaClient {
   using EventHandler = std::function<Status(const ConsumerEvent&)>;
   Status poll(Millis timeout, size_t max_events, const EventHandler& handler);
 
-  Status commit(const std::vector<PartitionOffset>& offsets);
-  // The group's committed offsets; nullopt where there is none.
-  Expected<std::vector<std::optional<int64_t>>> committed(const std::vector<TopicPartition>& parts);
+  // The group refuses commits while it rebalances, and from a consumer it
+  // no longer counts as a member: that is no error, since those partitions'
+  // next owner reads the records again (at least once). `committed`, when
+  // given, says whether the offsets were stored. `metadata` travels with
+  // each offset (Kafka keeps up to offset.metadata.max.bytes, 4096 by
+  // default) and comes back from committed().
+  Status commit(const std::vector<PartitionOffset>& offsets, bool* committed = nullptr,
+                const std::string& metadata = {});
+  // The group's committed offsets; nullopt where there is none. With
+  // `metadata`, also each offset's metadata ("" where none).
+  Expected<std::vector<std::optional<int64_t>>> committed(const std::vector<TopicPartition>& parts,
+                                                          std::vector<std::string>* metadata = nullptr);
   std::vector<TopicPartition> assignment();
   // Leaves the group (revoking first), so that the rest rebalance at once.
   Status close();
@@ -138,6 +165,41 @@ class Producer final : public KafkaClient {
  private:
   Producer(const KafkaConfig& config, Reporter& reporter);
   std::unique_ptr<State> state_;
+};
+
+// What the cluster says of a consumer group (DescribeGroups).
+struct GroupDescription {
+  // False when the broker cannot describe groups: librdkafka's mock
+  // cluster (kbroker) answers neither ListGroups nor DescribeGroups.
+  bool described = false;
+  bool exists = false;
+  std::string state;  // "Stable", "Empty", "PreparingRebalance", ...
+  int64_t members = 0;
+};
+
+// Reads a consumer group from outside (kafka_admin.cpp): its committed
+// offsets, its members, and the records its offsets point at. It never
+// joins the group nor commits, so it causes no rebalance.
+class GroupReader final : public KafkaClient {
+ public:
+  // `group` empty: only the record timestamps and watermarks are read.
+  static Expected<std::unique_ptr<GroupReader>> create(const KafkaConfig& config, const std::string& group,
+                                                       Reporter& reporter);
+  ~GroupReader() override;
+
+  // The group's committed offsets, in one OffsetFetch; nullopt where
+  // there is none (a group that does not exist has none anywhere).
+  Expected<std::vector<std::optional<int64_t>>> committed(const std::vector<TopicPartition>& parts);
+  Expected<GroupDescription> describe();
+  // For each partition, the timestamp of the first record at or after its
+  // offset: the partitions are read together, a small fetch each, and each
+  // is paused once its first record has arrived. nullopt where none came
+  // within the timeout.
+  Expected<std::vector<std::optional<Millis>>> record_timestamps(const std::vector<PartitionOffset>& parts);
+
+ private:
+  GroupReader(const KafkaConfig& config, Reporter& reporter);
+  std::string group_;
 };
 
 // librdkafka's mock cluster (kbroker): in-memory Kafka-protocol brokers on

@@ -93,19 +93,38 @@ Expected<std::vector<std::pair<std::string, std::string>>> parse_properties(std:
         case 'r': dst.push_back('\r'); break;
         case 'f': dst.push_back('\f'); break;
         case 'u': {
-          if (i + 4 >= s.size())
-            return usage_error("{}: line {}: incomplete \\u escape", name, line);
+          // `at` is the index of the 'u'.
+          auto hex4 = [&](size_t at, unsigned& cp) -> Status {
+            if (at + 4 >= s.size())
+              return usage_error("{}: line {}: incomplete \\u escape", name, line);
+            cp = 0;
+            for (size_t k = 1; k <= 4; ++k) {
+              char h = s[at + k];
+              cp <<= 4;
+              if (h >= '0' && h <= '9') cp |= static_cast<unsigned>(h - '0');
+              else if (h >= 'a' && h <= 'f') cp |= static_cast<unsigned>(h - 'a' + 10);
+              else if (h >= 'A' && h <= 'F') cp |= static_cast<unsigned>(h - 'A' + 10);
+              else return usage_error("{}: line {}: malformed \\u escape", name, line);
+            }
+            return {};
+          };
           unsigned cp = 0;
-          for (int k = 1; k <= 4; ++k) {
-            char h = s[i + static_cast<size_t>(k)];
-            cp <<= 4;
-            if (h >= '0' && h <= '9') cp |= static_cast<unsigned>(h - '0');
-            else if (h >= 'a' && h <= 'f') cp |= static_cast<unsigned>(h - 'a' + 10);
-            else if (h >= 'A' && h <= 'F') cp |= static_cast<unsigned>(h - 'A' + 10);
-            else return usage_error("{}: line {}: malformed \\u escape", name, line);
-          }
+          KPIPE_TRY(hex4(i, cp));
           i += 4;
-          if (cp < 0x80) {
+          // Java strings are UTF-16: a high surrogate and the low one after
+          // it are one character (written alone, each stays as it was read).
+          unsigned low = 0;
+          if (cp >= 0xD800 && cp < 0xDC00 && i + 2 < s.size() && s[i + 1] == '\\' &&
+              s[i + 2] == 'u' && hex4(i + 2, low).ok() && low >= 0xDC00 && low < 0xE000) {
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+            i += 6;
+          }
+          if (cp >= 0x10000) {
+            dst.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+            dst.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+            dst.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+            dst.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+          } else if (cp < 0x80) {
             dst.push_back(static_cast<char>(cp));
           } else if (cp < 0x800) {
             dst.push_back(static_cast<char>(0xC0 | (cp >> 6)));
@@ -204,6 +223,10 @@ std::vector<std::string> translate_java_properties(KafkaConfig& config) {
   std::vector<std::string> dropped;
   std::vector<std::pair<std::string, std::string>> kept;
   std::string user, password;
+  // librdkafka reads PKCS#12 keystores (Java's default since Java 9), not
+  // JKS ones.
+  const std::string* store_type = config.get("ssl.keystore.type");
+  bool jks = store_type != nullptr && (*store_type == "JKS" || *store_type == "jks");
   for (auto& [k, v] : config.properties) {
     if (k == "sasl.jaas.config") {
       user = jaas_option(v, "username");
@@ -212,9 +235,9 @@ std::vector<std::string> translate_java_properties(KafkaConfig& config) {
     }
     // Java client settings with no librdkafka meaning: serializers, JKS
     // stores and the like. Passing them on would fail the whole start.
+    bool keystore = k == "ssl.keystore.location" || k == "ssl.keystore.password";
     if (k.ends_with(".serializer") || k.ends_with(".deserializer") || k.starts_with("ssl.truststore.") ||
-        k.starts_with("ssl.keystore.type") || k == "ssl.keystore.location" ||
-        k == "ssl.keystore.password" || k == "ssl.key.password.type" || k == "interceptor.classes" ||
+        k == "ssl.keystore.type" || (keystore && jks) || k == "ssl.key.password.type" || k == "interceptor.classes" ||
         k == "sasl.login.callback.handler.class" || k == "sasl.client.callback.handler.class" ||
         k == "ssl.protocol") {
       dropped.push_back(k);
@@ -238,7 +261,10 @@ Expected<KafkaConfig> resolve_kafka_config(const KafkaOptions& options, const ch
     if (!text) return text.take_error();
     auto props = parse_properties(*text, options.config_file);
     if (!props) return props.take_error();
+    // The file is what the Java tools take (--command-config): translated
+    // before -X, so that -X can still override what the translation sets.
     for (auto& [k, v] : *props) config.set(std::move(k), std::move(v));
+    config.ignored = translate_java_properties(config);
   }
   for (const std::string& p : options.properties) {
     size_t eq = p.find('=');

@@ -23,6 +23,8 @@ struct KafkaOptions {
 struct KafkaConfig {
   std::vector<std::pair<std::string, std::string>> properties;  // later wins
   Millis timeout = 10 * kSecond;
+  // Java-only keys of --config FILE that were left out (clients warn).
+  std::vector<std::string> ignored;
 
   void set(std::string key, std::string value);
   const std::string* get(std::string_view key) const;
@@ -32,8 +34,9 @@ struct KafkaConfig {
   std::string redact(std::string_view text) const;
 };
 
-// The properties file, then -X in order, then -b (or KPIPE_BROKERS when -b
-// is empty). `env_brokers` is KPIPE_BROKERS's value or nullptr.
+// The properties file (translated by translate_java_properties), then -X in
+// order, then -b (or KPIPE_BROKERS when -b is empty). `env_brokers` is
+// KPIPE_BROKERS's value or nullptr.
 Expected<KafkaConfig> resolve_kafka_config(const KafkaOptions& options, const char* env_brokers);
 
 // Java .properties syntax: '#'/'!' comments, key=value, key:value or

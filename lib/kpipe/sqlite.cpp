@@ -186,16 +186,15 @@ Expected<std::unique_ptr<Database>> Database::open(const std::string& path, Open
   sqlite3_busy_timeout(raw, options.busy_timeout_ms);
   sqlite3_extended_result_codes(raw, 1);
   if (!memory && !options.read_only && options.wal) {
-    // Switching a new file to WAL needs it to itself, and SQLite does not
-    // call the busy handler for that: the stages of a pipeline started at
-    // once on a fresh state file would fail with "database is locked".
-    // Wait as the busy timeout would.
-    for (int waited = 0;; waited += 5) {
-      int rc = sqlite3_exec(raw, "PRAGMA journal_mode=WAL", nullptr, nullptr, nullptr);
-      if (rc == SQLITE_OK) break;
-      if ((rc & 0xff) != SQLITE_BUSY || waited >= options.busy_timeout_ms)
-        return failure("{}: cannot switch to WAL: {}", path, sqlite3_errmsg(raw));
-      sqlite3_sleep(5);
+    // Switching a new file to WAL takes an exclusive lock, and SQLite does
+    // not call the busy handler for it: when the stages of a pipeline open
+    // a new state file together, all but one see SQLITE_BUSY. Retry for as
+    // long as the busy timeout would have waited.
+    for (int waited = 0;; waited += 10) {
+      Status wal = db->exec("PRAGMA journal_mode=WAL");
+      if (wal.ok()) break;
+      if (sqlite3_errcode(raw) != SQLITE_BUSY || waited >= options.busy_timeout_ms) return wal.take_error();
+      sqlite3_sleep(10);
     }
     // WAL with synchronous=NORMAL is durable across process crashes (what
     // a SIGKILLed pipeline needs); FULL adds power-loss durability at the

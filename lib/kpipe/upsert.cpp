@@ -328,10 +328,9 @@ uint32_t UpsertWriter::column_set_for(const std::vector<int>& ids) {
   return last_set_ = index;
 }
 
-uint32_t UpsertWriter::intern_input(const std::string* input) {
-  static const std::string kStdin = "<stdin>";
-  const std::string& name = input != nullptr ? *input : kStdin;
-  if (inputs_.empty() || inputs_.back() != name) inputs_.push_back(name);
+uint32_t UpsertWriter::intern_input(std::string_view input) {
+  std::string_view name = input.empty() ? std::string_view("<stdin>") : input;
+  if (inputs_.empty() || inputs_.back() != name) inputs_.emplace_back(name);
   return static_cast<uint32_t>(inputs_.size() - 1);
 }
 
@@ -532,6 +531,7 @@ Status UpsertWriter::write_pending(const RefusedRow& refused) {
       Line line;
       line.text = std::string_view(raw_).substr(row.raw_offset, row.raw_size);
       line.number = row.line;
+      line.input = inputs_[row.input];
       KPIPE_TRY(refused(inputs_[row.input], line, fmt::format("the table refused the row: {}", s.refusal())));
     }
     return {};
@@ -606,7 +606,15 @@ Status UpsertStage::on_control(const Line& line, Output& out) {
   auto cp = parse_checkpoint(line.text);
   if (!cp) return cp.take_error();
   if (!*cp) {
-    out.write_line(line.text);  // not ours: forwarded
+    // As the terminal stage, partition events (which guide the event-time
+    // stages before this one) end here, as in kcheckpoint commit; other
+    // kinds, and everything without --state, are forwarded.
+    if (store_ != nullptr) {
+      auto event = parse_partition_event(line.text);
+      if (!event) return event.take_error();
+      if (*event) return {};
+    }
+    out.write_line(line.text);
     return {};
   }
   if (exactly_once()) {
@@ -637,28 +645,27 @@ Status UpsertStage::on_idle(Output&) {
 }
 
 Status UpsertStage::on_end(Output&) {
-  if (!exactly_once()) {
-    KPIPE_TRY(commit_batch());
-    if (store_ != nullptr && completed_ == 0 && rows_ > 0)
-      io_.reporter.warning(fmt::format(
-          "{} rows arrived but no checkpoint line: run kconsume with --state, and make sure every stage in between "
-          "lets control lines through (for jq: jq -c 'if has(\"$kpipe\") then . else ... end')",
-          rows_));
+  bool stopped = io_.stop != nullptr && io_.stop->load(std::memory_order_relaxed);
+  if (exactly_once() && stopped && writer_.pending() > 0) {
+    // Stopped by a signal: the stages before may not have sent their last
+    // checkpoint; the rows since the last one are replayed from it.
+    io_.reporter.info(fmt::format(
+        "{} rows after the last checkpoint were not written: a restart replays them from that checkpoint",
+        writer_.pending()));
+    writer_.discard_pending();
     return {};
   }
-  size_t held = writer_.pending();
-  writer_.discard_pending();
-  if (held == 0) return {};
-  if (completed_ == 0) {
+  // At the end of the input the rows after the last checkpoint are written
+  // too: kwindow --flush-at-end fires its last windows after kconsume's
+  // last checkpoint, and nothing follows them. No checkpoint covers them,
+  // so they are at least once: were the input cut short by a stage dying
+  // before kupsert, the restart writes them again, by key.
+  KPIPE_TRY(commit_batch());
+  if (store_ != nullptr && completed_ == 0 && rows_ > 0)
     io_.reporter.warning(fmt::format(
-        "{} rows arrived but no checkpoint line, so none were written: with --state naming --db, rows commit with "
-        "the checkpoint after them; run kconsume with --state, and let control lines through every stage in "
-        "between (for jq: jq -c 'if has(\"$kpipe\") then . else ... end')",
-        held));
-    return {};
-  }
-  io_.reporter.info(fmt::format(
-      "{} rows after the last checkpoint were not written: a restart replays them from that checkpoint", held));
+        "{} rows arrived but no checkpoint line: run kconsume with --state, and make sure every stage in between "
+        "lets control lines through (for jq: jq -c 'if has(\"$kpipe\") then . else ... end')",
+        rows_));
   return {};
 }
 

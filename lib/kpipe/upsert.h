@@ -169,7 +169,7 @@ class UpsertWriter {
   int add_column(std::string name, bool planned);
   int find_column(std::string_view name) const;
   uint32_t column_set_for(const std::vector<int>& ids);
-  uint32_t intern_input(const std::string* input);
+  uint32_t intern_input(std::string_view input);
   void append_value(const JsonField& f);
 
   Database& db_;

@@ -81,8 +81,8 @@ printf '{"id":"a"}\n{"$kpipe":"checkpoint","id":1,"at":5,"offsets":[]}\n' | run 
 expect_stdout '{"$kpipe":"checkpoint","id":1,"at":5,"offsets":[]}
 '
 
-# With --state naming --db: rows commit with their checkpoint; rows after
-# the last one are left for the replay.
+# With --state naming --db: rows commit with their checkpoint (and at the
+# end of the input, the rows after the last one).
 cat >cp.ndjson <<'IN'
 {"id":"a","v":1}
 {"id":"b","v":2}
@@ -92,12 +92,12 @@ IN
 run 0 kupsert --db s.db --table t --key id --state s.db cp.ndjson
 expect_stdout ''
 expect_no_stderr
-[[ $(q s.db 'SELECT group_concat(id) FROM t') == a,b ]] || fail "exactly-once rows: $(q s.db 'SELECT * FROM t')"
+[[ $(q s.db 'SELECT group_concat(id) FROM t') == a,b,c ]] || fail "exactly-once rows: $(q s.db 'SELECT * FROM t')"
 run 0 kcheckpoint show --state s.db --format ndjson
 grep -q '^{"topic":"events","partition":0,"offset":2,"checkpoint":1,' "$WORK/out" || fail "checkpoint not complete: $(cat "$WORK/out")"
 
 run 0 kupsert --db nocp.db --table t --key id --state nocp.db bad.ndjson --on-error skip
-expect_stderr 'kupsert: warning: 2 rows arrived but no checkpoint line, so none were written: with --state naming --db, rows commit with the checkpoint after them; run kconsume with --state, and let control lines through every stage in between (for jq: jq -c '\''if has("$kpipe") then . else ... end'\'')
+expect_stderr 'kupsert: warning: 2 rows arrived but no checkpoint line: run kconsume with --state, and make sure every stage in between lets control lines through (for jq: jq -c '\''if has("$kpipe") then . else ... end'\'')
 kupsert: warning: skipped 1 bad line
 '
 

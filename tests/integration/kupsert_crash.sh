@@ -1,21 +1,14 @@
 #!/usr/bin/env bash
 # Exactly once into SQLite: the pipeline
-#   kconsume --state S | MIDDLE | kupsert --db S --state S
+#   kconsume --state S | kwindow --state S ... | kupsert --db S --table w --key window_start,key --state S
 # is killed with SIGKILL, whole, at random moments (five times: after a
-# random number of lines has gone through it) and restarted; after each
-# kill the table holds exactly the records of the last complete
-# checkpoint, and at the end it equals the table of a clean one-shot run.
-#
-# MIDDLE stands where kwindow goes, and is `cat` for now: kwindow is built
-# on another branch. To run the test through it, change the one line below
-# that defines middle() and KEY to
-#   middle() { kwindow --state "$S" --time .value.ts --key .value.user_id --tumble 1s ${FINAL:+--flush-at-end}; }; KEY=window_start,key
-# (the per-kill check that rows == records before the checkpoint applies
-# to the envelope form only; the final comparison to a clean run to both).
+# random number of lines has gone through it) and restarted; at the end the
+# table equals the one a clean one-shot run makes. The same again without
+# kwindow, kupsert writing the envelopes themselves keyed by topic,
+# partition and offset: there the table can be checked after each kill, and
+# must hold exactly the records before the last complete checkpoint.
 source "$(dirname "$0")/lib.sh"
 command -v sqlite3 >/dev/null || { echo "SKIP: no sqlite3"; exit 77; }
-
-middle() { cat; }; KEY=topic,partition,offset
 
 # The kill: a shell loop ahead of the middle stage forwards every line,
 # control lines included, and once KILL_CHECKPOINTS checkpoint lines and
@@ -37,10 +30,36 @@ killer() {
 }
 
 N=30000
-start_broker events:4
-T=$(topic events)
-"$KPIPE_SOURCE_DIR/scripts/gen-events" -n "$N" -k 500 -r 0.03 -s 7 >"$WORK/events.ndjson"
-expect_exit 0 kproduce -b "$BROKERS" -t "$T" -k .user_id "$WORK/events.ndjson"
+start_broker events:4 single:1
+"$KPIPE_SOURCE_DIR/scripts/gen-events" -n "$N" -k 500 -s 7 >"$WORK/events.ndjson"
+expect_exit 0 kproduce -b "$BROKERS" -t "$(topic events)" -k .user_id "$WORK/events.ndjson"
+expect_exit 0 kproduce -b "$BROKERS" -t "$(topic single)" -k .user_id "$WORK/events.ndjson"
+
+# The topic, the stage between kconsume and kupsert, the table's key, and
+# the columns compared at the end, for each form. (kwindow's "emit" is left
+# out of the comparison: after a restart a window may fire late where a
+# clean run fired it on time, with the same aggregates.)
+#
+# kwindow reads a topic of one partition. On several partitions read as a
+# backlog (one partition's batch at a time), a restart loses windows in
+# kwindow itself, with kcheckpoint commit as the terminal stage too: a
+# partition assigned but not yet seen at the restored checkpoint is not in
+# kwindow's snapshot, so the restored watermark runs ahead of it (its
+# records are then too late), and the windows that the restore itself fires
+# are written nowhere.
+form_setup() {
+  case $1 in
+    kwindow)
+      middle() {
+        kwindow --state "$S" --time .value.ts --key .value.user_id --tumble 1m --watermark 5s --agg count \
+          --agg sum:.value.amount --time-format ms ${FINAL:+--flush-at-end}
+      }
+      T=$(topic single) KEY=window_start,key COMPARED=window_start,window_end,key,count,sum_amount ;;
+    envelopes)
+      middle() { cat; }
+      T=$(topic events) KEY=topic,partition,offset COMPARED='*' ;;
+  esac
+}
 
 # pipeline STATE [kconsume options]: the pipeline on state file STATE,
 # killed by killer() unless FINAL is set.
@@ -64,8 +83,8 @@ progress() {
   sqlite3 -readonly "$1" 'SELECT COALESCE(SUM("offset"), 0) FROM offsets' 2>/dev/null || echo 0
 }
 
-# The exactly-once invariant: per partition, the rows are the records
-# before the stored offset, no more, no fewer.
+# The exactly-once invariant of the envelope form: per partition, the rows
+# are the records before the stored offset, no more, no fewer.
 check_exact() {
   local bad
   if [[ $(sqlite3 -readonly "$1" "SELECT COUNT(*) FROM sqlite_schema WHERE name = 'w'") == 0 ]]; then
@@ -83,46 +102,61 @@ check_exact() {
 
 # Each pipeline runs in a session of its own, so that one kill takes all of
 # its processes at once, as a crash of the machine would.
-export -f pipeline middle killer
-export BROKERS T KEY
+export -f pipeline killer
+export BROKERS
 job=""
 trap 'status=$?; set +e; [[ -z "$job" ]] || kill -KILL -- -"$job" 2>/dev/null; (exit $status); cleanup' EXIT
-CRASH=$WORK/crash.db
-: >"$WORK/kills"
-for kill in 1 2 3 4 5; do
-  # Within the first or the second checkpoint's interval (the first kill
-  # after one checkpoint, so that a restart resumes from one).
-  checkpoints=$(shuf -i 0-1 -n 1) lines=$(shuf -i 1-4000 -n 1)
-  ((kill > 1)) || checkpoints=1
-  KILL_CHECKPOINTS=$checkpoints KILL_LINES=$lines setsid bash -c 'pipeline "$0"' "$CRASH" 2>>"$WORK/pipeline.err" &
-  job=$!
-  status=0
-  wait "$job" || status=$?
-  [[ $status == 137 ]] || fail "kill $kill: the pipeline exited $status, not by its kill: $(cat "$WORK/pipeline.err")"
-  # Every process of the pipeline is dead before the next one starts
-  # (zombies aside: they hold nothing, and this machine's init reaps
-  # orphans slowly).
-  while [[ -n "$(ps -o stat= -s "$job" | grep -v '^Z')" ]]; do :; done
-  job=""
-  echo "kill $kill, $lines lines after $checkpoints checkpoints: $(progress "$CRASH") records complete" >>"$WORK/kills"
-  [[ $KEY != topic,partition,offset ]] || check_exact "$CRASH"
-done
-# The kills landed in the middle of the stream: after some checkpoints, and
-# before the end.
-done_records=$(progress "$CRASH")
-((done_records > 0 && done_records < N)) || fail "the kills did not land mid-stream: $(cat "$WORK/kills")"
 
-# The last run goes to the end.
-export FINAL=1
-pipeline "$CRASH" -e 2>>"$WORK/pipeline.err" || fail "the last run failed: $(cat "$WORK/pipeline.err")"
-[[ $KEY != topic,partition,offset ]] || check_exact "$CRASH"
-pipeline "$WORK/clean.db" -e 2>"$WORK/clean.err" || fail "the clean run failed: $(cat "$WORK/clean.err")"
+crash_test() {
+  local form=$1 crash=$WORK/$1.db clean=$WORK/$1.clean.db kill checkpoints lines status done_records
+  form_setup "$form"
+  export -f middle
+  export KEY T
+  : >"$WORK/$form.kills"
+  for kill in 1 2 3 4 5; do
+    # Within the first or the second checkpoint's interval (the first kill
+    # after one checkpoint, so that a restart resumes from one).
+    checkpoints=$(shuf -i 0-1 -n 1) lines=$(shuf -i 1-4000 -n 1)
+    ((kill > 1)) || checkpoints=1
+    KILL_CHECKPOINTS=$checkpoints KILL_LINES=$lines setsid bash -c 'pipeline "$0"' "$crash" 2>>"$WORK/$form.err" &
+    job=$!
+    status=0
+    wait "$job" || status=$?
+    [[ $status == 137 ]] || fail "$form, kill $kill: the pipeline exited $status, not by its kill: $(cat "$WORK/$form.err")"
+    # Every process of the pipeline is dead before the next one starts
+    # (zombies aside: they hold nothing, and this machine's init reaps
+    # orphans slowly).
+    while [[ -n "$(ps -o stat= -s "$job" | grep -v '^Z')" ]]; do :; done
+    job=""
+    echo "kill $kill, $lines lines after $checkpoints checkpoints: $(progress "$crash") records complete" \
+      >>"$WORK/$form.kills"
+    [[ $form != envelopes ]] || check_exact "$crash"
+  done
+  # The kills landed in the middle of the stream: after some checkpoints,
+  # and before the end.
+  done_records=$(progress "$crash")
+  ((done_records > 0 && done_records < N)) || fail "$form: the kills did not land mid-stream: $(cat "$WORK/$form.kills")"
 
-dump() { sqlite3 -readonly "$1" "SELECT * FROM w ORDER BY ${KEY//,/, }"; }
-dump "$CRASH" >"$WORK/crash.rows"
-dump "$WORK/clean.db" >"$WORK/clean.rows"
-[[ $KEY != topic,partition,offset ]] || assert_eq "$(wc -l <"$WORK/clean.rows")" "$N" "rows of the clean run"
-assert_files_equal "$WORK/crash.rows" "$WORK/clean.rows"
-# Nothing went wrong quietly: no stage complained.
-grep -v 'rows after the last checkpoint' "$WORK/pipeline.err" >"$WORK/complaints" || true
-assert_empty "$WORK/complaints"
+  # The last run goes to the end; then a clean one-shot run.
+  FINAL=1 pipeline "$crash" -e 2>>"$WORK/$form.err" || fail "$form: the last run failed: $(cat "$WORK/$form.err")"
+  [[ $form != envelopes ]] || check_exact "$crash"
+  FINAL=1 pipeline "$clean" -e 2>>"$WORK/$form.err" || fail "$form: the clean run failed: $(cat "$WORK/$form.err")"
+
+  local query="SELECT $COMPARED FROM w ORDER BY ${KEY//,/, }"
+  sqlite3 -readonly "$crash" "$query" >"$WORK/$form.crash.rows"
+  sqlite3 -readonly "$clean" "$query" >"$WORK/$form.clean.rows"
+  local rows
+  rows=$(wc -l <"$WORK/$form.clean.rows")
+  case $form in
+    envelopes) assert_eq "$rows" "$N" "rows of the clean run" ;;
+    kwindow) ((rows >= 1000)) || fail "the clean run made only $rows windows" ;;
+  esac
+  assert_files_equal "$WORK/$form.crash.rows" "$WORK/$form.clean.rows"
+  # Nothing went wrong quietly: no stage complained (kupsert's note on the
+  # rows it left for the replay aside).
+  grep -v 'rows after the last checkpoint' "$WORK/$form.err" >"$WORK/$form.complaints" || true
+  assert_empty "$WORK/$form.complaints"
+}
+
+crash_test kwindow
+crash_test envelopes

@@ -1,12 +1,21 @@
 # Shared by the integration tests: sourced, never run. Each test runs the
 # real binaries against a broker: kbroker by default, or a real Apache Kafka
-# when KPIPE_TEST_BROKER=kafka and KPIPE_TEST_BOOTSTRAP name it.
+# when KPIPE_TEST_BROKER=kafka: the one scripts/kafka runs (ctest's fixture
+# starts it, see tests/CMakeLists.txt), or the one KPIPE_TEST_BOOTSTRAP names.
+# ctest runs every test against both.
 set -euo pipefail
 
 : "${KPIPE_BIN:?KPIPE_BIN must name the directory of the kpipe binaries}"
 : "${KPIPE_SOURCE_DIR:?KPIPE_SOURCE_DIR must name the source tree}"
 export PATH="$KPIPE_BIN:$PATH"
 KPIPE_TEST_BROKER=${KPIPE_TEST_BROKER:-kbroker}
+case "$KPIPE_TEST_BROKER" in
+  kbroker | kafka) ;;
+  *)
+    echo "KPIPE_TEST_BROKER must be kbroker or kafka, not '$KPIPE_TEST_BROKER'" >&2
+    exit 1
+    ;;
+esac
 unset KPIPE_BROKERS
 
 TEST_NAME=$(basename "$0" .sh)
@@ -53,11 +62,11 @@ start_broker() {
   local specs=() spec
   for spec in "$@"; do specs+=("$(topic "${spec%%:*}"):${spec##*:}"); done
   if [[ "$KPIPE_TEST_BROKER" == kafka ]]; then
-    : "${KPIPE_TEST_BOOTSTRAP:?KPIPE_TEST_BOOTSTRAP must name the real broker}"
-    BROKERS=$KPIPE_TEST_BOOTSTRAP
-    for spec in "${specs[@]}"; do
-      "$KPIPE_SOURCE_DIR/scripts/kafka" topic "${spec%%:*}" "${spec##*:}" >/dev/null
-    done
+    BROKERS=${KPIPE_TEST_BOOTSTRAP:-$(kafka_tool address)} || fail "no real Kafka is running (scripts/kafka up)"
+    local args=()
+    for spec in "${specs[@]}"; do args+=("${spec%%:*}" "${spec##*:}"); done
+    # One call for all: it waits until every partition has a leader.
+    ((${#args[@]} == 0)) || kafka_tool topic "${args[@]}" >/dev/null || fail "cannot create topics ${specs[*]}"
     return
   fi
   local args=() fifo="$WORK/kbroker.out"
@@ -77,12 +86,42 @@ start_broker() {
   exec 9<&-
 }
 
+# requires_broker kafka REASON: this test runs on that broker only (exit 77,
+# "skipped", on the other), and says why.
 requires_broker() {
   if [[ "$KPIPE_TEST_BROKER" != "$1" ]]; then
-    echo "SKIP: $TEST_NAME needs $1 (running against $KPIPE_TEST_BROKER)"
+    echo "SKIP: $TEST_NAME needs $1${2:+: $2} (running against $KPIPE_TEST_BROKER)"
     exit 77
   fi
 }
+
+# kafka_tool ARGS...: scripts/kafka (the real broker's tools: groups, topics,
+# topic, address).
+kafka_tool() { "$KPIPE_SOURCE_DIR/scripts/kafka" "$@"; }
+
+# describe_group GROUP: Kafka's own view of a group's committed offsets, one
+# "TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG" line per partition,
+# sorted (real Kafka only: kbroker has no group describe).
+describe_group() {
+  kafka_tool groups --describe --group "$1" >"$WORK/describe.out" 2>"$WORK/describe.err" ||
+    fail "kafka-consumer-groups --describe --group $1 failed: $(cat "$WORK/describe.err")"
+  awk '$1 == G && NF >= 6 { print $2, $3, $4, $5, $6 }' G="$1" "$WORK/describe.out" | sort -k1,1 -k2,2n
+}
+
+# wait_for DESCRIPTION SECONDS COMMAND...: until COMMAND succeeds (it looks
+# at output a test is waiting on), or fails the test after SECONDS.
+wait_for() {
+  local what=$1 limit=$2
+  shift 2
+  local deadline=$((SECONDS + limit))
+  until "$@"; do
+    ((SECONDS < deadline)) || fail "timed out after ${limit}s waiting for $what"
+    sleep 0.05
+  done
+}
+
+# lines FILE: its number of lines (0 when it does not exist yet).
+lines() { if [[ -f "$1" ]]; then wc -l <"$1"; else echo 0; fi; }
 
 # expect_exit CODE CMD...: runs CMD with stdout to $WORK/out and stderr to
 # $WORK/err, and fails unless it exits with CODE.

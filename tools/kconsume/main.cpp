@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   app.add_option("--commit-interval", o.commit_interval, "With -g, commit written offsets this often")
       ->default_val("1s")
       ->type_name("D");
+  app.add_flag("--announce", o.announce, "Write control lines naming assigned partitions and those at their end (for kwindow)");
   app.add_option("--state", o.state, "Emit checkpoints and resume from the pipeline's state database FILE")
       ->type_name("FILE");
   app.add_option("--checkpoint-interval", o.checkpoint_interval, "With --state, emit a checkpoint this often")

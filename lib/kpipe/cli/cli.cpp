@@ -123,8 +123,10 @@ void Program::add_stats(CLI::App& app, StatsOptions& o) {
 void Program::add_kafka(CLI::App& app, KafkaOptions& o) {
   app.add_option("-b,--brokers", o.brokers, "Bootstrap brokers host:port,... (default: $KPIPE_BROKERS)")
       ->type_name("LIST");
+  // One value per -X: `kproduce -X linger.ms=5 in.ndjson` reads in.ndjson.
   app.add_option("-X,--property", o.properties, "Set a librdkafka property key=value (repeatable)")
-      ->type_name("KEY=VALUE");
+      ->type_name("KEY=VALUE")
+      ->allow_extra_args(false);
   app.add_option("--config", o.config_file, "Read Kafka client properties from a Java .properties file")
       ->type_name("FILE");
   app.add_option("--timeout", o.timeout, "How long to wait for a broker before failing")
@@ -173,6 +175,15 @@ int Program::run(int argc, char** argv, const std::function<Status(Io&)>& body) 
     print_completion(*target);
     return 0;
   }
+  // A mistyped subcommand gets a suggestion, not "a subcommand is required".
+  std::vector<std::string> subcommands;
+  for (const CLI::App* sub : app_.get_subcommands({})) subcommands.push_back(sub->get_name());
+  if (!subcommands.empty() && argc > 1 && argv[1][0] != '-' &&
+      std::find(subcommands.begin(), subcommands.end(), argv[1]) == subcommands.end()) {
+    reporter_.error(fmt::format("{}; see '{} --help'", unknown_choice("subcommand", argv[1], subcommands).message,
+                                name_));
+    return to_int(ExitStatus::kUsage);
+  }
   try {
     app_.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -200,12 +211,15 @@ int Program::run(int argc, char** argv, const std::function<Status(Io&)>& body) 
         break;
       }
     }
-    reporter_.error(fmt::format("{}; see '{} --help'", message, name_));
+    std::string scope = name_;
+    for (const CLI::App* sub : app_.get_subcommands()) scope += " " + sub->get_name();
+    reporter_.error(fmt::format("{}; see '{} --help'", message, scope));
     return to_int(ExitStatus::kUsage);
   }
   reporter_.set_verbosity(quiet_ ? -1 : verbose_);
   install_signal_handlers();
   Output out(1);
+  out.set_stop_check([] { return stop_requested(); });
   SystemClock clock;
   Io io{out, reporter_, clock, stop_flag(), name_, std::getenv("KPIPE_BROKERS"), ::isatty(1) == 1};
   Status s = body(io);

@@ -1,0 +1,105 @@
+// kdlq replay: dead letters back to standard output or into a Kafka topic,
+// each marked replayed only once it is delivered, so that an interrupted
+// replay resumes with no gap and no duplicate.
+//
+// Two sides meet here. The ledger is where "replayed" is kept: the SQLite
+// store's replayed_at column, or a consumer group's committed offsets on a
+// Kafka dead-letter topic. The target is where entries go. Standard output
+// has delivered a line when write() returns, so the entry is marked right
+// after. Kafka acknowledges later: before a batch is sent, the ledger
+// records the target's end offsets; once acknowledged, the batch is
+// marked. A replay killed in between leaves the batch in doubt, and the
+// next one settles it by reading the target from those offsets for the
+// kpipe.replay.id header each replayed record carries: what is there is
+// marked replayed, the rest is sent again.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kpipe/dlq_entry.h"
+#include "kpipe/status.h"
+#include "kpipe/time.h"
+
+namespace kpipe {
+
+class DlqStore;
+
+// An entry on its way, with the id its record carries (kReplayId).
+struct ReplayItem {
+  DlqEntry entry;
+  std::string replay_id;
+};
+
+class ReplayTarget {
+ public:
+  virtual ~ReplayTarget() = default;
+  // "<stdout>" or "kafka:TOPIC": in-doubt batches name the target they
+  // went to, and only that target can settle them.
+  virtual std::string describe() const = 0;
+  // Kafka: send() queues, flush() reports deliveries. Standard output: an
+  // entry is delivered when send() returns true.
+  virtual bool acknowledges_later() const = 0;
+  // false when the target has closed (a downstream pipe): nothing was sent.
+  virtual Expected<bool> send(const ReplayItem& item, uint64_t tag) = 0;
+  // Waits for the fate of everything sent; appends the tags delivered.
+  virtual Status flush(std::vector<uint64_t>& delivered) = 0;
+  // Where the target ends now (its end offsets), as text for the ledger.
+  virtual Expected<std::string> mark() = 0;
+  // The replay ids starting with `prefix` found in the target after `mark`.
+  virtual Expected<std::set<std::string>> delivered_since(const std::string& mark, const std::string& prefix) = 0;
+};
+
+class ReplayLedger {
+ public:
+  virtual ~ReplayLedger() = default;
+  // Replay ids of this store's entries start with this.
+  virtual std::string id_prefix() const = 0;
+
+  struct InDoubt {
+    std::string target;
+    std::string mark;
+    size_t entries = 0;  // how many were in flight, when the ledger knows
+    size_t index = 0;    // the ledger's own handle
+  };
+  virtual Expected<std::vector<InDoubt>> in_doubt() = 0;
+  // Entries of the batch whose ids are in `delivered` are replayed, the
+  // rest pending again. Returns how many were found delivered.
+  virtual Expected<size_t> settle(const InDoubt& batch, const std::set<std::string>& delivered) = 0;
+  // --again: the matching entries that were replayed become pending.
+  virtual Status reset() = 0;
+  // The next pending entries, in order; empty at the end.
+  virtual Expected<std::vector<ReplayItem>> next(size_t max) = 0;
+  // Records a batch as in flight to `target`, which ended at `mark`.
+  virtual Status begin(const std::vector<ReplayItem>& batch, const std::string& target,
+                       const std::string& mark) = 0;
+  // Marks entries replayed (pointers into the last next()'s batch).
+  virtual Status delivered(const std::vector<const ReplayItem*>& items) = 0;
+};
+
+struct ReplaySettings {
+  size_t batch = 1000;  // entries in flight to Kafka at most
+  bool again = false;
+  const std::atomic<bool>* stop = nullptr;
+};
+
+struct ReplayReport {
+  uint64_t replayed = 0;
+  uint64_t batches_in_doubt = 0;  // batches an earlier run left in flight
+  uint64_t in_doubt = 0;          // their entries, when the ledger knows
+  uint64_t found_delivered = 0;   // of those, found at the target
+  bool target_closed = false;     // a downstream pipe closed
+  bool stopped = false;           // SIGINT or SIGTERM
+};
+
+Expected<ReplayReport> run_replay(ReplayLedger& ledger, ReplayTarget& target, const ReplaySettings& settings);
+
+// The SQLite store as a ledger: entries matching `filter` (pending ones,
+// up to the largest id when the replay starts), at most `limit` (0: all).
+Expected<std::unique_ptr<ReplayLedger>> make_store_ledger(DlqStore& store, const DlqFilter& filter, size_t limit,
+                                                          Clock& clock);
+
+}  // namespace kpipe

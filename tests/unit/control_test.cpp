@@ -1,0 +1,139 @@
+#include "kpipe/control.h"
+
+#include <catch2/catch.hpp>
+
+#include <limits>
+#include <random>
+
+#include "kpipe/json.h"
+
+using namespace kpipe;
+
+namespace {
+
+Checkpoint parsed(std::string_view line) {
+  auto c = parse_checkpoint(line);
+  INFO(line);
+  if (!c) FAIL("refused: " << c.error().message);
+  if (!*c) FAIL("not a checkpoint");
+  return **c;
+}
+
+std::string parse_error(std::string_view line) {
+  auto c = parse_checkpoint(line);
+  INFO(line);
+  if (c) FAIL("accepted");
+  CHECK(c.error().status == ExitStatus::kDataError);
+  return c.error().message;
+}
+
+}  // namespace
+
+TEST_CASE("parse_checkpoint: the example of CONTRACT §6", "[control]") {
+  Checkpoint c = parsed(
+      R"({"$kpipe":"checkpoint","id":7,"at":1764412345123,)"
+      R"("offsets":[{"topic":"events","partition":0,"offset":1043}]})");
+  CHECK(c.id == 7);
+  CHECK(c.at == 1764412345123);
+  REQUIRE(c.offsets.size() == 1);
+  CHECK(c.offsets[0].topic == "events");
+  CHECK(c.offsets[0].partition == 0);
+  CHECK(c.offsets[0].offset == 1043);
+}
+
+TEST_CASE("parse_checkpoint: fields in any order, offsets and at optional", "[control]") {
+  Checkpoint c = parsed(R"({"$kpipe":"checkpoint","offsets":[],"id":0})");
+  CHECK(c.id == 0);
+  CHECK(c.at == 0);
+  CHECK(c.offsets.empty());
+  c = parsed(R"({"$kpipe":"checkpoint","id":3,"extra":{"x":[1]},"offsets":[)"
+             R"({"offset":5,"partition":2,"topic":"b"},)"
+             R"({"topic":"a","partition":0,"offset":0,"more":true}]})");
+  REQUIRE(c.offsets.size() == 2);
+  CHECK(c.offsets[0].topic == "b");
+  CHECK(c.offsets[0].partition == 2);
+  CHECK(c.offsets[0].offset == 5);
+  CHECK(c.offsets[1].topic == "a");
+}
+
+TEST_CASE("parse_checkpoint: other control kinds are not checkpoints", "[control]") {
+  for (const char* line : {R"({"$kpipe":"watermark","at":5})", R"({"$kpipe":"Checkpoint","id":1})",
+                           R"({"$kpipe":5,"id":1})", R"({"$kpipe":null})"}) {
+    auto c = parse_checkpoint(line);
+    INFO(line);
+    REQUIRE(c.ok());
+    CHECK_FALSE(*c);
+  }
+}
+
+TEST_CASE("parse_checkpoint: errors", "[control]") {
+  CHECK(parse_error(R"({"$kpipe":"checkpoint","id":1)")
+            .starts_with("control line: not valid JSON: "));
+  for (const char* id : {"", R"(,"id":-1)", R"(,"id":"7")", R"(,"id":1.5)", R"(,"id":null)",
+                         R"(,"id":18446744073709551615)"}) {
+    INFO(id);
+    CHECK(parse_error(std::string(R"({"$kpipe":"checkpoint")") + id + "}") ==
+          "checkpoint line: 'id' must be a non-negative integer");
+  }
+  CHECK(parse_error(R"({"$kpipe":"checkpoint","id":1,"offsets":{}})") ==
+        "checkpoint line: 'offsets' must be an array");
+  for (const char* entry : {R"({"partition":0,"offset":1})", R"({"topic":"t","offset":1})",
+                            R"({"topic":"t","partition":0})",
+                            R"({"topic":1,"partition":0,"offset":1})",
+                            R"({"topic":"t","partition":"0","offset":1})",
+                            R"({"topic":"t","partition":0,"offset":1.5})",
+                            R"(["t",0,1])", "null"}) {
+    INFO(entry);
+    CHECK(parse_error(std::string(R"({"$kpipe":"checkpoint","id":1,"offsets":[)") + entry + "]}") ==
+          "checkpoint line: each offset needs 'topic', 'partition' and 'offset'");
+  }
+}
+
+TEST_CASE("parse_checkpoint: a partition outside int32 is refused, not wrapped", "[control]") {
+  CHECK(parse_error(R"({"$kpipe":"checkpoint","id":1,)"
+                    R"("offsets":[{"topic":"t","partition":4294967296,"offset":1}]})") ==
+        "checkpoint line: partition 4294967296 is out of range");
+}
+
+TEST_CASE("append_checkpoint: exact line", "[control]") {
+  Checkpoint c{7, 1764412345123, {{"events", 0, 1043}, {"t\"q", 12, 0}}};
+  std::string out = "prefix\n";
+  append_checkpoint(out, c);
+  CHECK(out ==
+        "prefix\n"
+        R"({"$kpipe":"checkpoint","id":7,"at":1764412345123,)"
+        R"("offsets":[{"topic":"events","partition":0,"offset":1043},)"
+        R"({"topic":"t\"q","partition":12,"offset":0}]})"
+        "\n");
+  out.clear();
+  append_checkpoint(out, Checkpoint{});
+  CHECK(out == "{\"$kpipe\":\"checkpoint\",\"id\":0,\"at\":0,\"offsets\":[]}\n");
+}
+
+TEST_CASE("append_checkpoint then parse_checkpoint round-trips", "[control]") {
+  std::mt19937_64 rng(6);
+  const char* topics[] = {"events", "a.b-c_d", "é", "quote\"back\\slash", "tab\t", ""};
+  for (int i = 0; i < 500; ++i) {
+    Checkpoint c;
+    c.id = static_cast<int64_t>(rng() >> 1);
+    c.at = static_cast<int64_t>(rng());
+    size_t n = rng() % 5;
+    for (size_t k = 0; k < n; ++k)
+      c.offsets.push_back(
+          {topics[rng() % 6], static_cast<int32_t>(rng() >> 33), static_cast<int64_t>(rng() >> 1)});
+    std::string line;
+    append_checkpoint(line, c);
+    REQUIRE(line.back() == '\n');
+    line.pop_back();
+    CHECK(is_control_line(line));
+    Checkpoint back = parsed(line);
+    CHECK(back.id == c.id);
+    CHECK(back.at == c.at);
+    REQUIRE(back.offsets.size() == c.offsets.size());
+    for (size_t k = 0; k < n; ++k) {
+      CHECK(back.offsets[k].topic == c.offsets[k].topic);
+      CHECK(back.offsets[k].partition == c.offsets[k].partition);
+      CHECK(back.offsets[k].offset == c.offsets[k].offset);
+    }
+  }
+}

@@ -1,0 +1,275 @@
+#include "kpipe/dlq_replay.h"
+
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+
+#include "kpipe/dlq_store.h"
+
+namespace kpipe {
+namespace {
+
+// A topic in memory. A "kill" is simulated by limits: after `arrivals`
+// sends nothing more reaches the topic, and after `acks` deliveries no more
+// are acknowledged; the batch where either runs out fails, as a replay
+// killed there would: what it marked is marked, the rest is in doubt.
+class FakeTopic final : public ReplayTarget {
+ public:
+  explicit FakeTopic(bool later = true) : later_(later) {}
+  std::vector<std::pair<std::string, std::string>> records;  // replay id, payload
+  size_t arrivals = SIZE_MAX;
+  size_t acks = SIZE_MAX;
+  size_t close_after = SIZE_MAX;  // synchronous target: the pipe closes
+  std::function<void()> on_send;
+
+  std::string describe() const override { return later_ ? "kafka:fake" : "<stdout>"; }
+  bool acknowledges_later() const override { return later_; }
+  Expected<bool> send(const ReplayItem& item, uint64_t tag) override {
+    if (on_send) on_send();
+    if (!later_) {
+      if (records.size() >= close_after) return false;
+      records.emplace_back(item.replay_id, item.entry.payload);
+      return true;
+    }
+    ++sent_in_batch_;
+    if (arrivals == 0) return true;
+    --arrivals;
+    ++arrived_count;
+    records.emplace_back(item.replay_id, item.entry.payload);
+    arrived_.push_back(tag);
+    return true;
+  }
+  Status flush(std::vector<uint64_t>& delivered) override {
+    bool killed = arrived_.size() < sent_in_batch_;
+    for (uint64_t tag : arrived_) {
+      if (acks == 0) {
+        killed = true;
+        break;
+      }
+      --acks;
+      ++acked_count;
+      delivered.push_back(tag);
+    }
+    arrived_.clear();
+    sent_in_batch_ = 0;
+    if (killed) return failure("killed");
+    return {};
+  }
+  Expected<std::string> mark() override { return std::to_string(records.size()); }
+  Expected<std::set<std::string>> delivered_since(const std::string& mark, const std::string& prefix) override {
+    ++scans;
+    std::set<std::string> out;
+    for (size_t i = std::stoul(mark); i < records.size(); ++i)
+      if (records[i].first.starts_with(prefix)) out.insert(records[i].first);
+    return out;
+  }
+  int scans = 0;
+  size_t arrived_count = 0;
+  size_t acked_count = 0;
+
+ private:
+  bool later_;
+  std::vector<uint64_t> arrived_;
+  size_t sent_in_batch_ = 0;
+};
+
+std::unique_ptr<DlqStore> memory_store(size_t entries) {
+  auto s = DlqStore::open(":memory:");
+  REQUIRE(s.ok());
+  std::vector<std::string> payloads;
+  for (size_t i = 0; i < entries; ++i) payloads.push_back("line " + std::to_string(i + 1));
+  std::vector<DeadLetter> letters;
+  for (size_t i = 0; i < entries; ++i) {
+    DeadLetter d;
+    d.at = static_cast<Millis>(i);
+    d.stage = i % 2 == 0 ? "kdedup" : "kwindow";
+    d.reason = i % 3 == 0 ? "line 1: late" : "line 1: field '.ts' is missing";
+    d.payload = payloads[i];
+    letters.push_back(d);
+  }
+  REQUIRE((*s)->add(letters).ok());
+  return std::move(*s);
+}
+
+Expected<ReplayReport> replay(DlqStore& store, ReplayTarget& target, size_t batch, bool again = false,
+                              const DlqFilter& filter = {}, size_t limit = 0) {
+  FakeClock clock(5000);
+  auto ledger = make_store_ledger(store, filter, limit, clock);
+  REQUIRE(ledger.ok());
+  ReplaySettings settings;
+  settings.batch = batch;
+  settings.again = again;
+  return run_replay(**ledger, target, settings);
+}
+
+// Each entry's payload exactly once, whatever the order.
+void check_exactly_once(const FakeTopic& topic, size_t entries) {
+  std::map<std::string, int> count;
+  for (const auto& [id, payload] : topic.records) ++count[payload];
+  CHECK(count.size() == entries);
+  for (const auto& [payload, n] : count) {
+    INFO(payload);
+    CHECK(n == 1);
+  }
+  CHECK(topic.records.size() == entries);
+}
+
+size_t pending(DlqStore& store) {
+  DlqFilter f;
+  f.pending_only = true;
+  size_t n = 0;
+  REQUIRE(store.scan(f, 0, false, [&](const DlqEntry&) -> Status {
+    ++n;
+    return {};
+  }).ok());
+  return n;
+}
+
+TEST_CASE("a replay killed anywhere and run again delivers every entry exactly once", "[dlq_replay]") {
+  const size_t n = 7;
+  for (size_t batch : {1, 3, 10}) {
+    for (size_t arrivals = 0; arrivals <= n; ++arrivals) {
+      for (size_t acks = 0; acks <= arrivals; ++acks) {
+        INFO("batch " << batch << ", killed after " << arrivals << " arrived and " << acks << " acknowledged");
+        auto store = memory_store(n);
+        FakeTopic topic;
+        topic.arrivals = arrivals;
+        topic.acks = acks;
+        auto first = replay(*store, topic, batch);
+        bool complete = arrivals == n && acks == n;
+        CHECK(first.ok() == complete);
+        if (!first.ok()) CHECK(first.error().message.find("killed") != std::string::npos);
+        topic.arrivals = topic.acks = SIZE_MAX;
+        size_t arrived = topic.arrived_count;
+        size_t acked = topic.acked_count;
+        CHECK(n - pending(*store) == acked);
+        auto second = replay(*store, topic, batch);
+        REQUIRE(second.ok());
+        // What the first run delivered without knowing is found, not re-sent.
+        CHECK(second->found_delivered == arrived - acked);
+        CHECK(second->replayed == n - arrived);
+        check_exactly_once(topic, n);
+        CHECK(pending(*store) == 0);
+        CHECK(store->in_doubt()->empty());
+        auto third = replay(*store, topic, batch);
+        REQUIRE(third.ok());
+        CHECK(third->replayed == 0);
+        CHECK(topic.records.size() == n);
+      }
+    }
+  }
+}
+
+TEST_CASE("a killed replay killed again while settling still ends exactly once", "[dlq_replay]") {
+  auto store = memory_store(10);
+  FakeTopic topic;
+  topic.arrivals = 6;
+  topic.acks = 2;
+  REQUIRE_FALSE(replay(*store, topic, 4).ok());  // batch 1: 4 arrived, 2 acked; batch 2 never began
+  topic.arrivals = 3;  // the second run dies too, after settling
+  topic.acks = 0;
+  REQUIRE_FALSE(replay(*store, topic, 4).ok());
+  topic.arrivals = topic.acks = SIZE_MAX;
+  REQUIRE(replay(*store, topic, 4).ok());
+  check_exactly_once(topic, 10);
+  CHECK(pending(*store) == 0);
+}
+
+TEST_CASE("standard output: each entry is marked as its write returns; a closed pipe stops", "[dlq_replay]") {
+  auto store = memory_store(5);
+  FakeTopic out(false);
+  out.close_after = 3;
+  auto first = replay(*store, out, 2);
+  REQUIRE(first.ok());
+  CHECK(first->target_closed);
+  CHECK(first->replayed == 3);
+  CHECK(pending(*store) == 2);
+  out.close_after = SIZE_MAX;
+  auto second = replay(*store, out, 2);
+  REQUIRE(second.ok());
+  CHECK(second->replayed == 2);
+  check_exactly_once(out, 5);
+  CHECK(out.scans == 0);
+}
+
+TEST_CASE("a batch in doubt is settled only by its own target", "[dlq_replay]") {
+  auto store = memory_store(3);
+  FakeTopic topic;
+  topic.arrivals = 1;
+  topic.acks = 0;
+  REQUIRE_FALSE(replay(*store, topic, 10).ok());
+  FakeTopic out(false);
+  auto elsewhere = replay(*store, out, 10);
+  REQUIRE_FALSE(elsewhere.ok());
+  CHECK(elsewhere.error().message ==
+        "a replay to 'kafka:fake' was interrupted before its deliveries were acknowledged: replay to 'kafka:fake' "
+        "again first, so that it can tell what arrived and send nothing twice");
+  CHECK(out.records.empty());
+}
+
+TEST_CASE("replay --again sends replayed entries once more, and resumes without --again", "[dlq_replay]") {
+  auto store = memory_store(6);
+  FakeTopic topic;
+  REQUIRE(replay(*store, topic, 4).ok());
+  topic.records.clear();
+  topic.arrivals = 3;
+  topic.acks = 3;
+  REQUIRE_FALSE(replay(*store, topic, 2, true).ok());
+  topic.arrivals = topic.acks = SIZE_MAX;
+  auto resumed = replay(*store, topic, 2);
+  REQUIRE(resumed.ok());
+  check_exactly_once(topic, 6);
+}
+
+TEST_CASE("filters and --limit choose what is replayed; the rest stays pending", "[dlq_replay]") {
+  auto store = memory_store(9);
+  FakeTopic topic;
+  DlqFilter f;
+  f.stage = "kdedup";  // entries 1, 3, 5, 7, 9
+  auto r = replay(*store, topic, 2, false, f, 3);
+  REQUIRE(r.ok());
+  CHECK(r->replayed == 3);
+  REQUIRE(topic.records.size() == 3);
+  CHECK(topic.records[0].second == "line 1");
+  CHECK(topic.records[2].second == "line 5");
+  CHECK(pending(*store) == 6);
+  CHECK(topic.records[0].first.ends_with(":1"));
+  CHECK(topic.records[0].first.size() == 16 + 2);  // STORE_ID:ID
+}
+
+TEST_CASE("lines that fail again during a replay wait for the next one", "[dlq_replay]") {
+  auto store = memory_store(2);
+  FakeTopic out(false);
+  out.on_send = [&] {
+    DeadLetter d;
+    d.stage = "kdedup";
+    d.reason = "line 1: again";
+    d.payload = "failed again";
+    REQUIRE(store->add(d).ok());
+  };
+  auto r = replay(*store, out, 10);
+  REQUIRE(r.ok());
+  CHECK(r->replayed == 2);
+  CHECK(pending(*store) == 2);
+}
+
+TEST_CASE("a stop request ends the replay after the entry or batch in hand", "[dlq_replay]") {
+  auto store = memory_store(5);
+  FakeTopic out(false);
+  std::atomic<bool> stop{false};
+  out.on_send = [&] { stop = true; };
+  FakeClock clock;
+  auto ledger = make_store_ledger(*store, {}, 0, clock);
+  REQUIRE(ledger.ok());
+  ReplaySettings settings;
+  settings.stop = &stop;
+  auto r = run_replay(**ledger, out, settings);
+  REQUIRE(r.ok());
+  CHECK(r->stopped);
+  CHECK(r->replayed == 1);
+  CHECK(pending(*store) == 4);
+}
+
+}  // namespace
+}  // namespace kpipe

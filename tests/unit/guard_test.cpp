@@ -1,0 +1,168 @@
+#include "kpipe/guard.h"
+
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <string>
+
+namespace kpipe {
+namespace {
+
+using namespace std::string_literals;
+
+std::vector<Requirement> requirements(std::initializer_list<const char*> texts) {
+  std::vector<Requirement> out;
+  for (const char* t : texts) {
+    auto r = parse_requirement(t);
+    if (!r) FAIL(t << ": " << r.error().message);
+    out.push_back(std::move(*r));
+  }
+  return out;
+}
+
+// "" when the line passes, else the reason.
+std::string verdict(Guard& guard, std::string_view line) {
+  std::string padded(line);
+  padded.append(kJsonPadding, '\0');
+  Status s = guard.check(std::string_view(padded.data(), line.size()));
+  if (s.ok()) return "";
+  CHECK(s.error().status == ExitStatus::kDataError);
+  return s.error().message;
+}
+
+TEST_CASE("a requirement takes a path and an optional type after the last colon", "[guard]") {
+  auto r = parse_requirement(".value.ts:time");
+  REQUIRE(r.ok());
+  CHECK(r->path.text() == ".value.ts");
+  CHECK(r->type == FieldType::kTime);
+
+  r = parse_requirement(".user_id");
+  REQUIRE(r.ok());
+  CHECK(r->type == FieldType::kAny);
+
+  r = parse_requirement("/value/a:b:integer");  // a JSON Pointer with a colon in a key
+  REQUIRE(r.ok());
+  CHECK(r->path.text() == "/value/a:b");
+  CHECK(r->type == FieldType::kInteger);
+
+  r = parse_requirement(".\"a:b\"");  // quoted: the colon belongs to the key
+  REQUIRE(r.ok());
+  CHECK(r->type == FieldType::kAny);
+  CHECK(r->path.steps()[0].key == "a:b");
+
+  for (const char* t : {"string", "number", "integer", "bool", "object", "array", "time"}) {
+    auto typed = parse_requirement(std::string(".x:") + t);
+    REQUIRE(typed.ok());
+    CHECK(field_type_name(typed->type) == std::string(t));
+  }
+
+  auto typo = parse_requirement(".ts:strng");
+  REQUIRE_FALSE(typo.ok());
+  CHECK(typo.error().status == ExitStatus::kUsage);
+  CHECK(typo.error().message == "--require '.ts:strng': unknown type 'strng', did you mean 'string'?");
+
+  auto root = parse_requirement(".");
+  REQUIRE_FALSE(root.ok());
+  CHECK(root.error().message == "--require '.': the path names no field");
+
+  auto bad = parse_requirement(".a..b");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message == "--require '.a..b': invalid field path '.a..b': empty segment");
+}
+
+TEST_CASE("a field must be there, not null, and of its type", "[guard]") {
+  Guard g(requirements({".user_id:string", ".ts:time", ".amount:integer", ".tags:array", ".meta:object",
+                        ".ok:bool", ".score:number", ".note"}));
+  const std::string good =
+      R"({"user_id":"u1","ts":1795946400010,"amount":3,"tags":[],"meta":{},"ok":true,"score":1.5,"note":0})";
+  CHECK(verdict(g, good) == "");
+  CHECK(verdict(g, R"({"user_id":"u1","ts":"2026-11-29T10:15:30+02:00","amount":3.0,"tags":[1],"meta":{"a":1},)"
+                   R"("ok":false,"score":-2,"note":"x"})") == "");
+
+  auto with = [&](std::string field, std::string value) {
+    std::string line = good;
+    size_t at = line.find("\"" + field + "\":");
+    REQUIRE(at != std::string::npos);
+    size_t start = at + field.size() + 3;
+    size_t end = line.find_first_of(",}", start);
+    if (line[start] == '[' || line[start] == '{') end = line.find_first_of("]}", start) + 1;
+    return line.substr(0, start) + value + line.substr(end);
+  };
+  CHECK(verdict(g, with("user_id", "42")) == "field '.user_id' is a number, not a string");
+  CHECK(verdict(g, with("user_id", "null")) == "field '.user_id' is null, not a string");
+  CHECK(verdict(g, with("amount", "1.5")) == "field '.amount' is 1.5, not an integer");
+  CHECK(verdict(g, with("amount", "\"12\"")) == "field '.amount' is a string, not an integer");
+  CHECK(verdict(g, with("amount", "18446744073709551615")) == "");  // an integer beyond int64
+  CHECK(verdict(g, with("tags", "{}")) == "field '.tags' is an object, not an array");
+  CHECK(verdict(g, with("meta", "[]")) == "field '.meta' is an array, not an object");
+  CHECK(verdict(g, with("ok", "1")) == "field '.ok' is a number, not a bool");
+  CHECK(verdict(g, with("score", "\"1\"")) == "field '.score' is a string, not a number");
+  CHECK(verdict(g, with("note", "null")) == "field '.note' is null");
+  CHECK(verdict(g, with("ts", "true")) == "field '.ts' is a bool, not a time");
+  CHECK(verdict(g, with("ts", "\"yesterday\"")).starts_with("field '.ts' is not a time: "));
+  CHECK(verdict(g, with("ts", "1e300")).starts_with("field '.ts' is not a time: "));
+  CHECK(verdict(g, with("ts", "1795946400010.5")) == "");
+
+  // The first requirement broken, in the order given.
+  CHECK(verdict(g, R"({"ts":"x"})") == "field '.user_id' is missing");
+}
+
+TEST_CASE("a missing field is explained by the scalar in its way", "[guard]") {
+  Guard g(requirements({".value.user.id", ".value.items[0]"}));
+  CHECK(verdict(g, R"({"value":{"user":{"id":1},"items":[0]}})") == "");
+  CHECK(verdict(g, R"({"value":{"user":{},"items":[0]}})") == "field '.value.user.id' is missing");
+  CHECK(verdict(g, R"({"value":{"user":"u1","items":[0]}})") == "field '.value.user' is a string, not an object");
+  CHECK(verdict(g, R"({"value":7})") == "field '.value' is a number, not an object");
+  CHECK(verdict(g, R"({"other":1})") == "field '.value.user.id' is missing");
+  CHECK(verdict(g, R"({"value":{"user":{"id":1},"items":{"0":1}}})") ==
+        "field '.value.items' is an object, not an array");
+  CHECK(verdict(g, "42") == "the line is a number, not an object");
+  CHECK(verdict(g, R"("text")") == "the line is a string, not an object");
+  CHECK(verdict(g, "[1,2]") == "the line is an array, not an object");
+}
+
+TEST_CASE("the guard checks the whole line, not just the fields it reads", "[guard]") {
+  Guard g(requirements({".id"}));
+  std::string deep = "{\"id\":1,\"deep\":" + std::string(2000, '[') + std::string(2000, ']') + "}";
+  CHECK(verdict(g, deep) == "not valid JSON: nested too deeply");
+  CHECK(verdict(g, "{\"id\":1,\"note\":\"a\tb\"}") == "not valid JSON: unescaped control character in a string");
+  CHECK(verdict(g, "{\"id\":1,\"x\":\"\xff\"}") == "not valid JSON: invalid UTF-8");
+  CHECK(verdict(g, "{\"id\":1,\"n\":NaN}").starts_with("not valid JSON: "));
+  CHECK(verdict(g, "{\"id\":1,\"n\":[1,2}") != "");
+  CHECK(verdict(g, "{\"id\":1} {\"id\":2}") == "not valid JSON: content after the value");
+  CHECK(verdict(g, "{\"id\":\"u2\",\"ts\":17959") == "not valid JSON: truncated object or array");
+  CHECK(verdict(g, "\x00\x01\x02{\"id\":1}"s).starts_with("not valid JSON: "));
+  CHECK(verdict(g, "   ") == "not valid JSON: empty");
+}
+
+TEST_CASE("a guard writes good lines exactly as read and refuses bad ones without writing", "[guard]") {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  {
+    Output out(fds[1]);
+    GuardStage stage(requirements({".a:integer"}));
+    std::string good = "{ \"a\" : 1 ,\"b\":\"\xc3\xa9\"}  ";
+    std::string bad = R"({"a":"1"})";
+    for (const std::string& text : {good, bad}) {
+      std::string padded = text + std::string(kJsonPadding, '\0');
+      Line line;
+      line.text = std::string_view(padded.data(), text.size());
+      line.number = 1;
+      Status s = stage.on_line(line, out);
+      CHECK(s.ok() == (text == good));
+    }
+    REQUIRE(out.flush().ok());
+    Counters c;
+    stage.fill_counters(c);
+    CHECK(c.out == 1);
+  }
+  char buf[256];
+  ssize_t n = ::read(fds[0], buf, sizeof buf);
+  ::close(fds[0]);
+  ::close(fds[1]);
+  CHECK(std::string(buf, static_cast<size_t>(n)) == "{ \"a\" : 1 ,\"b\":\"\xc3\xa9\"}  \n");
+}
+
+}  // namespace
+}  // namespace kpipe

@@ -1,0 +1,450 @@
+#include "kpipe/lag.h"
+
+#include <catch2/catch.hpp>
+
+using namespace kpipe;
+
+namespace {
+
+// A partition's points: committed offsets and log end offsets, one sample a
+// minute apart starting at t0.
+constexpr Millis kT0 = 1'795'946'400'000;
+
+std::vector<PartitionPoint> points(const std::vector<std::pair<int64_t, int64_t>>& committed_end) {
+  std::vector<PartitionPoint> out;
+  Millis at = kT0;
+  for (const auto& [c, e] : committed_end) {
+    out.push_back({at, c, e, std::nullopt});
+    at += kMinute;
+  }
+  return out;
+}
+
+RuleSettings window(size_t n, int64_t allowed = 0) { return {n, allowed}; }
+
+LagStatus judge(const std::vector<PartitionPoint>& p, std::optional<int64_t> members = std::nullopt,
+                RuleSettings rules = window(10)) {
+  auto v = judge_partition(p, members, rules);
+  REQUIRE(v);
+  return v->status;
+}
+
+}  // namespace
+
+TEST_CASE("lag status names and --fail-on", "[lag]") {
+  CHECK(std::string(lag_status_name(LagStatus::kStall)) == "STALL");
+  CHECK(*parse_fail_on("STOP") == LagStatus::kStop);
+  CHECK(*parse_fail_on("rewind") == LagStatus::kRewind);
+  CHECK(*parse_fail_on("Warn") == LagStatus::kWarn);
+  auto typo = parse_fail_on("STAL");
+  REQUIRE_FALSE(typo);
+  CHECK(typo.error().message == "unknown status 'STAL', did you mean 'STALL'?");
+  CHECK(typo.error().status == ExitStatus::kUsage);
+  // OK is no failure to ask for.
+  CHECK_FALSE(parse_fail_on("OK"));
+  // Severity: the group's status is the worst, --fail-on S fires at S or worse.
+  CHECK(LagStatus::kOk < LagStatus::kWarn);
+  CHECK(LagStatus::kWarn < LagStatus::kStall);
+  CHECK(LagStatus::kStall < LagStatus::kStop);
+  CHECK(LagStatus::kStop < LagStatus::kRewind);
+}
+
+TEST_CASE("partition lag in records", "[lag]") {
+  PartitionSample p{"t", 0, 100, 150, std::nullopt, std::nullopt};
+  CHECK(*p.lag() == 50);
+  p.committed = 150;
+  CHECK(*p.lag() == 0);
+  // A committed offset past the end (a topic recreated) is not negative lag.
+  p.committed = 160;
+  CHECK(*p.lag() == 0);
+  p.committed.reset();
+  CHECK_FALSE(p.lag());
+}
+
+TEST_CASE("rule OK: the latest lag within --allowed-lag", "[lag][rules]") {
+  // The offset moves and the lag never decreases: WARN, unless small enough.
+  auto p = points({{10, 13}, {20, 24}, {30, 35}});
+  CHECK(judge(p, std::nullopt, window(10, 0)) == LagStatus::kWarn);
+  CHECK(judge(p, std::nullopt, window(10, 4)) == LagStatus::kWarn);
+  CHECK(judge(p, std::nullopt, window(10, 5)) == LagStatus::kOk);
+  // Only the latest lag counts: an allowed lag does not excuse a stall.
+  auto stalled = points({{10, 12}, {10, 20}, {10, 30}});
+  CHECK(judge(stalled, std::nullopt, window(10, 5)) == LagStatus::kStall);
+  CHECK(judge(stalled, std::nullopt, window(10, 20)) == LagStatus::kOk);
+}
+
+TEST_CASE("rule OK: any zero lag in the window", "[lag][rules]") {
+  auto p = points({{10, 10}, {10, 20}, {10, 30}});
+  CHECK(judge(p) == LagStatus::kOk);
+  // The same zero out of a window of two no longer counts.
+  CHECK(judge(p, 1, window(2)) == LagStatus::kStall);
+}
+
+TEST_CASE("rule REWIND: the committed offset went backwards", "[lag][rules]") {
+  auto p = points({{10, 40}, {20, 50}, {15, 60}});
+  auto v = judge_partition(p, 3, window(10));
+  REQUIRE(v);
+  CHECK(v->status == LagStatus::kRewind);
+  CHECK(v->reason == "the committed offset went back from 20 to 15");
+  // REWIND outranks what the trend says, and needs the window to see it.
+  auto later = points({{10, 40}, {20, 50}, {15, 60}, {16, 70}, {17, 80}});
+  CHECK(judge(later, 3, window(5)) == LagStatus::kRewind);
+  CHECK(judge(later, 3, window(2)) == LagStatus::kWarn);
+}
+
+TEST_CASE("rule STOP: unmoved for longer than the window, no active member", "[lag][rules]") {
+  // Unmoved in the window of 3, and in the sample before it.
+  auto p = points({{10, 20}, {10, 25}, {10, 30}, {10, 35}});
+  auto none = judge_partition(p, 0, window(3));
+  REQUIRE(none);
+  CHECK(none->status == LagStatus::kStop);
+  CHECK(none->reason ==
+        "offset 10 has not moved for longer than the window (3 samples over 2m), lag 25, and the group has no "
+        "active member");
+  CHECK_FALSE(none->stop_without_members);
+  // Members still in the group: stuck, not stopped.
+  CHECK(judge(p, 2, window(3)) == LagStatus::kStall);
+  // The broker cannot tell (kbroker): the offsets decide, and say so.
+  auto unknown = judge_partition(p, std::nullopt, window(3));
+  REQUIRE(unknown);
+  CHECK(unknown->status == LagStatus::kStop);
+  CHECK(unknown->stop_without_members);
+  CHECK(unknown->reason ==
+        "offset 10 has not moved for longer than the window (3 samples over 2m), lag 25 (the broker cannot tell "
+        "whether the group has active members)");
+}
+
+TEST_CASE("rule STOP: a state file's commit times tell whether it still commits", "[lag][rules]") {
+  auto p = points({{10, 20}, {10, 25}, {10, 30}, {10, 35}});
+  // The window spans 2 minutes; the pipeline last committed 10 minutes
+  // before the latest sample: stopped.
+  for (auto& point : p) point.committed_at = p.back().at - 10 * kMinute;
+  auto v = judge_partition(p, std::nullopt, window(3));
+  REQUIRE(v);
+  CHECK(v->status == LagStatus::kStop);
+  CHECK(v->reason ==
+        "offset 10 has not moved for longer than the window (3 samples over 2m), lag 25, and nothing was committed "
+        "for 10m");
+  // Committing (the same offset) a minute ago: running, but stuck.
+  p.back().committed_at = p.back().at - kMinute;
+  CHECK(judge(p, std::nullopt, window(3)) == LagStatus::kStall);
+  // The commit time outranks a member count.
+  CHECK(judge(p, 0, window(3)) == LagStatus::kStall);
+}
+
+TEST_CASE("rule STALL: the offset never moved while lag stayed above zero", "[lag][rules]") {
+  auto p = points({{10, 20}, {10, 25}, {10, 30}});
+  auto v = judge_partition(p, std::nullopt, window(3));
+  REQUIRE(v);
+  CHECK(v->status == LagStatus::kStall);
+  CHECK(v->reason == "offset 10 did not move in 3 samples over 2m while lag stayed above 0 (now 20)");
+  // It moved just before the window: stalled, not stopped.
+  auto moved = points({{5, 20}, {10, 20}, {10, 25}, {10, 30}});
+  CHECK(judge(moved, std::nullopt, window(3)) == LagStatus::kStall);
+  CHECK(judge(moved, 0, window(3)) == LagStatus::kStall);
+  // A lag that stays the same is a stall too.
+  CHECK(judge(points({{10, 20}, {10, 20}}), 1) == LagStatus::kStall);
+}
+
+TEST_CASE("rule WARN: the offset moved but the lag never decreased", "[lag][rules]") {
+  auto p = points({{10, 15}, {20, 25}, {30, 40}});
+  auto v = judge_partition(p, 1, window(10));
+  REQUIRE(v);
+  CHECK(v->status == LagStatus::kWarn);
+  CHECK(v->reason == "the offset moved from 10 to 30 in 3 samples over 2m but the lag never decreased (5 to 10)");
+  // One decrease anywhere in the window: OK.
+  CHECK(judge(points({{10, 15}, {20, 24}, {30, 40}}), 1) == LagStatus::kOk);
+  CHECK(judge(points({{10, 20}, {20, 26}, {30, 40}}), 1) == LagStatus::kOk);
+}
+
+TEST_CASE("rules: the window is the last N points with a committed offset", "[lag][rules]") {
+  // A decrease, then three samples of growing lag: the window of 3 sees
+  // only the growth.
+  auto p = points({{10, 50}, {45, 50}, {50, 60}, {60, 75}, {70, 90}});
+  CHECK(judge(p, 1, window(10)) == LagStatus::kOk);
+  CHECK(judge(p, 1, window(3)) == LagStatus::kWarn);
+  // Points without a committed offset are not samples of the partition.
+  auto gaps = points({{10, 15}, {0, 0}, {20, 25}, {30, 40}});
+  gaps[1].committed.reset();
+  CHECK(judge(gaps, 1, window(3)) == LagStatus::kWarn);
+}
+
+TEST_CASE("rules: too few points, or none committed", "[lag][rules]") {
+  // One sample shows no trend: OK whatever the lag.
+  CHECK(judge(points({{10, 1000}})) == LagStatus::kOk);
+  std::vector<PartitionPoint> never = points({{0, 10}, {0, 20}});
+  for (auto& p : never) p.committed.reset();
+  CHECK_FALSE(judge_partition(never, std::nullopt, window(10)));
+  CHECK_FALSE(judge_partition({}, std::nullopt, window(10)));
+}
+
+TEST_CASE("estimate_produce_time interpolates the end offsets seen", "[lag][time]") {
+  // The end stood at 100 until t=1400 and had reached 200 by t=2000: the
+  // record at 150 came halfway between.
+  CHECK(*estimate_produce_time({{100, 1000, 1400}, {200, 2000, 2600}}, 150) == 1700);
+  CHECK(*estimate_produce_time({{100, 1000, 1400}, {200, 2000, 2600}}, 100) == 1400);
+  // Unsorted, and the same offset seen by several samples.
+  CHECK(*estimate_produce_time({{200, 2500, 2600}, {100, 1000, 1000}, {200, 2000, 2000}, {100, 1200, 1400}}, 150) ==
+        1700);
+  // Older than every sight: the first two points' rate, extrapolated.
+  CHECK(*estimate_produce_time({{100, 1000, 1900}, {200, 2000, 2000}, {400, 9000, 9000}}, 50) == 500);
+  // Not yet produced when last seen, or too few points to tell.
+  CHECK_FALSE(estimate_produce_time({{100, 1000, 1000}, {200, 2000, 2000}}, 200));
+  CHECK_FALSE(estimate_produce_time({{200, 2000, 2000}}, 100));
+  CHECK_FALSE(estimate_produce_time({}, 100));
+}
+
+TEST_CASE("LagEngine::sample stamps the clock's time and measures lag in seconds", "[lag][time]") {
+  FakeClock clock(kT0);
+  LagEngine engine(clock, {});
+  std::vector<PartitionReading> readings = {
+      {"events", 1, 100, 150, std::nullopt, kT0 - 2500},  // 2.5 s behind
+      {"events", 0, 150, 150, std::nullopt, std::nullopt},   // caught up
+      {"audit", 0, 10, 20, std::nullopt, kT0 + 5000},        // a timestamp from the future
+      {"events", 2, std::nullopt, 80, std::nullopt, std::nullopt},  // nothing committed
+      {"events", 3, 40, 60, std::nullopt, std::nullopt},     // not fetched, no history
+  };
+  LagSample s = engine.sample({LagSubject::Kind::kGroup, "g"}, 2, "Stable", readings);
+  CHECK(s.at == kT0);
+  CHECK(*s.members == 2);
+  CHECK(s.group_state == "Stable");
+  REQUIRE(s.partitions.size() == 5);
+  // Sorted by topic, then partition.
+  CHECK(s.partitions[0].topic == "audit");
+  CHECK(*s.partitions[0].lag_seconds == 0.0);
+  CHECK(s.partitions[1].partition == 0);
+  CHECK(*s.partitions[1].lag_seconds == 0.0);
+  CHECK(*s.partitions[2].lag_seconds == 2.5);
+  CHECK_FALSE(s.partitions[3].lag_seconds);
+  CHECK_FALSE(s.partitions[3].lag());
+  CHECK_FALSE(s.partitions[4].lag_seconds);
+}
+
+TEST_CASE("LagEngine::sample estimates lag seconds from the history (--no-fetch)", "[lag][time]") {
+  FakeClock clock(kT0 + 10 * kSecond);
+  LagEngine engine(clock, {});
+  // The end was 100 at t0 and is 200 now (the current sample is a point
+  // too): the record at 150 came 5 s ago.
+  std::map<TopicPartition, std::vector<EndOffsetSeen>> timelines;
+  timelines[{"events", 0}] = {{100, kT0, kT0}};
+  LagSample s = engine.sample({LagSubject::Kind::kGroup, "g"}, std::nullopt, "",
+                              {{"events", 0, 150, 200, std::nullopt, std::nullopt}}, timelines);
+  REQUIRE(s.partitions[0].lag_seconds);
+  CHECK(*s.partitions[0].lag_seconds == 5.0);
+}
+
+namespace {
+
+LagSample sample_at(Millis at, std::vector<PartitionSample> parts, std::optional<int64_t> members = std::nullopt) {
+  LagSample s;
+  s.subject = {LagSubject::Kind::kGroup, "billing"};
+  s.at = at;
+  s.members = members;
+  s.partitions = std::move(parts);
+  return s;
+}
+
+PartitionSample part(std::string topic, int32_t p, std::optional<int64_t> committed, int64_t end,
+                     std::optional<double> seconds = std::nullopt) {
+  return {std::move(topic), p, committed, end, std::nullopt, seconds};
+}
+
+std::vector<LagSample> billing_history() {
+  // events [0] stalls at 10 while its end grows; events [1] keeps up;
+  // audit [0] has never been committed.
+  return {
+      sample_at(kT0, {part("audit", 0, std::nullopt, 5), part("events", 0, 10, 20), part("events", 1, 30, 30)}),
+      sample_at(kT0 + kMinute,
+                {part("audit", 0, std::nullopt, 6), part("events", 0, 10, 30), part("events", 1, 38, 40)}),
+      sample_at(kT0 + 2 * kMinute, {part("audit", 0, std::nullopt, 7), part("events", 0, 10, 40, 125.5),
+                                    part("events", 1, 50, 50, 0.0)}),
+  };
+}
+
+}  // namespace
+
+TEST_CASE("LagEngine::report judges each partition and takes the worst", "[lag]") {
+  FakeClock clock(kT0);
+  LagEngine engine(clock, {3, 0});
+  GroupReport r = engine.report(billing_history());
+  CHECK(r.subject.name == "billing");
+  CHECK(r.at == kT0 + 2 * kMinute);
+  REQUIRE(r.partitions.size() == 3);
+  CHECK_FALSE(r.partitions[0].status);
+  CHECK(*r.partitions[1].status == LagStatus::kStall);
+  CHECK(*r.partitions[2].status == LagStatus::kOk);
+  CHECK(r.partitions[1].recent_lags == std::vector<int64_t>{10, 20, 30});
+  CHECK(r.partitions[0].recent_lags.empty());
+  CHECK(r.total_lag == 30);
+  CHECK(*r.max_lag_seconds == 125.5);
+  CHECK(r.status == LagStatus::kStall);
+  CHECK(r.reason == "events [0]: offset 10 did not move in 3 samples over 2m while lag stayed above 0 (now 30)");
+}
+
+TEST_CASE("write_ndjson: partitions, topic totals, then the group", "[lag][output]") {
+  FakeClock clock(kT0);
+  LagEngine engine(clock, {3, 0});
+  std::string out;
+  write_ndjson(out, engine.report(billing_history()));
+  CHECK(out ==
+        "{\"group\":\"billing\",\"topic\":\"audit\",\"partition\":0,\"committed\":null,\"end\":7,\"lag\":null,"
+        "\"lag_seconds\":null,\"status\":null}\n"
+        "{\"group\":\"billing\",\"topic\":\"events\",\"partition\":0,\"committed\":10,\"end\":40,\"lag\":30,"
+        "\"lag_seconds\":125.5,\"status\":\"STALL\"}\n"
+        "{\"group\":\"billing\",\"topic\":\"events\",\"partition\":1,\"committed\":50,\"end\":50,\"lag\":0,"
+        "\"lag_seconds\":0,\"status\":\"OK\"}\n"
+        "{\"group\":\"billing\",\"topic\":\"audit\",\"partitions\":1,\"lag\":0,\"lag_seconds\":null}\n"
+        "{\"group\":\"billing\",\"topic\":\"events\",\"partitions\":2,\"lag\":30,\"lag_seconds\":125.5}\n"
+        "{\"group\":\"billing\",\"at\":\"2026-11-29T10:02:00.000Z\",\"partitions\":3,\"lag\":30,\"lag_seconds\":125.5,"
+        "\"status\":\"STALL\",\"reason\":\"events [0]: offset 10 did not move in 3 samples over 2m while lag stayed "
+        "above 0 (now 30)\",\"members\":null}\n");
+}
+
+TEST_CASE("write_ndjson: a state file's partitions carry their commit time", "[lag][output]") {
+  GroupReport r;
+  r.subject = {LagSubject::Kind::kState, "pipe.db"};
+  r.at = kT0;
+  PartitionReport p;
+  p.sample = {"events", 0, 5, 9, kT0 - kSecond, 1.0};
+  p.status = LagStatus::kOk;
+  r.partitions.push_back(p);
+  r.total_lag = 4;
+  r.max_lag_seconds = 1.0;
+  r.members = 3;  // never written for a state file
+  std::string out;
+  write_ndjson(out, r);
+  CHECK(out ==
+        "{\"state\":\"pipe.db\",\"topic\":\"events\",\"partition\":0,\"committed\":5,\"end\":9,\"lag\":4,"
+        "\"lag_seconds\":1,\"committed_at\":\"2026-11-29T09:59:59.000Z\",\"status\":\"OK\"}\n"
+        "{\"state\":\"pipe.db\",\"topic\":\"events\",\"partitions\":1,\"lag\":4,\"lag_seconds\":1}\n"
+        "{\"state\":\"pipe.db\",\"at\":\"2026-11-29T10:00:00.000Z\",\"partitions\":1,\"lag\":4,\"lag_seconds\":1,"
+        "\"status\":\"OK\"}\n");
+}
+
+TEST_CASE("render_table: aligned columns, topic and group totals, trend", "[lag][output]") {
+  FakeClock clock(kT0);
+  LagEngine engine(clock, {3, 0});
+  std::vector<GroupReport> reports = {engine.report(billing_history())};
+  CHECK(render_table(reports, false) ==
+        "GROUP    TOPIC   PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG  LAG-SECONDS  STATUS\n"
+        "billing  audit   0                       -               7    -            -  -\n"
+        "billing  audit   TOTAL                                        0            -\n"
+        "billing  events  0                      10              40   30        125.5  STALL\n"
+        "billing  events  1                      50              50    0          0.0  OK\n"
+        "billing  events  TOTAL                                       30        125.5\n"
+        "billing  TOTAL                                               30        125.5  STALL\n");
+  std::string trend = render_table(reports, true);
+  CHECK(trend.find("STALL   ▃▆█\n") != std::string::npos);
+  CHECK(trend.find("OK      ▁█▁\n") != std::string::npos);
+}
+
+TEST_CASE("render_table: a STOP judged without members says so", "[lag][output]") {
+  FakeClock clock(kT0);
+  LagEngine engine(clock, {2, 0});
+  auto h = billing_history();
+  std::string out = render_table({engine.report(h)}, false);
+  CHECK(out.find("STOP") != std::string::npos);
+  CHECK(out.find("note: group 'billing': STOP judged from the offsets alone: the broker cannot tell whether the "
+                 "group has active members\n") != std::string::npos);
+  // With the member count known, no note.
+  for (auto& s : h) s.members = 0;
+  out = render_table({engine.report(h)}, false);
+  CHECK(out.find("STOP") != std::string::npos);
+  CHECK(out.find("note:") == std::string::npos);
+}
+
+TEST_CASE("write_prometheus: HELP and TYPE once per metric, labels escaped", "[lag][output]") {
+  FakeClock clock(kT0);
+  LagEngine engine(clock, {3, 0});
+  GroupReport billing = engine.report(billing_history());
+  GroupReport odd;
+  odd.subject = {LagSubject::Kind::kGroup, "a\"b\\c\nd"};
+  odd.at = kT0;
+  odd.members = 2;
+  PartitionReport p;
+  p.sample = {"t", 3, 7, 9, std::nullopt, 0.25};
+  p.status = LagStatus::kOk;
+  odd.partitions.push_back(p);
+  odd.total_lag = 2;
+  odd.max_lag_seconds = 0.25;
+  std::string out;
+  write_prometheus(out, {billing, odd});
+  CHECK(out ==
+        "# HELP kpipe_consumer_lag Records between the committed offset and the log end offset.\n"
+        "# TYPE kpipe_consumer_lag gauge\n"
+        "kpipe_consumer_lag{group=\"billing\",topic=\"events\",partition=\"0\"} 30\n"
+        "kpipe_consumer_lag{group=\"billing\",topic=\"events\",partition=\"1\"} 0\n"
+        "kpipe_consumer_lag{group=\"a\\\"b\\\\c\\nd\",topic=\"t\",partition=\"3\"} 2\n"
+        "# HELP kpipe_consumer_lag_seconds Seconds since the record at the committed offset was produced; 0 when "
+        "caught up.\n"
+        "# TYPE kpipe_consumer_lag_seconds gauge\n"
+        "kpipe_consumer_lag_seconds{group=\"billing\",topic=\"events\",partition=\"0\"} 125.5\n"
+        "kpipe_consumer_lag_seconds{group=\"billing\",topic=\"events\",partition=\"1\"} 0\n"
+        "kpipe_consumer_lag_seconds{group=\"a\\\"b\\\\c\\nd\",topic=\"t\",partition=\"3\"} 0.25\n"
+        "# HELP kpipe_consumer_committed_offset The committed offset: the next offset the consumer reads.\n"
+        "# TYPE kpipe_consumer_committed_offset gauge\n"
+        "kpipe_consumer_committed_offset{group=\"billing\",topic=\"events\",partition=\"0\"} 10\n"
+        "kpipe_consumer_committed_offset{group=\"billing\",topic=\"events\",partition=\"1\"} 50\n"
+        "kpipe_consumer_committed_offset{group=\"a\\\"b\\\\c\\nd\",topic=\"t\",partition=\"3\"} 7\n"
+        "# HELP kpipe_log_end_offset The log end offset (high watermark) of the partition.\n"
+        "# TYPE kpipe_log_end_offset gauge\n"
+        "kpipe_log_end_offset{group=\"billing\",topic=\"audit\",partition=\"0\"} 7\n"
+        "kpipe_log_end_offset{group=\"billing\",topic=\"events\",partition=\"0\"} 40\n"
+        "kpipe_log_end_offset{group=\"billing\",topic=\"events\",partition=\"1\"} 50\n"
+        "kpipe_log_end_offset{group=\"a\\\"b\\\\c\\nd\",topic=\"t\",partition=\"3\"} 9\n"
+        "# HELP kpipe_consumer_group_lag Records behind, summed over the partitions.\n"
+        "# TYPE kpipe_consumer_group_lag gauge\n"
+        "kpipe_consumer_group_lag{group=\"billing\"} 30\n"
+        "kpipe_consumer_group_lag{group=\"a\\\"b\\\\c\\nd\"} 2\n"
+        "# HELP kpipe_consumer_group_lag_seconds The largest lag in seconds of the partitions.\n"
+        "# TYPE kpipe_consumer_group_lag_seconds gauge\n"
+        "kpipe_consumer_group_lag_seconds{group=\"billing\"} 125.5\n"
+        "kpipe_consumer_group_lag_seconds{group=\"a\\\"b\\\\c\\nd\"} 0.25\n"
+        "# HELP kpipe_consumer_group_members Active members of the group (absent: the broker cannot tell).\n"
+        "# TYPE kpipe_consumer_group_members gauge\n"
+        "kpipe_consumer_group_members{group=\"a\\\"b\\\\c\\nd\"} 2\n"
+        "# HELP kpipe_lag_sample_timestamp_seconds When klag took the sample, in seconds since the epoch.\n"
+        "# TYPE kpipe_lag_sample_timestamp_seconds gauge\n"
+        "kpipe_lag_sample_timestamp_seconds{group=\"billing\"} 1795946520\n"
+        "kpipe_lag_sample_timestamp_seconds{group=\"a\\\"b\\\\c\\nd\"} 1795946400\n"
+        "# HELP kpipe_consumer_group_status The status by Burrow's rules: 1 for the current one, else 0.\n"
+        "# TYPE kpipe_consumer_group_status gauge\n"
+        "kpipe_consumer_group_status{group=\"billing\",status=\"OK\"} 0\n"
+        "kpipe_consumer_group_status{group=\"billing\",status=\"WARN\"} 0\n"
+        "kpipe_consumer_group_status{group=\"billing\",status=\"STALL\"} 1\n"
+        "kpipe_consumer_group_status{group=\"billing\",status=\"STOP\"} 0\n"
+        "kpipe_consumer_group_status{group=\"billing\",status=\"REWIND\"} 0\n"
+        "kpipe_consumer_group_status{group=\"a\\\"b\\\\c\\nd\",status=\"OK\"} 1\n"
+        "kpipe_consumer_group_status{group=\"a\\\"b\\\\c\\nd\",status=\"WARN\"} 0\n"
+        "kpipe_consumer_group_status{group=\"a\\\"b\\\\c\\nd\",status=\"STALL\"} 0\n"
+        "kpipe_consumer_group_status{group=\"a\\\"b\\\\c\\nd\",status=\"STOP\"} 0\n"
+        "kpipe_consumer_group_status{group=\"a\\\"b\\\\c\\nd\",status=\"REWIND\"} 0\n");
+}
+
+TEST_CASE("sparkline scales from zero to the largest value", "[lag][output]") {
+  CHECK(sparkline({0, 7, 14}) == "▁▅█");
+  CHECK(sparkline({0, 1, 2, 3, 4, 5, 6, 7}) == "▁▂▃▄▅▆▇█");
+  CHECK(sparkline({0, 0}) == "▁▁");
+  CHECK(sparkline({5}) == "█");
+  CHECK(sparkline({}).empty());
+}
+
+TEST_CASE("check_alerts: thresholds each way", "[lag][alerts]") {
+  FakeClock clock(kT0);
+  LagEngine engine(clock, {3, 0});
+  std::vector<GroupReport> reports = {engine.report(billing_history())};
+  CHECK(check_alerts(reports, {}).empty());
+  CHECK(check_alerts(reports, {30, std::nullopt, std::nullopt}).empty());
+  CHECK(check_alerts(reports, {29, std::nullopt, std::nullopt}) ==
+        std::vector<std::string>{"group 'billing': lag 30 is over --max-lag 29"});
+  CHECK(check_alerts(reports, {std::nullopt, 125.5, std::nullopt}).empty());
+  CHECK(check_alerts(reports, {std::nullopt, 60, std::nullopt}) ==
+        std::vector<std::string>{"group 'billing': events [0] is 125.5s behind, over --max-lag-seconds 60"});
+  CHECK(check_alerts(reports, {std::nullopt, std::nullopt, LagStatus::kStop}).empty());
+  auto stall = check_alerts(reports, {std::nullopt, std::nullopt, LagStatus::kWarn});
+  REQUIRE(stall.size() == 1);
+  CHECK(stall[0] ==
+        "group 'billing' is STALL (--fail-on WARN): events [0]: offset 10 did not move in 3 samples over 2m while lag "
+        "stayed above 0 (now 30)");
+  CHECK(check_alerts(reports, {1, 1, LagStatus::kStall}).size() == 3);
+}
