@@ -227,7 +227,7 @@ constexpr Millis kMaxBatchDelay = 500;
 // The terminal stage: holds rows, commits them in batches, and completes
 // checkpoints. `store` is null without --state; `same_file` when it is the
 // database the rows go to (exactly-once: the rows since the last checkpoint
-// commit only with the next one).
+// commit only with the next one, or at the end of the input).
 class UpsertStage final : public LineStage {
  public:
   UpsertStage(UpsertWriter& writer, StateStore* store, bool same_file, int64_t batch, std::string stage,
