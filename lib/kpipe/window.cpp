@@ -885,7 +885,11 @@ struct WindowEngine::Impl {
     if (idle > 0) p.last_seen = clock.steady();
     p.revoked = !assigned;
     p.waiting = assigned && p.max == kNoWatermark;
-    advance(compute_watermark(idle > 0 ? clock.steady() : 0), out);
+    // An assignment can only hold the watermark back, never move it. (Moving
+    // it here, after the first partition of an announcement and before the
+    // others, once let a restored partition run the watermark ahead alone:
+    // found by kupsert's crash test.)
+    if (!assigned) advance(compute_watermark(idle > 0 ? clock.steady() : 0), out);
   }
 
   void flush(std::string& out) {
@@ -1251,7 +1255,10 @@ struct WindowEngine::Impl {
     saved_watermark = watermark;
     saved_seq = next_seq;
     if (kind != WindowKind::kSession) {
-      auto it = buckets.upper_bound(watermark - size);
+      // The first window that has not fired. With no watermark yet, none
+      // has (and watermark - size would overflow: the restored windows
+      // were then freed unfired, found by kupsert's crash test).
+      auto it = watermark == kNoWatermark ? buckets.begin() : buckets.upper_bound(watermark - size);
       next_fire = it == buckets.end() ? kNever : it->second.end;
       next_free = buckets.empty() ? kNever : buckets.begin()->second.end + lateness;
     }
