@@ -4,10 +4,13 @@
 # Prints the median wall time of RUNS runs of each and the ratio.
 #
 #   bench/checkpoint.sh [RECORDS] [RUNS]
+#
+# INTERVAL=200ms sets another --checkpoint-interval (default 1s).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 records=${1:-1000000}
 runs=${2:-5}
+interval=${INTERVAL:-1s}
 bin=${KPIPE_BIN:-$root/build/bin}
 export PATH="$bin:$PATH"
 work=$(mktemp -d)
@@ -26,7 +29,7 @@ window=(--time .value.ts --key .value.user_id --tumble 5m --watermark 5s --agg c
 plain() { kconsume -b "$B" -t bench -e --announce | kwindow "${window[@]}" >/dev/null; }
 stateful() {
   rm -f "$work"/s.db*
-  kconsume -b "$B" -t bench -e --state "$work/s.db" --checkpoint-interval 1s |
+  kconsume -b "$B" -t bench -e --state "$work/s.db" --checkpoint-interval "$interval" |
     kwindow "${window[@]}" --state "$work/s.db" --flush-at-end |
     kcheckpoint commit --state "$work/s.db" >/dev/null
 }
@@ -44,5 +47,5 @@ a=$(median plain)
 b=$(median stateful)
 checkpoints=$(sqlite3 "$work/s.db" "SELECT COUNT(*) FROM checkpoints WHERE completed_at IS NOT NULL")
 printf 'without --state  %6.2f s  %9.0f events/s\n' "$a" "$(echo "$records / $a" | bc -l)"
-printf 'with --state     %6.2f s  %9.0f events/s  (%s checkpoints)\n' "$b" "$(echo "$records / $b" | bc -l)" "$checkpoints"
+printf 'with --state     %6.2f s  %9.0f events/s  (%s checkpoints, every %s)\n' "$b" "$(echo "$records / $b" | bc -l)" "$checkpoints" "$interval"
 printf 'ratio            %6.1f %%\n' "$(echo "100 * $a / $b" | bc -l)"

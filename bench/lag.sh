@@ -43,7 +43,7 @@ measure() {
   local times=() i start end
   for ((i = 0; i < runs; i++)); do
     start=$(date +%s%N)
-    "$bin/klag" -b "$brokers" -g bench-group --format ndjson "$@" >/dev/null
+    "$bin/klag" -b "$brokers" -g bench-group --format ndjson -q "$@" >/dev/null
     end=$(date +%s%N)
     times+=($(((end - start) / 1000000)))
   done
