@@ -211,9 +211,7 @@ class DedupStage final : public LineStage {
         break;
       case JsonType::kString: t = parse_rfc3339(f.str); break;
       default:
-        return data_error("field '{}' is {} {}, not a time", path.text(),
-                          f.type == JsonType::kArray || f.type == JsonType::kObject ? "an" : "a",
-                          json_type_name(f.type));
+        return data_error("field '{}' is {}, not a time", path.text(), json_type_phrase(f.type));
     }
     if (!t) return data_error("field '{}': {}", path.text(), t.error().message);
     return t;

@@ -138,7 +138,7 @@ Status EnvelopeReader::read(std::string_view line, EnvelopeRecord& out) {
   out = EnvelopeRecord{};
   KPIPE_TRY(reader_.read(line, fields_, values_));
   if (reader_.root_type() != JsonType::kObject)
-    return data_error("expected an envelope object, found {}", json_type_name(reader_.root_type()));
+    return data_error("expected an envelope object, found {}", json_type_phrase(reader_.root_type()));
 
   const JsonField& topic = values_[kTopic];
   if (topic.type == JsonType::kString) out.topic = std::string(topic.str);
@@ -166,7 +166,7 @@ Status EnvelopeReader::read(std::string_view line, EnvelopeRecord& out) {
     if (!bytes) return data_error("field 'key_base64': {}", bytes.error().message);
     out.key = std::move(*bytes);
   } else if (key.type != JsonType::kMissing && key.type != JsonType::kNull) {
-    return data_error("field 'key' is a {}, not a string or null", json_type_name(key.type));
+    return data_error("field 'key' is {}, not a string or null", json_type_phrase(key.type));
   }
 
   const JsonField& value = values_[kValue];
@@ -212,7 +212,7 @@ Status EnvelopeReader::read(std::string_view line, EnvelopeRecord& out) {
       if (!bytes) return data_error("header '{}': {}", h.name, bytes.error().message);
       h.value = std::move(*bytes);
     } else if (v.type != JsonType::kNull) {
-      return data_error("header '{}' has a {} value", h.name, json_type_name(v.type));
+      return data_error("header '{}' has {} value", h.name, json_type_phrase(v.type));
     }
     out.headers.push_back(std::move(h));
   }

@@ -123,7 +123,7 @@ Status Guard::check(std::string_view line) {
   }
   KPIPE_TRY(read);
   if (needs_object_ && reader_.root_type() != JsonType::kObject)
-    return data_error("the line is {}, not an object", with_article(json_type_name(reader_.root_type())));
+    return data_error("the line is {}, not an object", json_type_phrase(reader_.root_type()));
   for (size_t i = 0; i < requirements_.size(); ++i) {
     const JsonField& f = values_[i];
     if (f.type == JsonType::kMissing) return explain_missing(i, line);
@@ -139,7 +139,7 @@ Status Guard::check_field(const Requirement& r, const JsonField& f) {
     return data_error("field '{}' is null, not {}", name, with_article(field_type_name(r.type)));
   }
   auto wrong = [&] {
-    return data_error("field '{}' is {}, not {}", name, with_article(json_type_name(f.type)),
+    return data_error("field '{}' is {}, not {}", name, json_type_phrase(f.type),
                       with_article(field_type_name(r.type)));
   };
   switch (r.type) {
@@ -181,7 +181,7 @@ Error Guard::explain_missing(size_t index, std::string_view line) {
       const PathStep& next = r.path.steps()[n + 1];
       bool holds = (f.type == JsonType::kObject && next.has_key) || (f.type == JsonType::kArray && next.has_index);
       if (holds) break;
-      return data_error("field '{}' is {}, not {}", prefixes.path(n).text(), with_article(json_type_name(f.type)),
+      return data_error("field '{}' is {}, not {}", prefixes.path(n).text(), json_type_phrase(f.type),
                         next.has_key ? "an object" : "an array");
     }
   }

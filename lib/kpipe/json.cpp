@@ -25,6 +25,19 @@ const char* json_type_name(JsonType t) {
   return "?";
 }
 
+const char* json_type_phrase(JsonType t) {
+  switch (t) {
+    case JsonType::kMissing: return "missing";
+    case JsonType::kNull: return "null";
+    case JsonType::kBool: return "a bool";
+    case JsonType::kNumber: return "a number";
+    case JsonType::kString: return "a string";
+    case JsonType::kObject: return "an object";
+    case JsonType::kArray: return "an array";
+  }
+  return "?";
+}
+
 // --- paths -------------------------------------------------------------------
 
 namespace {
@@ -456,14 +469,7 @@ Status JsonReader::read_members(std::string_view line, std::vector<JsonMember>& 
   od::json_type t;
   if ((m.error = doc.type().get(t))) return data_error(reason(m.error));
   root_type_ = to_type(t);
-  if (t != od::json_type::object) {
-    const char* what = t == od::json_type::array    ? "an array"
-                       : t == od::json_type::string ? "a string"
-                       : t == od::json_type::number ? "a number"
-                       : t == od::json_type::boolean ? "a boolean"
-                                                     : "null";
-    return data_error("expected a JSON object, not {}", what);
-  }
+  if (t != od::json_type::object) return data_error("expected a JSON object, not {}", json_type_phrase(root_type_));
   od::object o;
   if ((m.error = doc.get_object().get(o))) return data_error(reason(m.error));
   for (auto field_result : o) {

@@ -16,6 +16,8 @@ namespace kpipe {
 enum class JsonType : uint8_t { kMissing, kNull, kBool, kNumber, kString, kObject, kArray };
 
 const char* json_type_name(JsonType t);
+// The type as a message says it: "a string", "an object", "null".
+const char* json_type_phrase(JsonType t);
 
 // One step of a field path: an object key, an array index, or (from a JSON
 // Pointer, where "/0" may mean either) both.

@@ -58,6 +58,8 @@ std::string connection_reason(const std::string& text) {
   return reason;
 }
 
+namespace {
+
 Expected<rd_kafka_conf_t*> make_conf(const KafkaConfig& config, KafkaClient::Handle* handle) {
   if (handle->reporter != nullptr)
     for (const auto& k : config.ignored)
@@ -77,6 +79,36 @@ Expected<rd_kafka_conf_t*> make_conf(const KafkaConfig& config, KafkaClient::Han
   return conf;
 }
 
+}  // namespace
+
+Status new_handle(rd_kafka_type_t type, const KafkaConfig& config, KafkaClient::Handle& handle,
+                  const std::function<void(rd_kafka_conf_t*)>& customize) {
+  auto conf = make_conf(config, &handle);
+  if (!conf) return conf.take_error();
+  if (customize) customize(*conf);
+  char err[512];
+  handle.rk = rd_kafka_new(type, *conf, err, sizeof err);
+  if (handle.rk == nullptr) {
+    rd_kafka_conf_destroy(*conf);
+    return usage_error("cannot create {}: {}", type == RD_KAFKA_PRODUCER ? "producer" : "consumer",
+                       config.redact(err));
+  }
+  return {};
+}
+
+KafkaConfig consumer_config(const KafkaConfig& base, const std::string& group) {
+  KafkaConfig config = base;
+  set_default(config, "client.id", "kpipe");
+  // librdkafka refuses assign() without a group id. Without a group the id
+  // is never joined nor committed to: it only satisfies that check.
+  config.set("group.id", group.empty() ? "kpipe-unjoined" : group);
+  // kpipe decides what is committed, and when: only what was written.
+  config.set("enable.auto.commit", "false");
+  config.set("enable.auto.offset.store", "false");
+  config.set("enable.partition.eof", "true");
+  return config;
+}
+
 rd_kafka_topic_partition_list_t* to_list(const std::vector<TopicPartition>& parts) {
   auto* list = rd_kafka_topic_partition_list_new(static_cast<int>(parts.size()));
   for (const auto& p : parts) rd_kafka_topic_partition_list_add(list, p.topic.c_str(), p.partition);
@@ -92,17 +124,7 @@ rd_kafka_topic_partition_list_t* to_list(const std::vector<PartitionOffset>& par
 
 namespace {
 
-struct ListGuard {
-  rd_kafka_topic_partition_list_t* list;
-  ~ListGuard() { rd_kafka_topic_partition_list_destroy(list); }
-};
-
 int timeout_ms(Millis t) { return static_cast<int>(std::min<Millis>(t, INT32_MAX)); }
-
-// Sets a default unless the user gave the property.
-void set_default(KafkaConfig& config, const char* key, const char* value) {
-  if (config.get(key) == nullptr) config.set(key, value);
-}
 
 }  // namespace
 
@@ -337,15 +359,7 @@ Consumer::~Consumer() {
 
 Expected<std::unique_ptr<Consumer>> Consumer::create(const KafkaConfig& base, const std::string& group,
                                                      Reporter& reporter) {
-  KafkaConfig config = base;
-  set_default(config, "client.id", "kpipe");
-  // librdkafka refuses assign() without a group id. Without -g the id is
-  // never joined nor committed to: it only satisfies that check.
-  config.set("group.id", group.empty() ? "kpipe-unjoined" : group);
-  // kconsume decides what is committed, and when: only what it has written.
-  config.set("enable.auto.commit", "false");
-  config.set("enable.auto.offset.store", "false");
-  config.set("enable.partition.eof", "true");
+  KafkaConfig config = consumer_config(base, group);
   set_default(config, "auto.offset.reset", "earliest");
   // With the consumer queue shared by every partition, librdkafka counts
   // queued.min.messages over all of them, and once the count is reached it
@@ -358,15 +372,8 @@ Expected<std::unique_ptr<Consumer>> Consumer::create(const KafkaConfig& base, co
   set_default(config, "fetch.message.max.bytes", "4194304");
   for (int attempt = 0;; ++attempt) {
     std::unique_ptr<Consumer> consumer(new Consumer(config, reporter));
-    auto conf = make_conf(config, consumer->handle_.get());
-    if (!conf) return conf.take_error();
-    rd_kafka_conf_set_rebalance_cb(*conf, rebalance_cb);
-    char err[512];
-    consumer->handle_->rk = rd_kafka_new(RD_KAFKA_CONSUMER, *conf, err, sizeof err);
-    if (consumer->handle_->rk == nullptr) {
-      rd_kafka_conf_destroy(*conf);
-      return usage_error("cannot create consumer: {}", config.redact(err));
-    }
+    KPIPE_TRY(new_handle(RD_KAFKA_CONSUMER, config, *consumer->handle_,
+                         [](rd_kafka_conf_t* conf) { rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb); }));
     KPIPE_TRY(consumer->wait_until_reachable());
     // librdkafka's mock (kbroker) holds a group's next rebalance for the
     // session timeout after its last member leaves, so a group restarted
@@ -636,15 +643,8 @@ Expected<std::unique_ptr<Producer>> Producer::create(const KafkaConfig& base, Re
   set_default(config, "batch.num.messages", "10000");
   std::unique_ptr<Producer> producer(new Producer(config, reporter));
   producer->handle_->owner = producer->state_.get();
-  auto conf = make_conf(config, producer->handle_.get());
-  if (!conf) return conf.take_error();
-  rd_kafka_conf_set_dr_msg_cb(*conf, delivery_cb);
-  char err[512];
-  producer->handle_->rk = rd_kafka_new(RD_KAFKA_PRODUCER, *conf, err, sizeof err);
-  if (producer->handle_->rk == nullptr) {
-    rd_kafka_conf_destroy(*conf);
-    return usage_error("cannot create producer: {}", config.redact(err));
-  }
+  KPIPE_TRY(new_handle(RD_KAFKA_PRODUCER, config, *producer->handle_,
+                       [](rd_kafka_conf_t* conf) { rd_kafka_conf_set_dr_msg_cb(conf, delivery_cb); }));
   KPIPE_TRY(producer->wait_until_reachable());
   return producer;
 }

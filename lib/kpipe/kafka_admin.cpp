@@ -20,15 +20,6 @@ Millis steady_now() {
       .count();
 }
 
-struct ListGuard {
-  rd_kafka_topic_partition_list_t* list;
-  ~ListGuard() { rd_kafka_topic_partition_list_destroy(list); }
-};
-
-void set_default(KafkaConfig& config, const char* key, const char* value) {
-  if (config.get(key) == nullptr) config.set(key, value);
-}
-
 }  // namespace
 
 Expected<std::map<std::string, std::vector<int32_t>>> KafkaClient::topic_partitions() {
@@ -56,14 +47,9 @@ GroupReader::~GroupReader() {
 
 Expected<std::unique_ptr<GroupReader>> GroupReader::create(const KafkaConfig& base, const std::string& group,
                                                            Reporter& reporter) {
-  KafkaConfig config = base;
-  set_default(config, "client.id", "kpipe");
   // The group id only names whose offsets OffsetFetch returns: without
   // subscribe() the reader never joins, and it never commits.
-  config.set("group.id", group.empty() ? "kpipe-unjoined" : group);
-  config.set("enable.auto.commit", "false");
-  config.set("enable.auto.offset.store", "false");
-  config.set("enable.partition.eof", "true");
+  KafkaConfig config = consumer_config(base, group);
   // A committed offset already deleted by retention: the oldest record left.
   config.set("auto.offset.reset", "earliest");
   // Only the first record of each partition is wanted: small fetches, and
@@ -74,14 +60,7 @@ Expected<std::unique_ptr<GroupReader>> GroupReader::create(const KafkaConfig& ba
   set_default(config, "fetch.wait.max.ms", "10");
   std::unique_ptr<GroupReader> reader(new GroupReader(config, reporter));
   reader->group_ = group;
-  auto conf = make_conf(config, reader->handle_.get());
-  if (!conf) return conf.take_error();
-  char err[512];
-  reader->handle_->rk = rd_kafka_new(RD_KAFKA_CONSUMER, *conf, err, sizeof err);
-  if (reader->handle_->rk == nullptr) {
-    rd_kafka_conf_destroy(*conf);
-    return usage_error("cannot create consumer: {}", config.redact(err));
-  }
+  KPIPE_TRY(new_handle(RD_KAFKA_CONSUMER, config, *reader->handle_));
   KPIPE_TRY(reader->wait_until_reachable());
   rd_kafka_poll_set_consumer(reader->handle_->rk);
   return reader;

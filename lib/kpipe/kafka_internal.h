@@ -33,9 +33,25 @@ struct KafkaClient::Handle {
   }
 };
 
-// Builds a librdkafka configuration from `config` plus the module's
-// callbacks. The returned conf is owned by the caller until rd_kafka_new.
-Expected<rd_kafka_conf_t*> make_conf(const KafkaConfig& config, KafkaClient::Handle* handle);
+// Creates handle.rk from `config` plus the module's log and error
+// callbacks; `customize` adds a client's own (rebalance, delivery).
+Status new_handle(rd_kafka_type_t type, const KafkaConfig& config, KafkaClient::Handle& handle,
+                  const std::function<void(rd_kafka_conf_t*)>& customize = {});
+
+// `base` with what every consumer handle of kpipe's needs: a group id even
+// when no group is joined, no automatic commit or offset store (kpipe
+// commits only what it has written), and partition ends as events.
+KafkaConfig consumer_config(const KafkaConfig& base, const std::string& group);
+
+// Sets a default unless the user gave the property.
+inline void set_default(KafkaConfig& config, const char* key, const char* value) {
+  if (config.get(key) == nullptr) config.set(key, value);
+}
+
+struct ListGuard {
+  rd_kafka_topic_partition_list_t* list;
+  ~ListGuard() { rd_kafka_topic_partition_list_destroy(list); }
+};
 
 // rd_kafka_topic_partition_list_t <-> vectors.
 rd_kafka_topic_partition_list_t* to_list(const std::vector<TopicPartition>& parts);

@@ -25,14 +25,6 @@ constexpr Millis kMaxWindowsPerRecord = 10000;
 
 const char* const kFnNames[] = {"count", "sum", "min", "max", "avg", "distinct"};
 
-std::string a_type(JsonType t) {
-  switch (t) {
-    case JsonType::kNull: return "null";
-    case JsonType::kObject: return "an object";
-    case JsonType::kArray: return "an array";
-    default: return fmt::format("a {}", json_type_name(t));
-  }
-}
 
 uint64_t hash_bytes(std::string_view s) { return XXH3_64bits(s.data(), s.size()); }
 
@@ -157,12 +149,12 @@ Status check_input(const AggSpec& a, const JsonField& f) {
     case AggFn::kSum:
     case AggFn::kAvg:
       if (f.type != JsonType::kNumber)
-        return data_error("field '{}' is {}, not a number ({})", a.path, a_type(f.type), kFnNames[int(a.fn)]);
+        return data_error("field '{}' is {}, not a number ({})", a.path, json_type_phrase(f.type), kFnNames[int(a.fn)]);
       return {};
     case AggFn::kMin:
     case AggFn::kMax:
       if (f.type != JsonType::kNumber && f.type != JsonType::kString)
-        return data_error("field '{}' is {}, not a number or a string ({})", a.path, a_type(f.type),
+        return data_error("field '{}' is {}, not a number or a string ({})", a.path, json_type_phrase(f.type),
                           kFnNames[int(a.fn)]);
       return {};
     default: return {};

@@ -18,14 +18,6 @@ Expected<Millis> option_duration(const char* option, const std::string& text) {
   return *d;
 }
 
-std::string a_type(JsonType t) {
-  switch (t) {
-    case JsonType::kNull: return "null";
-    case JsonType::kObject: return "an object";
-    case JsonType::kArray: return "an array";
-    default: return fmt::format("a {}", json_type_name(t));
-  }
-}
 
 // What the stage reads from each line: one FieldSet, compiled once.
 struct Paths {
@@ -253,7 +245,7 @@ class WindowStage final : public LineStage {
         if (!t) return data_error("field '{}': {}", path, t.error().message);
         return *t;
       }
-      default: return data_error("field '{}' is {}, not a number or an RFC 3339 string", path, a_type(f.type));
+      default: return data_error("field '{}' is {}, not a number or an RFC 3339 string", path, json_type_phrase(f.type));
     }
   }
 

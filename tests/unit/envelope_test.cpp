@@ -290,7 +290,7 @@ TEST_CASE("EnvelopeReader: errors for wrong types", "[envelope]") {
         "field 'timestamp' is not an integer");
   CHECK(read_error(R"({"key":5,"value":1})") == "field 'key' is a number, not a string or null");
   CHECK(read_error(R"({"key":{"a":1},"value":1})") ==
-        "field 'key' is a object, not a string or null");
+        "field 'key' is an object, not a string or null");
   CHECK(read_error(R"({"key":"k"})") == "field 'value' is missing");
   CHECK(read_error(R"({"value_base64":5})") == "field 'value' is missing");
   CHECK(read_error(R"({"value_base64":"/w!="})") ==
@@ -306,11 +306,11 @@ TEST_CASE("EnvelopeReader: errors for wrong types", "[envelope]") {
         "field 'headers' must hold [name, value] pairs");
   CHECK(read_error(R"({"value":1,"headers":[["a",5]]})") == "header 'a' has a number value");
   CHECK(read_error(R"({"value":1,"headers":[["a",{"b64":"x"}]]})") ==
-        "header 'a' has a object value");
+        "header 'a' has an object value");
   CHECK(read_error(R"({"value":1,"headers":[["a",{"base64":"!!!!"}]]})") ==
         "header 'a': invalid base64: unexpected character");
-  CHECK(read_error(R"([{"value":1}])") == "expected an envelope object, found array");
-  CHECK(read_error(R"("value")") == "expected an envelope object, found string");
+  CHECK(read_error(R"([{"value":1}])") == "expected an envelope object, found an array");
+  CHECK(read_error(R"("value")") == "expected an envelope object, found a string");
   CHECK(read_error(R"({"value":1)").starts_with("not valid JSON: "));
 }
 
