@@ -223,7 +223,15 @@ Expected<std::vector<Watermarks>> KafkaClient::watermarks(const std::vector<Topi
   auto high = list_offsets(handle_->rk, parts, std::vector<Millis>(parts.size(), kOffsetEnd),
                            timeout_ms(config_.timeout));
   if (!high) return broker_error("cannot list offsets", high.error().message);
-  for (size_t i = 0; i < parts.size(); ++i) out[i] = {(*low)[i], (*high)[i]};
+  for (size_t i = 0; i < parts.size(); ++i) {
+    // A broker that answers without an offset (-1) would make a reader
+    // take the partition for empty and skip it: say so instead.
+    if ((*low)[i] < 0 || (*high)[i] < (*low)[i])
+      return broker_error("cannot list offsets",
+                          fmt::format("{} [{}]: the broker gave no usable offsets (earliest {}, latest {})",
+                                      parts[i].topic, parts[i].partition, (*low)[i], (*high)[i]));
+    out[i] = {(*low)[i], (*high)[i]};
+  }
   return out;
 }
 
