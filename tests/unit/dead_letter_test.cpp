@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 
+#include "dead_letter_rows.h"
 #include "helpers.h"
 #include "kpipe/dlq_store.h"
 #include "kpipe/filter.h"
@@ -16,39 +17,11 @@
 using namespace kpipe;
 using kpipe::test::Padded;
 using kpipe::test::TempDir;
+using kpipe::test::dead_letter_rows;
 
 namespace {
 
 constexpr Millis kNow = 1795947330123;
-
-struct Stored {
-  int64_t at;
-  std::string stage, reason, input;
-  int64_t line;
-  std::optional<std::string> topic;
-  std::optional<int64_t> partition, offset;
-  std::string payload;
-};
-
-std::vector<Stored> stored(const std::string& path) {
-  OpenOptions o;
-  o.read_only = true;
-  o.create = false;
-  auto db = Database::open(path, o);
-  REQUIRE(db.ok());
-  auto s = (*db)->prepare(
-      "SELECT at, stage, reason, input, line, source_topic, source_partition, source_offset,"
-      " payload"
-      " FROM dead_letters ORDER BY id");
-  REQUIRE(s.ok());
-  std::vector<Stored> out;
-  while (*s->step())
-    out.push_back({s->column_int(0), std::string(s->column_text(1)), std::string(s->column_text(2)),
-                   std::string(s->column_text(3)), s->column_int(4), s->column_optional_text(5),
-                   s->column_optional_int(6), s->column_optional_int(7),
-                   std::string(s->column_text(8))});
-  return out;
-}
 
 // A handler over a store in a temporary directory.
 struct Fixture {
@@ -120,7 +93,7 @@ TEST_CASE("BadInputHandler dlq: the line, the reason and the context in the stor
   TestLine l(bytes, 4);
   REQUIRE(h->handle("in.ndjson", l.line, "not valid JSON: invalid UTF-8").ok());
   REQUIRE(h->sync().ok());
-  auto r = stored(fx.path);
+  auto r = dead_letter_rows(fx.path);
   REQUIRE(r.size() == 1);
   CHECK(r[0].payload == bytes);
   CHECK(r[0].at == kNow);
@@ -142,7 +115,7 @@ TEST_CASE("BadInputHandler dlq: an envelope line gets its source position", "[de
                9);
   REQUIRE(h->handle("<stdin>", env.line, "field '.value.ts' is missing").ok());
   REQUIRE(h->sync().ok());
-  auto r = stored(fx.path);
+  auto r = dead_letter_rows(fx.path);
   REQUIRE(r.size() == 1);
   CHECK(r[0].topic == "events");
   CHECK(r[0].partition == 5);
@@ -171,7 +144,7 @@ TEST_CASE("BadInputHandler dlq: a replayed envelope line is not stored twice", "
     REQUIRE(h->handle("<stdin>", env.line, "reason").ok());
     REQUIRE(h->sync().ok());
   }
-  auto r = stored(fx.path);
+  auto r = dead_letter_rows(fx.path);
   REQUIRE(r.size() == 2);
   CHECK(r[0].stage == "kdedup");
   CHECK(r[0].line == 40);  // a pending entry tells of its latest failure (and counts them)
@@ -183,14 +156,14 @@ TEST_CASE("BadInputHandler: dead letters are batched until sync, 1000 or 200 ms"
   auto h = fx.handler(OnError::kDlq);
   TestLine l("bad", 1);
   for (int i = 0; i < 999; ++i) REQUIRE(h->handle("<stdin>", l.line, "r").ok());
-  CHECK(stored(fx.path).empty());
+  CHECK(dead_letter_rows(fx.path).empty());
   REQUIRE(h->handle("<stdin>", l.line, "r").ok());  // the 1000th
-  CHECK(stored(fx.path).size() == 1000);
+  CHECK(dead_letter_rows(fx.path).size() == 1000);
   REQUIRE(h->handle("<stdin>", l.line, "r").ok());
-  CHECK(stored(fx.path).size() == 1000);
+  CHECK(dead_letter_rows(fx.path).size() == 1000);
   fx.clock.advance(200);
   REQUIRE(h->handle("<stdin>", l.line, "r").ok());
-  CHECK(stored(fx.path).size() == 1002);
+  CHECK(dead_letter_rows(fx.path).size() == 1002);
 }
 
 TEST_CASE("BadInputHandler: dead_letter writes whatever --on-error says", "[dead_letter]") {
@@ -199,7 +172,7 @@ TEST_CASE("BadInputHandler: dead_letter writes whatever --on-error says", "[dead
   TestLine l(R"({"late":true})", 2);
   REQUIRE(h->dead_letter("<stdin>", l.line, "late by 5s").ok());
   REQUIRE(h->sync().ok());
-  auto r = stored(fx.path);
+  auto r = dead_letter_rows(fx.path);
   REQUIRE(r.size() == 1);
   CHECK(r[0].reason == "line 2: late by 5s");
   BadInputHandler no_store(OnError::kSkip, nullptr, "k", fx.clock);

@@ -9,47 +9,14 @@
 #include <set>
 #include <string>
 
+#include "dead_letter_rows.h"
 #include "helpers.h"
 
 using namespace kpipe;
 using kpipe::test::TempDir;
+using kpipe::test::dead_letter_rows;
 
 namespace {
-
-struct Row {
-  int64_t at;
-  std::string stage, reason, input;
-  int64_t line;
-  std::optional<std::string> topic;
-  std::optional<int64_t> partition, offset;
-  std::string payload;
-  Statement::Type payload_type;
-};
-
-// Reads the store through a connection of its own, as kdlq would.
-std::vector<Row> rows(const std::string& path) {
-  OpenOptions o;
-  o.read_only = true;
-  o.create = false;
-  auto db = Database::open(path, o);
-  REQUIRE(db.ok());
-  auto s = (*db)->prepare(
-      "SELECT at, stage, reason, input, line, source_topic, source_partition, source_offset,"
-      " payload"
-      " FROM dead_letters ORDER BY id");
-  REQUIRE(s.ok());
-  std::vector<Row> out;
-  for (;;) {
-    auto more = s->step();
-    REQUIRE(more.ok());
-    if (!*more) break;
-    out.push_back({s->column_int(0), std::string(s->column_text(1)), std::string(s->column_text(2)),
-                   std::string(s->column_text(3)), s->column_int(4), s->column_optional_text(5),
-                   s->column_optional_int(6), s->column_optional_int(7),
-                   std::string(s->column_text(8)), s->column_type(8)});
-  }
-  return out;
-}
 
 DeadLetter letter(std::string_view payload, std::string stage = "kdedup") {
   DeadLetter d;
@@ -76,7 +43,7 @@ TEST_CASE("DlqStore: a new store is a 0600 file at the newest schema version", "
   CHECK((st.st_mode & 0777) == 0600);
   CHECK(*(*store)->db().schema_version("dlq") == 2);
   CHECK((*store)->path() == path);
-  CHECK(rows(path).empty());
+  CHECK(dead_letter_rows(path).empty());
 }
 
 TEST_CASE("DlqStore: rows are durable when add returns, payload bytes exact", "[dlq]") {
@@ -86,7 +53,7 @@ TEST_CASE("DlqStore: rows are durable when add returns, payload bytes exact", "[
   REQUIRE(store.ok());
   std::string binary = test::bytes("not \xff UTF-8 \x00 with a NUL\r");
   REQUIRE((*store)->add(letter(binary)).ok());
-  auto r = rows(path);
+  auto r = dead_letter_rows(path);
   REQUIRE(r.size() == 1);
   CHECK(r[0].payload == binary);
   CHECK(r[0].payload_type == Statement::Type::kBlob);
@@ -118,7 +85,7 @@ TEST_CASE("DlqStore: a line from the same stage and source position is stored on
   DeadLetter plain = letter("not an envelope");
   REQUIRE((*store)->add(plain).ok());
   REQUIRE((*store)->add(plain).ok());  // without a position there is nothing to match on
-  auto r = rows(path);
+  auto r = dead_letter_rows(path);
   REQUIRE(r.size() == 5);
   CHECK(r[0].topic == "events");
   CHECK(r[0].partition == 2);
@@ -140,7 +107,7 @@ TEST_CASE("DlqStore: the store survives reopening", "[dlq]") {
   auto again = DlqStore::open(path, DlqStore::Mode::kExisting);
   REQUIRE(again.ok());
   REQUIRE((*again)->add(letter("b")).ok());
-  auto r = rows(path);
+  auto r = dead_letter_rows(path);
   REQUIRE(r.size() == 2);
   CHECK(r[0].payload == "a");
   CHECK(r[1].payload == "b");
@@ -164,9 +131,9 @@ TEST_CASE("make_store_sink writes, syncs and names the store", "[dlq]") {
   auto sink = make_store_sink(std::move(*store));
   CHECK(sink->describe() == path);
   REQUIRE(sink->write(letter("x")).ok());
-  CHECK(rows(path).empty());
+  CHECK(dead_letter_rows(path).empty());
   REQUIRE(sink->sync().ok());
-  CHECK(rows(path).size() == 1);
+  CHECK(dead_letter_rows(path).size() == 1);
 }
 
 namespace kpipe {
