@@ -25,33 +25,8 @@ broker_pid=""
 trap '[[ -n $broker_pid ]] && kill $broker_pid; rm -rf "$tmp"' EXIT
 [[ -x $bin/kdlq ]] || { echo "no $bin/kdlq: build first" >&2; exit 1; }
 
-echo "# $(date -u +%FT%TZ) $(uname -srm), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-echo "# load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-
-# timed NAME LINES CMD...: runs CMD $runs times (stdout to $tmp/out); prints
-# best and median wall and CPU seconds, and the line rates they give.
-# PREPARE, when set, runs before each run (not timed).
-timed() {
-  local name=$1 n=$2
-  shift 2
-  local i
-  : >"$tmp/times"
-  for ((i = 0; i < runs; i++)); do
-    [[ -z ${PREPARE:-} ]] || eval "$PREPARE"
-    /usr/bin/time -o "$tmp/t" -f "%e %U %S %M" "$@" >"$tmp/out" 2>"$tmp/err"
-    cat "$tmp/t" >>"$tmp/times"
-  done
-  local wall cpu rss
-  wall=$(awk '{ print $1 }' "$tmp/times" | sort -n | tr '\n' ' ')
-  cpu=$(awk '{ print $2 + $3 }' "$tmp/times" | sort -n | tr '\n' ' ')
-  rss=$(awk '{ print $4 }' "$tmp/times" | sort -n | tail -1)
-  awk -v name="$name" -v n="$n" -v wall="$wall" -v cpu="$cpu" -v rss="$rss" 'BEGIN {
-    k = split(wall, w, " "); split(cpu, c, " "); m = int((k + 1) / 2)
-    if (w[1] <= 0) w[1] = 0.01; if (w[m] <= 0) w[m] = 0.01; if (c[1] <= 0) c[1] = 0.01; if (c[m] <= 0) c[m] = 0.01
-    printf "%-34s wall best %6.2fs (%7.0fk lines/s) median %6.2fs | cpu best %6.2fs (%7.0fk/s) median %6.2fs | %d MB\n",
-      name, w[1], n / w[1] / 1e3, w[m], c[1], n / c[1] / 1e3, c[m], rss / 1024
-  }'
-}
+source "$here/bench/lib.sh"
+bench_header
 
 lines=2000000
 "$gen" -n $lines -k 10000 >"$tmp/events.ndjson"
