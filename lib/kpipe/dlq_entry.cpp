@@ -130,14 +130,8 @@ void append_entry_ndjson(std::string& out, const DlqEntry& e) {
   } else {
     out.append("null");
   }
-  if (is_valid_utf8(e.payload)) {
-    out.append(",\"payload\":");
-    append_json_string(out, e.payload);
-  } else {
-    out.append(",\"payload_base64\":\"");
-    append_base64(out, e.payload);
-    out.push_back('"');
-  }
+  out.push_back(',');
+  append_bytes_field(out, "payload", e.payload);
   out.append("}\n");
 }
 

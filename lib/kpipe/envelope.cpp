@@ -9,8 +9,9 @@ namespace {
 // Slots of EnvelopeReader's field set, in the order added.
 enum Slot : size_t { kTopic, kPartition, kOffset, kTimestamp, kKey, kKeyB64, kValue, kValueB64, kHeaders };
 
-void append_bytes_field(std::string& out, std::string_view name, std::string_view bytes,
-                        PayloadEncoder* encoder) {
+}  // namespace
+
+void append_bytes_field(std::string& out, std::string_view name, std::string_view bytes, PayloadEncoder* encoder) {
   out.push_back('"');
   out.append(name);
   if (encoder != nullptr) {
@@ -37,8 +38,6 @@ void append_bytes_field(std::string& out, std::string_view name, std::string_vie
   append_base64(out, bytes);
   out.push_back('"');
 }
-
-}  // namespace
 
 void EnvelopeWriter::append(std::string& out, const RecordView& r) {
   if (r.topic != topic_cache_key_) {

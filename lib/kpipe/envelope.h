@@ -32,6 +32,12 @@ struct RecordView {
 
 enum class ConsumeFormat { kEnvelope, kValue };
 
+// Appends `"NAME":` and `bytes` as envelopes hold them: with an encoder, a
+// JSON payload embedded as JSON; text as a JSON string; anything else as
+// `"NAME_base64":"..."` instead.
+void append_bytes_field(std::string& out, std::string_view name, std::string_view bytes,
+                        PayloadEncoder* encoder = nullptr);
+
 // Appends envelopes without re-serialising payloads that are JSON already.
 class EnvelopeWriter {
  public:

@@ -397,6 +397,12 @@ struct JsonReader::Impl {
     return true;
   }
 
+  // Starts a line: its structure (stage 1) and its top-level type.
+  bool start(std::string_view line, od::document& doc, od::json_type& t) {
+    return !(error = parser.iterate(line.data(), line.size(), line.size() + 64).get(doc)) &&
+           !(error = doc.type().get(t));
+  }
+
   bool walk_array(od::array& a, const FieldSet::Node& node) {
     uint64_t i = 0;
     for (auto element_result : a) {
@@ -429,10 +435,8 @@ Status JsonReader::read(std::string_view line, const FieldSet& fields, std::vect
   const FieldSet::Node& root = fields.nodes()[0];
 
   od::document doc;
-  if ((m.error = m.parser.iterate(line.data(), line.size(), line.size() + 64).get(doc)))
-    return data_error(reason(m.error));
   od::json_type t;
-  if ((m.error = doc.type().get(t))) return data_error(reason(m.error));
+  if (!m.start(line, doc, t)) return data_error(reason(m.error));
   root_type_ = to_type(t);
   bool ok = true;
   if (root.slot >= 0) {
@@ -464,10 +468,8 @@ Status JsonReader::read_members(std::string_view line, std::vector<JsonMember>& 
   root_type_ = JsonType::kMissing;
   m.error = simdjson::SUCCESS;
   od::document doc;
-  if ((m.error = m.parser.iterate(line.data(), line.size(), line.size() + 64).get(doc)))
-    return data_error(reason(m.error));
   od::json_type t;
-  if ((m.error = doc.type().get(t))) return data_error(reason(m.error));
+  if (!m.start(line, doc, t)) return data_error(reason(m.error));
   root_type_ = to_type(t);
   if (t != od::json_type::object) return data_error("expected a JSON object, not {}", json_type_phrase(root_type_));
   od::object o;
