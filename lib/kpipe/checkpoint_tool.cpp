@@ -10,6 +10,7 @@
 #include "kpipe/control.h"
 #include "kpipe/json.h"
 #include "kpipe/kafka.h"
+#include "kpipe/line_feed.h"
 #include "kpipe/table.h"
 
 namespace kpipe {
@@ -367,25 +368,25 @@ Status run_checkpoint_export(const CheckpointOptions& o, Io& io) {
 Status run_checkpoint_import(const CheckpointOptions& o, Io& io) {
   auto store = open_state(o);
   if (!store) return store.take_error();
-  InputList inputs(o.input.inputs, o.input.max_line_bytes);
   FieldSet fields;
   fields.add(FieldPath::parse(".topic").value());
   fields.add(FieldPath::parse(".partition").value());
   fields.add(FieldPath::parse(".offset").value());
-  JsonReader reader;
-  std::vector<JsonField> v;
+  LineFeed inputs(o.input.inputs, o.input.max_line_bytes, &fields);
   std::vector<PartitionOffset> offsets;
   Line line;
+  const ParsedLine* parsed = nullptr;
   // Every line is checked before anything changes: an import is all or
   // nothing.
   for (;;) {
-    auto more = inputs.next(line);
+    auto more = inputs.next(line, parsed);
     if (!more) return more.take_error();
     if (!*more) break;
-    if (line.text.empty() || is_control_line(line.text)) continue;
-    auto where = [&](std::string_view why) { return data_error("{}: line {}: {}", inputs.name(), line.number, why); };
-    Status s = reader.read(line.text, fields, v);
-    if (!s.ok()) return where(s.error().message);
+    if (is_blank_line(line.text) || is_control_line(line.text)) continue;
+    auto where = [&](std::string_view why) { return data_error("{}: line {}: {}", line.input, line.number, why); };
+    if (line.too_long) return where(fmt::format("line is longer than {} bytes (--max-line-bytes)", o.input.max_line_bytes));
+    if (!parsed->status.ok()) return where(parsed->status.error().message);
+    const JsonField* v = parsed->values;
     if (v[0].type != JsonType::kString) return where("field 'topic' is missing or not a string");
     if (v[1].type != JsonType::kNumber || !v[1].is_integer || v[1].integer < 0)
       return where("field 'partition' is missing or not a non-negative integer");

@@ -60,7 +60,7 @@ Expected<DedupPlan> make_plan(const DedupOptions& o, const std::string& program)
 // otherwise costs more than the parsing. What is held back is written
 // before anything that follows it (the next line, a control line, an
 // error) and before the driver waits for input.
-class DedupStage final : public LineStage {
+class DedupStage final : public ParsingStage {
  public:
   DedupStage(DedupPlan& plan, DedupEngine& engine, BadInputHandler& bad, Output* dups, StateStore* store,
              Io& io)
@@ -69,13 +69,15 @@ class DedupStage final : public LineStage {
     tick_ = plan.engine.within && !plan.time_slot;
   }
 
-  Status on_line(const Line& line, Output& out) override {
+  const FieldSet* fields() const override { return &plan_.fields; }
+
+  Status on_parsed(const Line& line, const ParsedLine& parsed, Output& out) override {
     std::string_view key;
     std::optional<Millis> time;
-    Status parsed = parse(line, key, time);
-    if (!parsed.ok()) {
+    Status read = read_record(line, parsed, key, time);
+    if (!read.ok()) {
       KPIPE_TRY(settle(out));
-      return parsed;
+      return read;
     }
     DedupEngine::Prepared prepared = engine_.prepare(key);
     KPIPE_TRY(settle(out));
@@ -125,9 +127,12 @@ class DedupStage final : public LineStage {
   uint64_t dead_lettered_dups() const { return dead_lettered_dups_; }
 
  private:
-  Status parse(const Line& line, std::string_view& key, std::optional<Millis>& time) {
-    // Read even without a path: a line that is not JSON is bad input.
-    KPIPE_TRY(reader_.read(line.text, plan_.fields, values_));
+  // The line was parsed even without a path: a line that is not JSON is
+  // bad input.
+  Status read_record(const Line& line, const ParsedLine& parsed, std::string_view& key,
+                     std::optional<Millis>& time) {
+    if (!parsed.status.ok()) return parsed.status;
+    values_ = parsed.values;
     key = line.text;
     if (plan_.key_count > 0) {
       auto k = build_key();
@@ -233,8 +238,7 @@ class DedupStage final : public LineStage {
   StateStore* store_;
   Io& io_;
   bool tick_ = false;
-  JsonReader reader_;
-  std::vector<JsonField> values_;
+  const JsonField* values_ = nullptr;  // the line's, during on_parsed
   std::string key_;
   StateChanges changes_;
   struct Pending {

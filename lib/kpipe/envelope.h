@@ -72,7 +72,7 @@ struct EnvelopeRecord {
 class EnvelopeReader {
  public:
   EnvelopeReader();
-  // `line` must be padded (a Line from LineReader). Errors are data_errors
+  // `line` must be padded (a Line from LineFeed). Errors are data_errors
   // naming the field: "field 'value' is missing".
   Status read(std::string_view line, EnvelopeRecord& out);
 

@@ -41,8 +41,16 @@ Expected<std::unique_ptr<BadInputHandler>> make_bad_input_handler(const ErrorOpt
   return std::make_unique<BadInputHandler>(*mode, std::move(sink), stage, io.clock);
 }
 
+Status ParsingStage::on_line(const Line& line, Output& out) {
+  const FieldSet& f = *fields();
+  parsed_.status = reader_.read(line.text, f, values_);
+  parsed_.values = values_.data();
+  parsed_.root_type = reader_.root_type();
+  return on_parsed(line, parsed_, out);
+}
+
 Status run_filter(LineStage& stage, const FilterSettings& settings, BadInputHandler& bad, Io& io) {
-  InputList inputs(settings.input.inputs, settings.input.max_line_bytes);
+  LineFeed inputs(settings.input.inputs, settings.input.max_line_bytes, stage.fields());
   Output& out = io.out;
   Counters counters;
   StatsTicker ticker(io.program, settings.stats_interval, io.reporter, io.clock);
@@ -52,14 +60,13 @@ Status run_filter(LineStage& stage, const FilterSettings& settings, BadInputHand
     counters.skipped = bad.skipped();
   };
   bool ticking = settings.stats_interval > 0 || io.reporter.wants_progress();
-  // Flush before every read that may block: a downstream consumer sees
-  // every line that precedes a pause in the input (CONTRACT §2): what a
-  // stage holds back too (before_wait). The ticker looks at the clock here
-  // too, since tick() does so only every 1024 records: a slow input would
-  // otherwise get one --stats line per 1024 records instead of one per
-  // interval.
+  // Flush before waiting for input: a downstream consumer sees every line
+  // that precedes a pause in the input (CONTRACT §2): what a stage holds
+  // back too (before_wait). The ticker looks at the clock here too, since
+  // tick() does so only every 1024 records: a slow input would otherwise
+  // get one --stats line per 1024 records instead of one per interval.
   Status waiting;  // the first error of before_wait, reported by the loop
-  inputs.set_before_read([&] {
+  inputs.set_before_wait([&] {
     if (waiting.ok()) waiting = stage.before_wait(out);
     (void)out.flush();
     if (!ticking) return;
@@ -78,20 +85,19 @@ Status run_filter(LineStage& stage, const FilterSettings& settings, BadInputHand
   });
 
   Line line;
+  const ParsedLine* parsed = nullptr;
   for (;;) {
     if (io.stop != nullptr && io.stop->load(std::memory_order_relaxed)) break;
     if (out.closed()) break;
     // Dead letters become durable within a moment even when good lines
     // keep coming and no checkpoint or pause would sync them.
     KPIPE_TRY(bad.tick());
-    auto more = inputs.next(line);
+    auto more = inputs.next(line, parsed);
     if (!waiting.ok()) return waiting;
     if (!more) return more.take_error();
     if (!*more) break;
     // Empty lines, and lines of blanks only, are not records (CONTRACT §2).
-    if (line.text.empty() || ((line.text[0] == ' ' || line.text[0] == '\t') &&
-                              line.text.find_first_not_of(" \t") == std::string_view::npos))
-      continue;
+    if (is_blank_line(line.text)) continue;
     if (is_control_line(line.text)) {
       // Dead letters become durable before a checkpoint can pass them.
       KPIPE_TRY(bad.sync());
@@ -101,17 +107,17 @@ Status run_filter(LineStage& stage, const FilterSettings& settings, BadInputHand
     }
     ++counters.in;
     if (line.too_long) {
-      KPIPE_TRY(bad.handle(inputs.name(), line,
+      KPIPE_TRY(bad.handle(std::string(line.input), line,
                            fmt::format("line is longer than {} bytes (--max-line-bytes)",
                                        settings.input.max_line_bytes)));
       continue;
     }
-    Status s = stage.on_line(line, out);
+    Status s = parsed != nullptr ? stage.on_parsed(line, *parsed, out) : stage.on_line(line, out);
     if (!s.ok()) {
       // A stage that holds lines may report one of them (already handled)
       // while it reads another.
       if (s.error().status != ExitStatus::kDataError || bad.failed()) return s;
-      KPIPE_TRY(bad.handle(inputs.name(), line, s.error().message));
+      KPIPE_TRY(bad.handle(std::string(line.input), line, s.error().message));
     }
     KPIPE_TRY(out.end_record());
     if (ticking) {

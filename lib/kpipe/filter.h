@@ -11,6 +11,7 @@
 
 #include "kpipe/dead_letter.h"
 #include "kpipe/io.h"
+#include "kpipe/line_feed.h"
 #include "kpipe/report.h"
 #include "kpipe/stats.h"
 #include "kpipe/status.h"
@@ -52,6 +53,14 @@ class LineStage {
   // applies --on-error with its message. The stage must not have written
   // anything for a line it refuses.
   virtual Status on_line(const Line& line, Output& out) = 0;
+  // The paths the stage reads from every data line, or null. With them,
+  // the driver parses each data line, on another core ahead of the stage
+  // when it can, and calls on_parsed instead of on_line.
+  virtual const FieldSet* fields() const { return nullptr; }
+  virtual Status on_parsed(const Line& line, const ParsedLine& parsed, Output& out) {
+    (void)parsed;
+    return on_line(line, out);
+  }
   // A control line. The default forwards it unchanged.
   virtual Status on_control(const Line& line, Output& out) {
     out.write_line(line.text);
@@ -77,6 +86,19 @@ class LineStage {
     return {};
   }
   virtual void fill_counters(Counters& c) const { (void)c; }
+};
+
+// A stage whose work on a line starts from fixed paths (fields()): it
+// implements on_parsed, and on_line parses here, for callers that hand it
+// lines one by one.
+class ParsingStage : public LineStage {
+ public:
+  Status on_line(const Line& line, Output& out) final;
+
+ private:
+  JsonReader reader_;
+  std::vector<JsonField> values_;
+  ParsedLine parsed_;
 };
 
 // The state of --on-error and --dlq for a program, resolved once.

@@ -1,6 +1,6 @@
-// NDJSON in and out over file descriptors: large reads into one padded
-// buffer, lines handed out as views into it, no system call per line and no
-// iostreams. The padding lets simdjson parse a line in place.
+// NDJSON out over file descriptors, buffered, and the line that readers
+// (LineFeed) hand out: a view into a large padded buffer, so that simdjson
+// parses it in place.
 #pragma once
 
 #include <atomic>
@@ -31,91 +31,6 @@ struct Line {
   // Longer than the reader's max_line_bytes: bad input (CONTRACT §7). The
   // text is still whole, so a dead-letter store gets it byte for byte.
   bool too_long = false;
-};
-
-class LineReader {
- public:
-  // `name` is how diagnostics call the input: "<stdin>" or a path.
-  LineReader(int fd, std::string name, size_t max_line_bytes = kDefaultMaxLineBytes);
-  ~LineReader();
-  LineReader(const LineReader&) = delete;
-  LineReader& operator=(const LineReader&) = delete;
-
-  // Opens a path, or standard input for "-".
-  static Expected<std::unique_ptr<LineReader>> open(const std::string& path,
-                                                    size_t max_line_bytes = kDefaultMaxLineBytes);
-
-  // The next line, false at end of input. The view stays valid until the
-  // next call. Empty lines are returned too (callers skip them, but they
-  // still count as lines).
-  Expected<bool> next(Line& line);
-
-  // Called before a read that may block, so that output is flushed before
-  // the program waits for more input (CONTRACT §2).
-  void set_before_read(std::function<void()> hook) { before_read_ = std::move(hook); }
-  // When this returns true, next() reports the end of input instead of
-  // waiting for more (SIGINT and SIGTERM, or a closed downstream pipe).
-  void set_stop_check(std::function<bool()> stop) { stop_ = std::move(stop); }
-  // While waiting for input, calls `hook` every `every_ms` milliseconds, so
-  // that time-driven work (batch deadlines, idle partitions) happens on a
-  // quiet stream. An error from the hook is returned by next().
-  void set_idle_hook(int every_ms, std::function<Status()> hook) {
-    idle_ms_ = every_ms;
-    idle_hook_ = std::move(hook);
-  }
-
-  const std::string& name() const { return name_; }
-  uint64_t line_number() const { return line_number_; }
-  uint64_t bytes_read() const { return bytes_read_; }
-
- private:
-  Expected<size_t> fill();
-
-  int fd_;
-  bool owns_fd_ = false;
-  std::string name_;
-  size_t max_line_bytes_;
-  std::unique_ptr<char[]> buf_;
-  size_t cap_;          // usable bytes, padding excluded
-  size_t begin_ = 0;    // first unconsumed byte
-  size_t end_ = 0;      // one past the last byte read
-  size_t scanned_ = 0;  // bytes after begin_ known to hold no '\n'
-  bool eof_ = false;
-  bool stopped_ = false;  // eof_ came from the stop check, not the input
-  uint64_t line_number_ = 0;
-  uint64_t bytes_read_ = 0;
-  std::function<void()> before_read_;
-  std::function<bool()> stop_;
-  int idle_ms_ = -1;
-  std::function<Status()> idle_hook_;
-};
-
-// Reads the inputs named on a command line in order: files, "-" for
-// standard input, standard input when there are none.
-class InputList {
- public:
-  InputList(std::vector<std::string> paths, size_t max_line_bytes = kDefaultMaxLineBytes);
-
-  Expected<bool> next(Line& line);
-  // The name of the input the last line came from.
-  const std::string& name() const;
-
-  void set_before_read(std::function<void()> hook) { before_read_ = std::move(hook); }
-  void set_stop_check(std::function<bool()> stop) { stop_ = std::move(stop); }
-  void set_idle_hook(int every_ms, std::function<Status()> hook) {
-    idle_ms_ = every_ms;
-    idle_hook_ = std::move(hook);
-  }
-
- private:
-  std::vector<std::string> paths_;
-  size_t max_line_bytes_;
-  size_t index_ = 0;
-  std::unique_ptr<LineReader> current_;
-  std::function<void()> before_read_;
-  std::function<bool()> stop_;
-  int idle_ms_ = -1;
-  std::function<Status()> idle_hook_;
 };
 
 // A buffered writer. A closed downstream pipe (EPIPE) is a normal end:

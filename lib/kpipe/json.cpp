@@ -1,5 +1,6 @@
 #include "kpipe/json.h"
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cmath>
@@ -255,7 +256,7 @@ struct JsonReader::Impl {
   std::vector<std::unique_ptr<od::parser>> nested;
   size_t nested_depth = 0;
   const std::vector<FieldSet::Node>* nodes = nullptr;
-  std::vector<JsonField>* out = nullptr;
+  JsonField* out = nullptr;
   simdjson::error_code error = simdjson::SUCCESS;
 
   // One parse of the number (get_number_type() then get_int64() would
@@ -336,7 +337,7 @@ struct JsonReader::Impl {
   bool capture(od::value v, size_t node_index) {
     const FieldSet::Node& node = (*nodes)[node_index];
     if (node.slot >= 0) {
-      JsonField& f = (*out)[static_cast<size_t>(node.slot)];
+      JsonField& f = out[static_cast<size_t>(node.slot)];
       if (f.type != JsonType::kMissing) return true;  // a repeated key: the first wins
       if (!read_leaf(v, f)) return false;
       if (node.children.empty()) return true;
@@ -425,11 +426,16 @@ JsonReader::JsonReader() : impl_(std::make_unique<Impl>()) {}
 JsonReader::~JsonReader() = default;
 
 Status JsonReader::read(std::string_view line, const FieldSet& fields, std::vector<JsonField>& out) {
+  out.resize(fields.size());
+  return read(line, fields, out.data());
+}
+
+Status JsonReader::read(std::string_view line, const FieldSet& fields, JsonField* out) {
   Impl& m = *impl_;
-  out.assign(fields.size(), JsonField{});
+  std::fill_n(out, fields.size(), JsonField{});
   root_type_ = JsonType::kMissing;
   m.nodes = &fields.nodes();
-  m.out = &out;
+  m.out = out;
   m.error = simdjson::SUCCESS;
   m.nested_depth = 0;
   const FieldSet::Node& root = fields.nodes()[0];

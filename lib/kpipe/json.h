@@ -48,14 +48,14 @@ class FieldPath {
 // The value found at a path. Views point into the line or into the reader's
 // own buffers, and stay valid until the reader reads the next line.
 struct JsonField {
-  JsonType type = JsonType::kMissing;
   // The value's JSON text as it appears in the line (objects and arrays may
   // hold insignificant whitespace: see minify_json).
   std::string_view raw;
   std::string_view str;  // kString: the unescaped string
-  bool is_integer = false;
   int64_t integer = 0;   // kNumber with is_integer
   double number = 0;     // kNumber, always set
+  JsonType type = JsonType::kMissing;
+  bool is_integer = false;
   bool boolean = false;  // kBool
 };
 
@@ -102,10 +102,12 @@ class JsonReader {
   JsonReader& operator=(const JsonReader&) = delete;
 
   // `line` must be followed by kJsonPadding readable bytes (Line from
-  // LineReader is). Fills `out` with one JsonField per slot of `fields`;
+  // LineFeed is). Fills `out` with one JsonField per slot of `fields`;
   // a path that leads nowhere gives kMissing. Fails with a data_error whose
   // message is the reason ("not valid JSON: unclosed string").
   Status read(std::string_view line, const FieldSet& fields, std::vector<JsonField>& out);
+  // The same into `out[0 .. fields.size())`.
+  Status read(std::string_view line, const FieldSet& fields, JsonField* out);
 
   // Every member of an object line, in order (a repeated key appears each
   // time), for programs whose fields are the data's own (kupsert's

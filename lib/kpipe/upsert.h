@@ -97,7 +97,7 @@ class UpsertWriter {
   static Expected<std::unique_ptr<UpsertWriter>> open(Database& db, TableSpec spec);
   ~UpsertWriter();
 
-  // Parses one line (padded, as LineReader gives it) and holds its row. A
+  // Parses one line (padded, as LineFeed gives it) and holds its row. A
   // data_error when the line is bad input: not an object, a key field
   // missing or null, a field name that cannot be a column, a new field
   // under --strict. Nothing is held for a refused line.

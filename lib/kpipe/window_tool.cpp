@@ -66,7 +66,7 @@ Expected<Paths> compile_paths(const WindowOptions& o, const WindowConfig& config
   return p;
 }
 
-class WindowStage final : public LineStage {
+class WindowStage final : public ParsingStage {
  public:
   WindowStage(const WindowOptions& options, WindowEngine& engine, Paths paths, TimeUnit unit,
               BadInputHandler& bad, Output* late_out, StateStore* store, std::string stage, Clock& clock)
@@ -89,9 +89,11 @@ class WindowStage final : public LineStage {
   // anything else happens. Its placement, decided against the same
   // watermark, is known now, so a record too late still meets --late while
   // its line is at hand.
-  Status on_line(const Line& line, Output& out) override {
+  const FieldSet* fields() const override { return &paths_.fields; }
+
+  Status on_parsed(const Line& line, const ParsedLine& parsed, Output& out) override {
     WindowInput in;
-    Status read = read_record(line, in);
+    Status read = read_record(parsed, in);
     if (!read.ok()) {
       // What came before a bad line is out before its diagnostic.
       KPIPE_TRY(release(out));
@@ -175,8 +177,9 @@ class WindowStage final : public LineStage {
   };
 
   // Reads the line into `in`; a data_error for bad input.
-  Status read_record(const Line& line, WindowInput& in) {
-    KPIPE_TRY(reader_.read(line.text, paths_.fields, values_));
+  Status read_record(const ParsedLine& parsed, WindowInput& in) {
+    if (!parsed.status.ok()) return parsed.status;
+    values_ = parsed.values;
     auto time = read_time(values_[paths_.time]);
     if (!time) return time.take_error();
     in.time = *time;
@@ -301,8 +304,7 @@ class WindowStage final : public LineStage {
   std::string stage_;
   Clock& clock_;
   StateChanges changes_;
-  JsonReader reader_;
-  std::vector<JsonField> values_;
+  const JsonField* values_ = nullptr;  // the line's, during on_parsed
   std::vector<const JsonField*> inputs_;
   std::string key_;
   Held held_;

@@ -26,6 +26,7 @@ class ValueStage final : public LineStage {
  public:
   std::function<void(const Line&)> before_each;  // runs first in on_line
   std::function<Status(Output&)> idle;
+  std::function<void()> waiting;  // runs in before_wait
   Millis idle_every = 200;
 
   Status on_line(const Line& line, Output& out) override {
@@ -45,6 +46,10 @@ class ValueStage final : public LineStage {
     return LineStage::on_control(line, out);
   }
   Status on_idle(Output& out) override { return idle ? idle(out) : Status(); }
+  Status before_wait(Output&) override {
+    if (waiting) waiting();
+    return {};
+  }
   Millis idle_interval() const override { return idle_every; }
   Status on_end(Output& out) override {
     ended = true;
@@ -326,15 +331,17 @@ TEST_CASE("run_filter --stats: a final line with the counters", "[filter]") {
 }
 
 TEST_CASE("run_filter --stats: a slow input still gets a line every interval", "[filter]") {
-  // One record per read, 400 ms apart: with --stats 1s a line is due after
-  // the 3rd, 6th and 9th record, however few records that is.
+  // Each record comes 400 ms after the program has handled the one before
+  // and waits: with --stats 1s a line is due after the 3rd, 6th and 9th
+  // record, however few records that is.
   Fixture fx;
   Pipe pipe;
   fx.settings.input.inputs = {"/dev/fd/" + std::to_string(pipe.read_end)};
   fx.settings.stats_interval = 1000;
-  int sent = 1;
+  size_t sent = 1;
   TempDir::write_fd(pipe.write_end, "{\"v\":1}\n");
-  fx.stage.before_each = [&](const Line&) {
+  fx.stage.waiting = [&] {
+    if (fx.stage.seen.size() < sent || pipe.write_end < 0) return;  // not waiting for the next record yet
     fx.clock.advance(400);
     if (sent == 10) {
       pipe.close_write();

@@ -15,7 +15,7 @@
 
 namespace kpipe::test {
 
-// A line followed by kJsonPadding readable bytes, as LineReader hands out.
+// A line followed by kJsonPadding readable bytes, as LineFeed hands out.
 // The padding is deliberately not zeros, so that a reader that looks past
 // the end of the line sees garbage rather than a friendly terminator.
 class Padded {

@@ -15,7 +15,7 @@ using namespace kpipe;
 
 namespace {
 
-// Lines as LineReader hands them out: padded for simdjson.
+// Lines as LineFeed hands them out: padded for simdjson.
 class Lines {
  public:
   Line make(std::string_view text) {
