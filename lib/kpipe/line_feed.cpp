@@ -165,7 +165,6 @@ struct LineFeed::Shared {
   size_t error_at = 0;
   ParsedLine parsed;
   JsonReader main_reader;
-  alignas(64) char end_of_main_part = 0;
 
   ~Shared() {
     if (fd >= 0 && owns_fd) ::close(fd);
