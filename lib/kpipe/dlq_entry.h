@@ -12,7 +12,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kpipe/dead_letter.h"
+#include "kpipe/stage/bad_input.h"
 #include "kpipe/envelope.h"
 #include "kpipe/partition.h"
 #include "kpipe/status.h"

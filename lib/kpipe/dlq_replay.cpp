@@ -2,7 +2,7 @@
 
 #include <charconv>
 
-#include "kpipe/dlq_store.h"
+#include "kpipe/store/dlq_store.h"
 
 namespace kpipe {
 

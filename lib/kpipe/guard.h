@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kpipe/filter.h"
+#include "kpipe/stage/filter.h"
 #include "kpipe/json.h"
 #include "kpipe/status.h"
 

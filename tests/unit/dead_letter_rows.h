@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "kpipe/sqlite.h"
+#include "kpipe/store/sqlite.h"
 
 namespace kpipe::test {
 

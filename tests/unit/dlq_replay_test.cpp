@@ -5,7 +5,7 @@
 #include <map>
 #include <string>
 
-#include "kpipe/dlq_store.h"
+#include "kpipe/store/dlq_store.h"
 
 namespace kpipe {
 namespace {

@@ -11,7 +11,7 @@
 #include <string>
 #include <string_view>
 
-#include "kpipe/io.h"
+#include "kpipe/stage/io.h"
 
 namespace kpipe::test {
 

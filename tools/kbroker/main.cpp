@@ -1,4 +1,4 @@
-#include "kpipe/broker.h"
+#include "kpipe/programs/kbroker.h"
 #include "kpipe/cli/cli.h"
 
 int main(int argc, char** argv) {

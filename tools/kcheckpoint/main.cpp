@@ -1,4 +1,4 @@
-#include "kpipe/checkpoint_tool.h"
+#include "kpipe/programs/kcheckpoint.h"
 #include "kpipe/cli/cli.h"
 
 int main(int argc, char** argv) {

@@ -1,5 +1,5 @@
 #include "kpipe/cli/cli.h"
-#include "kpipe/consume.h"
+#include "kpipe/programs/kconsume.h"
 
 int main(int argc, char** argv) {
   kpipe::cli::Program program("kconsume", "Kafka records in, NDJSON envelopes out");

@@ -1,5 +1,5 @@
 #include "kpipe/cli/cli.h"
-#include "kpipe/dedup_tool.h"
+#include "kpipe/programs/kdedup.h"
 
 int main(int argc, char** argv) {
   kpipe::cli::Program program("kdedup", "Drop records already seen, by key, within a horizon");

@@ -1,5 +1,5 @@
 #include "kpipe/cli/cli.h"
-#include "kpipe/dlq_tool.h"
+#include "kpipe/programs/kdlq.h"
 
 int main(int argc, char** argv) {
   kpipe::cli::Program program("kdlq", "Dead letters: list, stats, replay, purge, and a guard that sends them");

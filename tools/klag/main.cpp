@@ -1,5 +1,5 @@
 #include "kpipe/cli/cli.h"
-#include "kpipe/lag_run.h"
+#include "kpipe/programs/klag.h"
 
 int main(int argc, char** argv) {
   kpipe::cli::Program program("klag", "Consumer lag per partition, in records and in seconds, with history and alerts");

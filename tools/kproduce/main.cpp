@@ -1,5 +1,5 @@
 #include "kpipe/cli/cli.h"
-#include "kpipe/produce.h"
+#include "kpipe/programs/kproduce.h"
 
 int main(int argc, char** argv) {
   kpipe::cli::Program program("kproduce", "NDJSON in, Kafka records out");

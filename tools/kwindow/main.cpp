@@ -1,5 +1,5 @@
 #include "kpipe/cli/cli.h"
-#include "kpipe/window_tool.h"
+#include "kpipe/programs/kwindow.h"
 
 int main(int argc, char** argv) {
   kpipe::cli::Program program("kwindow", "Event-time windows over NDJSON: tumbling, sliding or session, per key");

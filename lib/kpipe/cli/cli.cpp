@@ -5,8 +5,8 @@
 #include <cstdlib>
 
 #include "kpipe/choices.h"
-#include "kpipe/kafka.h"
-#include "kpipe/signals.h"
+#include "kpipe/kafka/client.h"
+#include "kpipe/cli/signals.h"
 
 namespace kpipe::cli {
 

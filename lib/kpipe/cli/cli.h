@@ -10,8 +10,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "kpipe/filter.h"
-#include "kpipe/kafka_config.h"
+#include "kpipe/stage/filter.h"
+#include "kpipe/kafka/config.h"
 #include "kpipe/report.h"
 #include "kpipe/status.h"
 

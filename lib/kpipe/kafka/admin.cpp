@@ -1,0 +1,177 @@
+// Reading consumer groups from outside, for klag: committed offsets
+// (OffsetFetch), members (DescribeGroups, where the broker answers it) and
+// the timestamps of the records the offsets point at.
+#include "kpipe/kafka/client.h"
+
+#include "kpipe/kafka/internal.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+namespace kpipe {
+
+namespace {
+
+int timeout_ms(Millis t) { return static_cast<int>(std::clamp<Millis>(t, 1, INT32_MAX)); }
+
+Millis steady_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Expected<std::map<std::string, std::vector<int32_t>>> KafkaClient::topic_partitions() {
+  const rd_kafka_metadata_t* md = nullptr;
+  rd_kafka_resp_err_t err = rd_kafka_metadata(handle_->rk, 1, nullptr, &md, timeout_ms(config_.timeout));
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return broker_error("cannot list topics", rd_kafka_err2str(err));
+  std::map<std::string, std::vector<int32_t>> out;
+  for (int i = 0; i < md->topic_cnt; ++i) {
+    const auto& t = md->topics[i];
+    if (std::strncmp(t.topic, "__", 2) == 0 || t.partition_cnt == 0) continue;
+    auto& ids = out[t.topic];
+    for (int p = 0; p < t.partition_cnt; ++p) ids.push_back(t.partitions[p].id);
+    std::sort(ids.begin(), ids.end());
+  }
+  rd_kafka_metadata_destroy(md);
+  return out;
+}
+
+GroupReader::GroupReader(const KafkaConfig& config, Reporter& reporter) : KafkaClient(config, reporter) {}
+
+GroupReader::~GroupReader() {
+  // Never subscribed: closing leaves no group, it only stops the fetcher.
+  if (handle_->rk != nullptr) rd_kafka_consumer_close(handle_->rk);
+}
+
+Expected<std::unique_ptr<GroupReader>> GroupReader::create(const KafkaConfig& base, const std::string& group,
+                                                           Reporter& reporter) {
+  // The group id only names whose offsets OffsetFetch returns: without
+  // subscribe() the reader never joins, and it never commits.
+  KafkaConfig config = consumer_config(base, group);
+  // A committed offset already deleted by retention: the oldest record left.
+  config.set("auto.offset.reset", "earliest");
+  // Only the first record of each partition is wanted: small fetches, and
+  // each partition is paused once its record is in. (queued.min.messages=1
+  // would bound prefetching too, but with librdkafka 2.0.2 it sometimes
+  // delays the first fetch by a second.)
+  set_default(config, "fetch.message.max.bytes", "8192");
+  set_default(config, "fetch.wait.max.ms", "10");
+  std::unique_ptr<GroupReader> reader(new GroupReader(config, reporter));
+  reader->group_ = group;
+  KPIPE_TRY(new_handle(RD_KAFKA_CONSUMER, config, *reader->handle_));
+  KPIPE_TRY(reader->wait_until_reachable());
+  rd_kafka_poll_set_consumer(reader->handle_->rk);
+  return reader;
+}
+
+Expected<std::vector<std::optional<int64_t>>> GroupReader::committed(const std::vector<TopicPartition>& parts) {
+  std::vector<std::optional<int64_t>> out(parts.size());
+  if (parts.empty()) return out;
+  ListGuard g{to_list(parts)};
+  rd_kafka_resp_err_t err = rd_kafka_committed(handle_->rk, g.list, timeout_ms(config_.timeout));
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return broker_error(fmt::format("cannot fetch the committed offsets of group '{}'", group_), rd_kafka_err2str(err));
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const auto& e = g.list->elems[i];
+    if (e.err != RD_KAFKA_RESP_ERR_NO_ERROR)
+      return failure("cannot fetch the committed offset of group '{}' for {} [{}]: {}", group_, e.topic, e.partition,
+                     rd_kafka_err2str(e.err));
+    if (e.offset >= 0) out[i] = e.offset;
+  }
+  return out;
+}
+
+Expected<GroupDescription> GroupReader::describe() {
+  GroupDescription d;
+  const struct rd_kafka_group_list* list = nullptr;
+  // The legacy call: it answers at once that a broker lacks ListGroups
+  // (the mock cluster), where the admin API's DescribeConsumerGroups waits
+  // out its whole timeout.
+  rd_kafka_resp_err_t err = rd_kafka_list_groups(handle_->rk, group_.c_str(), &list, timeout_ms(config_.timeout));
+  if (err == RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE) return d;
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR__PARTIAL)
+    return broker_error(fmt::format("cannot describe group '{}'", group_), rd_kafka_err2str(err));
+  d.described = true;
+  Status problem;
+  for (int i = 0; i < list->group_cnt; ++i) {
+    const auto& g = list->groups[i];
+    if (group_ != g.group) continue;
+    if (g.err != RD_KAFKA_RESP_ERR_NO_ERROR && g.err != RD_KAFKA_RESP_ERR_GROUP_ID_NOT_FOUND) {
+      problem = failure("cannot describe group '{}': {}", group_, rd_kafka_err2str(g.err));
+      break;
+    }
+    d.state = g.state != nullptr ? g.state : "";
+    d.members = g.member_cnt;
+    d.exists = g.err == RD_KAFKA_RESP_ERR_NO_ERROR && d.state != "Dead";
+  }
+  rd_kafka_group_list_destroy(list);
+  KPIPE_TRY(problem);
+  return d;
+}
+
+Expected<std::vector<std::optional<Millis>>> GroupReader::record_timestamps(const std::vector<PartitionOffset>& parts) {
+  std::vector<std::optional<Millis>> out(parts.size());
+  if (parts.empty()) return out;
+  std::map<TopicPartition, size_t> index;
+  for (size_t i = 0; i < parts.size(); ++i) index[{parts[i].topic, parts[i].partition}] = i;
+  ListGuard all{to_list(parts)};
+  rd_kafka_t* rk = handle_->rk;
+  // The pause of an earlier call (--watch) outlives its assignment.
+  rd_kafka_resume_partitions(rk, all.list);
+  rd_kafka_resp_err_t err = rd_kafka_assign(rk, all.list);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return failure("cannot assign partitions: {}", rd_kafka_err2str(err));
+  rd_kafka_queue_t* queue = rd_kafka_queue_get_consumer(rk);
+  std::vector<bool> done(parts.size(), false);
+  size_t left = parts.size();
+  std::vector<rd_kafka_message_t*> batch(1024);
+  Millis deadline = steady_now() + config_.timeout;
+  Status problem;
+  TopicPartition key;
+  while (left > 0 && problem.ok()) {
+    Millis wait = deadline - steady_now();
+    if (wait <= 0) break;
+    // A batch read waits until the batch is full or the time is out: wait
+    // for one record, then take whatever else has arrived without waiting.
+    rd_kafka_message_t* first = rd_kafka_consume_queue(queue, timeout_ms(std::min<Millis>(wait, 100)));
+    if (first == nullptr) continue;
+    batch[0] = first;
+    ssize_t more = rd_kafka_consume_batch_queue(queue, 0, batch.data() + 1, batch.size() - 1);
+    ssize_t got = 1 + std::max<ssize_t>(more, 0);
+    ListGuard finished{rd_kafka_topic_partition_list_new(static_cast<int>(got))};
+    for (ssize_t k = 0; k < got; ++k) {
+      rd_kafka_message_t* m = batch[static_cast<size_t>(k)];
+      if (m->rkt != nullptr) {
+        key.topic = rd_kafka_topic_name(m->rkt);
+        key.partition = m->partition;
+        auto it = index.find(key);
+        if (it != index.end() && !done[it->second]) {
+          size_t i = it->second;
+          if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+            rd_kafka_timestamp_type_t type;
+            int64_t ts = rd_kafka_message_timestamp(m, &type);
+            if (type != RD_KAFKA_TIMESTAMP_NOT_AVAILABLE) out[i] = ts;
+          } else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            reporter_.warning(fmt::format("{} [{}]: {}", key.topic, key.partition, rd_kafka_message_errstr(m)));
+          }
+          done[i] = true;
+          --left;
+          rd_kafka_topic_partition_list_add(finished.list, key.topic.c_str(), key.partition);
+        }
+      }
+      rd_kafka_message_destroy(m);
+    }
+    // Stop fetching what is already known.
+    if (finished.list->cnt > 0) rd_kafka_pause_partitions(rk, finished.list);
+  }
+  rd_kafka_queue_destroy(queue);
+  rd_kafka_assign(rk, nullptr);
+  KPIPE_TRY(problem);
+  if (left > 0)
+    reporter_.warning(fmt::format("no record arrived within {} from {} partition{}: their lag in seconds is unknown",
+                                  format_duration(config_.timeout), left, left == 1 ? "" : "s"));
+  return out;
+}
+
+}  // namespace kpipe

@@ -1,0 +1,755 @@
+#include "kpipe/kafka/client.h"
+
+#include "kpipe/kafka/internal.h"
+
+#include <librdkafka/rdkafka_mock.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <cctype>
+#include <map>
+#include <thread>
+
+namespace kpipe {
+
+std::string kafka_library_version() { return rd_kafka_version_str(); }
+
+// --- configuration and errors -------------------------------------------------
+
+namespace {
+
+void log_cb(const rd_kafka_t* rk, int level, const char* fac, const char* buf) {
+  auto* handle = static_cast<KafkaClient::Handle*>(rd_kafka_opaque(rk));
+  if (handle == nullptr) return;
+  std::string text = buf;
+  if (text.find("failed: ") != std::string::npos &&
+      (text.find("Connect to") != std::string::npos || text.find("resolve") != std::string::npos))
+    handle->note_error(text);
+  if (handle->reporter != nullptr) handle->reporter->debug(fmt::format("librdkafka: {} {}: {}", level, fac, text));
+}
+
+void error_cb(rd_kafka_t* rk, int err, const char* reason, void* opaque) {
+  (void)rk;
+  auto* handle = static_cast<KafkaClient::Handle*>(opaque);
+  auto code = static_cast<rd_kafka_resp_err_t>(err);
+  std::string text = reason;
+  if (code == RD_KAFKA_RESP_ERR__TRANSPORT || code == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN ||
+      code == RD_KAFKA_RESP_ERR__RESOLVE) {
+    if (code != RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN) handle->note_error(text);
+    if (handle->reporter != nullptr) handle->reporter->debug(fmt::format("librdkafka: {}", text));
+    return;
+  }
+  if (handle->reporter != nullptr) handle->reporter->warning(fmt::format("kafka: {}", text));
+}
+
+}  // namespace
+
+std::string connection_reason(const std::string& text) {
+  size_t at = text.find("failed: ");
+  if (at == std::string::npos) return text;
+  std::string reason = text.substr(at + 8);
+  size_t paren = reason.find(" (after");
+  if (paren != std::string::npos) reason.resize(paren);
+  if (!reason.empty() && std::isupper(static_cast<unsigned char>(reason[0])) &&
+      (reason.size() < 2 || std::islower(static_cast<unsigned char>(reason[1]))))
+    reason[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(reason[0])));
+  return reason;
+}
+
+namespace {
+
+Expected<rd_kafka_conf_t*> make_conf(const KafkaConfig& config, KafkaClient::Handle* handle) {
+  if (handle->reporter != nullptr)
+    for (const auto& k : config.ignored)
+      handle->reporter->warning(
+          fmt::format("kafka: ignoring '{}' of --config: librdkafka has no such property", k));
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  char err[512];
+  for (const auto& [k, v] : config.properties) {
+    if (rd_kafka_conf_set(conf, k.c_str(), v.c_str(), err, sizeof err) != RD_KAFKA_CONF_OK) {
+      rd_kafka_conf_destroy(conf);
+      return usage_error("kafka property '{}': {}", k, config.redact(err));
+    }
+  }
+  rd_kafka_conf_set_opaque(conf, handle);
+  rd_kafka_conf_set_log_cb(conf, log_cb);
+  rd_kafka_conf_set_error_cb(conf, error_cb);
+  return conf;
+}
+
+}  // namespace
+
+Status new_handle(rd_kafka_type_t type, const KafkaConfig& config, KafkaClient::Handle& handle,
+                  const std::function<void(rd_kafka_conf_t*)>& customize) {
+  auto conf = make_conf(config, &handle);
+  if (!conf) return conf.take_error();
+  if (customize) customize(*conf);
+  char err[512];
+  handle.rk = rd_kafka_new(type, *conf, err, sizeof err);
+  if (handle.rk == nullptr) {
+    rd_kafka_conf_destroy(*conf);
+    return usage_error("cannot create {}: {}", type == RD_KAFKA_PRODUCER ? "producer" : "consumer",
+                       config.redact(err));
+  }
+  return {};
+}
+
+KafkaConfig consumer_config(const KafkaConfig& base, const std::string& group) {
+  KafkaConfig config = base;
+  set_default(config, "client.id", "kpipe");
+  // librdkafka refuses assign() without a group id. Without a group the id
+  // is never joined nor committed to: it only satisfies that check.
+  config.set("group.id", group.empty() ? "kpipe-unjoined" : group);
+  // kpipe decides what is committed, and when: only what was written.
+  config.set("enable.auto.commit", "false");
+  config.set("enable.auto.offset.store", "false");
+  config.set("enable.partition.eof", "true");
+  return config;
+}
+
+rd_kafka_topic_partition_list_t* to_list(const std::vector<TopicPartition>& parts) {
+  auto* list = rd_kafka_topic_partition_list_new(static_cast<int>(parts.size()));
+  for (const auto& p : parts) rd_kafka_topic_partition_list_add(list, p.topic.c_str(), p.partition);
+  return list;
+}
+
+rd_kafka_topic_partition_list_t* to_list(const std::vector<PartitionOffset>& parts) {
+  auto* list = rd_kafka_topic_partition_list_new(static_cast<int>(parts.size()));
+  for (const auto& p : parts)
+    rd_kafka_topic_partition_list_add(list, p.topic.c_str(), p.partition)->offset = p.offset;
+  return list;
+}
+
+namespace {
+
+int timeout_ms(Millis t) { return static_cast<int>(std::min<Millis>(t, INT32_MAX)); }
+
+}  // namespace
+
+// --- KafkaClient ----------------------------------------------------------------
+
+KafkaClient::KafkaClient(const KafkaConfig& config, Reporter& reporter)
+    : config_(config), reporter_(reporter), handle_(std::make_unique<Handle>()) {
+  handle_->reporter = &reporter;
+}
+
+KafkaClient::~KafkaClient() = default;
+
+Error KafkaClient::broker_error(std::string_view what, std::string_view detail) const {
+  std::string seen = handle_->take_error();
+  if (!seen.empty())
+    return failure("cannot reach broker '{}': {}", config_.brokers(), config_.redact(connection_reason(seen)));
+  return failure("{}: {}", what, config_.redact(detail));
+}
+
+Status KafkaClient::wait_until_reachable() {
+  const rd_kafka_metadata_t* md = nullptr;
+  rd_kafka_resp_err_t err = rd_kafka_metadata(handle_->rk, 0, nullptr, &md, timeout_ms(config_.timeout));
+  if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    rd_kafka_metadata_destroy(md);
+    return {};
+  }
+  std::string seen = handle_->take_error();
+  if (!seen.empty())
+    return failure("cannot reach broker '{}': {}", config_.brokers(), config_.redact(connection_reason(seen)));
+  return failure("cannot reach broker '{}': no answer within {}", config_.brokers(),
+                 format_duration(config_.timeout));
+}
+
+Expected<std::vector<std::string>> KafkaClient::topics() {
+  const rd_kafka_metadata_t* md = nullptr;
+  rd_kafka_resp_err_t err = rd_kafka_metadata(handle_->rk, 1, nullptr, &md, timeout_ms(config_.timeout));
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return broker_error("cannot list topics", rd_kafka_err2str(err));
+  std::vector<std::string> out;
+  for (int i = 0; i < md->topic_cnt; ++i) out.emplace_back(md->topics[i].topic);
+  rd_kafka_metadata_destroy(md);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Expected<std::vector<int32_t>> KafkaClient::partitions(const std::string& topic) {
+  rd_kafka_topic_t* rkt = rd_kafka_topic_new(handle_->rk, topic.c_str(), nullptr);
+  const rd_kafka_metadata_t* md = nullptr;
+  rd_kafka_resp_err_t err = rd_kafka_metadata(handle_->rk, 0, rkt, &md, timeout_ms(config_.timeout));
+  rd_kafka_topic_destroy(rkt);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return broker_error(fmt::format("cannot read metadata of topic '{}'", topic), rd_kafka_err2str(err));
+  std::vector<int32_t> out;
+  rd_kafka_resp_err_t topic_err = RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+  for (int i = 0; i < md->topic_cnt; ++i) {
+    if (topic != md->topics[i].topic) continue;
+    topic_err = md->topics[i].err;
+    for (int p = 0; p < md->topics[i].partition_cnt; ++p) out.push_back(md->topics[i].partitions[p].id);
+  }
+  rd_kafka_metadata_destroy(md);
+  if (topic_err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || (topic_err == 0 && out.empty()))
+    return failure("topic '{}' does not exist", topic);
+  if (topic_err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return failure("topic '{}': {}", topic, rd_kafka_err2str(topic_err));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+namespace {
+
+Expected<std::vector<Millis>> list_offsets(rd_kafka_t* rk, const std::vector<TopicPartition>& parts,
+                                           const std::vector<Millis>& times, int timeout) {
+  ListGuard g{to_list(parts)};
+  for (size_t i = 0; i < parts.size(); ++i) g.list->elems[i].offset = times[i];
+  rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(rk, g.list, timeout);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return failure("{}", rd_kafka_err2str(err));
+  std::vector<Millis> out(parts.size());
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (g.list->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR)
+      return failure("{} [{}]: {}", parts[i].topic, parts[i].partition, rd_kafka_err2str(g.list->elems[i].err));
+    out[i] = g.list->elems[i].offset;
+  }
+  return out;
+}
+
+}  // namespace
+
+Expected<std::vector<Watermarks>> KafkaClient::watermarks(const std::vector<TopicPartition>& parts) {
+  std::vector<Watermarks> out(parts.size());
+  if (parts.empty()) return out;
+  // ListOffsets with the special times -2 (earliest) and -1 (latest): one
+  // request per leader for all partitions, where querying watermarks one
+  // partition at a time would cost a round trip each.
+  auto low = list_offsets(handle_->rk, parts, std::vector<Millis>(parts.size(), kOffsetBeginning),
+                          timeout_ms(config_.timeout));
+  if (!low) return broker_error("cannot list offsets", low.error().message);
+  auto high = list_offsets(handle_->rk, parts, std::vector<Millis>(parts.size(), kOffsetEnd),
+                           timeout_ms(config_.timeout));
+  if (!high) return broker_error("cannot list offsets", high.error().message);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    // A broker that answers without an offset (-1) would make a reader
+    // take the partition for empty and skip it: say so instead.
+    if ((*low)[i] < 0 || (*high)[i] < (*low)[i])
+      return broker_error("cannot list offsets",
+                          fmt::format("{} [{}]: the broker gave no usable offsets (earliest {}, latest {})",
+                                      parts[i].topic, parts[i].partition, (*low)[i], (*high)[i]));
+    out[i] = {(*low)[i], (*high)[i]};
+  }
+  return out;
+}
+
+Expected<std::vector<int64_t>> KafkaClient::offsets_for_times(const std::vector<TopicPartition>& parts,
+                                                              const std::vector<Millis>& times) {
+  auto found = list_offsets(handle_->rk, parts, times, timeout_ms(config_.timeout));
+  if (!found) return broker_error("cannot look up offsets by time", found.error().message);
+  std::vector<int64_t> out = *found;
+  if (std::none_of(out.begin(), out.end(), [](int64_t o) { return o < 0; })) return out;
+  auto marks = watermarks(parts);
+  if (!marks) return marks.take_error();
+  // "No record at or after T" is the broker's answer only if the last
+  // record is older than T; otherwise it could not tell, and we search.
+  std::vector<size_t> unsure;
+  std::vector<PartitionOffset> last;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] >= 0) continue;
+    out[i] = (*marks)[i].high;
+    if ((*marks)[i].high > (*marks)[i].low) {
+      unsure.push_back(i);
+      last.push_back({parts[i].topic, parts[i].partition, (*marks)[i].high - 1});
+    }
+  }
+  if (unsure.empty()) return out;
+  auto last_ts = timestamps_at(last);
+  if (!last_ts) return last_ts.take_error();
+  for (size_t k = 0; k < unsure.size(); ++k) {
+    size_t i = unsure[k];
+    if (!(*last_ts)[k] || *(*last_ts)[k] < times[i]) continue;
+    int64_t lo = (*marks)[i].low, hi = (*marks)[i].high - 1;  // ts(hi) >= T
+    while (lo < hi) {
+      int64_t mid = lo + (hi - lo) / 2;
+      auto ts = timestamps_at({{parts[i].topic, parts[i].partition, mid}});
+      if (!ts) return ts.take_error();
+      if ((*ts)[0] && *(*ts)[0] >= times[i]) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    out[i] = lo;
+  }
+  return out;
+}
+
+Expected<std::vector<std::optional<Millis>>> KafkaClient::timestamps_at(const std::vector<PartitionOffset>& at) {
+  // A reader of its own: this client's assignment (if it consumes) stays
+  // untouched.
+  auto reader = GroupReader::create(config_, "", reporter_);
+  if (!reader) return reader.take_error();
+  return (*reader)->record_timestamps(at);
+}
+
+Status KafkaClient::delete_records(const std::vector<PartitionOffset>& before) {
+  if (before.empty()) return {};
+  rd_kafka_queue_t* queue = rd_kafka_queue_new(handle_->rk);
+  struct QueueGuard {
+    rd_kafka_queue_t* q;
+    ~QueueGuard() { rd_kafka_queue_destroy(q); }
+  } queue_guard{queue};
+  ListGuard g{to_list(before)};
+  rd_kafka_DeleteRecords_t* request = rd_kafka_DeleteRecords_new(g.list);
+  rd_kafka_AdminOptions_t* options = rd_kafka_AdminOptions_new(handle_->rk, RD_KAFKA_ADMIN_OP_DELETERECORDS);
+  char err[512];
+  rd_kafka_AdminOptions_set_request_timeout(options, timeout_ms(config_.timeout), err, sizeof err);
+  rd_kafka_AdminOptions_set_operation_timeout(options, timeout_ms(config_.timeout), err, sizeof err);
+  rd_kafka_DeleteRecords(handle_->rk, &request, 1, options, queue);
+  rd_kafka_DeleteRecords_destroy(request);
+  rd_kafka_AdminOptions_destroy(options);
+  rd_kafka_event_t* event = rd_kafka_queue_poll(queue, timeout_ms(config_.timeout) + 1000);
+  if (event == nullptr) return broker_error("cannot delete records", "no answer in time");
+  struct EventGuard {
+    rd_kafka_event_t* e;
+    ~EventGuard() { rd_kafka_event_destroy(e); }
+  } event_guard{event};
+  if (rd_kafka_event_error(event) != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return broker_error("cannot delete records", rd_kafka_event_error_string(event));
+  const rd_kafka_DeleteRecords_result_t* result = rd_kafka_event_DeleteRecords_result(event);
+  const rd_kafka_topic_partition_list_t* offsets = result != nullptr ? rd_kafka_DeleteRecords_result_offsets(result) : nullptr;
+  if (offsets == nullptr) return failure("cannot delete records: no result");
+  for (int i = 0; i < offsets->cnt; ++i) {
+    const rd_kafka_topic_partition_t& e = offsets->elems[i];
+    if (e.err == RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE)
+      return failure("cannot delete records of '{}': the broker does not support DeleteRecords", e.topic);
+    if (e.err != RD_KAFKA_RESP_ERR_NO_ERROR)
+      return failure("cannot delete records of {} [{}]: {}", e.topic, e.partition, rd_kafka_err2str(e.err));
+  }
+  return {};
+}
+
+// --- Consumer ---------------------------------------------------------------------
+
+struct Consumer::State {
+  Consumer* self = nullptr;
+  AssignHandler on_assign;
+  RevokeHandler on_revoke;
+  Status pending;  // an error from a rebalance callback, returned by poll()
+  bool subscribed = false;
+  std::map<rd_kafka_topic_t*, std::string> topic_names;
+  rd_kafka_queue_t* queue = nullptr;  // the consumer queue, for batch reads
+  std::vector<rd_kafka_message_t*> batch;
+  ~State() {
+    if (queue != nullptr) rd_kafka_queue_destroy(queue);
+  }
+};
+
+namespace {
+
+void rebalance_cb(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* list,
+                  void* opaque) {
+  auto* handle = static_cast<KafkaClient::Handle*>(opaque);
+  if (handle->rebalance) {
+    handle->rebalance(err, list);
+    return;
+  }
+  rd_kafka_assign(rk, err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS ? list : nullptr);
+}
+
+}  // namespace
+
+Consumer::Consumer(const KafkaConfig& config, Reporter& reporter)
+    : KafkaClient(config, reporter), state_(std::make_unique<State>()) {}
+
+Consumer::~Consumer() {
+  if (state_->queue != nullptr) {
+    rd_kafka_queue_destroy(state_->queue);
+    state_->queue = nullptr;
+  }
+  // Leaving the group cleanly lets the others take over at once instead of
+  // after session.timeout.ms.
+  if (handle_->rk != nullptr) rd_kafka_consumer_close(handle_->rk);
+}
+
+Expected<std::unique_ptr<Consumer>> Consumer::create(const KafkaConfig& base, const std::string& group,
+                                                     Reporter& reporter) {
+  KafkaConfig config = consumer_config(base, group);
+  set_default(config, "auto.offset.reset", "earliest");
+  // With the consumer queue shared by every partition, librdkafka counts
+  // queued.min.messages over all of them, and once the count is reached it
+  // looks again only a second later: on 64 partitions, kconsume stalled for
+  // most of each second. The memory bound stays queued.max.messages.kbytes
+  // (librdkafka's 64 MiB).
+  set_default(config, "queued.min.messages", "1000000");
+  set_default(config, "fetch.wait.max.ms", "100");
+  // Larger fetches per partition: fewer round trips for a backlog.
+  set_default(config, "fetch.message.max.bytes", "4194304");
+  for (int attempt = 0;; ++attempt) {
+    std::unique_ptr<Consumer> consumer(new Consumer(config, reporter));
+    KPIPE_TRY(new_handle(RD_KAFKA_CONSUMER, config, *consumer->handle_,
+                         [](rd_kafka_conf_t* conf) { rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb); }));
+    KPIPE_TRY(consumer->wait_until_reachable());
+    // librdkafka's mock (kbroker) holds a group's next rebalance for the
+    // session timeout after its last member leaves, so a group restarted
+    // at once would wait 45 s. Against the mock only, and unless the user
+    // chose, the shortest session the mock's 3 s join delay allows makes
+    // that wait a few seconds.
+    if (attempt == 0 && !group.empty() && base.get("session.timeout.ms") == nullptr &&
+        consumer->is_mock_cluster()) {
+      config.set("session.timeout.ms", "6000");
+      config.set("heartbeat.interval.ms", "1000");
+      continue;
+    }
+    rd_kafka_poll_set_consumer(consumer->handle_->rk);
+    consumer->state_->queue = rd_kafka_queue_get_consumer(consumer->handle_->rk);
+    return consumer;
+  }
+}
+
+bool KafkaClient::is_mock_cluster() {
+  char* id = rd_kafka_clusterid(handle_->rk, timeout_ms(config_.timeout));
+  if (id == nullptr) return false;
+  bool mock = std::string_view(id).starts_with("mockCluster");
+  rd_kafka_mem_free(handle_->rk, id);
+  return mock;
+}
+
+Status Consumer::assign(const std::vector<PartitionOffset>& parts) {
+  ListGuard g{to_list(parts)};
+  rd_kafka_resp_err_t err = rd_kafka_assign(handle_->rk, g.list);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return failure("cannot assign partitions: {}", rd_kafka_err2str(err));
+  return {};
+}
+
+Status Consumer::subscribe(const std::vector<std::string>& topics, AssignHandler on_assign,
+                           RevokeHandler on_revoke) {
+  state_->on_assign = std::move(on_assign);
+  state_->on_revoke = std::move(on_revoke);
+  State* state = state_.get();
+  rd_kafka_t* rk = handle_->rk;
+  handle_->rebalance = [state, rk](rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* list) {
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+      std::vector<PartitionOffset> parts;
+      for (int i = 0; i < list->cnt; ++i)
+        parts.push_back({list->elems[i].topic, list->elems[i].partition, kOffsetInvalid});
+      Status s = state->on_assign ? state->on_assign(parts) : Status();
+      if (!s.ok() && state->pending.ok()) state->pending = s;
+      for (int i = 0; i < list->cnt; ++i) list->elems[i].offset = parts[static_cast<size_t>(i)].offset;
+      rd_kafka_assign(rk, list);
+      return;
+    }
+    if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
+      std::vector<TopicPartition> parts;
+      for (int i = 0; i < list->cnt; ++i) parts.push_back({list->elems[i].topic, list->elems[i].partition});
+      Status s = state->on_revoke ? state->on_revoke(parts) : Status();
+      if (!s.ok() && state->pending.ok()) state->pending = s;
+    }
+    rd_kafka_assign(rk, nullptr);
+  };
+  ListGuard g{rd_kafka_topic_partition_list_new(static_cast<int>(topics.size()))};
+  for (const auto& t : topics) rd_kafka_topic_partition_list_add(g.list, t.c_str(), RD_KAFKA_PARTITION_UA);
+  rd_kafka_resp_err_t err = rd_kafka_subscribe(handle_->rk, g.list);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return failure("cannot subscribe: {}", rd_kafka_err2str(err));
+  state_->subscribed = true;
+  return {};
+}
+
+Status Consumer::poll(Millis timeout, size_t max_events, const EventHandler& handler) {
+  // Batches: one queue lock per batch instead of one per record.
+  // A batch read waits until the batch is full or the timeout passes:
+  // wait for one message only, then take what else is there at once.
+  auto& batch = state_->batch;
+  batch.resize(std::max<size_t>(1, std::min<size_t>(max_events, 4096)));
+  size_t n = 0;
+  if (rd_kafka_message_t* first = rd_kafka_consume_queue(state_->queue, timeout_ms(timeout))) {
+    batch[0] = first;
+    n = 1;
+    if (batch.size() > 1) {
+      ssize_t more = rd_kafka_consume_batch_queue(state_->queue, 0, batch.data() + 1, batch.size() - 1);
+      if (more > 0) n += static_cast<size_t>(more);
+    }
+  }
+  struct BatchGuard {
+    std::vector<rd_kafka_message_t*>& batch;
+    size_t n;
+    ~BatchGuard() {
+      for (size_t i = 0; i < n; ++i) rd_kafka_message_destroy(batch[i]);
+    }
+  } guard{batch, n};
+  if (!state_->pending.ok()) {
+    Status s = state_->pending;
+    state_->pending = Status();
+    return s;
+  }
+  ConsumerEvent event;
+  RecordView& r = event.record;
+  for (size_t i = 0; i < n; ++i) {
+    rd_kafka_message_t* m = batch[i];
+    std::string* name = &state_->topic_names[m->rkt];
+    if (name->empty() && m->rkt != nullptr) *name = rd_kafka_topic_name(m->rkt);
+    r.topic = *name;
+    r.partition = m->partition;
+    r.offset = m->offset;
+    if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+      event.kind = ConsumerEvent::Kind::kEndOfPartition;
+      KPIPE_TRY(handler(event));
+      continue;
+    }
+    if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      std::string text = rd_kafka_message_errstr(m);
+      if (m->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || m->err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
+          m->err == RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED || m->err == RD_KAFKA_RESP_ERR__FATAL)
+        return failure("{}", config_.redact(m->rkt != nullptr ? fmt::format("topic '{}': {}", *name, text) : text));
+      reporter_.warning(fmt::format("kafka: {}", config_.redact(text)));
+      continue;
+    }
+    event.kind = ConsumerEvent::Kind::kRecord;
+    rd_kafka_timestamp_type_t ts_type;
+    int64_t ts = rd_kafka_message_timestamp(m, &ts_type);
+    r.timestamp = ts_type == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? -1 : ts;
+    if (m->key != nullptr) {
+      r.key = std::string_view(static_cast<const char*>(m->key), m->key_len);
+    } else {
+      r.key.reset();
+    }
+    if (m->payload != nullptr) {
+      r.value = std::string_view(static_cast<const char*>(m->payload), m->len);
+    } else {
+      r.value.reset();
+    }
+    r.headers.clear();
+    rd_kafka_headers_t* hdrs = nullptr;
+    if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      const char* hname;
+      const void* hval;
+      size_t hsize;
+      for (size_t h = 0; rd_kafka_header_get_all(hdrs, h, &hname, &hval, &hsize) == RD_KAFKA_RESP_ERR_NO_ERROR;
+           ++h) {
+        Header header;
+        header.name = hname;
+        if (hval != nullptr) header.value = std::string_view(static_cast<const char*>(hval), hsize);
+        r.headers.push_back(header);
+      }
+    }
+    KPIPE_TRY(handler(event));
+  }
+  return {};
+}
+
+namespace {
+
+// The group's answers to a member whose generation is over or about to be.
+bool is_group_change(rd_kafka_resp_err_t err) {
+  return err == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS || err == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION ||
+         err == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID || err == RD_KAFKA_RESP_ERR__STATE;
+}
+
+}  // namespace
+
+Status Consumer::commit(const std::vector<PartitionOffset>& offsets, bool* committed, const std::string& metadata) {
+  if (committed != nullptr) *committed = true;
+  if (offsets.empty()) return {};
+  ListGuard g{to_list(offsets)};
+  if (!metadata.empty()) {
+    for (int i = 0; i < g.list->cnt; ++i) {
+      // The list owns it: rd_kafka_topic_partition_list_destroy frees it.
+      void* copy = std::malloc(metadata.size());
+      std::memcpy(copy, metadata.data(), metadata.size());
+      g.list->elems[i].metadata = copy;
+      g.list->elems[i].metadata_size = metadata.size();
+    }
+  }
+  rd_kafka_resp_err_t err = rd_kafka_commit(handle_->rk, g.list, 0);
+  if (err == RD_KAFKA_RESP_ERR__NO_OFFSET) return {};
+  bool refused = is_group_change(err);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR && !refused)
+    return failure("cannot commit offsets: {}", rd_kafka_err2str(err));
+  for (int i = 0; i < g.list->cnt; ++i) {
+    rd_kafka_resp_err_t e = g.list->elems[i].err;
+    if (e == RD_KAFKA_RESP_ERR_NO_ERROR) continue;
+    if (is_group_change(e)) {
+      refused = true;
+      continue;
+    }
+    return failure("cannot commit offset of {} [{}]: {}", g.list->elems[i].topic, g.list->elems[i].partition,
+                   rd_kafka_err2str(e));
+  }
+  if (refused && committed != nullptr) *committed = false;
+  return {};
+}
+
+Expected<std::vector<std::optional<int64_t>>> Consumer::committed(const std::vector<TopicPartition>& parts,
+                                                                  std::vector<std::string>* metadata) {
+  std::vector<std::optional<int64_t>> out(parts.size());
+  if (metadata != nullptr) metadata->assign(parts.size(), std::string());
+  if (parts.empty()) return out;
+  ListGuard g{to_list(parts)};
+  rd_kafka_resp_err_t err = rd_kafka_committed(handle_->rk, g.list, timeout_ms(config_.timeout));
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return broker_error("cannot fetch committed offsets", rd_kafka_err2str(err));
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const rd_kafka_topic_partition_t& e = g.list->elems[i];
+    if (e.offset >= 0) out[i] = e.offset;
+    if (metadata != nullptr && e.metadata != nullptr)
+      (*metadata)[i].assign(static_cast<const char*>(e.metadata), e.metadata_size);
+  }
+  return out;
+}
+
+std::vector<TopicPartition> Consumer::assignment() {
+  std::vector<TopicPartition> out;
+  rd_kafka_topic_partition_list_t* list = nullptr;
+  if (rd_kafka_assignment(handle_->rk, &list) != RD_KAFKA_RESP_ERR_NO_ERROR) return out;
+  ListGuard g{list};
+  for (int i = 0; i < list->cnt; ++i) out.push_back({list->elems[i].topic, list->elems[i].partition});
+  return out;
+}
+
+Status Consumer::close() {
+  rd_kafka_resp_err_t err = rd_kafka_consumer_close(handle_->rk);
+  Status s = state_->pending;
+  state_->pending = Status();
+  if (!s.ok()) return s;
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return failure("cannot leave the group: {}", rd_kafka_err2str(err));
+  return {};
+}
+
+// --- Producer ---------------------------------------------------------------------
+
+struct Producer::State {
+  DeliveryHandler on_delivery;
+  std::atomic<uint64_t> delivered{0};
+  std::atomic<uint64_t> failed{0};
+  std::string first_failure;
+};
+
+namespace {
+
+void delivery_cb(rd_kafka_t* rk, const rd_kafka_message_t* m, void* opaque) {
+  (void)rk;
+  auto* state = static_cast<Producer::State*>(static_cast<KafkaClient::Handle*>(opaque)->owner);
+  auto tag = reinterpret_cast<uintptr_t>(m->_private);
+  if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+    ++state->delivered;
+    if (state->on_delivery) state->on_delivery(tag, nullptr);
+    return;
+  }
+  ++state->failed;
+  Error e = failure("{}", rd_kafka_err2str(m->err));
+  if (state->first_failure.empty()) state->first_failure = e.message;
+  if (state->on_delivery) state->on_delivery(tag, &e);
+}
+
+}  // namespace
+
+Producer::Producer(const KafkaConfig& config, Reporter& reporter)
+    : KafkaClient(config, reporter), state_(std::make_unique<State>()) {}
+
+Producer::~Producer() = default;
+
+Expected<std::unique_ptr<Producer>> Producer::create(const KafkaConfig& base, Reporter& reporter) {
+  KafkaConfig config = base;
+  set_default(config, "client.id", "kpipe");
+  set_default(config, "enable.idempotence", "true");
+  set_default(config, "acks", "all");
+  // Keyed records land where the Java client would put them.
+  set_default(config, "partitioner", "murmur2_random");
+  set_default(config, "linger.ms", "5");
+  set_default(config, "batch.num.messages", "10000");
+  std::unique_ptr<Producer> producer(new Producer(config, reporter));
+  producer->handle_->owner = producer->state_.get();
+  KPIPE_TRY(new_handle(RD_KAFKA_PRODUCER, config, *producer->handle_,
+                       [](rd_kafka_conf_t* conf) { rd_kafka_conf_set_dr_msg_cb(conf, delivery_cb); }));
+  KPIPE_TRY(producer->wait_until_reachable());
+  return producer;
+}
+
+void Producer::set_delivery_handler(DeliveryHandler handler) { state_->on_delivery = std::move(handler); }
+
+Status Producer::produce(const std::string& topic, int32_t partition, std::optional<std::string_view> key,
+                         std::optional<std::string_view> value, const std::vector<Header>& headers,
+                         int64_t timestamp, uint64_t tag) {
+  for (;;) {
+    rd_kafka_headers_t* hdrs = nullptr;
+    if (!headers.empty()) {
+      hdrs = rd_kafka_headers_new(headers.size());
+      for (const Header& h : headers) {
+        rd_kafka_header_add(hdrs, h.name.data(), static_cast<ssize_t>(h.name.size()),
+                            h.value ? h.value->data() : nullptr,
+                            h.value ? static_cast<ssize_t>(h.value->size()) : 0);
+      }
+    }
+    rd_kafka_resp_err_t err = rd_kafka_producev(
+        handle_->rk, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_PARTITION(partition),
+        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+        RD_KAFKA_V_KEY((key ? key->data() : nullptr), (key ? key->size() : 0)),
+        RD_KAFKA_V_VALUE((value ? const_cast<char*>(value->data()) : nullptr), (value ? value->size() : 0)),
+        RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_TIMESTAMP(timestamp),
+        RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(static_cast<uintptr_t>(tag))), RD_KAFKA_V_END);
+    if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return {};
+    if (hdrs != nullptr) rd_kafka_headers_destroy(hdrs);
+    if (err == RD_KAFKA_RESP_ERR__QUEUE_FULL) {
+      rd_kafka_poll(handle_->rk, 50);
+      continue;
+    }
+    char fatal[256];
+    if (rd_kafka_fatal_error(handle_->rk, fatal, sizeof fatal) != RD_KAFKA_RESP_ERR_NO_ERROR)
+      return failure("producer failed: {}", fatal);
+    if (err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION)
+      return usage_error("topic '{}' has no partition {}", topic, partition);
+    return failure("cannot produce to '{}': {}", topic, rd_kafka_err2str(err));
+  }
+}
+
+void Producer::poll() { rd_kafka_poll(handle_->rk, 0); }
+
+Status Producer::flush(Millis timeout) {
+  rd_kafka_resp_err_t err = rd_kafka_flush(handle_->rk, timeout_ms(timeout));
+  if (err == RD_KAFKA_RESP_ERR__TIMED_OUT) {
+    int left = rd_kafka_outq_len(handle_->rk);
+    std::string seen = handle_->take_error();
+    if (!seen.empty())
+      return failure("{} records not delivered: cannot reach broker '{}': {}", left, config_.brokers(),
+                     connection_reason(seen));
+    return failure("{} records not delivered within {}", left, format_duration(timeout));
+  }
+  return {};
+}
+
+uint64_t Producer::delivered() const { return state_->delivered; }
+uint64_t Producer::failed() const { return state_->failed; }
+std::string Producer::first_failure() const { return state_->first_failure; }
+
+// --- MockCluster ------------------------------------------------------------------
+
+struct MockCluster::State {
+  KafkaClient::Handle handle;
+  rd_kafka_mock_cluster_t* cluster = nullptr;
+  ~State() {
+    if (cluster != nullptr) rd_kafka_mock_cluster_destroy(cluster);
+  }
+};
+
+MockCluster::~MockCluster() = default;
+
+Expected<std::unique_ptr<MockCluster>> MockCluster::create(int brokers, Reporter& reporter) {
+  std::unique_ptr<MockCluster> mock(new MockCluster());
+  mock->state_ = std::make_unique<State>();
+  mock->state_->handle.reporter = &reporter;
+  rd_kafka_conf_t* conf = rd_kafka_conf_new();
+  rd_kafka_conf_set_opaque(conf, &mock->state_->handle);
+  rd_kafka_conf_set_log_cb(conf, log_cb);
+  char err[512];
+  rd_kafka_t* rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof err);
+  if (rk == nullptr) {
+    rd_kafka_conf_destroy(conf);
+    return failure("cannot start the mock cluster: {}", err);
+  }
+  mock->state_->handle.rk = rk;
+  mock->state_->cluster = rd_kafka_mock_cluster_new(rk, brokers);
+  if (mock->state_->cluster == nullptr) return failure("cannot start the mock cluster");
+  return mock;
+}
+
+std::string MockCluster::bootstraps() const { return rd_kafka_mock_cluster_bootstraps(state_->cluster); }
+
+Status MockCluster::create_topic(const std::string& name, int partitions) {
+  rd_kafka_resp_err_t err = rd_kafka_mock_topic_create(state_->cluster, name.c_str(), partitions, 1);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return failure("cannot create topic '{}': {}", name, rd_kafka_err2str(err));
+  return {};
+}
+
+}  // namespace kpipe

@@ -1,0 +1,221 @@
+// Kafka clients: the one module that uses librdkafka (kafka*.cpp). Handles
+// are opaque here, so no other file sees librdkafka's headers.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kpipe/envelope.h"
+#include "kpipe/kafka/config.h"
+#include "kpipe/partition.h"
+#include "kpipe/report.h"
+#include "kpipe/status.h"
+#include "kpipe/time.h"
+
+namespace kpipe {
+
+// librdkafka's special offsets, for the few callers that speak of them.
+constexpr int64_t kOffsetBeginning = -2;
+constexpr int64_t kOffsetEnd = -1;
+
+struct Watermarks {
+  int64_t low = 0;
+  int64_t high = 0;
+};
+
+std::string kafka_library_version();
+
+// What both clients can ask the cluster. Every call is bounded by the
+// configuration's timeout; an unreachable cluster is an error naming the
+// brokers and the reason, not a hang.
+class KafkaClient {
+ public:
+  virtual ~KafkaClient();
+
+  Expected<std::vector<std::string>> topics();
+  // The partitions of `topic`, ascending; an error if it does not exist.
+  Expected<std::vector<int32_t>> partitions(const std::string& topic);
+  // Every topic's partitions from one metadata request, internal topics
+  // (__consumer_offsets, ...) left out.
+  Expected<std::map<std::string, std::vector<int32_t>>> topic_partitions();
+  // Low and high watermarks of many partitions, one request per leader.
+  Expected<std::vector<Watermarks>> watermarks(const std::vector<TopicPartition>& parts);
+  // For each partition, the first offset whose timestamp is at or after the
+  // given time; the high watermark when there is none. Brokers that cannot
+  // look offsets up by time (librdkafka's mock, kbroker) are searched by
+  // reading record timestamps: a binary search, which assumes timestamps
+  // grow with offsets as they do for CreateTime from one producer.
+  Expected<std::vector<int64_t>> offsets_for_times(const std::vector<TopicPartition>& parts,
+                                                   const std::vector<Millis>& times);
+
+  // The timestamp of the record at each offset (nullopt where there is no
+  // record: past the end, or deleted), read with one small fetch per
+  // partition through a short-lived consumer of its own.
+  Expected<std::vector<std::optional<Millis>>> timestamps_at(const std::vector<PartitionOffset>& at);
+  // Deletes each partition's records before the given offset (Kafka's
+  // DeleteRecords, what kafka-delete-records.sh does); kbroker's mock
+  // cluster does not support it and says so.
+  Status delete_records(const std::vector<PartitionOffset>& before);
+
+  const KafkaConfig& config() const { return config_; }
+  // Whether the cluster is librdkafka's mock (kbroker).
+  bool is_mock_cluster();
+
+  struct Handle;  // librdkafka's, behind the module's private header
+
+ protected:
+  KafkaClient(const KafkaConfig& config, Reporter& reporter);
+  // An error saying why the cluster could not be reached, or `what` failed.
+  Error broker_error(std::string_view what, std::string_view detail) const;
+  Status wait_until_reachable();
+
+  KafkaConfig config_;
+  Reporter& reporter_;
+  std::unique_ptr<Handle> handle_;
+};
+
+struct ConsumerEvent {
+  enum class Kind { kRecord, kEndOfPartition };
+  Kind kind = Kind::kRecord;
+  RecordView record;  // kRecord: the record; kEndOfPartition: topic, partition and offset
+};
+
+class Consumer final : public KafkaClient {
+ public:
+  // `group` empty: no consumer group (partitions are assigned by the
+  // caller). Offsets are never committed automatically.
+  static Expected<std::unique_ptr<Consumer>> create(const KafkaConfig& config, const std::string& group,
+                                                    Reporter& reporter);
+  ~Consumer() override;
+
+  Status assign(const std::vector<PartitionOffset>& parts);
+
+  // Called inside poll() when the group assigns partitions: fill in the
+  // offset to start each at (all start as kOffsetInvalid).
+  using AssignHandler = std::function<Status(std::vector<PartitionOffset>& parts)>;
+  // Called inside poll() before partitions are taken away: the last moment
+  // to commit what was processed.
+  using RevokeHandler = std::function<Status(const std::vector<TopicPartition>& parts)>;
+  Status subscribe(const std::vector<std::string>& topics, AssignHandler on_assign,
+                   RevokeHandler on_revoke);
+
+  // Waits up to `timeout` for records; passes each record, and each
+  // partition reaching its end, to `handler`, up to `max_events`. Stops
+  // early when the handler returns an error.
+  using EventHandler = std::function<Status(const ConsumerEvent&)>;
+  Status poll(Millis timeout, size_t max_events, const EventHandler& handler);
+
+  // The group refuses commits while it rebalances, and from a consumer it
+  // no longer counts as a member: that is no error, since those partitions'
+  // next owner reads the records again (at least once). `committed`, when
+  // given, says whether the offsets were stored. `metadata` travels with
+  // each offset (Kafka keeps up to offset.metadata.max.bytes, 4096 by
+  // default) and comes back from committed().
+  Status commit(const std::vector<PartitionOffset>& offsets, bool* committed = nullptr,
+                const std::string& metadata = {});
+  // The group's committed offsets; nullopt where there is none. With
+  // `metadata`, also each offset's metadata ("" where none).
+  Expected<std::vector<std::optional<int64_t>>> committed(const std::vector<TopicPartition>& parts,
+                                                          std::vector<std::string>* metadata = nullptr);
+  std::vector<TopicPartition> assignment();
+  // Leaves the group (revoking first), so that the rest rebalance at once.
+  Status close();
+
+  static constexpr int64_t kOffsetInvalid = -1001;
+
+  struct State;
+
+ private:
+  Consumer(const KafkaConfig& config, Reporter& reporter);
+  std::unique_ptr<State> state_;
+};
+
+class Producer final : public KafkaClient {
+ public:
+  static Expected<std::unique_ptr<Producer>> create(const KafkaConfig& config, Reporter& reporter);
+  ~Producer() override;
+
+  // Called from flush()/poll() once a record's fate is known: err is null
+  // when the broker acknowledged it.
+  using DeliveryHandler = std::function<void(uint64_t tag, const Error* err)>;
+  void set_delivery_handler(DeliveryHandler handler);
+
+  // Queues one record; waits (serving deliveries) while the local queue is
+  // full. partition -1: the partitioner (murmur2, as the Java client) picks.
+  // timestamp 0: now.
+  Status produce(const std::string& topic, int32_t partition, std::optional<std::string_view> key,
+                 std::optional<std::string_view> value, const std::vector<Header>& headers,
+                 int64_t timestamp, uint64_t tag = 0);
+  void poll();
+  // Waits for every queued record's delivery, up to `timeout`.
+  Status flush(Millis timeout);
+
+  uint64_t delivered() const;
+  uint64_t failed() const;
+  // The first delivery error, for the final message.
+  std::string first_failure() const;
+
+  struct State;
+
+ private:
+  Producer(const KafkaConfig& config, Reporter& reporter);
+  std::unique_ptr<State> state_;
+};
+
+// What the cluster says of a consumer group (DescribeGroups).
+struct GroupDescription {
+  // False when the broker cannot describe groups: librdkafka's mock
+  // cluster (kbroker) answers neither ListGroups nor DescribeGroups.
+  bool described = false;
+  bool exists = false;
+  std::string state;  // "Stable", "Empty", "PreparingRebalance", ...
+  int64_t members = 0;
+};
+
+// Reads a consumer group from outside (kafka_admin.cpp): its committed
+// offsets, its members, and the records its offsets point at. It never
+// joins the group nor commits, so it causes no rebalance.
+class GroupReader final : public KafkaClient {
+ public:
+  // `group` empty: only the record timestamps and watermarks are read.
+  static Expected<std::unique_ptr<GroupReader>> create(const KafkaConfig& config, const std::string& group,
+                                                       Reporter& reporter);
+  ~GroupReader() override;
+
+  // The group's committed offsets, in one OffsetFetch; nullopt where
+  // there is none (a group that does not exist has none anywhere).
+  Expected<std::vector<std::optional<int64_t>>> committed(const std::vector<TopicPartition>& parts);
+  Expected<GroupDescription> describe();
+  // For each partition, the timestamp of the first record at or after its
+  // offset: the partitions are read together, a small fetch each, and each
+  // is paused once its first record has arrived. nullopt where none came
+  // within the timeout.
+  Expected<std::vector<std::optional<Millis>>> record_timestamps(const std::vector<PartitionOffset>& parts);
+
+ private:
+  GroupReader(const KafkaConfig& config, Reporter& reporter);
+  std::string group_;
+};
+
+// librdkafka's mock cluster (kbroker): in-memory Kafka-protocol brokers on
+// loopback. Keeps about 5 MiB and 100,000 batches per partition and drops
+// older records silently: not a Kafka for production.
+class MockCluster {
+ public:
+  static Expected<std::unique_ptr<MockCluster>> create(int brokers, Reporter& reporter);
+  ~MockCluster();
+  std::string bootstraps() const;
+  Status create_topic(const std::string& name, int partitions);
+
+ private:
+  MockCluster() = default;
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace kpipe

@@ -1,0 +1,285 @@
+#include "kpipe/kafka/config.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace kpipe {
+
+void KafkaConfig::set(std::string key, std::string value) {
+  for (auto& [k, v] : properties) {
+    if (k == key) {
+      v = std::move(value);
+      return;
+    }
+  }
+  properties.emplace_back(std::move(key), std::move(value));
+}
+
+const std::string* KafkaConfig::get(std::string_view key) const {
+  for (const auto& [k, v] : properties)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+std::string KafkaConfig::brokers() const {
+  const std::string* b = get("bootstrap.servers");
+  return b != nullptr ? *b : std::string();
+}
+
+bool is_secret_property(std::string_view key) {
+  static constexpr std::string_view kSecrets[] = {
+      "sasl.password",          "ssl.key.password",   "ssl.keystore.password",
+      "ssl.truststore.password", "sasl.jaas.config",  "sasl.oauthbearer.client.secret",
+      "ssl.key.pem",            "ssl_key",            "sasl.oauthbearer.config"};
+  return std::find(std::begin(kSecrets), std::end(kSecrets), key) != std::end(kSecrets);
+}
+
+std::string KafkaConfig::redact(std::string_view text) const {
+  std::string out(text);
+  for (const auto& [k, v] : properties) {
+    if (!is_secret_property(k) || v.size() < 3) continue;
+    for (size_t at = out.find(v); at != std::string::npos; at = out.find(v, at + 3))
+      out.replace(at, v.size(), "***");
+  }
+  return out;
+}
+
+Expected<std::vector<std::pair<std::string, std::string>>> parse_properties(std::string_view text,
+                                                                            std::string_view name) {
+  std::vector<std::pair<std::string, std::string>> out;
+  // Join continuation lines first: a line ending in an odd number of
+  // backslashes continues on the next, whose leading blanks are dropped.
+  std::vector<std::pair<std::string, size_t>> logical;
+  size_t pos = 0, number = 0;
+  std::string pending;
+  size_t pending_line = 0;
+  bool continuing = false;
+  while (pos <= text.size()) {
+    size_t nl = text.find('\n', pos);
+    std::string_view raw = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
+    pos = nl == std::string_view::npos ? text.size() + 1 : nl + 1;
+    ++number;
+    if (!raw.empty() && raw.back() == '\r') raw.remove_suffix(1);
+    size_t first = raw.find_first_not_of(" \t\f");
+    raw = first == std::string_view::npos ? std::string_view() : raw.substr(first);
+    if (!continuing) {
+      pending_line = number;
+      if (raw.empty() || raw[0] == '#' || raw[0] == '!') continue;
+    }
+    size_t slashes = 0;
+    while (slashes < raw.size() && raw[raw.size() - 1 - slashes] == '\\') ++slashes;
+    continuing = slashes % 2 == 1;
+    pending.append(continuing ? raw.substr(0, raw.size() - 1) : raw);
+    if (continuing) continue;
+    logical.emplace_back(std::move(pending), pending_line);
+    pending.clear();
+  }
+  if (continuing) logical.emplace_back(std::move(pending), pending_line);
+
+  auto unescape = [&](std::string_view s, size_t line, std::string& dst) -> Status {
+    for (size_t i = 0; i < s.size(); ++i) {
+      if (s[i] != '\\' || i + 1 == s.size()) {
+        dst.push_back(s[i]);
+        continue;
+      }
+      char c = s[++i];
+      switch (c) {
+        case 't': dst.push_back('\t'); break;
+        case 'n': dst.push_back('\n'); break;
+        case 'r': dst.push_back('\r'); break;
+        case 'f': dst.push_back('\f'); break;
+        case 'u': {
+          // `at` is the index of the 'u'.
+          auto hex4 = [&](size_t at, unsigned& cp) -> Status {
+            if (at + 4 >= s.size())
+              return usage_error("{}: line {}: incomplete \\u escape", name, line);
+            cp = 0;
+            for (size_t k = 1; k <= 4; ++k) {
+              char h = s[at + k];
+              cp <<= 4;
+              if (h >= '0' && h <= '9') cp |= static_cast<unsigned>(h - '0');
+              else if (h >= 'a' && h <= 'f') cp |= static_cast<unsigned>(h - 'a' + 10);
+              else if (h >= 'A' && h <= 'F') cp |= static_cast<unsigned>(h - 'A' + 10);
+              else return usage_error("{}: line {}: malformed \\u escape", name, line);
+            }
+            return {};
+          };
+          unsigned cp = 0;
+          KPIPE_TRY(hex4(i, cp));
+          i += 4;
+          // Java strings are UTF-16: a high surrogate and the low one after
+          // it are one character (written alone, each stays as it was read).
+          unsigned low = 0;
+          if (cp >= 0xD800 && cp < 0xDC00 && i + 2 < s.size() && s[i + 1] == '\\' &&
+              s[i + 2] == 'u' && hex4(i + 2, low).ok() && low >= 0xDC00 && low < 0xE000) {
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+            i += 6;
+          }
+          if (cp >= 0x10000) {
+            dst.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+            dst.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+            dst.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+            dst.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+          } else if (cp < 0x80) {
+            dst.push_back(static_cast<char>(cp));
+          } else if (cp < 0x800) {
+            dst.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+            dst.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+          } else {
+            dst.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+            dst.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+            dst.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+          }
+          break;
+        }
+        default: dst.push_back(c); break;
+      }
+    }
+    return {};
+  };
+
+  for (auto& [line, at] : logical) {
+    std::string_view s = line;
+    size_t i = s.find_first_not_of(" \t\f");
+    if (i == std::string_view::npos) continue;
+    s = s.substr(i);
+    size_t k = 0;
+    while (k < s.size()) {
+      if (s[k] == '\\') {
+        k += 2;
+        continue;
+      }
+      if (s[k] == '=' || s[k] == ':' || s[k] == ' ' || s[k] == '\t' || s[k] == '\f') break;
+      ++k;
+    }
+    k = std::min(k, s.size());
+    std::string_view raw_key = s.substr(0, k);
+    std::string_view rest = s.substr(k);
+    size_t v = rest.find_first_not_of(" \t\f");
+    rest = v == std::string_view::npos ? std::string_view() : rest.substr(v);
+    if (!rest.empty() && (rest[0] == '=' || rest[0] == ':')) {
+      rest.remove_prefix(1);
+      v = rest.find_first_not_of(" \t\f");
+      rest = v == std::string_view::npos ? std::string_view() : rest.substr(v);
+    }
+    std::string key, value;
+    KPIPE_TRY(unescape(raw_key, at, key));
+    KPIPE_TRY(unescape(rest, at, value));
+    if (key.empty()) return usage_error("{}: line {}: missing key", name, at);
+    out.emplace_back(std::move(key), std::move(value));
+  }
+  return out;
+}
+
+namespace {
+
+Expected<std::string> read_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return usage_error("cannot open config file '{}': {}", path, std::strerror(errno));
+  std::string data;
+  char buf[8192];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      return failure("cannot read config file '{}': {}", path, std::strerror(err));
+    }
+    data.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return data;
+}
+
+// The value of `name="..."` (or name='...') inside a JAAS entry.
+std::string jaas_option(std::string_view jaas, std::string_view name) {
+  size_t at = 0;
+  while ((at = jaas.find(name, at)) != std::string_view::npos) {
+    size_t eq = at + name.size();
+    while (eq < jaas.size() && jaas[eq] == ' ') ++eq;
+    if (eq < jaas.size() && jaas[eq] == '=') {
+      size_t q = eq + 1;
+      while (q < jaas.size() && jaas[q] == ' ') ++q;
+      if (q < jaas.size() && (jaas[q] == '"' || jaas[q] == '\'')) {
+        char quote = jaas[q];
+        size_t end = jaas.find(quote, q + 1);
+        if (end != std::string_view::npos) return std::string(jaas.substr(q + 1, end - q - 1));
+      }
+    }
+    at = eq;
+  }
+  return {};
+}
+
+}  // namespace
+
+std::vector<std::string> translate_java_properties(KafkaConfig& config) {
+  std::vector<std::string> dropped;
+  std::vector<std::pair<std::string, std::string>> kept;
+  std::string user, password;
+  // librdkafka reads PKCS#12 keystores (Java's default since Java 9), not
+  // JKS ones.
+  const std::string* store_type = config.get("ssl.keystore.type");
+  bool jks = store_type != nullptr && (*store_type == "JKS" || *store_type == "jks");
+  for (auto& [k, v] : config.properties) {
+    if (k == "sasl.jaas.config") {
+      user = jaas_option(v, "username");
+      password = jaas_option(v, "password");
+      continue;
+    }
+    // Java client settings with no librdkafka meaning: serializers, JKS
+    // stores and the like. Passing them on would fail the whole start.
+    bool keystore = k == "ssl.keystore.location" || k == "ssl.keystore.password";
+    if (k.ends_with(".serializer") || k.ends_with(".deserializer") || k.starts_with("ssl.truststore.") ||
+        k == "ssl.keystore.type" || (keystore && jks) || k == "ssl.key.password.type" || k == "interceptor.classes" ||
+        k == "sasl.login.callback.handler.class" || k == "sasl.client.callback.handler.class" ||
+        k == "ssl.protocol") {
+      dropped.push_back(k);
+      continue;
+    }
+    kept.emplace_back(std::move(k), std::move(v));
+  }
+  config.properties = std::move(kept);
+  if (!user.empty() && config.get("sasl.username") == nullptr) config.set("sasl.username", user);
+  if (!password.empty() && config.get("sasl.password") == nullptr) config.set("sasl.password", password);
+  return dropped;
+}
+
+Expected<KafkaConfig> resolve_kafka_config(const KafkaOptions& options, const char* env_brokers) {
+  KafkaConfig config;
+  auto timeout = parse_duration(options.timeout);
+  if (!timeout) return usage_error("--timeout: {}", timeout.error().message);
+  config.timeout = *timeout;
+  if (!options.config_file.empty()) {
+    auto text = read_file(options.config_file);
+    if (!text) return text.take_error();
+    auto props = parse_properties(*text, options.config_file);
+    if (!props) return props.take_error();
+    // The file is what the Java tools take (--command-config): translated
+    // before -X, so that -X can still override what the translation sets.
+    for (auto& [k, v] : *props) config.set(std::move(k), std::move(v));
+    config.ignored = translate_java_properties(config);
+  }
+  for (const std::string& p : options.properties) {
+    size_t eq = p.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return usage_error("-X '{}': expected key=value", is_secret_property(p) ? "***" : p);
+    config.set(p.substr(0, eq), p.substr(eq + 1));
+  }
+  if (!options.brokers.empty()) {
+    config.set("bootstrap.servers", options.brokers);
+  } else if (config.get("bootstrap.servers") == nullptr) {
+    if (env_brokers == nullptr || *env_brokers == '\0')
+      return usage_error("no brokers given: use -b HOST:PORT or set KPIPE_BROKERS");
+    config.set("bootstrap.servers", env_brokers);
+  }
+  return config;
+}
+
+}  // namespace kpipe

@@ -1,0 +1,495 @@
+#include "kpipe/kafka/dlq.h"
+
+#include <charconv>
+#include <deque>
+#include <set>
+
+#include "kpipe/json.h"
+
+namespace kpipe {
+
+std::string default_replay_group(const std::string& topic) { return "kdlq-replay." + topic; }
+
+namespace {
+
+// "[[0,12],[1,40]]": a topic's end offsets, as ledgers keep them.
+std::string format_mark(const std::map<int32_t, int64_t>& ends) {
+  std::string out = "[";
+  for (const auto& [p, o] : ends) {
+    if (out.size() > 1) out.push_back(',');
+    out.append(fmt::format("[{},{}]", p, o));
+  }
+  out.push_back(']');
+  return out;
+}
+
+Expected<std::map<int32_t, int64_t>> parse_mark(const std::string& text) {
+  auto v = parse_json(text);
+  if (!v || v->type != JsonType::kArray) return failure("unreadable replay mark '{}'", text);
+  std::map<int32_t, int64_t> out;
+  for (const JsonValue& pair : v->items) {
+    if (pair.type != JsonType::kArray || pair.items.size() != 2 || !pair.items[0].is_integer ||
+        !pair.items[1].is_integer)
+      return failure("unreadable replay mark '{}'", text);
+    out[static_cast<int32_t>(pair.items[0].integer)] = pair.items[1].integer;
+  }
+  return out;
+}
+
+// Reads a topic from given offsets up to the high watermarks of the
+// moment, calling `fn` for each record.
+Status read_until_end(Consumer& consumer, const std::string& topic, const std::map<int32_t, int64_t>& from,
+                      Clock& clock, const std::function<Status(const RecordView&)>& fn) {
+  auto parts = consumer.partitions(topic);
+  if (!parts) return parts.take_error();
+  std::vector<TopicPartition> tps;
+  for (int32_t p : *parts) tps.push_back({topic, p});
+  auto marks = consumer.watermarks(tps);
+  if (!marks) return marks.take_error();
+  std::vector<PartitionOffset> assign;
+  std::map<int32_t, int64_t> end;
+  for (size_t i = 0; i < tps.size(); ++i) {
+    auto it = from.find(tps[i].partition);
+    int64_t start = std::max(it == from.end() ? (*marks)[i].low : it->second, (*marks)[i].low);
+    if (start >= (*marks)[i].high) continue;
+    assign.push_back({topic, tps[i].partition, start});
+    end[tps[i].partition] = (*marks)[i].high;
+  }
+  if (assign.empty()) return {};
+  KPIPE_TRY(consumer.assign(assign));
+  Millis last_progress = clock.steady();
+  while (!end.empty()) {
+    bool progress = false;
+    KPIPE_TRY(consumer.poll(100, 4096, [&](const ConsumerEvent& e) -> Status {
+      auto it = end.find(e.record.partition);
+      if (it == end.end()) return {};
+      progress = true;
+      if (e.kind == ConsumerEvent::Kind::kRecord && e.record.offset < it->second) KPIPE_TRY(fn(e.record));
+      if (e.record.offset + (e.kind == ConsumerEvent::Kind::kRecord ? 1 : 0) >= it->second) end.erase(it);
+      return {};
+    }));
+    Millis now = clock.steady();
+    if (progress) last_progress = now;
+    if (now - last_progress > consumer.config().timeout)
+      return failure("reading topic '{}' made no progress within {}", topic, format_duration(consumer.config().timeout));
+  }
+  return consumer.assign({});
+}
+
+}  // namespace
+
+// --- the dead-letter topic -----------------------------------------------------
+
+Expected<std::unique_ptr<KafkaDlq>> KafkaDlq::open(const std::string& topic, const KafkaConfig& config,
+                                                   const std::string& group, Reporter& reporter, Clock& clock) {
+  std::unique_ptr<KafkaDlq> dlq(new KafkaDlq());
+  dlq->topic_ = topic;
+  dlq->group_ = group.empty() ? default_replay_group(topic) : group;
+  dlq->clock_ = &clock;
+  auto consumer = Consumer::create(config, dlq->group_, reporter);
+  if (!consumer) return consumer.take_error();
+  dlq->consumer_ = std::move(*consumer);
+  auto parts = dlq->consumer_->partitions(topic);
+  if (!parts) return failure("dead-letter store 'kafka:{}': {}", topic, parts.error().message);
+  std::vector<TopicPartition> tps;
+  for (int32_t p : *parts) tps.push_back({topic, p});
+  auto marks = dlq->consumer_->watermarks(tps);
+  if (!marks) return marks.take_error();
+  for (size_t i = 0; i < tps.size(); ++i) dlq->bounds_[tps[i].partition] = (*marks)[i];
+  return dlq;
+}
+
+Expected<KafkaDlq::Position> KafkaDlq::position() {
+  std::vector<TopicPartition> tps;
+  for (const auto& [p, w] : bounds_) tps.push_back({topic_, p});
+  std::vector<std::string> metadata;
+  auto committed = consumer_->committed(tps, &metadata);
+  if (!committed) return committed.take_error();
+  Position pos;
+  for (size_t i = 0; i < tps.size(); ++i) {
+    const Watermarks& w = bounds_[tps[i].partition];
+    // Below the low watermark, retention has taken what was there.
+    pos.next[tps[i].partition] = std::max((*committed)[i].value_or(w.low), w.low);
+    if (!metadata[i].empty()) pos.metadata = metadata[i];
+  }
+  return pos;
+}
+
+Status KafkaDlq::commit(const std::map<int32_t, int64_t>& next, const std::string& metadata) {
+  std::vector<PartitionOffset> offsets;
+  for (const auto& [p, o] : next) offsets.push_back({topic_, p, o});
+  // kdlq commits without joining: a group with members refuses, and a
+  // position not stored is an error here, not a rebalance to ride out.
+  bool stored = true;
+  KPIPE_TRY(consumer_->commit(offsets, &stored, metadata));
+  if (!stored)
+    return failure("group '{}' refused the replay position: consumers use it; give kdlq its own --group", group_);
+  return {};
+}
+
+Status KafkaDlq::start(const std::map<int32_t, int64_t>& from) {
+  // One partition at a time, in order: entries come out in the same order
+  // on every run (partition, then offset).
+  queue_.clear();
+  current_ = 0;
+  for (const auto& [p, w] : bounds_) {
+    auto it = from.find(p);
+    int64_t start = std::max(it == from.end() ? w.low : it->second, w.low);
+    if (start < w.high) queue_.push_back({topic_, p, start});
+  }
+  if (queue_.empty()) return consumer_->assign({});
+  return consumer_->assign({queue_[0]});
+}
+
+Expected<std::vector<DlqEntry>> KafkaDlq::read(size_t max) {
+  std::vector<DlqEntry> out;
+  Millis last_progress = clock_->steady();
+  while (out.size() < max && current_ < queue_.size()) {
+    const int32_t partition = queue_[current_].partition;
+    const int64_t end = bounds_[partition].high;
+    bool progress = false;
+    bool done = false;
+    KPIPE_TRY(consumer_->poll(100, max - out.size(), [&](const ConsumerEvent& e) -> Status {
+      if (done || e.record.partition != partition) return {};
+      progress = true;
+      if (e.kind == ConsumerEvent::Kind::kEndOfPartition || e.record.offset >= end) {
+        done = e.record.offset >= end;
+        return {};
+      }
+      out.push_back(decode_dead_letter(e.record));
+      done = e.record.offset + 1 >= end;
+      return {};
+    }));
+    if (done) {
+      ++current_;
+      KPIPE_TRY(consumer_->assign(current_ < queue_.size() ? std::vector<PartitionOffset>{queue_[current_]}
+                                                            : std::vector<PartitionOffset>{}));
+    }
+    Millis now = clock_->steady();
+    if (progress) last_progress = now;
+    if (now - last_progress > consumer_->config().timeout)
+      return failure("reading topic '{}' made no progress within {}", topic_,
+                     format_duration(consumer_->config().timeout));
+  }
+  return out;
+}
+
+Status KafkaDlq::delete_before(const std::map<int32_t, int64_t>& before) {
+  std::vector<PartitionOffset> offsets;
+  for (const auto& [p, o] : before) offsets.push_back({topic_, p, o});
+  return consumer_->delete_records(offsets);
+}
+
+// --- the consumer group as a ledger ------------------------------------------------
+
+namespace {
+
+class GroupLedger final : public ReplayLedger {
+ public:
+  GroupLedger(KafkaDlq& dlq, DlqFilter filter, size_t limit, KafkaDlq::Position position)
+      : dlq_(dlq), filter_(std::move(filter)), limit_(limit), position_(std::move(position)) {
+    filter_.pending_only = false;  // the position says what is pending
+    prefix_ = "kafka:" + dlq_.topic() + ":";
+  }
+
+  std::string id_prefix() const override { return prefix_; }
+
+  Expected<std::vector<InDoubt>> in_doubt() override {
+    std::vector<InDoubt> out;
+    if (position_.metadata.empty()) return out;
+    auto v = parse_json(position_.metadata);
+    const JsonValue* target = v ? v->find("target") : nullptr;
+    const JsonValue* mark = v ? v->find("mark") : nullptr;
+    if (target == nullptr || mark == nullptr || target->type != JsonType::kString || mark->type != JsonType::kString)
+      return failure("group '{}' holds unreadable replay metadata '{}'", dlq_.group(), position_.metadata);
+    mark_ = mark->str;
+    target_ = target->str;
+    out.push_back({target->str, mark->str, 0, 0});
+    return out;
+  }
+
+  Expected<size_t> settle(const InDoubt&, const std::set<std::string>& delivered) override {
+    size_t found = 0;
+    for (const std::string& id : delivered) {
+      // "kafka:TOPIC:PARTITION:OFFSET"
+      std::string_view rest = std::string_view(id).substr(prefix_.size());
+      size_t colon = rest.find(':');
+      if (colon == std::string_view::npos) continue;
+      int32_t p = 0;
+      int64_t o = 0;
+      auto rp = std::from_chars(rest.data(), rest.data() + colon, p);
+      auto ro = std::from_chars(rest.data() + colon + 1, rest.data() + rest.size(), o);
+      if (rp.ec != std::errc() || ro.ec != std::errc()) continue;
+      auto at = position_.next.find(p);
+      if (at == position_.next.end() || o < at->second) continue;
+      found_.insert({p, o});
+      ++found;
+    }
+    // The mark stays in the group until the position has passed every
+    // entry found delivered: a replay killed before that settles again
+    // from the same mark and finds the same.
+    return found;
+  }
+
+  Status reset() override {
+    found_.clear();
+    for (auto& [p, o] : position_.next) o = dlq_.bounds().at(p).low;
+    mark_.clear();
+    return dlq_.commit(position_.next, "");
+  }
+
+  Expected<std::vector<ReplayItem>> next(size_t max) override {
+    if (!started_) {
+      KPIPE_TRY(dlq_.start(position_.next));
+      started_ = true;
+    }
+    std::vector<ReplayItem> out;
+    while (out.size() < max && (limit_ == 0 || handed_out_ < limit_)) {
+      auto entries = dlq_.read(limit_ == 0 ? max - out.size() : std::min(max - out.size(), limit_ - handed_out_));
+      if (!entries) return entries.take_error();
+      if (entries->empty()) break;
+      for (DlqEntry& e : *entries) {
+        auto& reads = reads_[e.position->partition];
+        bool pass = found_.count({e.position->partition, e.position->offset}) > 0 || !filter_.matches(e);
+        reads.push_back({e.position->offset, pass});
+        if (pass) continue;
+        std::string id = prefix_ + e.id_text();
+        out.push_back({std::move(e), std::move(id)});
+        ++handed_out_;
+      }
+    }
+    // Entries passed over may let the position move on, and the end may
+    // leave nothing in doubt.
+    bool moved = advance();
+    if (out.empty() && !mark_.empty() && settled()) {
+      mark_.clear();
+      moved = true;
+    }
+    if (moved) KPIPE_TRY(commit());
+    return out;
+  }
+
+  Status begin(const std::vector<ReplayItem>&, const std::string& target, const std::string& mark) override {
+    // An older mark still in force covers this batch as well (everything
+    // sent now lands after it), so it is kept until it is no longer needed.
+    if (mark_.empty() || !pending_found()) {
+      mark_ = mark;
+      target_ = target;
+    }
+    return commit();
+  }
+
+  Status delivered(const std::vector<const ReplayItem*>& items) override {
+    for (const ReplayItem* item : items) {
+      auto& reads = reads_[item->entry.position->partition];
+      for (auto& r : reads)
+        if (r.offset == item->entry.position->offset) r.done = true;
+    }
+    advance();
+    if (settled()) mark_.clear();
+    return commit();
+  }
+
+ private:
+  struct Read {
+    int64_t offset;
+    bool done;
+  };
+
+  // Moves each partition's position over the entries read and done.
+  bool advance() {
+    bool moved = false;
+    for (auto& [p, reads] : reads_) {
+      while (!reads.empty() && reads.front().done) {
+        position_.next[p] = reads.front().offset + 1;
+        reads.pop_front();
+        moved = true;
+      }
+    }
+    return moved;
+  }
+
+  // Nothing read is undelivered, and the position has passed every entry
+  // found delivered: no mark is needed any more.
+  bool settled() const {
+    for (const auto& [p, reads] : reads_)
+      if (!reads.empty()) return false;
+    return !pending_found();
+  }
+
+  bool pending_found() const {
+    for (const auto& [p, o] : found_)
+      if (o >= position_.next.at(p)) return true;
+    return false;
+  }
+
+  Status commit() {
+    std::string metadata;
+    if (!mark_.empty()) {
+      metadata = "{\"target\":";
+      append_json_string(metadata, target_);
+      metadata.append(",\"mark\":");
+      append_json_string(metadata, mark_);
+      metadata.push_back('}');
+    }
+    return dlq_.commit(position_.next, metadata);
+  }
+
+  KafkaDlq& dlq_;
+  DlqFilter filter_;
+  size_t limit_;
+  KafkaDlq::Position position_;
+  std::string prefix_;
+  std::string mark_;
+  std::string target_;
+  std::set<std::pair<int32_t, int64_t>> found_;
+  std::map<int32_t, std::deque<Read>> reads_;
+  size_t handed_out_ = 0;
+  bool started_ = false;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<ReplayLedger>> make_group_ledger(KafkaDlq& dlq, const DlqFilter& filter, size_t limit) {
+  auto position = dlq.position();
+  if (!position) return position.take_error();
+  return std::unique_ptr<ReplayLedger>(new GroupLedger(dlq, filter, limit, std::move(*position)));
+}
+
+// --- a topic as the target ------------------------------------------------------------
+
+OwnedRecord replay_record(const DlqEntry& entry, EnvelopeReader& reader) {
+  if (entry.record) return *entry.record;
+  OwnedRecord r;
+  if (entry.source) {
+    std::string padded = entry.payload;
+    padded.append(kJsonPadding, '\0');
+    EnvelopeRecord env;
+    if (reader.read(std::string_view(padded.data(), entry.payload.size()), env).ok()) {
+      r.key = std::move(env.key);
+      r.value = std::move(env.value);
+      r.headers = std::move(env.headers);
+      r.timestamp = env.timestamp.value_or(0);
+      return r;
+    }
+  }
+  r.value = entry.payload;
+  return r;
+}
+
+namespace {
+
+class KafkaTarget final : public ReplayTarget {
+ public:
+  KafkaTarget(std::string topic, std::unique_ptr<Producer> producer, KafkaConfig config, Reporter& reporter,
+              Clock& clock)
+      : topic_(std::move(topic)),
+        producer_(std::move(producer)),
+        config_(std::move(config)),
+        reporter_(reporter),
+        clock_(clock) {
+    producer_->set_delivery_handler([this](uint64_t tag, const Error* err) {
+      if (err == nullptr) {
+        delivered_.push_back(tag);
+      } else if (first_error_.empty()) {
+        first_error_ = err->message;
+      }
+    });
+  }
+
+  std::string describe() const override { return "kafka:" + topic_; }
+  bool acknowledges_later() const override { return true; }
+
+  Expected<bool> send(const ReplayItem& item, uint64_t tag) override {
+    OwnedRecord r = replay_record(item.entry, reader_);
+    headers_.clear();
+    for (const auto& h : r.headers) {
+      // A record replayed before carries the id of that replay: this one
+      // names the entry replayed now.
+      if (h.name == dlq_header::kReplayId) continue;
+      headers_.push_back({h.name, h.value ? std::optional<std::string_view>(*h.value) : std::nullopt});
+    }
+    headers_.push_back({dlq_header::kReplayId, item.replay_id});
+    std::optional<std::string_view> key, value;
+    if (r.key) key = *r.key;
+    if (r.value) value = *r.value;
+    KPIPE_TRY(producer_->produce(topic_, -1, key, value, headers_, r.timestamp, tag));
+    return true;
+  }
+
+  Status flush(std::vector<uint64_t>& delivered) override {
+    Status s = producer_->flush(config_.timeout);
+    delivered.insert(delivered.end(), delivered_.begin(), delivered_.end());
+    delivered_.clear();
+    if (!first_error_.empty()) {
+      std::string e = std::move(first_error_);
+      first_error_.clear();
+      return failure("cannot deliver to '{}': {}", topic_, e);
+    }
+    return s;
+  }
+
+  // One ListOffsets request per batch. The partitions are looked up once:
+  // records sent to a partition added since are found anyway, as
+  // delivered_since reads partitions missing from a mark from their start.
+  Expected<std::string> mark() override {
+    if (parts_.empty()) {
+      auto parts = producer_->partitions(topic_);
+      if (!parts) return parts.take_error();
+      for (int32_t p : *parts) parts_.push_back({topic_, p});
+    }
+    // The special time kOffsetEnd asks for the end itself: one request,
+    // never a search by timestamp.
+    auto ends = producer_->offsets_for_times(parts_, std::vector<Millis>(parts_.size(), kOffsetEnd));
+    if (!ends) return ends.take_error();
+    std::map<int32_t, int64_t> high;
+    for (size_t i = 0; i < parts_.size(); ++i) high[parts_[i].partition] = (*ends)[i];
+    return format_mark(high);
+  }
+
+  Expected<std::set<std::string>> delivered_since(const std::string& mark, const std::string& prefix) override {
+    auto from = parse_mark(mark);
+    if (!from) return from.take_error();
+    if (!consumer_) {
+      auto c = Consumer::create(config_, "", reporter_);
+      if (!c) return c.take_error();
+      consumer_ = std::move(*c);
+    }
+    // Partitions added since the mark are read from their start.
+    std::set<std::string> found;
+    KPIPE_TRY(read_until_end(*consumer_, topic_, *from, clock_, [&](const RecordView& r) -> Status {
+      for (const Header& h : r.headers) {
+        if (h.name != dlq_header::kReplayId || !h.value || !h.value->starts_with(prefix)) continue;
+        found.insert(std::string(*h.value));
+      }
+      return {};
+    }));
+    return found;
+  }
+
+ private:
+  std::string topic_;
+  std::unique_ptr<Producer> producer_;
+  KafkaConfig config_;
+  Reporter& reporter_;
+  Clock& clock_;
+  std::unique_ptr<Consumer> consumer_;
+  std::vector<TopicPartition> parts_;
+  EnvelopeReader reader_;
+  std::vector<Header> headers_;
+  std::vector<uint64_t> delivered_;
+  std::string first_error_;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<ReplayTarget>> make_kafka_target(const std::string& topic, const KafkaConfig& config,
+                                                          Reporter& reporter, Clock& clock) {
+  auto producer = Producer::create(config, reporter);
+  if (!producer) return producer.take_error();
+  auto parts = (*producer)->partitions(topic);
+  if (!parts) return failure("replay target 'kafka:{}': {}", topic, parts.error().message);
+  return std::unique_ptr<ReplayTarget>(new KafkaTarget(topic, std::move(*producer), config, reporter, clock));
+}
+
+}  // namespace kpipe

@@ -1,0 +1,79 @@
+// The Kafka side of kdlq: a dead-letter topic read as a store, a consumer
+// group as its replay ledger, and a topic as a replay target.
+//
+// A Kafka dead-letter topic cannot mark a record, so "replayed" is a
+// position: a consumer group (kdlq-replay.TOPIC unless --group says
+// otherwise) whose committed offset in each partition is the first entry
+// not yet replayed. It advances only over entries delivered (or passed
+// over by the filters, which is why a filtered replay needs its own
+// group). While a batch is in flight, the commit's metadata holds the
+// target and its end offsets before the batch, for the next replay to
+// settle what a killed one left in doubt.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kpipe/dlq_entry.h"
+#include "kpipe/dlq_replay.h"
+#include "kpipe/kafka/client.h"
+#include "kpipe/kafka/config.h"
+
+namespace kpipe {
+
+// The replay group of a Kafka dead-letter topic when --group is not given.
+std::string default_replay_group(const std::string& topic);
+
+class KafkaDlq {
+ public:
+  static Expected<std::unique_ptr<KafkaDlq>> open(const std::string& topic, const KafkaConfig& config,
+                                                   const std::string& group, Reporter& reporter, Clock& clock);
+
+  const std::string& topic() const { return topic_; }
+  const std::string& group() const { return group_; }
+  // Each partition's low watermark and its end (the high watermark when
+  // opened: what came later waits for the next run).
+  const std::map<int32_t, Watermarks>& bounds() const { return bounds_; }
+
+  struct Position {
+    std::map<int32_t, int64_t> next;  // the committed offset, else the low watermark
+    std::string metadata;             // of the commit ("" when none)
+  };
+  Expected<Position> position();
+  Status commit(const std::map<int32_t, int64_t>& next, const std::string& metadata);
+
+  // Reads from `from` (a partition left out: from its low watermark) up
+  // to the ends, partition after partition; read() returns up to `max`
+  // entries, none at the end.
+  Status start(const std::map<int32_t, int64_t>& from);
+  Expected<std::vector<DlqEntry>> read(size_t max);
+
+  Status delete_before(const std::map<int32_t, int64_t>& before);
+
+ private:
+  KafkaDlq() = default;
+  std::string topic_;
+  std::string group_;
+  std::unique_ptr<Consumer> consumer_;
+  Clock* clock_ = nullptr;
+  std::map<int32_t, Watermarks> bounds_;
+  std::vector<PartitionOffset> queue_;  // partitions to read, with their start
+  size_t current_ = 0;
+};
+
+// The consumer group as the replay ledger of a Kafka dead-letter topic.
+Expected<std::unique_ptr<ReplayLedger>> make_group_ledger(KafkaDlq& dlq, const DlqFilter& filter, size_t limit);
+
+// A topic as a replay target: records go back with their original key,
+// headers and timestamp when the entry was an envelope, plus kReplayId.
+Expected<std::unique_ptr<ReplayTarget>> make_kafka_target(const std::string& topic, const KafkaConfig& config,
+                                                          Reporter& reporter, Clock& clock);
+
+// What a replay produces for an entry (kReplayId aside): the record it
+// came from when the line was an envelope (a Kafka entry's record, or an
+// envelope line with a source position), else the line as the value.
+OwnedRecord replay_record(const DlqEntry& entry, EnvelopeReader& reader);
+
+}  // namespace kpipe

@@ -1,0 +1,73 @@
+#include "kpipe/programs/kbroker.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+
+#include "kpipe/kafka/client.h"
+
+namespace kpipe {
+
+Expected<TopicSpec> parse_topic_spec(const std::string& text, int default_partitions) {
+  TopicSpec spec;
+  size_t colon = text.rfind(':');
+  spec.name = text.substr(0, colon);
+  spec.partitions = default_partitions;
+  if (colon != std::string::npos) {
+    std::string_view count = std::string_view(text).substr(colon + 1);
+    auto r = std::from_chars(count.data(), count.data() + count.size(), spec.partitions);
+    if (r.ec != std::errc() || r.ptr != count.data() + count.size() || spec.partitions < 1 ||
+        spec.partitions > 10000)
+      return usage_error("--topic '{}': the partition count must be a number from 1 to 10000", text);
+  }
+  if (spec.name.empty()) return usage_error("--topic '{}': the topic name is missing", text);
+  return spec;
+}
+
+namespace {
+
+Status write_file_atomically(const std::string& path, const std::string& content) {
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return failure("cannot write '{}': {}", tmp, std::strerror(errno));
+  Status s = write_all(fd, content, tmp);
+  ::close(fd);
+  KPIPE_TRY(s);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    return failure("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(errno));
+  return {};
+}
+
+}  // namespace
+
+Status run_broker(const BrokerOptions& options, Io& io) {
+  if (options.brokers < 1 || options.brokers > 16) return usage_error("--brokers must be from 1 to 16");
+  std::vector<TopicSpec> specs;
+  for (const auto& t : options.topics) {
+    auto spec = parse_topic_spec(t, options.partitions);
+    if (!spec) return spec.take_error();
+    specs.push_back(*spec);
+  }
+  auto cluster = MockCluster::create(options.brokers, io.reporter);
+  if (!cluster) return cluster.take_error();
+  for (const auto& spec : specs) KPIPE_TRY((*cluster)->create_topic(spec.name, spec.partitions));
+  std::string bootstrap = (*cluster)->bootstraps();
+  io.out.write_line(bootstrap);
+  KPIPE_TRY(io.out.flush());
+  if (!options.bootstrap_file.empty()) KPIPE_TRY(write_file_atomically(options.bootstrap_file, bootstrap + "\n"));
+  io.reporter.warning(
+      "kbroker keeps records in memory, about 5 MiB and 100000 batches per partition, and silently drops "
+      "older ones: it is for demos and tests, not production");
+  // Signals may land on librdkafka's threads, so the flag is polled rather
+  // than waited for.
+  while (io.stop == nullptr || !io.stop->load(std::memory_order_relaxed)) ::poll(nullptr, 0, 100);
+  if (!options.bootstrap_file.empty()) ::unlink(options.bootstrap_file.c_str());
+  return {};
+}
+
+}  // namespace kpipe

@@ -1,0 +1,494 @@
+#include "kpipe/programs/kconsume.h"
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <map>
+#include <thread>
+
+#include "kpipe/choices.h"
+#include "kpipe/control.h"
+#include "kpipe/envelope.h"
+#include "kpipe/kafka/client.h"
+#include "kpipe/store/state_store.h"
+
+namespace kpipe {
+
+Expected<StartPosition> parse_start_position(std::string_view text, Millis now) {
+  StartPosition p;
+  if (text == "earliest" || text == "beginning") return p;
+  if (text == "latest" || text == "end") {
+    p.kind = StartPosition::Kind::kLatest;
+    return p;
+  }
+  if (!text.empty() && text[0] == '@') {
+    auto t = parse_time_point(text.substr(1), now);
+    if (!t) return usage_error("--from '{}': {}", text, t.error().message);
+    p.kind = StartPosition::Kind::kTime;
+    p.value = *t;
+    return p;
+  }
+  bool negative = !text.empty() && text[0] == '-';
+  std::string_view digits = negative ? text.substr(1) : text;
+  int64_t n = 0;
+  auto r = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+  // from_chars takes a sign of its own: "--5" must not count back -5.
+  if (digits.empty() || digits[0] == '-' || r.ec != std::errc() ||
+      r.ptr != digits.data() + digits.size()) {
+    std::string best = closest_choice(text, {"earliest", "latest"});
+    if (!best.empty()) return usage_error("--from '{}': did you mean '{}'?", text, best);
+    return usage_error("--from '{}': expected earliest, latest, an offset, -N or @TIME", text);
+  }
+  p.kind = negative ? StartPosition::Kind::kFromEnd : StartPosition::Kind::kOffset;
+  p.value = n;
+  return p;
+}
+
+Expected<std::vector<int32_t>> parse_partition_list(std::string_view text) {
+  std::vector<int32_t> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    std::string_view item = text.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+    pos = comma == std::string_view::npos ? text.size() + 1 : comma + 1;
+    size_t dash = item.find('-');
+    std::string_view a = item.substr(0, dash);
+    std::string_view b = dash == std::string_view::npos ? a : item.substr(dash + 1);
+    int32_t lo = 0, hi = 0;
+    auto ra = std::from_chars(a.data(), a.data() + a.size(), lo);
+    auto rb = std::from_chars(b.data(), b.data() + b.size(), hi);
+    if (a.empty() || b.empty() || ra.ec != std::errc() || rb.ec != std::errc() || ra.ptr != a.data() + a.size() ||
+        rb.ptr != b.data() + b.size() || lo < 0 || hi < lo)
+      return usage_error("--partitions '{}': expected a list like 0,2-5", text);
+    // A typo like 0-99999999 would otherwise take gigabytes (and a range up
+    // to INT32_MAX overflowed the counter and never ended).
+    constexpr int64_t kMaxListed = int64_t{1} << 20;
+    if (int64_t{hi} - lo + 1 + static_cast<int64_t>(out.size()) > kMaxListed)
+      return usage_error("--partitions '{}': too many partitions", text);
+    for (int64_t p = lo; p <= hi; ++p) out.push_back(static_cast<int32_t>(p));
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+int64_t resolve_start(const StartPosition& from, int64_t low, int64_t high, int64_t offset_for_time) {
+  switch (from.kind) {
+    case StartPosition::Kind::kEarliest: return low;
+    case StartPosition::Kind::kLatest: return high;
+    case StartPosition::Kind::kOffset: return std::clamp(from.value, low, high);
+    case StartPosition::Kind::kFromEnd: return std::max(low, high - from.value);
+    case StartPosition::Kind::kTime: return std::clamp(offset_for_time, low, high);
+  }
+  return low;
+}
+
+namespace {
+
+class ConsumeLoop {
+ public:
+  ConsumeLoop(const ConsumeOptions& options, Consumer& consumer, Io& io, StartPosition from,
+              std::vector<int32_t> only, Millis commit_interval, Millis stats_interval, StateStore* state,
+              Millis checkpoint_interval)
+      : options_(options),
+        consumer_(consumer),
+        io_(io),
+        from_(from),
+        only_(std::move(only)),
+        commit_interval_(commit_interval),
+        value_only_(options.format == "value"),
+        ticker_(io.program, stats_interval, io.reporter, io.clock),
+        state_(state),
+        checkpoint_interval_(checkpoint_interval) {}
+
+  Status init_state() {
+    if (state_ == nullptr) return {};
+    auto next = state_->next_checkpoint_id();
+    if (!next) return next.take_error();
+    next_checkpoint_ = *next;
+    auto latest = state_->latest_complete();
+    if (!latest) return latest.take_error();
+    // A checkpoint completed while kconsume was down is mirrored at the
+    // first chance; one already seen is not mirrored again.
+    mirrored_ = 0;
+    auto offsets = state_->offsets();
+    if (!offsets) return offsets.take_error();
+    for (const auto& o : *offsets) saved_[{o.topic, o.partition}] = o.offset;
+    return {};
+  }
+
+  // Where the state file says a partition resumes, if it knows.
+  std::optional<int64_t> saved_position(const TopicPartition& tp) const {
+    auto it = saved_.find(tp);
+    if (it == saved_.end()) return std::nullopt;
+    return it->second;
+  }
+
+  // Start offsets for partitions, by --from.
+  Status resolve(std::vector<PartitionOffset>& parts) {
+    std::vector<TopicPartition> tps;
+    for (const auto& p : parts) tps.push_back({p.topic, p.partition});
+    auto marks = consumer_.watermarks(tps);
+    if (!marks) return marks.take_error();
+    std::vector<int64_t> by_time(parts.size(), 0);
+    if (from_.kind == StartPosition::Kind::kTime) {
+      auto found = consumer_.offsets_for_times(tps, std::vector<Millis>(tps.size(), from_.value));
+      if (!found) return found.take_error();
+      by_time = *found;
+    }
+    for (size_t i = 0; i < parts.size(); ++i)
+      parts[i].offset = resolve_start(from_, (*marks)[i].low, (*marks)[i].high, by_time[i]);
+    return {};
+  }
+
+  Status start_assigned() {
+    std::vector<PartitionOffset> parts;
+    for (const auto& topic : options_.topics) {
+      auto ids = consumer_.partitions(topic);
+      if (!ids) return ids.take_error();
+      for (int32_t p : *ids) {
+        if (!only_.empty() && !std::binary_search(only_.begin(), only_.end(), p)) continue;
+        parts.push_back({topic, p, 0});
+      }
+      if (!only_.empty()) {
+        for (int32_t p : only_)
+          if (!std::binary_search(ids->begin(), ids->end(), p))
+            return usage_error("topic '{}' has no partition {}", topic, p);
+      }
+    }
+    KPIPE_TRY(resolve(parts));
+    for (auto& p : parts) {
+      if (auto saved = saved_position({p.topic, p.partition})) p.offset = *saved;
+      track(p);
+    }
+    announce(PartitionEvent::Kind::kAssigned, parts);
+    return consumer_.assign(parts);
+  }
+
+  Status start_group() {
+    for (const auto& topic : options_.topics) {
+      auto ids = consumer_.partitions(topic);
+      if (!ids) return ids.take_error();
+    }
+    return consumer_.subscribe(
+        options_.topics,
+        [this](std::vector<PartitionOffset>& parts) -> Status {
+          std::vector<TopicPartition> tps;
+          for (const auto& p : parts) tps.push_back({p.topic, p.partition});
+          auto committed = consumer_.committed(tps);
+          if (!committed) return committed.take_error();
+          std::vector<PartitionOffset> fresh;
+          std::vector<size_t> fresh_index;
+          for (size_t i = 0; i < parts.size(); ++i) {
+            // The newest complete checkpoint wins over the group's offset:
+            // the group only mirrors it, and may lag behind.
+            if (auto saved = saved_position(tps[i])) {
+              parts[i].offset = *saved;
+            } else if ((*committed)[i]) {
+              parts[i].offset = *(*committed)[i];
+            } else {
+              fresh.push_back(parts[i]);
+              fresh_index.push_back(i);
+            }
+          }
+          if (!fresh.empty()) {
+            KPIPE_TRY(resolve(fresh));
+            for (size_t k = 0; k < fresh.size(); ++k) parts[fresh_index[k]].offset = fresh[k].offset;
+          }
+          for (const auto& p : parts) {
+            track(p);
+            io_.reporter.info(fmt::format("assigned {} [{}] from offset {}", p.topic, p.partition, p.offset));
+          }
+          announce(PartitionEvent::Kind::kAssigned, parts);
+          return {};
+        },
+        [this](const std::vector<TopicPartition>& parts) -> Status {
+          if (state_ != nullptr) {
+            // Hand the partitions over at a checkpoint, so that the next
+            // owner resumes where this pipeline's output ends.
+            if (written_since_checkpoint_ || last_emitted_ == 0) KPIPE_TRY(emit_checkpoint());
+            KPIPE_TRY(await_and_mirror(last_emitted_));
+          } else {
+            KPIPE_TRY(commit_written(/*revoking=*/true));
+          }
+          for (const auto& tp : parts) positions_.erase(tp);
+          last_ = positions_.end();
+          std::vector<PartitionOffset> gone;
+          for (const auto& tp : parts) gone.push_back({tp.topic, tp.partition, 0});
+          announce(PartitionEvent::Kind::kRevoked, gone);
+          io_.reporter.info(fmt::format("{} partitions revoked", parts.size()));
+          return {};
+        });
+  }
+
+  Status run() {
+    Output& out = io_.out;
+    last_commit_ = io_.clock.steady();
+    last_checkpoint_ = last_commit_;
+    auto handler = [this, &out](const ConsumerEvent& e) -> Status {
+      if (done_) return {};
+      auto it = find(e.record.topic, e.record.partition);
+      if (e.kind == ConsumerEvent::Kind::kEndOfPartition) {
+        if (it != positions_.end()) it->second.at_end = true;
+        return {};
+      }
+      // A record from a partition no longer ours (a rebalance raced the
+      // prefetch queue) is left for its new owner.
+      if (it == positions_.end()) return {};
+      it->second.at_end = false;
+      it->second.next = e.record.offset + 1;
+      it->second.dirty = true;
+      written_since_checkpoint_ = true;
+      if (value_only_) {
+        writer_.append_value(out.buffer(), e.record);
+      } else {
+        writer_.append(out.buffer(), e.record);
+      }
+      ++counters_.in;
+      ++counters_.out;
+      KPIPE_TRY(out.end_record());
+      if (options_.count > 0 && counters_.out >= static_cast<uint64_t>(options_.count)) done_ = true;
+      return {};
+    };
+    while (!done_) {
+      if (io_.stop != nullptr && io_.stop->load(std::memory_order_relaxed)) break;
+      if (out.closed()) break;
+      // Do not wait while output is buffered: flush first (CONTRACT §2).
+      Millis wait = out.buffer().empty() ? 100 : 0;
+      uint64_t before = counters_.in;
+      size_t batch = options_.count > 0 ? static_cast<size_t>(std::min<int64_t>(options_.count, 4096)) : 4096;
+      KPIPE_TRY(consumer_.poll(wait, batch, handler));
+      if (counters_.in == before) {
+        KPIPE_TRY(out.flush());
+        if (out.check_closed()) break;
+      }
+      if (options_.exit_at_end && all_at_end()) break;
+      Millis now = io_.clock.steady();
+      if (state_ != nullptr) {
+        if (now - last_checkpoint_ >= checkpoint_interval_) {
+          KPIPE_TRY(emit_checkpoint());
+          if (grouped()) KPIPE_TRY(mirror_complete());
+        }
+      } else if (grouped() && now - last_commit_ >= commit_interval_) {
+        KPIPE_TRY(commit_written());
+      }
+      if (ticker_active()) {
+        counters_.state_size = positions_.size();
+        ticker_.tick_now(counters_);
+      }
+    }
+    KPIPE_TRY(out.flush());
+    if (state_ != nullptr) {
+      // The final checkpoint follows every record written (CONTRACT §6).
+      KPIPE_TRY(emit_checkpoint());
+      if (grouped()) KPIPE_TRY(await_and_mirror(last_emitted_));
+    } else if (grouped()) {
+      KPIPE_TRY(commit_written());
+    }
+    ticker_.finish(counters_);
+    io_.reporter.info(fmt::format("consumed {} records", counters_.out));
+    return {};
+  }
+
+ private:
+  struct Position {
+    int64_t next = 0;  // the next offset to read; committed once written
+    bool at_end = false;
+    bool dirty = false;
+  };
+
+  // Tells event-time stages downstream which partitions to wait for.
+  void announce(PartitionEvent::Kind kind, const std::vector<PartitionOffset>& parts) {
+    if (!options_.announce && state_ == nullptr) return;
+    PartitionEvent e;
+    e.kind = kind;
+    for (const auto& p : parts) e.partitions.push_back({p.topic, p.partition});
+    append_partition_event(io_.out.buffer(), e);
+  }
+
+  // Writes a checkpoint line after every record written so far, with the
+  // next offset of every partition this consumer holds.
+  Status emit_checkpoint() {
+    last_checkpoint_ = io_.clock.steady();
+    // Before the group assigns anything there is no position to save.
+    if (io_.out.closed() || positions_.empty()) return {};
+    Checkpoint c;
+    c.id = next_checkpoint_++;
+    c.at = io_.clock.now();
+    for (const auto& [tp, pos] : positions_) c.offsets.push_back({tp.topic, tp.partition, pos.next});
+    KPIPE_TRY(state_->record_emitted(c.id, c.at));
+    append_checkpoint(io_.out.buffer(), c);
+    KPIPE_TRY(io_.out.flush());
+    last_emitted_ = c.id;
+    written_since_checkpoint_ = false;
+    return {};
+  }
+
+  // Mirrors the newest complete checkpoint's offsets into the consumer
+  // group, so that klag and Kafka's own tools see true progress. Only
+  // complete offsets are ever committed.
+  Status mirror_complete() {
+    auto latest = state_->latest_complete();
+    if (!latest) return latest.take_error();
+    if (!*latest || **latest <= mirrored_) return {};
+    auto offsets = state_->offsets();
+    if (!offsets) return offsets.take_error();
+    std::vector<PartitionOffset> commit;
+    for (const auto& o : *offsets) {
+      if (o.checkpoint > **latest) continue;
+      if (positions_.count({o.topic, o.partition}) == 0) continue;
+      commit.push_back({o.topic, o.partition, o.offset});
+    }
+    // A group that is rebalancing refuses: mirror again next time.
+    bool committed = true;
+    KPIPE_TRY(consumer_.commit(commit, &committed));
+    if (committed) mirrored_ = **latest;
+    return {};
+  }
+
+  // Waits (bounded) for the pipeline's terminal stage to complete
+  // checkpoint `id`, then mirrors it. Downstream stages run in other
+  // processes: this is waiting on the state file, not on time passing.
+  Status await_and_mirror(int64_t id) {
+    Millis deadline = io_.clock.steady() + 10 * kSecond;
+    for (;;) {
+      auto latest = state_->latest_complete();
+      if (!latest) return latest.take_error();
+      if (*latest && **latest >= id) break;
+      if (io_.clock.steady() >= deadline || io_.out.closed()) {
+        io_.reporter.info(fmt::format("checkpoint {} not complete yet; the group keeps its last complete offsets", id));
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return mirror_complete();
+  }
+
+  void track(const PartitionOffset& p) {
+    positions_[{p.topic, p.partition}] = {p.offset, false, false};
+    last_ = positions_.end();
+  }
+
+  // Records arrive in runs from one partition: remember the last lookup,
+  // and never build a key string per record.
+  std::map<TopicPartition, Position>::iterator find(std::string_view topic, int32_t partition) {
+    if (last_ != positions_.end() && last_->first.partition == partition && last_->first.topic == topic)
+      return last_;
+    key_.topic.assign(topic);
+    key_.partition = partition;
+    last_ = positions_.find(key_);
+    return last_;
+  }
+  bool grouped() const { return !options_.group.empty(); }
+  bool ticker_active() const { return true; }
+
+  bool all_at_end() const {
+    if (positions_.empty()) return !grouped();
+    return std::all_of(positions_.begin(), positions_.end(), [](const auto& kv) { return kv.second.at_end; });
+  }
+
+  // Commits the offsets after the records written so far, and only those:
+  // the output is flushed first, so a committed record has left the process.
+  // A group in the middle of a rebalance may refuse: the offsets are tried
+  // again next time, or, when the partitions are being taken away, their
+  // next owner reads those records again (at least once).
+  Status commit_written(bool revoking = false) {
+    last_commit_ = io_.clock.steady();
+    KPIPE_TRY(io_.out.flush());
+    if (io_.out.closed()) return {};  // what the pipe lost is not ours to commit
+    std::vector<PartitionOffset> offsets;
+    for (auto& [tp, pos] : positions_) {
+      if (!pos.dirty) continue;
+      offsets.push_back({tp.topic, tp.partition, pos.next});
+      pos.dirty = false;
+    }
+    bool committed = true;
+    KPIPE_TRY(consumer_.commit(offsets, &committed));
+    if (committed) return {};
+    if (revoking) {
+      io_.reporter.warning(fmt::format("the group was rebalancing and refused the offsets of {} partitions: "
+                                       "their next owner reads their last records again",
+                                       offsets.size()));
+      return {};
+    }
+    io_.reporter.info("the group is rebalancing: offsets will be committed later");
+    for (const auto& o : offsets) {
+      auto it = positions_.find({o.topic, o.partition});
+      if (it != positions_.end()) it->second.dirty = true;
+    }
+    return {};
+  }
+
+  const ConsumeOptions& options_;
+  Consumer& consumer_;
+  Io& io_;
+  StartPosition from_;
+  std::vector<int32_t> only_;
+  Millis commit_interval_;
+  bool value_only_;
+  StatsTicker ticker_;
+  EnvelopeWriter writer_;
+  std::map<TopicPartition, Position> positions_;
+  std::map<TopicPartition, Position>::iterator last_ = positions_.end();
+  TopicPartition key_;
+  Counters counters_;
+  Millis last_commit_ = 0;
+  bool done_ = false;
+  StateStore* state_;
+  Millis checkpoint_interval_;
+  Millis last_checkpoint_ = 0;
+  int64_t next_checkpoint_ = 1;
+  int64_t last_emitted_ = 0;
+  int64_t mirrored_ = 0;
+  bool written_since_checkpoint_ = false;
+  std::map<TopicPartition, int64_t> saved_;
+};
+
+}  // namespace
+
+Status run_consume(const ConsumeOptions& options, Io& io) {
+  if (options.topics.empty()) return usage_error("at least one topic is required: -t TOPIC");
+  auto format = parse_choice("--format", options.format, {"envelope", "value"});
+  if (!format) return format.take_error();
+  if (options.count < 0) return usage_error("-c must not be negative");
+  auto from = parse_start_position(options.from, io.clock.now());
+  if (!from) return from.take_error();
+  std::vector<int32_t> only;
+  if (!options.partitions.empty()) {
+    if (!options.group.empty()) return usage_error("--partitions cannot be combined with -g (the group assigns)");
+    auto parsed = parse_partition_list(options.partitions);
+    if (!parsed) return parsed.take_error();
+    only = std::move(*parsed);
+  }
+  auto commit_interval = parse_duration(options.commit_interval);
+  if (!commit_interval) return usage_error("--commit-interval: {}", commit_interval.error().message);
+  auto stats = parse_stats_interval(options.stats);
+  if (!stats) return stats.take_error();
+  auto checkpoint_interval = parse_duration(options.checkpoint_interval);
+  if (!checkpoint_interval) return usage_error("--checkpoint-interval: {}", checkpoint_interval.error().message);
+  if (*checkpoint_interval <= 0) return usage_error("--checkpoint-interval must be positive");
+  std::unique_ptr<StateStore> state;
+  if (!options.state.empty()) {
+    auto opened = StateStore::open(options.state);
+    if (!opened) return opened.take_error();
+    state = std::move(*opened);
+  }
+  auto config = resolve_kafka_config(options.kafka, io.env_brokers);
+  if (!config) return config.take_error();
+  auto consumer = Consumer::create(*config, options.group, io.reporter);
+  if (!consumer) return consumer.take_error();
+  ConsumeLoop loop(options, **consumer, io, *from, std::move(only), *commit_interval, *stats, state.get(),
+                   *checkpoint_interval);
+  KPIPE_TRY(loop.init_state());
+  if (options.group.empty()) {
+    KPIPE_TRY(loop.start_assigned());
+  } else {
+    KPIPE_TRY(loop.start_group());
+  }
+  Status s = loop.run();
+  Status closed = (*consumer)->close();
+  KPIPE_TRY(s);
+  return closed;
+}
+
+}  // namespace kpipe

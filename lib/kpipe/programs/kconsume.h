@@ -1,0 +1,50 @@
+// kconsume: Kafka records in, NDJSON envelopes out.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kpipe/stage/filter.h"
+#include "kpipe/kafka/config.h"
+#include "kpipe/time.h"
+
+namespace kpipe {
+
+struct ConsumeOptions {
+  KafkaOptions kafka;
+  std::vector<std::string> topics;
+  std::string group;
+  std::string from = "earliest";  // earliest|latest|OFFSET|-N|@TIME
+  std::string partitions;         // "0,2-5"; empty: all
+  int64_t count = 0;              // -c; 0: no limit
+  bool exit_at_end = false;       // -e
+  std::string format = "envelope";
+  std::string commit_interval = "1s";
+  // Write partition events (control lines) for event-time stages; implied
+  // by --state.
+  bool announce = false;
+  // Checkpoints (--state): see the checkpoint protocol.
+  std::string state;
+  std::string checkpoint_interval = "5s";
+  StatsOptions stats;
+};
+
+// Where --from starts a partition.
+struct StartPosition {
+  enum class Kind { kEarliest, kLatest, kOffset, kFromEnd, kTime };
+  Kind kind = Kind::kEarliest;
+  int64_t value = 0;  // the offset, the count back from the end, or the time
+};
+Expected<StartPosition> parse_start_position(std::string_view text, Millis now);
+
+// "0,2-5" -> {0, 2, 3, 4, 5}, sorted and unique.
+Expected<std::vector<int32_t>> parse_partition_list(std::string_view text);
+
+// The offset --from gives one partition, from its watermarks (and, for a
+// time, the broker's answer): pure, so the rules are tested without Kafka.
+int64_t resolve_start(const StartPosition& from, int64_t low, int64_t high, int64_t offset_for_time);
+
+Status run_consume(const ConsumeOptions& options, Io& io);
+
+}  // namespace kpipe

@@ -1,0 +1,305 @@
+#include "kpipe/programs/kdedup.h"
+
+#include <cstring>
+#include <optional>
+
+#include "kpipe/control.h"
+#include "kpipe/json.h"
+#include "kpipe/store/state_store.h"
+
+namespace kpipe {
+
+namespace {
+
+// What the command line says, checked and compiled once.
+struct DedupPlan {
+  DedupConfig engine;
+  FieldSet fields;
+  size_t key_count = 0;              // slots [0, key_count) of `fields`
+  std::optional<size_t> time_slot;   // --time
+  TimeUnit time_unit = TimeUnit::kMillis;
+  bool dups_to_dlq = false;
+  std::string stage;
+};
+
+Expected<DedupPlan> make_plan(const DedupOptions& o, const std::string& program) {
+  DedupPlan plan;
+  plan.stage = stage_name(program, o.name);
+  for (const std::string& text : o.keys) {
+    auto path = FieldPath::parse(text);
+    if (!path) return usage_error("--key: {}", path.error().message);
+    plan.fields.add(*path);
+  }
+  plan.key_count = o.keys.size();
+  if (!o.within.empty()) {
+    auto d = parse_duration(o.within);
+    if (!d) return usage_error("--within: {}", d.error().message);
+    plan.engine.within = *d;
+  }
+  if (!o.time.empty()) {
+    if (o.within.empty()) return usage_error("--time needs --within: without a horizon, times are not used");
+    auto path = FieldPath::parse(o.time);
+    if (!path) return usage_error("--time: {}", path.error().message);
+    plan.time_slot = plan.fields.add(*path);
+  }
+  auto unit = parse_time_unit(o.time_unit);
+  if (!unit) return usage_error("--time-unit: {}", unit.error().message);
+  plan.time_unit = *unit;
+  if (o.max_keys < 1 || o.max_keys > kMaxMaxKeys)
+    return usage_error("--max-keys must be between 1 and {}", kMaxMaxKeys);
+  plan.engine.max_keys = o.max_keys;
+  plan.engine.exact = o.exact;
+  plan.dups_to_dlq = o.dups == "dlq";
+  if (plan.dups_to_dlq && o.errors.dlq.empty())
+    return usage_error("--dups dlq needs --dlq FILE.db or --dlq kafka:TOPIC");
+  return plan;
+}
+
+// Decides each line one line late: the key's index slot is fetched while
+// the next line is read and parsed, which hides the cache miss that
+// otherwise costs more than the parsing. What is held back is written
+// before anything that follows it (the next line, a control line, an
+// error) and before the driver waits for input.
+class DedupStage final : public ParsingStage {
+ public:
+  DedupStage(DedupPlan& plan, DedupEngine& engine, BadInputHandler& bad, Output* dups, StateStore* store,
+             Io& io)
+      : plan_(plan), engine_(engine), bad_(bad), dups_(dups), store_(store), io_(io) {
+    // Processing time moves while the input is quiet: expire then too.
+    tick_ = plan.engine.within && !plan.time_slot;
+  }
+
+  const FieldSet* fields() const override { return &plan_.fields; }
+
+  Status on_parsed(const Line& line, const ParsedLine& parsed, Output& out) override {
+    std::string_view key;
+    std::optional<Millis> time;
+    Status read = read_record(line, parsed, key, time);
+    if (!read.ok()) {
+      KPIPE_TRY(settle(out));
+      return read;
+    }
+    DedupEngine::Prepared prepared = engine_.prepare(key);
+    KPIPE_TRY(settle(out));
+    hold(line, key, prepared, time);
+    return {};
+  }
+
+  Status on_control(const Line& line, Output& out) override {
+    KPIPE_TRY(settle(out));
+    KPIPE_TRY(flush_dups());
+    if (store_ != nullptr) {
+      auto c = parse_checkpoint(line.text);
+      if (!c) return data_error("{}: line {}: {}", line.input, line.number, c.error().message);
+      if (*c) {
+        // The snapshot holds every record before the line, and only those.
+        changes_.clear();
+        engine_.take_changes(changes_);
+        KPIPE_TRY(store_->save_snapshot(plan_.stage, (*c)->id, changes_, io_.clock.now()));
+        changes_.clear();
+      }
+    }
+    out.write_line(line.text);
+    return {};
+  }
+
+  Status before_wait(Output& out) override { return settle(out); }
+
+  Status on_idle(Output&) override {
+    // Nothing is pending here: before_wait settled it.
+    if (tick_) engine_.tick();
+    return flush_dups();
+  }
+
+  Status on_end(Output& out) override {
+    KPIPE_TRY(settle(out));
+    return flush_dups();
+  }
+
+  void fill_counters(Counters& c) const override {
+    c.out = passed_;
+    c.dropped = dropped_;
+    c.state_size = engine_.remembered();
+  }
+
+  uint64_t passed() const { return passed_; }
+  uint64_t dropped() const { return dropped_; }
+  uint64_t dead_lettered_dups() const { return dead_lettered_dups_; }
+
+ private:
+  // The line was parsed even without a path: a line that is not JSON is
+  // bad input.
+  Status read_record(const Line& line, const ParsedLine& parsed, std::string_view& key,
+                     std::optional<Millis>& time) {
+    if (!parsed.status.ok()) return parsed.status;
+    values_ = parsed.values;
+    key = line.text;
+    if (plan_.key_count > 0) {
+      auto k = build_key();
+      if (!k) return k.take_error();
+      key = *k;
+    }
+    if (!plan_.time_slot) return {};
+    auto t = event_time(values_[*plan_.time_slot], plan_.fields.path(*plan_.time_slot));
+    if (!t) return t.take_error();
+    time = *t;
+    return {};
+  }
+
+  void hold(const Line& line, std::string_view key, const DedupEngine::Prepared& prepared,
+            std::optional<Millis> time) {
+    Pending& p = pending_;
+    // Copied with the padding that a dead letter's reader needs after it.
+    p.size = line.text.size();
+    if (p.text.size() < p.size + kJsonPadding) p.text.resize(2 * p.size + kJsonPadding);
+    std::memcpy(p.text.data(), line.text.data(), p.size);
+    std::memset(p.text.data() + p.size, 0, kJsonPadding);
+    if (plan_.key_count > 0) p.key.assign(key);  // else the key is the text
+    p.prepared = prepared;
+    p.time = time;
+    p.number = line.number;
+    if (p.input != line.input) p.input.assign(line.input);
+    p.active = true;
+  }
+
+  // Decides the line held back, if any, and writes it where it goes.
+  Status settle(Output& out) {
+    Pending& p = pending_;
+    if (!p.active) return {};
+    p.active = false;
+    std::string_view text(p.text.data(), p.size);
+    std::string_view key = plan_.key_count == 0 ? text : std::string_view(p.key);
+    bool passes = p.time ? engine_.offer(p.prepared, key, *p.time) : engine_.offer(p.prepared, key);
+    if (passes) {
+      out.write_line(text);
+      ++passed_;
+      return {};
+    }
+    ++dropped_;
+    if (dups_ != nullptr) {
+      dups_->write_line(text);
+      return dups_->end_record();
+    }
+    if (!plan_.dups_to_dlq) return {};
+    ++dead_lettered_dups_;
+    Line line;
+    line.text = text;
+    line.number = p.number;
+    line.input = p.input;
+    return bad_.dead_letter(p.input, line, duplicate_reason(key));
+  }
+
+  // The minified JSON text of the values at the --key paths, joined by
+  // commas (unambiguous: read back, it is an array's elements).
+  Expected<std::string_view> build_key() {
+    if (plan_.key_count == 1) {
+      const JsonField& f = values_[0];
+      if (f.type == JsonType::kMissing) return data_error("field '{}' is missing", plan_.fields.path(0).text());
+      if (f.type != JsonType::kObject && f.type != JsonType::kArray) return f.raw;
+    }
+    key_.clear();
+    for (size_t i = 0; i < plan_.key_count; ++i) {
+      const JsonField& f = values_[i];
+      if (f.type == JsonType::kMissing) return data_error("field '{}' is missing", plan_.fields.path(i).text());
+      if (i > 0) key_.push_back(',');
+      append_minified(key_, f.raw);
+    }
+    return std::string_view(key_);
+  }
+
+  Expected<Millis> event_time(const JsonField& f, const FieldPath& path) const {
+    Expected<Millis> t = Millis{0};
+    switch (f.type) {
+      case JsonType::kMissing: return data_error("field '{}' is missing", path.text());
+      case JsonType::kNumber:
+        t = f.is_integer ? epoch_to_millis(f.integer, plan_.time_unit) : epoch_to_millis(f.number, plan_.time_unit);
+        break;
+      case JsonType::kString: t = parse_rfc3339(f.str); break;
+      default:
+        return data_error("field '{}' is {}, not a time", path.text(), json_type_phrase(f.type));
+    }
+    if (!t) return data_error("field '{}': {}", path.text(), t.error().message);
+    return t;
+  }
+
+  std::string duplicate_reason(std::string_view key) const {
+    if (plan_.key_count == 0) return "duplicate of an earlier line";
+    constexpr size_t kShown = 200;
+    if (key.size() <= kShown) return fmt::format("duplicate of an earlier record with key {}", key);
+    return fmt::format("duplicate of an earlier record with key {}...", key.substr(0, kShown));
+  }
+
+  Status flush_dups() { return dups_ != nullptr ? dups_->flush() : Status(); }
+
+  DedupPlan& plan_;
+  DedupEngine& engine_;
+  BadInputHandler& bad_;
+  Output* dups_;
+  StateStore* store_;
+  Io& io_;
+  bool tick_ = false;
+  const JsonField* values_ = nullptr;  // the line's, during on_parsed
+  std::string key_;
+  StateChanges changes_;
+  struct Pending {
+    bool active = false;
+    std::string text;  // the line, then kJsonPadding zero bytes
+    size_t size = 0;
+    std::string key;
+    DedupEngine::Prepared prepared;
+    std::optional<Millis> time;
+    uint64_t number = 0;
+    std::string input;
+  };
+  Pending pending_;
+  uint64_t passed_ = 0;
+  uint64_t dropped_ = 0;
+  uint64_t dead_lettered_dups_ = 0;
+};
+
+}  // namespace
+
+Status run_dedup(const DedupOptions& options, Io& io) {
+  auto plan = make_plan(options, io.program);
+  if (!plan) return plan.take_error();
+  auto stats = parse_stats_interval(options.stats);
+  if (!stats) return stats.take_error();
+  auto bad = make_bad_input_handler(options.errors, plan->stage, io);
+  if (!bad) return bad.take_error();
+  std::unique_ptr<Output> dups;
+  if (!options.dups.empty() && !plan->dups_to_dlq) {
+    auto opened = Output::open_append(options.dups);
+    if (!opened) return opened.take_error();
+    dups = std::move(*opened);
+  }
+
+  DedupEngine engine(plan->engine, io.clock);
+  std::unique_ptr<StateStore> store;
+  if (!options.state.empty()) {
+    auto opened = StateStore::open(options.state);
+    if (!opened) return opened.take_error();
+    store = std::move(*opened);
+    auto restored = store->restore(plan->stage, engine);
+    if (!restored) return restored.take_error();
+    if (*restored)
+      io.reporter.info(fmt::format("restored {} keys of '{}' from checkpoint {} in '{}'", engine.remembered(),
+                                   plan->stage, **restored, options.state));
+  }
+
+  DedupStage stage(*plan, engine, **bad, dups.get(), store.get(), io);
+  FilterSettings settings{options.input, *stats};
+  Status run = run_filter(stage, settings, **bad, io);
+
+  if (engine.evicted() > 0)
+    io.reporter.warning(fmt::format("evicted {} keys to stay within --max-keys {}: their duplicates pass again",
+                                    engine.evicted(), plan->engine.max_keys));
+  if (!run.ok()) return run;
+  uint64_t bad_lines = (*bad)->skipped() + (*bad)->dead_lettered() - stage.dead_lettered_dups();
+  std::string bad_part = bad_lines > 0 ? fmt::format(", {} bad", bad_lines) : "";
+  io.reporter.info(fmt::format("{} records in, {} passed, {} dropped{}; {} keys remembered, {} evicted",
+                               stage.passed() + stage.dropped() + bad_lines, stage.passed(), stage.dropped(),
+                               bad_part, engine.remembered(), engine.evicted()));
+  return {};
+}
+
+}  // namespace kpipe

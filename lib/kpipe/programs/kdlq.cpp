@@ -1,0 +1,326 @@
+#include "kpipe/programs/kdlq.h"
+
+#include <algorithm>
+#include <map>
+
+#include "kpipe/choices.h"
+#include "kpipe/dlq_entry.h"
+#include "kpipe/kafka/dlq.h"
+#include "kpipe/dlq_replay.h"
+#include "kpipe/store/dlq_store.h"
+#include "kpipe/guard.h"
+
+namespace kpipe {
+
+namespace {
+
+constexpr std::string_view kKafkaPrefix = "kafka:";
+
+// The store behind --dlq: exactly one of the two is set.
+struct Store {
+  std::unique_ptr<DlqStore> sqlite;
+  std::unique_ptr<KafkaDlq> kafka;
+  std::string name;  // as the user wrote it
+};
+
+Expected<KafkaConfig> kafka_config(const DlqOptions& o, Io& io, std::string_view what) {
+  auto config = resolve_kafka_config(o.kafka, io.env_brokers);
+  if (!config) return usage_error("{} needs brokers: {}", what, config.error().message);
+  return config;
+}
+
+Expected<Store> open_store(const DlqOptions& o, Io& io) {
+  Store s;
+  s.name = o.dlq;
+  if (o.dlq.empty()) return usage_error("--dlq FILE.db or --dlq kafka:TOPIC is required");
+  if (!o.dlq.starts_with(kKafkaPrefix)) {
+    if (!o.group.empty()) return usage_error("--group is for a Kafka dead-letter topic, not '{}'", o.dlq);
+    auto store = DlqStore::open(o.dlq, DlqStore::Mode::kExisting);
+    if (!store) return store.take_error();
+    s.sqlite = std::move(*store);
+    return s;
+  }
+  std::string topic = o.dlq.substr(kKafkaPrefix.size());
+  if (topic.empty()) return usage_error("--dlq 'kafka:': the topic name is missing");
+  auto config = kafka_config(o, io, fmt::format("--dlq '{}'", o.dlq));
+  if (!config) return config.take_error();
+  auto dlq = KafkaDlq::open(topic, *config, o.group, io.reporter, io.clock);
+  if (!dlq) return dlq.take_error();
+  s.kafka = std::move(*dlq);
+  return s;
+}
+
+Expected<DlqFilter> make_filter(const DlqOptions& o, Millis now) {
+  DlqFilter f;
+  f.reason = o.reason;
+  f.stage = o.stage;
+  f.source_topic = o.source_topic;
+  if (!o.since.empty()) {
+    auto t = parse_time_point(o.since, now);
+    if (!t) return usage_error("--since: {}", t.error().message);
+    f.since = *t;
+  }
+  if (!o.until.empty()) {
+    auto t = parse_time_point(o.until, now);
+    if (!t) return usage_error("--until: {}", t.error().message);
+    f.until = *t;
+  }
+  return f;
+}
+
+// As kcheckpoint and klag: a table for a person at a terminal, NDJSON for
+// a pipe, unless --format says.
+Expected<bool> parse_ndjson_format(const std::string& format, const Io& io) {
+  if (format.empty()) return !io.interactive;
+  auto i = parse_choice("--format", format, {"table", "ndjson"});
+  if (!i) return i.take_error();
+  return *i == 1;
+}
+
+// Every entry matching `filter`, at most `limit` (0: all), in order; a
+// Kafka entry is replayed when it lies before the group's position.
+Status for_each_entry(Store& store, const DlqFilter& filter, size_t limit, bool with_payload, Io& io,
+                      const std::function<Status(const DlqEntry&)>& fn) {
+  if (store.sqlite) return store.sqlite->scan(filter, limit, with_payload, fn);
+  auto position = store.kafka->position();
+  if (!position) return position.take_error();
+  KPIPE_TRY(store.kafka->start({}));
+  size_t seen = 0;
+  for (;;) {
+    if (io.out.closed()) return {};
+    auto entries = store.kafka->read(1000);
+    if (!entries) return entries.take_error();
+    if (entries->empty()) return {};
+    for (DlqEntry& e : *entries) {
+      e.replayed = e.position->offset < position->next[e.position->partition];
+      if (!filter.matches(e)) continue;
+      KPIPE_TRY(fn(e));
+      if (limit > 0 && ++seen >= limit) return {};
+    }
+  }
+}
+
+Status list_entries(Store& store, const DlqFilter& filter, size_t limit, bool ndjson, Io& io) {
+  TextTable table = make_entry_table();
+  KPIPE_TRY(for_each_entry(store, filter, limit, true, io, [&](const DlqEntry& e) -> Status {
+    if (!ndjson) {
+      add_entry_row(table, e);
+      return {};
+    }
+    append_entry_ndjson(io.out.buffer(), e);
+    return io.out.end_record();
+  }));
+  if (!ndjson) io.out.buffer().append(table.render());
+  return io.out.flush();
+}
+
+std::string count_text(int64_t n) { return fmt::format("{} entr{}", n, n == 1 ? "y" : "ies"); }
+
+}  // namespace
+
+Status run_dlq_list(const DlqOptions& o, Io& io) {
+  auto ndjson = parse_ndjson_format(o.format, io);
+  if (!ndjson) return ndjson.take_error();
+  auto filter = make_filter(o, io.clock.now());
+  if (!filter) return filter.take_error();
+  auto store = open_store(o, io);
+  if (!store) return store.take_error();
+  return list_entries(*store, *filter, o.limit, *ndjson, io);
+}
+
+Status run_dlq_stats(const DlqOptions& o, Io& io) {
+  auto ndjson = parse_ndjson_format(o.format, io);
+  if (!ndjson) return ndjson.take_error();
+  auto by = DlqStats::parse_by(o.by);
+  if (!by) return by.take_error();
+  auto filter = make_filter(o, io.clock.now());
+  if (!filter) return filter.take_error();
+  auto store = open_store(o, io);
+  if (!store) return store.take_error();
+  DlqStats stats(*by);
+  KPIPE_TRY(for_each_entry(*store, *filter, o.limit, false, io, [&](const DlqEntry& e) -> Status {
+    stats.add(e);
+    return {};
+  }));
+  if (*ndjson) {
+    stats.render_ndjson(io.out.buffer());
+  } else {
+    stats.render_table(io.out.buffer());
+  }
+  return io.out.flush();
+}
+
+namespace {
+
+// Standard output as a replay target: an entry is delivered when the
+// write of its line returned.
+class StdoutTarget final : public ReplayTarget {
+ public:
+  explicit StdoutTarget(Output& out) : out_(out) {}
+  std::string describe() const override { return "<stdout>"; }
+  bool acknowledges_later() const override { return false; }
+  Expected<bool> send(const ReplayItem& item, uint64_t) override {
+    if (out_.closed()) return false;
+    out_.write_line(item.entry.payload);
+    KPIPE_TRY(out_.flush());
+    return !out_.closed();
+  }
+  Status flush(std::vector<uint64_t>&) override { return {}; }
+  Expected<std::string> mark() override { return std::string(); }
+  Expected<std::set<std::string>> delivered_since(const std::string&, const std::string&) override {
+    return std::set<std::string>();
+  }
+
+ private:
+  Output& out_;
+};
+
+}  // namespace
+
+Status run_dlq_replay(const DlqOptions& o, Io& io) {
+  auto ndjson = parse_ndjson_format(o.format, io);
+  if (!ndjson) return ndjson.take_error();
+  auto filter = make_filter(o, io.clock.now());
+  if (!filter) return filter.take_error();
+  if (o.batch == 0) return usage_error("--batch must be at least 1");
+  std::string to_topic;
+  if (!o.to.empty()) {
+    if (!o.to.starts_with(kKafkaPrefix) || o.to.size() == kKafkaPrefix.size())
+      return usage_error("--to '{}': expected kafka:TOPIC (without --to, entries go to standard output)", o.to);
+    to_topic = o.to.substr(kKafkaPrefix.size());
+  }
+  if (o.dlq.starts_with(kKafkaPrefix) && filter->narrows() && o.group.empty() && !o.dry_run)
+    return usage_error(
+        "a filtered replay of a Kafka dead-letter topic needs its own --group: the replay position is an offset, "
+        "and the entries the filters pass over would count as replayed");
+  auto store = open_store(o, io);
+  if (!store) return store.take_error();
+
+  if (o.dry_run) {
+    DlqFilter pending = *filter;
+    pending.pending_only = !o.again;
+    return list_entries(*store, pending, o.limit, *ndjson, io);
+  }
+
+  if (store->kafka && to_topic == store->kafka->topic())
+    return usage_error("--to '{}' is the dead-letter topic itself", o.to);
+  std::unique_ptr<ReplayTarget> target;
+  if (to_topic.empty()) {
+    target = std::make_unique<StdoutTarget>(io.out);
+  } else {
+    auto config = kafka_config(o, io, fmt::format("--to '{}'", o.to));
+    if (!config) return config.take_error();
+    auto made = make_kafka_target(to_topic, *config, io.reporter, io.clock);
+    if (!made) return made.take_error();
+    target = std::move(*made);
+  }
+  std::optional<DlqStore::ReplayLock> lock;
+  std::unique_ptr<ReplayLedger> ledger;
+  if (store->sqlite) {
+    auto locked = store->sqlite->lock_for_replay();
+    if (!locked) return locked.take_error();
+    lock.emplace(std::move(*locked));
+    auto made = make_store_ledger(*store->sqlite, *filter, o.limit, io.clock);
+    if (!made) return made.take_error();
+    ledger = std::move(*made);
+  } else {
+    auto made = make_group_ledger(*store->kafka, *filter, o.limit);
+    if (!made) return made.take_error();
+    ledger = std::move(*made);
+  }
+  ReplaySettings settings;
+  settings.batch = o.batch;
+  settings.again = o.again;
+  settings.stop = io.stop;
+  auto report = run_replay(*ledger, *target, settings);
+  if (!report) return report.take_error();
+  if (report->batches_in_doubt > 0)
+    io.reporter.info(fmt::format("settled an interrupted replay: {} found at {} and marked replayed",
+                                 count_text(static_cast<int64_t>(report->found_delivered)), target->describe()));
+  io.reporter.info(fmt::format("replayed {} to {}", count_text(static_cast<int64_t>(report->replayed)),
+                               target->describe()));
+  return {};
+}
+
+Status run_dlq_purge(const DlqOptions& o, Io& io) {
+  if (!o.replayed && o.older_than.empty())
+    return usage_error("say what to purge: --replayed, --older-than D, or both (entries that are both)");
+  std::optional<Millis> before;
+  if (!o.older_than.empty()) {
+    auto d = parse_duration(o.older_than);
+    if (!d) return usage_error("--older-than: {}", d.error().message);
+    before = io.clock.now() - *d;
+  }
+  auto store = open_store(o, io);
+  if (!store) return store.take_error();
+  int64_t n = 0;
+  if (store->sqlite) {
+    auto purged = store->sqlite->purge(o.replayed, before, o.dry_run);
+    if (!purged) return purged.take_error();
+    n = *purged;
+  } else {
+    // A topic loses records only from the front of each partition
+    // (DeleteRecords): each partition's prefix of entries that qualify.
+    KafkaDlq& dlq = *store->kafka;
+    auto position = dlq.position();
+    if (!position) return position.take_error();
+    std::map<int32_t, int64_t> cut;
+    std::map<int32_t, bool> stopped;
+    std::map<int32_t, int64_t> count;
+    for (const auto& [p, w] : dlq.bounds()) cut[p] = w.low;
+    KPIPE_TRY(dlq.start({}));
+    for (;;) {
+      auto entries = dlq.read(1000);
+      if (!entries) return entries.take_error();
+      if (entries->empty()) break;
+      for (const DlqEntry& e : *entries) {
+        int32_t p = e.position->partition;
+        if (stopped[p]) continue;
+        bool qualifies = (!o.replayed || e.position->offset < position->next[p]) && (!before || e.at < *before);
+        if (!qualifies) {
+          stopped[p] = true;
+          continue;
+        }
+        cut[p] = e.position->offset + 1;
+        ++count[p];
+      }
+    }
+    std::map<int32_t, int64_t> to_delete;
+    for (const auto& [p, c] : count) {
+      n += c;
+      if (c > 0) to_delete[p] = cut[p];
+    }
+    if (!o.dry_run && !to_delete.empty()) KPIPE_TRY(dlq.delete_before(to_delete));
+  }
+  io.out.write_line(fmt::format("{} {} from {}", o.dry_run ? "would purge" : "purged", count_text(n), store->name));
+  return io.out.flush();
+}
+
+Status run_dlq_guard(const DlqOptions& o, Io& io) {
+  if (o.require.empty()) return usage_error("give at least one --require PATH[:TYPE]");
+  std::vector<Requirement> requirements;
+  for (const std::string& text : o.require) {
+    auto r = parse_requirement(text);
+    if (!r) return r.take_error();
+    requirements.push_back(std::move(*r));
+  }
+  auto stats = parse_stats_interval(o.stats);
+  if (!stats) return stats.take_error();
+  ErrorOptions errors = o.errors;
+  // The guard's job is to send bad records to the store: with --dlq and
+  // no --on-error, that is what it does.
+  if (!o.on_error_given) errors.on_error = errors.dlq.empty() ? "fail" : "dlq";
+  std::optional<KafkaConfig> config;
+  if (errors.dlq.starts_with(kKafkaPrefix)) {
+    auto resolved = kafka_config(o, io, fmt::format("--dlq '{}'", errors.dlq));
+    if (!resolved) return resolved.take_error();
+    config = std::move(*resolved);
+  }
+  auto bad = make_bad_input_handler(errors, stage_name("kdlq-guard", o.name), io, config ? &*config : nullptr);
+  if (!bad) return bad.take_error();
+  GuardStage stage(std::move(requirements));
+  FilterSettings settings{o.input, *stats};
+  return run_filter(stage, settings, **bad, io);
+}
+
+}  // namespace kpipe

@@ -1,0 +1,56 @@
+// kdlq: looks at dead letters, counts them, replays them, purges them, and
+// guards a pipeline's door (CONTRACT §7). Each subcommand is one entry
+// point; tools/kdlq/main.cpp only declares the options.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "kpipe/stage/filter.h"
+#include "kpipe/kafka/config.h"
+
+namespace kpipe {
+
+struct DlqOptions {
+  std::string dlq;  // FILE.db (SQLite) or kafka:TOPIC
+  KafkaOptions kafka;
+  std::string group;  // a Kafka dead-letter topic's replay group
+
+  // Filters: list, stats and replay.
+  std::string reason;
+  std::string stage;
+  std::string source_topic;
+  std::string since;  // a time point (RFC 3339, epoch ms, now, -D)
+  std::string until;
+  size_t limit = 0;  // 0: no limit
+
+  std::string format;         // table or ndjson; empty: table on a terminal
+  std::string by = "reason";     // stats: reason, stage, topic or hour
+
+  // replay
+  std::string to;  // empty: standard output; else kafka:TOPIC
+  bool dry_run = false;
+  bool again = false;
+  size_t batch = 1000;  // entries in flight to Kafka at most
+
+  // purge
+  bool replayed = false;
+  std::string older_than;
+
+  // guard
+  std::vector<std::string> require;
+  std::string name;
+  bool on_error_given = false;  // guard: without --on-error, --dlq means dlq
+  InputOptions input;
+  ErrorOptions errors;
+  StatsOptions stats;
+};
+
+Status run_dlq_list(const DlqOptions& options, Io& io);
+Status run_dlq_stats(const DlqOptions& options, Io& io);
+Status run_dlq_replay(const DlqOptions& options, Io& io);
+Status run_dlq_purge(const DlqOptions& options, Io& io);
+Status run_dlq_guard(const DlqOptions& options, Io& io);
+
+}  // namespace kpipe

@@ -1,0 +1,38 @@
+// klag: consumer lag per partition, in records and in seconds, for Kafka
+// consumer groups or a kpipe pipeline's state file, with a history, health
+// verdicts by Burrow's rules, and alerts.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kpipe/stage/filter.h"
+#include "kpipe/kafka/config.h"
+
+namespace kpipe {
+
+struct LagOptions {
+  KafkaOptions kafka;
+  std::vector<std::string> groups;  // -g, repeatable
+  std::vector<std::string> topics;  // -t; none: every topic the group committed on
+  std::string state;                // --state FILE: a pipeline's offsets instead of a group's
+  std::string history;              // --history FILE (SQLite)
+  std::string keep = "7d";          // drop samples older than this from the history
+  std::string format;               // table|ndjson|prometheus; empty: table on a terminal, else ndjson
+  bool no_fetch = false;            // estimate lag seconds from the history instead of reading records
+  std::string watch;                // repeat every D
+  int window = 10;                  // samples judged by the rules
+  int64_t allowed_lag = 0;
+  std::optional<int64_t> max_lag;
+  std::optional<double> max_lag_seconds;
+  std::string fail_on;              // WARN|STALL|STOP|REWIND
+  bool status_only = false;         // `klag status`: judge the history, ask no broker
+};
+
+// Samples (or, with status_only, reads the history), writes the report,
+// and returns an alert error (exit 3) when a threshold is breached.
+Status run_lag(const LagOptions& options, Io& io);
+
+}  // namespace kpipe

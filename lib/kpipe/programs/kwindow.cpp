@@ -1,0 +1,421 @@
+#include "kpipe/programs/kwindow.h"
+
+#include <cstring>
+#include <optional>
+
+#include "kpipe/choices.h"
+#include "kpipe/control.h"
+#include "kpipe/json.h"
+#include "kpipe/store/state_store.h"
+
+namespace kpipe {
+
+namespace {
+
+Expected<Millis> option_duration(const char* option, const std::string& text) {
+  auto d = parse_duration(text);
+  if (!d) return usage_error("{}: {}", option, d.error().message);
+  return *d;
+}
+
+
+// What the stage reads from each line: one FieldSet, compiled once.
+struct Paths {
+  FieldSet fields;
+  std::string time_text;
+  size_t time = 0;
+  std::vector<std::string> key_texts;
+  std::vector<size_t> keys;
+  std::vector<int> aggs;  // per aggregate: its slot, -1 for count
+  std::vector<bool> numeric;  // per aggregate: reads only numbers (sum, avg)
+  size_t partition = 0;
+  size_t topic = 0;
+};
+
+Expected<Paths> compile_paths(const WindowOptions& o, const WindowConfig& config) {
+  Paths p;
+  auto add = [&](const std::string& text) -> Expected<size_t> {
+    auto path = FieldPath::parse(text);
+    if (!path) return path.take_error();
+    return p.fields.add(*path);
+  };
+  auto time = add(o.time);
+  if (!time) return time.take_error();
+  p.time = *time;
+  p.time_text = o.time;
+  for (const std::string& k : o.keys) {
+    auto slot = add(k);
+    if (!slot) return slot.take_error();
+    p.keys.push_back(*slot);
+    p.key_texts.push_back(k);
+  }
+  for (const AggSpec& a : config.aggs) {
+    p.numeric.push_back(a.fn == AggFn::kSum || a.fn == AggFn::kAvg);
+    if (a.fn == AggFn::kCount) {
+      p.aggs.push_back(-1);
+      continue;
+    }
+    auto slot = add(a.path);
+    if (!slot) return slot.take_error();
+    p.aggs.push_back(static_cast<int>(*slot));
+  }
+  // Envelopes say where a record came from: each partition gets its own
+  // watermark.
+  p.partition = *add(".partition");
+  p.topic = *add(".topic");
+  return p;
+}
+
+class WindowStage final : public ParsingStage {
+ public:
+  WindowStage(const WindowOptions& options, WindowEngine& engine, Paths paths, TimeUnit unit,
+              BadInputHandler& bad, Output* late_out, StateStore* store, std::string stage, Clock& clock)
+      : options_(options),
+        engine_(engine),
+        paths_(std::move(paths)),
+        unit_(unit),
+        bad_(bad),
+        late_out_(late_out),
+        store_(store),
+        stage_(std::move(stage)),
+        clock_(clock),
+        inputs_(paths_.aggs.size(), nullptr) {}
+
+  // The engine's hash tables are far larger than the caches, so a record's
+  // first touch of its window's table stalls on memory. To overlap that
+  // with reading the next line, a record placed in tumbling or sliding
+  // windows is held back: checked now, its memory prefetched, and given to
+  // the engine at the next line (or control line, idle tick, end), before
+  // anything else happens. Its placement, decided against the same
+  // watermark, is known now, so a record too late still meets --late while
+  // its line is at hand.
+  const FieldSet* fields() const override { return &paths_.fields; }
+
+  Status on_parsed(const Line& line, const ParsedLine& parsed, Output& out) override {
+    WindowInput in;
+    Status read = read_record(parsed, in);
+    if (!read.ok()) {
+      // What came before a bad line is out before its diagnostic.
+      KPIPE_TRY(release(out));
+      return read;
+    }
+    KPIPE_TRY(release(out));
+    std::optional<Placement> placed = engine_.placement(in);
+    if (placed && *placed != Placement::kTooLate) {
+      hold(in);
+      return {};
+    }
+    auto added = engine_.add(in, out.buffer());
+    if (!added) return added.take_error();
+    if (*added == Placement::kTooLate) return too_late(line);
+    return {};
+  }
+
+  // A checkpoint saves what changed since the previous one, then passes
+  // on: the state saved is that of every record before the line.
+  Status on_control(const Line& line, Output& out) override {
+    KPIPE_TRY(release(out));
+    KPIPE_TRY(flush_late());
+    auto event = parse_partition_event(line.text);
+    if (!event) return data_error("{}: line {}: {}", line.input, line.number, event.error().message);
+    if (*event) {
+      for (const auto& tp : (*event)->partitions) {
+        if ((*event)->kind == PartitionEvent::Kind::kAssigned) {
+          engine_.partition_assigned(tp.topic, tp.partition, out.buffer());
+        } else {
+          engine_.partition_revoked(tp.topic, tp.partition, out.buffer());
+        }
+      }
+    }
+    if (store_ != nullptr) {
+      auto checkpoint = parse_checkpoint(line.text);
+      if (!checkpoint) return data_error("{}: line {}: {}", line.input, line.number, checkpoint.error().message);
+      if (*checkpoint) {
+        changes_.clear();
+        engine_.take_changes(changes_);
+        KPIPE_TRY(store_->save_snapshot(stage_, (*checkpoint)->id, changes_, clock_.now()));
+      }
+    }
+    out.write_line(line.text);
+    return {};
+  }
+
+  Status on_idle(Output& out) override {
+    KPIPE_TRY(release(out));
+    engine_.on_idle(out.buffer());
+    return flush_late();
+  }
+
+  // With --state, windows still open stay in the state saved at the last
+  // checkpoint, for the next run, unless --flush-at-end.
+  Status on_end(Output& out) override {
+    KPIPE_TRY(release(out));
+    if (store_ == nullptr || options_.flush_at_end) engine_.flush(out.buffer());
+    return flush_late();
+  }
+
+  void fill_counters(Counters& c) const override {
+    c.out = engine_.emitted();
+    c.late = late_;
+    c.dropped = dropped_;
+    c.state_size = engine_.states();
+  }
+
+  uint64_t late() const { return late_; }
+  uint64_t dropped() const { return dropped_; }
+
+ private:
+  // A record held back by on_line, with copies of what its views point to.
+  struct Held {
+    bool active = false;
+    WindowInput in;
+    std::string key;
+    std::string topic;
+    std::vector<JsonField> fields;
+    std::vector<std::string> texts;  // per aggregate: raw, then str
+    std::vector<const JsonField*> inputs;
+  };
+
+  // Reads the line into `in`; a data_error for bad input.
+  Status read_record(const ParsedLine& parsed, WindowInput& in) {
+    if (!parsed.status.ok()) return parsed.status;
+    values_ = parsed.values;
+    auto time = read_time(values_[paths_.time]);
+    if (!time) return time.take_error();
+    in.time = *time;
+    if (!paths_.keys.empty()) {
+      auto key = read_key();
+      if (!key) return key.take_error();
+      in.key = *key;
+    }
+    for (size_t a = 0; a < inputs_.size(); ++a)
+      inputs_[a] = paths_.aggs[a] < 0 ? nullptr : &values_[static_cast<size_t>(paths_.aggs[a])];
+    in.aggs = inputs_.data();
+    const JsonField& partition = values_[paths_.partition];
+    if (partition.type == JsonType::kNumber && partition.is_integer) {
+      in.partition = partition.integer;
+      const JsonField& topic = values_[paths_.topic];
+      if (topic.type == JsonType::kString) in.topic = topic.str;
+    }
+    return engine_.check(in);
+  }
+
+  void hold(const WindowInput& in) {
+    Held& h = held_;
+    h.active = true;
+    h.in = in;
+    h.key.assign(in.key);
+    h.in.key = h.key;
+    if (h.topic != in.topic) h.topic.assign(in.topic);
+    h.in.topic = h.topic;
+    size_t n = inputs_.size();
+    h.fields.resize(n);
+    h.texts.resize(2 * n);
+    h.inputs.assign(n, nullptr);
+    for (size_t a = 0; a < n; ++a) {
+      if (in.aggs[a] == nullptr) continue;
+      JsonField& f = h.fields[a] = *in.aggs[a];
+      h.inputs[a] = &f;
+      // sum and avg read numbers only; the others need the text too.
+      if (paths_.numeric[a]) {
+        f.raw = f.str = std::string_view();
+        continue;
+      }
+      f.raw = h.texts[2 * a].assign(f.raw);
+      f.str = h.texts[2 * a + 1].assign(f.str);
+    }
+    h.in.aggs = h.inputs.data();
+  }
+
+  Status release(Output& out) {
+    if (!held_.active) return {};
+    held_.active = false;
+    auto added = engine_.add(held_.in, out.buffer());
+    return added.ok() ? Status() : Status(added.take_error());
+  }
+
+  Expected<Millis> read_time(const JsonField& f) {
+    const std::string& path = paths_.time_text;
+    switch (f.type) {
+      case JsonType::kMissing: return data_error("field '{}' is missing", path);
+      case JsonType::kNumber: {
+        auto t = f.is_integer ? epoch_to_millis(f.integer, unit_) : epoch_to_millis(f.number, unit_);
+        if (!t) return data_error("field '{}': {}", path, t.error().message);
+        return *t;
+      }
+      case JsonType::kString: {
+        auto t = parse_rfc3339(f.str);
+        if (!t) return data_error("field '{}': {}", path, t.error().message);
+        return *t;
+      }
+      default: return data_error("field '{}' is {}, not a number or an RFC 3339 string", path, json_type_phrase(f.type));
+    }
+  }
+
+  // The key's JSON text; equal values written alike share a key. Strings
+  // without escapes (nearly all) are used as they appear, without a copy.
+  Expected<std::string_view> read_key() {
+    key_.clear();
+    bool one = paths_.keys.size() == 1;
+    if (!one) key_.push_back('[');
+    for (size_t i = 0; i < paths_.keys.size(); ++i) {
+      const JsonField& f = values_[paths_.keys[i]];
+      if (f.type == JsonType::kMissing) return data_error("field '{}' is missing", paths_.key_texts[i]);
+      if (i > 0) key_.push_back(',');
+      bool plain = f.type != JsonType::kString || std::memchr(f.raw.data(), '\\', f.raw.size()) == nullptr;
+      if (f.type == JsonType::kObject || f.type == JsonType::kArray) {
+        append_minified(key_, f.raw);
+      } else if (!plain) {
+        append_json_string(key_, f.str);
+      } else if (one) {
+        return f.raw;
+      } else {
+        key_.append(f.raw);
+      }
+    }
+    if (!one) key_.push_back(']');
+    return std::string_view(key_);
+  }
+
+  Status too_late(const Line& line) {
+    ++late_;
+    if (late_out_ != nullptr) {
+      late_out_->write_line(line.text);
+      return late_out_->end_record();
+    }
+    if (options_.late == "dlq") {
+      std::string reason = "too late for every window: the watermark is ";
+      append_rfc3339(reason, engine_.watermark());
+      return bad_.dead_letter(std::string(line.input), line, reason);
+    }
+    ++dropped_;
+    return {};
+  }
+
+  Status flush_late() { return late_out_ != nullptr ? late_out_->flush() : Status(); }
+
+  const WindowOptions& options_;
+  WindowEngine& engine_;
+  Paths paths_;
+  TimeUnit unit_;
+  BadInputHandler& bad_;
+  Output* late_out_;
+  StateStore* store_;
+  std::string stage_;
+  Clock& clock_;
+  StateChanges changes_;
+  const JsonField* values_ = nullptr;  // the line's, during on_parsed
+  std::vector<const JsonField*> inputs_;
+  std::string key_;
+  Held held_;
+  uint64_t late_ = 0;
+  uint64_t dropped_ = 0;
+};
+
+}  // namespace
+
+Expected<WindowConfig> window_config(const WindowOptions& o) {
+  WindowConfig c;
+  int kinds = !o.tumble.empty() + !o.slide.empty() + !o.session.empty();
+  if (kinds == 0) return usage_error("give one of --tumble SIZE, --slide SIZE --every STEP or --session GAP");
+  if (kinds > 1) return usage_error("--tumble, --slide and --session are alternatives: give one");
+  if (!o.slide.empty() && o.every.empty()) return usage_error("--slide needs --every STEP");
+  if (o.slide.empty() && !o.every.empty()) return usage_error("--every goes with --slide");
+  if (!o.tumble.empty()) {
+    c.shape.kind = WindowKind::kTumble;
+    auto d = option_duration("--tumble", o.tumble);
+    if (!d) return d.take_error();
+    c.shape.size = *d;
+  } else if (!o.slide.empty()) {
+    c.shape.kind = WindowKind::kSlide;
+    auto d = option_duration("--slide", o.slide);
+    if (!d) return d.take_error();
+    c.shape.size = *d;
+    auto e = option_duration("--every", o.every);
+    if (!e) return e.take_error();
+    c.shape.every = *e;
+  } else {
+    c.shape.kind = WindowKind::kSession;
+    auto d = option_duration("--session", o.session);
+    if (!d) return d.take_error();
+    c.shape.size = *d;
+  }
+  auto w = option_duration("--watermark", o.watermark);
+  if (!w) return w.take_error();
+  c.watermark_delay = *w;
+  auto l = option_duration("--allowed-lateness", o.allowed_lateness);
+  if (!l) return l.take_error();
+  c.allowed_lateness = *l;
+  if (!o.idle_timeout.empty()) {
+    auto i = option_duration("--idle-timeout", o.idle_timeout);
+    if (!i) return i.take_error();
+    if (*i <= 0) return usage_error("--idle-timeout: the duration must be positive");
+    c.idle_timeout = *i;
+  }
+  std::vector<std::string> specs = o.aggs;
+  if (specs.empty()) specs.push_back("count");
+  for (const std::string& s : specs) {
+    auto a = parse_agg_spec(s);
+    if (!a) return a.take_error();
+    c.aggs.push_back(std::move(*a));
+  }
+  c.keys = o.keys;
+  auto format = parse_choice("time format", o.time_format, {"rfc3339", "ms"});
+  if (!format) return format.take_error();
+  c.time_format = *format == 0 ? TimeFormat::kRfc3339 : TimeFormat::kMillis;
+  c.track_changes = !o.state.empty();
+  KPIPE_TRY(validate_window_config(c));
+  return c;
+}
+
+Status run_window(const WindowOptions& options, Io& io) {
+  if (options.time.empty()) return usage_error("--time PATH is required");
+  auto config = window_config(options);
+  if (!config) return config.take_error();
+  auto unit = parse_time_unit(options.time_unit);
+  if (!unit) return unit.take_error();
+  auto paths = compile_paths(options, *config);
+  if (!paths) return paths.take_error();
+  auto stats = parse_stats_interval(options.stats);
+  if (!stats) return stats.take_error();
+  if (options.late == "dlq" && options.errors.dlq.empty())
+    return usage_error("--late dlq needs --dlq FILE.db or --dlq kafka:TOPIC");
+  if (options.late == "-") return usage_error("--late: late records cannot share standard output with the windows");
+  if (options.flush_at_end && options.state.empty()) return usage_error("--flush-at-end goes with --state");
+
+  std::string stage = stage_name(io.program, options.name);
+  auto bad = make_bad_input_handler(options.errors, stage, io);
+  if (!bad) return bad.take_error();
+  std::unique_ptr<Output> late_out;
+  if (!options.late.empty() && options.late != "dlq") {
+    auto opened = Output::open_append(options.late);
+    if (!opened) return opened.take_error();
+    late_out = std::move(*opened);
+  }
+
+  WindowEngine engine(*config, io.clock);
+  std::unique_ptr<StateStore> store;
+  if (!options.state.empty()) {
+    auto opened = StateStore::open(options.state);
+    if (!opened) return opened.take_error();
+    store = std::move(*opened);
+    auto restored = store->restore(stage, engine);
+    if (!restored) return restored.take_error();
+    if (*restored)
+      io.reporter.info(fmt::format("restored '{}' as of checkpoint {}: {} window aggregate{}, watermark {}", stage,
+                                   **restored, engine.states(), engine.states() == 1 ? "" : "s",
+                                   engine.watermark() == kNoWatermark ? "none" : format_rfc3339(engine.watermark())));
+  }
+  WindowStage window(options, engine, std::move(*paths), *unit, **bad, late_out.get(), store.get(), stage, io.clock);
+  FilterSettings settings{options.input, *stats};
+  Status run = run_filter(window, settings, **bad, io);
+  if (window.dropped() > 0)
+    io.reporter.warning(fmt::format("dropped {} record{} too late for every window (--late FILE keeps them)",
+                                    window.dropped(), window.dropped() == 1 ? "" : "s"));
+  if (late_out != nullptr && window.late() > 0)
+    io.reporter.info(fmt::format("wrote {} late record{} to '{}'", window.late(), window.late() == 1 ? "" : "s",
+                                 options.late));
+  return run;
+}
+
+}  // namespace kpipe

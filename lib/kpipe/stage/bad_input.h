@@ -1,0 +1,94 @@
+// Bad input never vanishes (CONTRACT §7): --on-error fail stops with the
+// line's number and the reason, dlq keeps the line in a dead-letter store,
+// skip counts it. One component writes dead letters for every program.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "kpipe/envelope.h"
+#include "kpipe/stage/io.h"
+#include "kpipe/kafka/config.h"
+#include "kpipe/report.h"
+#include "kpipe/status.h"
+#include "kpipe/time.h"
+
+namespace kpipe {
+
+enum class OnError { kFail, kDlq, kSkip };
+Expected<OnError> parse_on_error(std::string_view text);
+
+struct DeadLetter {
+  Millis at = 0;
+  std::string stage;   // "kdedup", or "kdedup/NAME" with --name
+  std::string reason;  // the exact message, line number included
+  std::string input;   // "<stdin>" or a path
+  uint64_t line = 0;
+  std::optional<SourcePosition> source;  // when the line was an envelope
+  std::string_view payload;              // the original line, byte for byte
+};
+
+class DeadLetterSink {
+ public:
+  virtual ~DeadLetterSink() = default;
+  virtual Status write(const DeadLetter& letter) = 0;
+  // Makes every write so far durable. Called before a checkpoint passes,
+  // when idle, and at exit: nothing is acknowledged upstream before its
+  // dead letters are safe.
+  virtual Status sync() = 0;
+  virtual std::string describe() const = 0;
+};
+
+// "FILE.db" (SQLite, the default kind) or "kafka:TOPIC" (needs `kafka`).
+Expected<std::unique_ptr<DeadLetterSink>> open_dead_letter_sink(const std::string& target,
+                                                                const KafkaConfig* kafka,
+                                                                Reporter& reporter);
+
+// Applies --on-error to one bad line.
+class BadInputHandler {
+ public:
+  // `sink` is required for kDlq and may be null otherwise.
+  BadInputHandler(OnError mode, std::unique_ptr<DeadLetterSink> sink, std::string stage, Clock& clock);
+
+  // ok: go on. A data_error "INPUT: line N: REASON" under --on-error fail.
+  Status handle(const std::string& input, const Line& line, std::string_view reason);
+  // Sends a line to the store whatever --on-error says (late records with
+  // --late dlq, duplicates with --dups dlq).
+  Status dead_letter(const std::string& input, const Line& line, std::string_view reason);
+  Status sync();
+  // Syncs when the oldest unsynced dead letter is older than
+  // kSyncInterval. Called after every record, so that a stream of good
+  // lines never keeps an earlier dead letter waiting.
+  Status tick();
+
+  // At most this many dead letters, or this long, between syncs.
+  static constexpr uint64_t kSyncEvery = 1000;
+  static constexpr Millis kSyncInterval = 200;
+
+  // Whether handle() has refused a line under --on-error fail: the run is
+  // over, and the error it returned already names its line (a stage that
+  // holds lines, like kupsert, reports one while reading another).
+  bool failed() const { return failed_; }
+  uint64_t skipped() const { return skipped_; }
+  uint64_t dead_lettered() const { return dead_lettered_; }
+  OnError mode() const { return mode_; }
+  bool has_sink() const { return sink_ != nullptr; }
+  // "skipped 3 bad lines" / "sent 3 bad lines to FILE", or empty.
+  std::string summary() const;
+
+ private:
+  OnError mode_;
+  std::unique_ptr<DeadLetterSink> sink_;
+  std::string stage_;
+  Clock& clock_;
+  bool failed_ = false;
+  uint64_t skipped_ = 0;
+  uint64_t dead_lettered_ = 0;
+  uint64_t unsynced_ = 0;
+  Millis last_sync_ = 0;  // when the oldest unsynced dead letter was written
+};
+
+}  // namespace kpipe

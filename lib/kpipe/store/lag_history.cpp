@@ -1,0 +1,163 @@
+#include "kpipe/store/lag_history.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+
+namespace kpipe {
+
+namespace {
+
+const std::vector<std::string> kMigrations = {
+    // v1
+    "CREATE TABLE lag_samples ("
+    "  id INTEGER PRIMARY KEY,"
+    "  subject_kind TEXT NOT NULL CHECK (subject_kind IN ('group', 'state')),"
+    "  subject TEXT NOT NULL,"  // the group id, or the state file's path
+    "  at INTEGER NOT NULL,"    // epoch ms
+    "  members INTEGER,"        // NULL: the broker cannot tell
+    "  group_state TEXT"
+    ");"
+    "CREATE INDEX lag_samples_subject ON lag_samples (subject_kind, subject, at);"
+    "CREATE INDEX lag_samples_at ON lag_samples (at);"
+    "CREATE TABLE lag_partitions ("
+    "  sample INTEGER NOT NULL REFERENCES lag_samples(id) ON DELETE CASCADE,"
+    "  topic TEXT NOT NULL,"
+    "  partition INTEGER NOT NULL,"
+    "  committed INTEGER,"  // NULL: nothing committed
+    "  end_offset INTEGER NOT NULL,"
+    "  lag_seconds REAL,"
+    "  committed_at INTEGER,"  // state files: when the offset was committed
+    "  at INTEGER NOT NULL,"   // the sample's time again, for the index below
+    "  PRIMARY KEY (sample, topic, partition)"
+    ") WITHOUT ROWID;"
+    // --no-fetch looks up, per partition, the end offsets around one offset.
+    "CREATE INDEX lag_partitions_end ON lag_partitions (topic, partition, end_offset, at);",
+};
+
+const char* kind_text(LagSubject::Kind k) { return k == LagSubject::Kind::kGroup ? "group" : "state"; }
+
+}  // namespace
+
+Expected<std::unique_ptr<LagHistory>> LagHistory::open(const std::string& path, bool must_exist) {
+  struct stat st;
+  if (must_exist && path != ":memory:" && ::stat(path.c_str(), &st) != 0)
+    return failure("history file '{}' does not exist", path);
+  auto db = Database::open(path);
+  if (!db) return db.take_error();
+  KPIPE_TRY((*db)->migrate("lag", kMigrations));
+  return std::unique_ptr<LagHistory>(new LagHistory(std::move(*db)));
+}
+
+Status LagHistory::append(const LagSample& s, Millis keep) {
+  auto tx = Transaction::begin(*db_);
+  if (!tx) return tx.take_error();
+  auto head = db_->prepare(
+      "INSERT INTO lag_samples (subject_kind, subject, at, members, group_state) VALUES (?, ?, ?, ?, ?)");
+  if (!head) return head.take_error();
+  head->bind_text(1, kind_text(s.subject.kind)).bind_text(2, s.subject.name).bind(3, s.at).bind(4, s.members);
+  if (s.group_state.empty()) {
+    head->bind_null(5);
+  } else {
+    head->bind_text(5, s.group_state);
+  }
+  KPIPE_TRY(head->run());
+  int64_t id = db_->last_insert_rowid();
+  auto row = db_->prepare(
+      "INSERT INTO lag_partitions (sample, topic, partition, committed, end_offset, lag_seconds, committed_at, at)"
+      " VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+  if (!row) return row.take_error();
+  for (const auto& p : s.partitions) {
+    row->bind(1, id).bind_text(2, p.topic).bind(3, static_cast<int64_t>(p.partition)).bind(4, p.committed);
+    row->bind(5, p.end);
+    if (p.lag_seconds) {
+      row->bind(6, *p.lag_seconds);
+    } else {
+      row->bind_null(6);
+    }
+    row->bind(7, p.committed_at).bind(8, s.at);
+    KPIPE_TRY(row->run());
+  }
+  if (keep > 0) {
+    // The partitions' rows go with their sample (ON DELETE CASCADE).
+    auto prune = db_->prepare("DELETE FROM lag_samples WHERE at < ?");
+    if (!prune) return prune.take_error();
+    prune->bind(1, s.at - keep);
+    KPIPE_TRY(prune->run());
+  }
+  return tx->commit();
+}
+
+Expected<std::vector<LagSample>> LagHistory::recent(const LagSubject& subject, size_t count) {
+  auto heads = db_->prepare(
+      "SELECT id, at, members, group_state FROM lag_samples WHERE subject_kind = ? AND subject = ?"
+      " ORDER BY at DESC, id DESC LIMIT ?");
+  if (!heads) return heads.take_error();
+  heads->bind_text(1, kind_text(subject.kind)).bind_text(2, subject.name).bind(3, static_cast<int64_t>(count));
+  std::vector<std::pair<int64_t, LagSample>> found;
+  for (;;) {
+    auto more = heads->step();
+    if (!more) return more.take_error();
+    if (!*more) break;
+    LagSample s;
+    s.subject = subject;
+    s.at = heads->column_int(1);
+    s.members = heads->column_optional_int(2);
+    s.group_state = heads->column_optional_text(3).value_or("");
+    found.emplace_back(heads->column_int(0), std::move(s));
+  }
+  auto rows = db_->prepare(
+      "SELECT topic, partition, committed, end_offset, lag_seconds, committed_at FROM lag_partitions"
+      " WHERE sample = ? ORDER BY topic, partition");
+  if (!rows) return rows.take_error();
+  std::vector<LagSample> out;
+  out.reserve(found.size());
+  for (auto it = found.rbegin(); it != found.rend(); ++it) {
+    rows->reset();
+    rows->bind(1, it->first);
+    LagSample& s = it->second;
+    for (;;) {
+      auto more = rows->step();
+      if (!more) return more.take_error();
+      if (!*more) break;
+      PartitionSample p;
+      p.topic = std::string(rows->column_text(0));
+      p.partition = static_cast<int32_t>(rows->column_int(1));
+      p.committed = rows->column_optional_int(2);
+      p.end = rows->column_int(3);
+      if (rows->column_type(4) != Statement::Type::kNull) p.lag_seconds = rows->column_double(4);
+      p.committed_at = rows->column_optional_int(5);
+      s.partitions.push_back(std::move(p));
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Expected<std::vector<EndOffsetSeen>> LagHistory::end_offsets_around(const TopicPartition& tp, int64_t offset) {
+  std::vector<EndOffsetSeen> out;
+  auto read = [&](Statement& stmt) -> Status {
+    for (;;) {
+      auto more = stmt.step();
+      if (!more) return more.take_error();
+      if (!*more) return {};
+      if (stmt.column_type(0) == Statement::Type::kNull) continue;  // an aggregate over no rows
+      out.push_back({stmt.column_int(0), stmt.column_int(1), stmt.column_int(2)});
+    }
+  };
+  auto below = db_->prepare(
+      "SELECT end_offset, MIN(at), MAX(at) FROM lag_partitions WHERE topic = ?1 AND partition = ?2 AND end_offset ="
+      " (SELECT MAX(end_offset) FROM lag_partitions WHERE topic = ?1 AND partition = ?2 AND end_offset <= ?3)");
+  if (!below) return below.take_error();
+  below->bind_text(1, tp.topic).bind(2, static_cast<int64_t>(tp.partition)).bind(3, offset);
+  KPIPE_TRY(read(*below));
+  auto above = db_->prepare(
+      "SELECT end_offset, MIN(at), MAX(at) FROM lag_partitions WHERE topic = ? AND partition = ? AND end_offset > ?"
+      " GROUP BY end_offset ORDER BY end_offset LIMIT 2");
+  if (!above) return above.take_error();
+  above->bind_text(1, tp.topic).bind(2, static_cast<int64_t>(tp.partition)).bind(3, offset);
+  KPIPE_TRY(read(*above));
+  return out;
+}
+
+}  // namespace kpipe

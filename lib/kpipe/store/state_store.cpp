@@ -1,0 +1,315 @@
+#include "kpipe/store/state_store.h"
+
+namespace kpipe {
+
+namespace {
+
+const std::vector<std::string> kMigrations = {
+    // v1
+    "CREATE TABLE checkpoints ("
+    "  id INTEGER PRIMARY KEY,"
+    "  emitted_at INTEGER NOT NULL,"
+    "  completed_at INTEGER,"
+    "  completed_by TEXT"
+    ");"
+    "CREATE TABLE checkpoint_offsets ("
+    "  checkpoint INTEGER NOT NULL REFERENCES checkpoints(id) ON DELETE CASCADE,"
+    "  topic TEXT NOT NULL,"
+    "  partition INTEGER NOT NULL,"
+    "  offset INTEGER NOT NULL,"
+    "  PRIMARY KEY (checkpoint, topic, partition)"
+    ");"
+    // The pipeline's positions: what kconsume resumes from.
+    "CREATE TABLE offsets ("
+    "  topic TEXT NOT NULL,"
+    "  partition INTEGER NOT NULL,"
+    "  offset INTEGER NOT NULL,"
+    "  checkpoint INTEGER NOT NULL,"
+    "  committed_at INTEGER NOT NULL,"
+    "  PRIMARY KEY (topic, partition)"
+    ");"
+    // Stage state, versioned by checkpoint: an entry lives from the
+    // checkpoint that added it until the one that removed (or replaced) it.
+    "CREATE TABLE stage_state ("
+    "  stage TEXT NOT NULL,"
+    "  key BLOB NOT NULL,"
+    "  value BLOB NOT NULL,"
+    "  added INTEGER NOT NULL,"
+    "  removed INTEGER,"
+    "  PRIMARY KEY (stage, key, added)"
+    ") WITHOUT ROWID;"
+    "CREATE INDEX stage_state_live ON stage_state (stage, key) WHERE removed IS NULL;"
+    "CREATE TABLE stage_snapshots ("
+    "  stage TEXT NOT NULL,"
+    "  checkpoint INTEGER NOT NULL,"
+    "  saved_at INTEGER NOT NULL,"
+    "  entries INTEGER NOT NULL,"
+    "  bytes INTEGER NOT NULL,"
+    "  PRIMARY KEY (stage, checkpoint)"
+    ");",
+    // v2: the primary key's (stage, key) prefix finds a key's live entry;
+    // a second index only made every snapshot write slower.
+    "DROP INDEX stage_state_live;",
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<StateStore>> StateStore::open(const std::string& path) {
+  auto db = Database::open(path);
+  if (!db) return db.take_error();
+  Database* raw = db->get();
+  std::unique_ptr<StateStore> store(new StateStore(std::move(*db), raw));
+  KPIPE_TRY(store->migrate());
+  return store;
+}
+
+Expected<std::unique_ptr<StateStore>> StateStore::attach(Database& db) {
+  std::unique_ptr<StateStore> store(new StateStore(nullptr, &db));
+  KPIPE_TRY(store->migrate());
+  return store;
+}
+
+Status StateStore::migrate() {
+  // Snapshots touch many pages at once: a larger page cache than SQLite's
+  // 2 MiB default keeps a checkpoint's writes from thrashing it.
+  KPIPE_TRY(db_->exec("PRAGMA cache_size=-65536"));
+  return db_->migrate("state", kMigrations);
+}
+
+Expected<int64_t> StateStore::next_checkpoint_id() {
+  auto stmt = db_->prepare("SELECT COALESCE(MAX(id), 0) FROM checkpoints");
+  if (!stmt) return stmt.take_error();
+  auto row = stmt->step();
+  if (!row) return row.take_error();
+  return stmt->column_int(0) + 1;
+}
+
+Status StateStore::record_emitted(int64_t id, Millis at) {
+  auto stmt = db_->prepare("INSERT OR IGNORE INTO checkpoints (id, emitted_at) VALUES (?, ?)");
+  if (!stmt) return stmt.take_error();
+  stmt->bind(1, id).bind(2, at);
+  return stmt->run();
+}
+
+Expected<std::optional<int64_t>> StateStore::latest_complete() {
+  auto stmt = db_->prepare("SELECT MAX(id) FROM checkpoints WHERE completed_at IS NOT NULL");
+  if (!stmt) return stmt.take_error();
+  auto row = stmt->step();
+  if (!row) return row.take_error();
+  return stmt->column_optional_int(0);
+}
+
+Status StateStore::complete(const Checkpoint& c, std::string_view by, Millis now) {
+  auto tx = Transaction::begin(*db_);
+  if (!tx) return tx.take_error();
+  KPIPE_TRY(complete_in_transaction(c, by, now));
+  return tx->commit();
+}
+
+Status StateStore::complete_in_transaction(const Checkpoint& c, std::string_view by, Millis now) {
+  auto latest = latest_complete();
+  if (!latest) return latest.take_error();
+  if (*latest && **latest >= c.id) {
+    // A replayed checkpoint line (the terminal stage restarted and saw it
+    // again): already complete, nothing to do.
+    if (**latest == c.id) return {};
+    return failure("checkpoint {} arrived after checkpoint {} was complete: ids must grow", c.id, **latest);
+  }
+  auto put = db_->prepare(
+      "INSERT INTO checkpoints (id, emitted_at, completed_at, completed_by) VALUES (?, ?, ?, ?) "
+      "ON CONFLICT(id) DO UPDATE SET completed_at = excluded.completed_at, completed_by = excluded.completed_by");
+  if (!put) return put.take_error();
+  put->bind(1, c.id).bind(2, c.at).bind(3, now).bind_text(4, by);
+  KPIPE_TRY(put->run());
+  auto off = db_->prepare("INSERT OR REPLACE INTO checkpoint_offsets (checkpoint, topic, partition, offset) VALUES (?, ?, ?, ?)");
+  if (!off) return off.take_error();
+  auto pos = db_->prepare(
+      "INSERT INTO offsets (topic, partition, offset, checkpoint, committed_at) VALUES (?, ?, ?, ?, ?) "
+      "ON CONFLICT(topic, partition) DO UPDATE SET offset = excluded.offset, checkpoint = excluded.checkpoint, "
+      "committed_at = excluded.committed_at");
+  if (!pos) return pos.take_error();
+  for (const auto& o : c.offsets) {
+    off->bind(1, c.id).bind_text(2, o.topic).bind(3, static_cast<int64_t>(o.partition)).bind(4, o.offset);
+    KPIPE_TRY(off->run());
+    pos->bind_text(1, o.topic).bind(2, static_cast<int64_t>(o.partition)).bind(3, o.offset).bind(4, c.id).bind(5, now);
+    KPIPE_TRY(pos->run());
+  }
+  // Older checkpoints' offsets are history only: keep a bounded tail.
+  auto prune = db_->prepare("DELETE FROM checkpoints WHERE id < ? - 1000");
+  if (!prune) return prune.take_error();
+  prune->bind(1, c.id);
+  return prune->run();
+}
+
+Expected<std::vector<StoredOffset>> StateStore::offsets() {
+  auto stmt = db_->prepare(
+      "SELECT topic, partition, offset, checkpoint, committed_at FROM offsets ORDER BY topic, partition");
+  if (!stmt) return stmt.take_error();
+  std::vector<StoredOffset> out;
+  for (;;) {
+    auto row = stmt->step();
+    if (!row) return row.take_error();
+    if (!*row) break;
+    out.push_back({std::string(stmt->column_text(0)), static_cast<int32_t>(stmt->column_int(1)),
+                   stmt->column_int(2), stmt->column_int(3), stmt->column_int(4)});
+  }
+  return out;
+}
+
+Status StateStore::set_offsets(const std::vector<PartitionOffset>& offsets, Millis now) {
+  auto tx = Transaction::begin(*db_);
+  if (!tx) return tx.take_error();
+  auto pos = db_->prepare(
+      "INSERT INTO offsets (topic, partition, offset, checkpoint, committed_at) VALUES (?, ?, ?, 0, ?) "
+      "ON CONFLICT(topic, partition) DO UPDATE SET offset = excluded.offset, checkpoint = 0, "
+      "committed_at = excluded.committed_at");
+  if (!pos) return pos.take_error();
+  for (const auto& o : offsets) {
+    pos->bind_text(1, o.topic).bind(2, static_cast<int64_t>(o.partition)).bind(3, o.offset).bind(4, now);
+    KPIPE_TRY(pos->run());
+  }
+  return tx->commit();
+}
+
+Expected<std::vector<CheckpointRecord>> StateStore::checkpoints() {
+  auto stmt = db_->prepare(
+      "SELECT c.id, c.emitted_at, c.completed_at, COALESCE(c.completed_by, ''), "
+      "(SELECT COUNT(*) FROM checkpoint_offsets o WHERE o.checkpoint = c.id) FROM checkpoints c ORDER BY c.id");
+  if (!stmt) return stmt.take_error();
+  std::vector<CheckpointRecord> out;
+  for (;;) {
+    auto row = stmt->step();
+    if (!row) return row.take_error();
+    if (!*row) break;
+    out.push_back({stmt->column_int(0), stmt->column_int(1), stmt->column_optional_int(2),
+                   std::string(stmt->column_text(3)), stmt->column_int(4)});
+  }
+  return out;
+}
+
+Expected<std::vector<SnapshotRecord>> StateStore::snapshots() {
+  auto stmt = db_->prepare(
+      "SELECT stage, checkpoint, saved_at, entries, bytes FROM stage_snapshots ORDER BY checkpoint, stage");
+  if (!stmt) return stmt.take_error();
+  std::vector<SnapshotRecord> out;
+  for (;;) {
+    auto row = stmt->step();
+    if (!row) return row.take_error();
+    if (!*row) break;
+    out.push_back({std::string(stmt->column_text(0)), stmt->column_int(1), stmt->column_int(2),
+                   stmt->column_int(3), stmt->column_int(4)});
+  }
+  return out;
+}
+
+Status StateStore::save_snapshot(std::string_view stage, int64_t checkpoint, const StateChanges& changes, Millis now) {
+  auto tx = Transaction::begin(*db_);
+  if (!tx) return tx.take_error();
+  // A snapshot for this checkpoint may exist from a run that crashed before
+  // the checkpoint completed and was then replayed: replace it.
+  auto undo_added = db_->prepare("DELETE FROM stage_state WHERE stage = ? AND added >= ?");
+  if (!undo_added) return undo_added.take_error();
+  undo_added->bind_text(1, stage).bind(2, checkpoint);
+  KPIPE_TRY(undo_added->run());
+  auto undo_removed = db_->prepare("UPDATE stage_state SET removed = NULL WHERE stage = ? AND removed >= ?");
+  if (!undo_removed) return undo_removed.take_error();
+  undo_removed->bind_text(1, stage).bind(2, checkpoint);
+  KPIPE_TRY(undo_removed->run());
+
+  auto retire = db_->prepare("UPDATE stage_state SET removed = ? WHERE stage = ? AND key = ? AND removed IS NULL");
+  if (!retire) return retire.take_error();
+  auto insert = db_->prepare("INSERT INTO stage_state (stage, key, value, added) VALUES (?, ?, ?, ?)");
+  if (!insert) return insert.take_error();
+  int64_t bytes = 0;
+  for (const auto& key : changes.removed) {
+    retire->bind(1, checkpoint).bind_text(2, stage).bind_blob(3, key);
+    KPIPE_TRY(retire->run());
+  }
+  for (const auto& [key, value] : changes.put) {
+    retire->bind(1, checkpoint).bind_text(2, stage).bind_blob(3, key);
+    KPIPE_TRY(retire->run());
+    insert->bind_text(1, stage).bind_blob(2, key).bind_blob(3, value).bind(4, checkpoint);
+    KPIPE_TRY(insert->run());
+    bytes += static_cast<int64_t>(key.size() + value.size());
+  }
+  auto record = db_->prepare(
+      "INSERT OR REPLACE INTO stage_snapshots (stage, checkpoint, saved_at, entries, bytes) VALUES (?, ?, ?, ?, ?)");
+  if (!record) return record.take_error();
+  record->bind_text(1, stage).bind(2, checkpoint).bind(3, now);
+  record->bind(4, static_cast<int64_t>(changes.put.size() + changes.removed.size())).bind(5, bytes);
+  KPIPE_TRY(record->run());
+  return tx->commit();
+}
+
+Expected<std::optional<int64_t>> StateStore::restore(std::string_view stage, Snapshottable& engine) {
+  auto tx = Transaction::begin(*db_);
+  if (!tx) return tx.take_error();
+  auto latest = latest_complete();
+  if (!latest) return latest.take_error();
+  int64_t c = latest->value_or(0);
+  // Snapshots saved for checkpoints that never completed are dropped: the
+  // records behind them will be replayed.
+  auto drop_added = db_->prepare("DELETE FROM stage_state WHERE stage = ? AND added > ?");
+  if (!drop_added) return drop_added.take_error();
+  drop_added->bind_text(1, stage).bind(2, c);
+  KPIPE_TRY(drop_added->run());
+  auto drop_removed = db_->prepare("UPDATE stage_state SET removed = NULL WHERE stage = ? AND removed > ?");
+  if (!drop_removed) return drop_removed.take_error();
+  drop_removed->bind_text(1, stage).bind(2, c);
+  KPIPE_TRY(drop_removed->run());
+  // History before the restored checkpoint will never be restored again.
+  auto prune = db_->prepare("DELETE FROM stage_state WHERE stage = ? AND removed IS NOT NULL AND removed <= ?");
+  if (!prune) return prune.take_error();
+  prune->bind_text(1, stage).bind(2, c);
+  KPIPE_TRY(prune->run());
+  auto drop_snapshots = db_->prepare("DELETE FROM stage_snapshots WHERE stage = ? AND checkpoint > ?");
+  if (!drop_snapshots) return drop_snapshots.take_error();
+  drop_snapshots->bind_text(1, stage).bind(2, c);
+  KPIPE_TRY(drop_snapshots->run());
+
+  auto live = db_->prepare("SELECT key, value FROM stage_state WHERE stage = ? AND removed IS NULL");
+  if (!live) return live.take_error();
+  live->bind_text(1, stage);
+  bool any = false;
+  for (;;) {
+    auto row = live->step();
+    if (!row) return row.take_error();
+    if (!*row) break;
+    any = true;
+    KPIPE_TRY(engine.restore_entry(live->column_text(0), live->column_text(1)));
+  }
+  live->reset();
+  KPIPE_TRY(engine.finish_restore());
+  KPIPE_TRY(tx->commit());
+  if (!*latest && !any) return std::optional<int64_t>{};
+  return *latest;
+}
+
+Expected<std::vector<std::string>> StateStore::verify() {
+  auto problems = db_->integrity_check();
+  if (!problems) return problems.take_error();
+  std::vector<std::string> out = *problems;
+  auto check = [&](const char* sql, const char* what) -> Status {
+    auto stmt = db_->prepare(sql);
+    if (!stmt) return stmt.take_error();
+    auto row = stmt->step();
+    if (!row) return row.take_error();
+    if (*row && stmt->column_int(0) > 0) out.push_back(fmt::format("{}: {}", what, stmt->column_int(0)));
+    return {};
+  };
+  KPIPE_TRY(check("SELECT COUNT(*) FROM offsets WHERE offset < 0", "negative offsets"));
+  KPIPE_TRY(check("SELECT COUNT(*) FROM offsets o WHERE o.checkpoint > 0 AND o.checkpoint > "
+                  "(SELECT COALESCE(MAX(id), 0) FROM checkpoints WHERE completed_at IS NOT NULL)",
+                  "offsets stored by a checkpoint that is not complete"));
+  KPIPE_TRY(check("SELECT COUNT(*) FROM (SELECT stage, key FROM stage_state WHERE removed IS NULL "
+                  "GROUP BY stage, key HAVING COUNT(*) > 1)",
+                  "state keys with more than one live value"));
+  KPIPE_TRY(check("SELECT COUNT(*) FROM stage_state WHERE removed IS NOT NULL AND removed < added",
+                  "state entries removed before they were added"));
+  KPIPE_TRY(check("SELECT COUNT(*) FROM checkpoint_offsets o JOIN checkpoints c ON c.id = o.checkpoint "
+                  "WHERE c.completed_at IS NULL",
+                  "offsets of checkpoints that never completed"));
+  return out;
+}
+
+}  // namespace kpipe

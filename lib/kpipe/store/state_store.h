@@ -1,0 +1,101 @@
+// The pipeline's state database (--state FILE, CONTRACT §6): one SQLite file
+// shared by the stages of one pipeline. It holds the checkpoints (emitted
+// by kconsume, completed by the terminal stage with their offsets) and each
+// stage's state snapshots, versioned by checkpoint so that a restart
+// restores exactly the state of the newest complete checkpoint.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kpipe/control.h"
+#include "kpipe/partition.h"
+#include "kpipe/snapshot.h"
+#include "kpipe/store/sqlite.h"
+#include "kpipe/status.h"
+#include "kpipe/time.h"
+
+namespace kpipe {
+
+struct StoredOffset {
+  std::string topic;
+  int32_t partition = 0;
+  int64_t offset = 0;      // the next offset to read
+  int64_t checkpoint = 0;  // the checkpoint that stored it (0: set by hand)
+  Millis committed_at = 0;
+};
+
+struct CheckpointRecord {
+  int64_t id = 0;
+  Millis emitted_at = 0;
+  std::optional<Millis> completed_at;
+  std::string completed_by;
+  int64_t partitions = 0;
+};
+
+struct SnapshotRecord {
+  std::string stage;
+  int64_t checkpoint = 0;
+  Millis saved_at = 0;
+  int64_t entries = 0;  // entries written for this checkpoint (the increment)
+  int64_t bytes = 0;
+};
+
+class StateStore {
+ public:
+  // Opens (creating, mode 0600, WAL) and migrates the state tables.
+  static Expected<std::unique_ptr<StateStore>> open(const std::string& path);
+  // The same tables on a database the caller already holds (kupsert writes
+  // its rows and completes checkpoints in one transaction of its own).
+  static Expected<std::unique_ptr<StateStore>> attach(Database& db);
+
+  Database& db() { return *db_; }
+
+  // --- checkpoints --------------------------------------------------------
+  // The id for the next checkpoint: one more than any emitted so far, so
+  // that ids grow across restarts.
+  Expected<int64_t> next_checkpoint_id();
+  // kconsume records each checkpoint it emits (not yet complete).
+  Status record_emitted(int64_t id, Millis at);
+  // The newest complete checkpoint, if any.
+  Expected<std::optional<int64_t>> latest_complete();
+  // Marks `c` complete and stores its offsets as the pipeline's positions,
+  // in one transaction. Completing an older id than the newest complete
+  // one is refused as a protocol error.
+  Status complete(const Checkpoint& c, std::string_view by, Millis now);
+  // The same, inside a transaction the caller holds on db().
+  Status complete_in_transaction(const Checkpoint& c, std::string_view by, Millis now);
+
+  // The pipeline's positions: for each partition, the offset of the newest
+  // complete checkpoint that held it, or one set by kcheckpoint.
+  Expected<std::vector<StoredOffset>> offsets();
+  // Sets positions by hand (kcheckpoint reset/import), in one transaction.
+  Status set_offsets(const std::vector<PartitionOffset>& offsets, Millis now);
+
+  Expected<std::vector<CheckpointRecord>> checkpoints();
+  Expected<std::vector<SnapshotRecord>> snapshots();
+
+  // --- stage snapshots ----------------------------------------------------
+  // Saves a stage's changes as its snapshot for `checkpoint`.
+  Status save_snapshot(std::string_view stage, int64_t checkpoint, const StateChanges& changes, Millis now);
+  // Restores the stage's state as of the newest complete checkpoint: calls
+  // `entry` for each live entry, drops snapshots saved after it and prunes
+  // history before it. Returns the checkpoint restored (nullopt: none).
+  Expected<std::optional<int64_t>> restore(std::string_view stage, Snapshottable& engine);
+
+  // Integrity of the file and of the protocol's invariants; each problem
+  // is one line.
+  Expected<std::vector<std::string>> verify();
+
+ private:
+  StateStore(std::unique_ptr<Database> owned, Database* db) : owned_(std::move(owned)), db_(db) {}
+  Status migrate();
+  std::unique_ptr<Database> owned_;
+  Database* db_;
+};
+
+}  // namespace kpipe

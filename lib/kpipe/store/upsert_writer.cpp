@@ -1,0 +1,733 @@
+#include "kpipe/store/upsert_writer.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kpipe/choices.h"
+#include "kpipe/control.h"
+
+namespace kpipe {
+
+namespace {
+
+// Statements kept prepared at once: rows usually share a handful of field
+// sets, but optional fields can make many, and each statement holds memory.
+constexpr size_t kMaxPrepared = 256;
+// In checkpoint mode rows are held until the checkpoint line: past this
+// many, the pipeline probably drops control lines (or checkpoints are far
+// apart), and memory grows with every row.
+constexpr size_t kHoldWarning = 1000000;
+
+// What a field is, besides a column's id.
+constexpr int kNotChosen = -1;  // not among --columns: left out
+constexpr int kNew = -2;        // no column yet
+constexpr int kRepeat = -3;     // a key repeated in its line: the first wins, as everywhere in kpipe
+
+char fold(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
+// SQLite compares names ignoring ASCII case (and only ASCII case).
+void fold_into(std::string_view name, std::string& out) {
+  out.assign(name);
+  for (char& c : out) c = fold(c);
+}
+
+bool same_name(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (fold(a[i]) != fold(b[i])) return false;
+  return true;
+}
+
+std::string quoted_list(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) {
+    if (!out.empty()) out.append(", ");
+    out.append(quote_identifier(n));
+  }
+  return out;
+}
+
+// The tables of the state database (state_store.cpp): with --state naming
+// --db, kupsert must not write into them.
+const std::vector<std::string> kStateTables = {"checkpoints", "checkpoint_offsets", "offsets",
+                                                "stage_state", "stage_snapshots",    "kpipe_schema"};
+
+}  // namespace
+
+// --- names -------------------------------------------------------------------
+
+std::string identifier_problem(std::string_view name) {
+  if (name.empty()) return "the name is empty";
+  if (name.size() > kMaxIdentifierBytes)
+    return fmt::format("the name is longer than {} bytes ({})", kMaxIdentifierBytes, name.size());
+  if (!is_valid_utf8(name)) return "the name is not valid UTF-8";
+  for (size_t i = 0; i < name.size(); ++i) {
+    auto c = static_cast<unsigned char>(name[i]);
+    if (c < 0x20 || c == 0x7f) return fmt::format("the name holds a control character (U+{:04X})", c);
+    // C1 controls, U+0080 to U+009F, are C2 80 to C2 9F in UTF-8.
+    if (c == 0xc2 && i + 1 < name.size()) {
+      auto d = static_cast<unsigned char>(name[i + 1]);
+      if (d >= 0x80 && d <= 0x9f) return fmt::format("the name holds a control character (U+{:04X})", d);
+    }
+  }
+  return {};
+}
+
+std::string display_name(std::string_view name) {
+  constexpr size_t kShown = 64;
+  bool cut = name.size() > kShown;
+  if (cut) {
+    size_t n = kShown;
+    // Cut at a character boundary.
+    while (n > 0 && (static_cast<unsigned char>(name[n]) & 0xc0) == 0x80) --n;
+    name = name.substr(0, n);
+  }
+  std::string out;
+  for (char ch : name) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c == 0x7f) {
+      out.append(fmt::format("\\u{:04x}", c));
+      continue;
+    }
+    out.push_back(ch);
+  }
+  if (cut) out.append("...");
+  return out;
+}
+
+Status validate_table_spec(const TableSpec& spec) {
+  auto check = [](std::string_view option, std::string_view name) -> Status {
+    std::string problem = identifier_problem(name);
+    if (!problem.empty()) return usage_error("{} '{}': {}", option, display_name(name), problem);
+    return {};
+  };
+  KPIPE_TRY(check("--table", spec.table));
+  if (spec.table.size() >= 7 && same_name(std::string_view(spec.table).substr(0, 7), "sqlite_"))
+    return usage_error("--table '{}': names beginning with 'sqlite_' are reserved for SQLite", spec.table);
+  if (spec.key.empty()) return usage_error("--key needs at least one column");
+  auto unique = [&](std::string_view option, const std::vector<std::string>& names) -> Status {
+    for (size_t i = 0; i < names.size(); ++i) {
+      KPIPE_TRY(check(option, names[i]));
+      for (size_t j = 0; j < i; ++j)
+        if (same_name(names[i], names[j]))
+          return usage_error("{} names the column '{}' twice (SQLite ignores ASCII case in names)", option,
+                             display_name(names[i]));
+    }
+    return {};
+  };
+  KPIPE_TRY(unique("--key", spec.key));
+  KPIPE_TRY(unique("--columns", spec.columns));
+  return {};
+}
+
+// --- the writer ----------------------------------------------------------------
+
+UpsertWriter::UpsertWriter(Database& db, TableSpec spec) : db_(db), spec_(std::move(spec)) {}
+UpsertWriter::~UpsertWriter() = default;
+
+Expected<std::unique_ptr<UpsertWriter>> UpsertWriter::open(Database& db, TableSpec spec) {
+  KPIPE_TRY(validate_table_spec(spec));
+  std::unique_ptr<UpsertWriter> w(new UpsertWriter(db, std::move(spec)));
+  w->max_columns_ = db.max_columns();
+  // The key comes first in a table made here; --columns then orders the rest.
+  for (const auto& k : w->spec_.key) w->key_ids_.push_back(w->add_column(k, true));
+  for (const auto& c : w->spec_.columns)
+    if (w->find_column(c) < 0) w->add_column(c, false);
+  auto version = w->db_.prepare("PRAGMA schema_version");
+  if (!version) return version.take_error();
+  w->schema_version_query_.emplace(std::move(*version));
+  KPIPE_TRY(w->load_table());
+  return w;
+}
+
+int UpsertWriter::find_column(std::string_view name) const {
+  std::string folded;
+  fold_into(name, folded);
+  auto it = by_name_.find(folded);
+  return it == by_name_.end() ? -1 : it->second;
+}
+
+int UpsertWriter::add_column(std::string name, bool planned) {
+  int id = static_cast<int>(columns_.size());
+  std::string folded;
+  fold_into(name, folded);
+  by_name_.emplace(std::move(folded), id);
+  columns_.push_back({std::move(name), planned, false});
+  if (planned) ++planned_count_;
+  seen_.push_back(0);
+  seen_member_.push_back(0);
+  return id;
+}
+
+// Reads what the database holds under the table's name: nothing (the
+// table is made at the first write), a view (refused), or a table whose
+// columns are mapped and whose key must be a primary key or unique index.
+Status UpsertWriter::load_table() {
+  auto kind = db_.prepare(
+      "SELECT type FROM sqlite_schema WHERE name = ? COLLATE NOCASE AND type IN ('table', 'view')");
+  if (!kind) return kind.take_error();
+  kind->bind_text(1, spec_.table);
+  auto row = kind->step();
+  if (!row) return row.take_error();
+  for (auto& c : columns_) c.in_table = false;
+  unmapped_columns_ = 0;
+  table_exists_ = *row;
+  if (table_exists_ && kind->column_text(0) == "view")
+    return usage_error("'{}' in '{}' is a view, not a table", display_name(spec_.table), db_.path());
+  kind->reset();
+  if (table_exists_) {
+    auto info = db_.prepare("SELECT name FROM pragma_table_info(?) ORDER BY cid");
+    if (!info) return info.take_error();
+    info->bind_text(1, spec_.table);
+    for (;;) {
+      auto more = info->step();
+      if (!more) return more.take_error();
+      if (!*more) break;
+      std::string name(info->column_text(0));
+      int id = find_column(name);
+      if (id < 0 && !spec_.columns.empty()) {
+        ++unmapped_columns_;  // the table's, but not chosen: left alone
+        continue;
+      }
+      if (id < 0) id = add_column(name, true);
+      Column& c = columns_[static_cast<size_t>(id)];
+      if (!c.planned) ++planned_count_;
+      c.planned = c.in_table = true;
+    }
+    for (int k : key_ids_) {
+      if (!columns_[static_cast<size_t>(k)].in_table)
+        return usage_error("table '{}' in '{}' has no column '{}' (--key)", display_name(spec_.table),
+                           db_.path(),
+                           display_name(columns_[static_cast<size_t>(k)].name));
+    }
+    // ON CONFLICT needs the key to be the primary key or a unique index:
+    // SQLite checks that when it prepares the statement.
+    std::vector<std::string> keys;
+    for (int k : key_ids_) keys.push_back(columns_[static_cast<size_t>(k)].name);
+    std::string params;
+    for (size_t i = 0; i < keys.size(); ++i) params.append(i == 0 ? "?" : ", ?");
+    auto probe = db_.prepare(fmt::format("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO NOTHING",
+                                         quote_identifier(spec_.table), quoted_list(keys), params,
+                                         quoted_list(keys)));
+    if (!probe)
+      return usage_error("table '{}' in '{}' has no primary key or unique index on ({}): --key must name one",
+                         display_name(spec_.table), db_.path(), fmt::join(keys, ", "));
+  }
+  ddl_needed_ = !table_exists_;
+  for (const auto& c : columns_)
+    if (c.planned && !c.in_table) ddl_needed_ = true;
+  frozen_ = frozen_ || (spec_.strict && (table_exists_ || !spec_.columns.empty()));
+  auto version = schema_version_query_->step();
+  if (!version) return version.take_error();
+  schema_version_ = schema_version_query_->column_int(0);
+  schema_version_query_->reset();
+  return {};
+}
+
+Status UpsertWriter::refresh_if_changed() {
+  auto version = schema_version_query_->step();
+  if (!version) return version.take_error();
+  int64_t now = schema_version_query_->column_int(0);
+  schema_version_query_->reset();
+  if (now == schema_version_) return {};
+  return load_table();
+}
+
+Expected<Transaction> UpsertWriter::begin() {
+  auto tx = Transaction::begin(db_);
+  if (!tx) return tx.take_error();
+  recheck_schema_ = true;
+  return tx;
+}
+
+Status UpsertWriter::ensure_schema() {
+  if (recheck_schema_) {
+    KPIPE_TRY(refresh_if_changed());
+    recheck_schema_ = false;
+  }
+  if (!ddl_needed_) return {};
+  std::string table = quote_identifier(spec_.table);
+  if (!table_exists_) {
+    std::string sql = fmt::format("CREATE TABLE {} (", table);
+    for (size_t id = 0; id < columns_.size(); ++id) {
+      if (!columns_[id].planned) continue;
+      sql.append(quote_identifier(columns_[id].name));
+      if (is_key(static_cast<int>(id))) sql.append(" NOT NULL");
+      sql.append(", ");
+    }
+    std::vector<std::string> keys;
+    for (int k : key_ids_) keys.push_back(columns_[static_cast<size_t>(k)].name);
+    sql.append(fmt::format("PRIMARY KEY ({})) WITHOUT ROWID", quoted_list(keys)));
+    KPIPE_TRY(db_.exec(sql));
+    table_exists_ = true;
+  } else {
+    for (const auto& c : columns_) {
+      if (!c.planned || c.in_table) continue;
+      KPIPE_TRY(db_.exec(fmt::format("ALTER TABLE {} ADD COLUMN {}", table, quote_identifier(c.name))));
+    }
+  }
+  for (auto& c : columns_)
+    if (c.planned) c.in_table = true;
+  ddl_needed_ = false;
+  auto version = schema_version_query_->step();
+  if (!version) return version.take_error();
+  schema_version_ = schema_version_query_->column_int(0);
+  schema_version_query_->reset();
+  return {};
+}
+
+bool UpsertWriter::is_key(int id) const {
+  return std::find(key_ids_.begin(), key_ids_.end(), id) != key_ids_.end();
+}
+
+std::string UpsertWriter::insert_sql(const ColumnSet& set) const {
+  std::vector<std::string> names, keys;
+  for (int id : set.ids) names.push_back(columns_[static_cast<size_t>(id)].name);
+  for (int k : key_ids_) keys.push_back(columns_[static_cast<size_t>(k)].name);
+  std::string params;
+  for (size_t i = 0; i < names.size(); ++i) params.append(i == 0 ? "?" : ", ?");
+  std::string sql = fmt::format("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) ",
+                                quote_identifier(spec_.table), quoted_list(names), params, quoted_list(keys));
+  std::string updates;
+  if (spec_.mode == UpsertMode::kUpsert) {
+    for (int id : set.ids) {
+      if (is_key(id)) continue;
+      std::string q = quote_identifier(columns_[static_cast<size_t>(id)].name);
+      if (!updates.empty()) updates.append(", ");
+      updates.append(fmt::format("{} = excluded.{}", q, q));
+    }
+  }
+  // A row of key fields only has nothing to update.
+  sql.append(updates.empty() ? "DO NOTHING" : "DO UPDATE SET " + updates);
+  return sql;
+}
+
+Expected<Statement*> UpsertWriter::statement_for(ColumnSet& set) {
+  if (set.insert) return &*set.insert;
+  if (prepared_ >= kMaxPrepared) {
+    for (auto& s : column_sets_) s.insert.reset();
+    prepared_ = 0;
+  }
+  auto stmt = db_.prepare(insert_sql(set));
+  if (!stmt) return stmt.take_error();
+  set.insert.emplace(std::move(*stmt));
+  ++prepared_;
+  return &*set.insert;
+}
+
+uint32_t UpsertWriter::column_set_for(const std::vector<int>& ids) {
+  if (!column_sets_.empty() && column_sets_[last_set_].ids == ids) return last_set_;
+  key_scratch_.assign(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(int));
+  auto it = column_set_index_.find(key_scratch_);
+  if (it != column_set_index_.end()) return last_set_ = it->second;
+  auto index = static_cast<uint32_t>(column_sets_.size());
+  column_sets_.push_back({ids, std::nullopt});
+  column_set_index_.emplace(key_scratch_, index);
+  return last_set_ = index;
+}
+
+uint32_t UpsertWriter::intern_input(std::string_view input) {
+  std::string_view name = input.empty() ? std::string_view("<stdin>") : input;
+  if (inputs_.empty() || inputs_.back() != name) inputs_.emplace_back(name);
+  return static_cast<uint32_t>(inputs_.size() - 1);
+}
+
+void UpsertWriter::append_value(const JsonField& f) {
+  Value& v = values_.emplace_back();
+  switch (f.type) {
+    case JsonType::kMissing:
+    case JsonType::kNull: v.kind = Kind::kNull; return;
+    case JsonType::kBool:
+      v.kind = Kind::kInteger;
+      v.integer = f.boolean ? 1 : 0;
+      return;
+    case JsonType::kNumber:
+      if (f.is_integer) {
+        v.kind = Kind::kInteger;
+        v.integer = f.integer;
+      } else {
+        v.kind = Kind::kReal;
+        v.real = f.number;
+      }
+      return;
+    case JsonType::kString:
+      v.kind = Kind::kText;
+      v.offset = text_.size();
+      text_.append(f.str);
+      v.size = static_cast<uint32_t>(f.str.size());
+      return;
+    case JsonType::kObject:
+    case JsonType::kArray:
+      v.kind = Kind::kText;
+      v.offset = text_.size();
+      append_minified(text_, f.raw);
+      v.size = static_cast<uint32_t>(text_.size() - v.offset);
+      return;
+  }
+}
+
+Status UpsertWriter::add(const Line& line) {
+  // A value's size is held in 32 bits (SQLite's own limit is 1e9 bytes).
+  if (line.text.size() > UINT32_MAX) return data_error("the line is longer than 4 GiB");
+  KPIPE_TRY(reader_.read_members(line.text, members_));
+  ++serial_;
+  const size_t n = members_.size();
+  member_ids_.resize(n);
+  size_t fresh = 0;  // fields that are no column yet
+  // First pass: which column each field is, without changing anything, so
+  // that a refused line leaves no trace.
+  for (size_t i = 0; i < n; ++i) {
+    std::string_view key = members_[i].key;
+    int id;
+    if (i < last_keys_.size() && last_ids_[i] != kNew && last_keys_[i] == key) {
+      id = last_ids_[i];
+    } else {
+      id = find_column(key);
+      if (id < 0) id = spec_.columns.empty() ? kNew : kNotChosen;
+    }
+    member_ids_[i] = id;
+    if (id == kNotChosen) continue;
+    if (id == kNew) {
+      if (frozen_)
+        return data_error("field '{}' is not a column of table '{}' (--strict)", display_name(key),
+                          display_name(spec_.table));
+      std::string problem = identifier_problem(key);
+      if (!problem.empty()) return data_error("field '{}' cannot be a column: {}", display_name(key), problem);
+      for (size_t j = 0; j < i; ++j) {
+        if (member_ids_[j] != kNew || !same_name(members_[j].key, key)) continue;
+        if (members_[j].key == key) {
+          member_ids_[i] = kRepeat;
+          break;
+        }
+        return data_error("fields '{}' and '{}' name the same column (SQLite ignores ASCII case in names)",
+                          display_name(members_[j].key), display_name(key));
+      }
+      if (member_ids_[i] == kNew) ++fresh;
+      continue;
+    }
+    auto& c = columns_[static_cast<size_t>(id)];
+    if (!c.planned && frozen_)
+      return data_error("field '{}' is not a column of table '{}' (--strict)", display_name(key),
+                        display_name(spec_.table));
+    if (seen_[static_cast<size_t>(id)] == serial_) {
+      std::string_view first = members_[seen_member_[static_cast<size_t>(id)]].key;
+      if (first != key)
+        return data_error("fields '{}' and '{}' name the same column (SQLite ignores ASCII case in names)",
+                          display_name(first), display_name(key));
+      member_ids_[i] = kRepeat;
+      continue;
+    }
+    seen_[static_cast<size_t>(id)] = serial_;
+    seen_member_[static_cast<size_t>(id)] = static_cast<uint32_t>(i);
+  }
+  for (int k : key_ids_) {
+    const auto& name = columns_[static_cast<size_t>(k)].name;
+    if (seen_[static_cast<size_t>(k)] != serial_)
+      return data_error("key field '{}' is missing", display_name(name));
+    JsonType t = members_[seen_member_[static_cast<size_t>(k)]].value.type;
+    if (t == JsonType::kNull) return data_error("key field '{}' is null", display_name(name));
+  }
+  size_t unplanned = 0;
+  for (size_t i = 0; i < n; ++i)
+    if (member_ids_[i] >= 0 && !columns_[static_cast<size_t>(member_ids_[i])].planned) ++unplanned;
+  size_t columns = unmapped_columns_ + planned_count_ + fresh + unplanned;
+  if (fresh + unplanned > 0 && columns > static_cast<size_t>(max_columns_))
+    return data_error(
+        "the row would give table '{}' more than {} columns, SQLite's limit (choose fields with --columns)",
+        display_name(spec_.table), max_columns_);
+
+  // The line is a row: make its new columns, then hold it.
+  for (size_t i = 0; i < n; ++i) {
+    int id = member_ids_[i];
+    if (id == kNew) {
+      id = add_column(std::string(members_[i].key), true);
+      member_ids_[i] = id;
+      seen_[static_cast<size_t>(id)] = serial_;
+      seen_member_[static_cast<size_t>(id)] = static_cast<uint32_t>(i);
+      ddl_needed_ = true;
+      continue;
+    }
+    if (id >= 0 && !columns_[static_cast<size_t>(id)].planned) {
+      columns_[static_cast<size_t>(id)].planned = true;
+      ++planned_count_;
+      ddl_needed_ = true;
+    }
+  }
+  if (spec_.strict) frozen_ = true;  // the first row settles a table made without --columns
+
+  Row row;
+  row.first_value = values_.size();
+  row_ids_.clear();
+  for (size_t i = 0; i < n; ++i) {
+    int id = member_ids_[i];
+    if (id < 0) continue;
+    row_ids_.push_back(id);
+    append_value(members_[i].value);
+  }
+  row.column_set = column_set_for(row_ids_);
+  row.raw_offset = raw_.size();
+  row.raw_size = line.text.size();
+  raw_.append(line.text);
+  row.line = line.number;
+  row.input = intern_input(line.input);
+  rows_.push_back(row);
+
+  if (last_keys_.size() < n) {
+    last_keys_.resize(n);
+    last_ids_.resize(n, kNew);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (last_keys_[i] != members_[i].key) last_keys_[i].assign(members_[i].key);
+    // A repeat is one only within its line: the name is looked up again.
+    last_ids_[i] = member_ids_[i] == kRepeat ? kNew : member_ids_[i];
+  }
+  return {};
+}
+
+void UpsertWriter::discard_pending() {
+  rows_.clear();
+  values_.clear();
+  text_.clear();
+  raw_.clear();
+  inputs_.clear();
+}
+
+Status UpsertWriter::write_pending(const RefusedRow& refused) {
+  if (rows_.empty()) return {};
+  Status result = [&]() -> Status {
+    KPIPE_TRY(ensure_schema());
+    // A refused line goes to the dead-letter store, which reads it as it
+    // reads any line: padded.
+    raw_.append(kJsonPadding, '\0');
+    for (const Row& row : rows_) {
+      auto stmt = statement_for(column_sets_[row.column_set]);
+      if (!stmt) return stmt.take_error();
+      Statement& s = **stmt;
+      const Value* v = &values_[row.first_value];
+      const size_t count = column_sets_[row.column_set].ids.size();
+      for (size_t i = 0; i < count; ++i) {
+        int p = static_cast<int>(i + 1);
+        switch (v[i].kind) {
+          case Kind::kNull: s.bind_null(p); break;
+          case Kind::kInteger: s.bind(p, v[i].integer); break;
+          case Kind::kReal: s.bind(p, v[i].real); break;
+          case Kind::kText:
+            s.bind_text_static(p, std::string_view(text_).substr(v[i].offset, v[i].size));
+            break;
+        }
+      }
+      Status done = s.run();
+      if (done.ok()) {
+        if (db_.changes() == 0) {
+          ++rows_unchanged_;
+        } else {
+          ++rows_written_;
+        }
+        continue;
+      }
+      if (s.refusal().empty()) return done;
+      Line line;
+      line.text = std::string_view(raw_).substr(row.raw_offset, row.raw_size);
+      line.number = row.line;
+      line.input = inputs_[row.input];
+      KPIPE_TRY(refused(inputs_[row.input], line, fmt::format("the table refused the row: {}", s.refusal())));
+    }
+    return {};
+  }();
+  discard_pending();
+  return result;
+}
+
+// --- the stage -----------------------------------------------------------------
+
+UpsertStage::UpsertStage(UpsertWriter& writer, StateStore* store, bool same_file, int64_t batch,
+                         std::string stage, BadInputHandler& bad, Io& io)
+    : writer_(writer),
+      store_(store),
+      same_file_(same_file),
+      batch_(static_cast<size_t>(std::max<int64_t>(batch, 1))),
+      stage_(std::move(stage)),
+      bad_(bad),
+      io_(io) {}
+
+Status UpsertStage::on_line(const Line& line, Output&) {
+  Status added = writer_.add(line);
+  if (!added.ok()) {
+    // Under --on-error fail kupsert stops here: the rows before this line
+    // are written first, as a line-by-line program would have (with
+    // checkpoints they wait for theirs, and a restart replays them).
+    if (!exactly_once() && bad_.mode() == OnError::kFail) KPIPE_TRY(commit_batch());
+    return added;
+  }
+  ++rows_;
+  if (exactly_once()) {
+    if (!warned_holding_ && writer_.pending() >= kHoldWarning) {
+      warned_holding_ = true;
+      io_.reporter.warning(fmt::format(
+          "holding {} rows for the next checkpoint line: they commit with it; if checkpoints do not come, a stage "
+          "in between drops control lines (for jq: jq -c 'if has(\"$kpipe\") then . else ... end')",
+          writer_.pending()));
+    }
+    return {};
+  }
+  Millis now = io_.clock.steady();
+  if (writer_.pending() == 1) first_held_at_ = now;
+  if (writer_.pending() >= batch_ || now - first_held_at_ >= kMaxBatchDelay) return commit_batch();
+  return {};
+}
+
+Status UpsertStage::commit_batch() {
+  if (writer_.pending() == 0) return {};
+  auto tx = writer_.begin();
+  if (!tx) return tx.take_error();
+  // A row the table refuses is bad input; under --on-error fail the batch
+  // is rolled back and kupsert stops, naming the row's line.
+  KPIPE_TRY(writer_.write_pending([this](const std::string& input, const Line& line, std::string_view reason) {
+    return bad_.handle(input, line, reason);
+  }));
+  return tx->commit();
+}
+
+Status UpsertStage::commit_checkpoint(const Checkpoint& c) {
+  auto tx = writer_.begin();
+  if (!tx) return tx.take_error();
+  KPIPE_TRY(writer_.write_pending([this](const std::string& input, const Line& line, std::string_view reason) {
+    return bad_.handle(input, line, reason);
+  }));
+  // Dead letters are durable before the checkpoint that passes them.
+  KPIPE_TRY(bad_.sync());
+  KPIPE_TRY(store_->complete_in_transaction(c, stage_, io_.clock.now()));
+  return tx->commit();
+}
+
+Status UpsertStage::on_control(const Line& line, Output& out) {
+  auto cp = parse_checkpoint(line.text);
+  if (!cp) return cp.take_error();
+  if (!*cp) {
+    // As the terminal stage, partition events (which guide the event-time
+    // stages before this one) end here, as in kcheckpoint commit; other
+    // kinds, and everything without --state, are forwarded.
+    if (store_ != nullptr) {
+      auto event = parse_partition_event(line.text);
+      if (!event) return event.take_error();
+      if (*event) return {};
+    }
+    out.write_line(line.text);
+    return {};
+  }
+  if (exactly_once()) {
+    KPIPE_TRY(commit_checkpoint(**cp));
+    ++completed_;
+    return {};
+  }
+  // Every row before the checkpoint is in the table before the checkpoint
+  // completes (at-least-once: a replay upserts the same rows again).
+  KPIPE_TRY(commit_batch());
+  KPIPE_TRY(bad_.sync());
+  if (store_ == nullptr) {
+    // Without --state the line goes on, so that a `kcheckpoint commit`
+    // after kupsert completes it once the rows are in.
+    out.write_line(line.text);
+    return {};
+  }
+  KPIPE_TRY(store_->complete(**cp, stage_, io_.clock.now()));
+  ++completed_;
+  return {};
+}
+
+Status UpsertStage::on_idle(Output&) {
+  // The input paused: what was read lands now (with checkpoints, rows wait
+  // for theirs).
+  if (exactly_once()) return {};
+  return commit_batch();
+}
+
+Status UpsertStage::on_end(Output&) {
+  bool stopped = io_.stop != nullptr && io_.stop->load(std::memory_order_relaxed);
+  if (exactly_once() && stopped && writer_.pending() > 0) {
+    // Stopped by a signal: the stages before may not have sent their last
+    // checkpoint; the rows since the last one are replayed from it.
+    io_.reporter.info(fmt::format(
+        "{} rows after the last checkpoint were not written: a restart replays them from that checkpoint",
+        writer_.pending()));
+    writer_.discard_pending();
+    return {};
+  }
+  // At the end of the input the rows after the last checkpoint are written
+  // too: kwindow --flush-at-end fires its last windows after kconsume's
+  // last checkpoint, and nothing follows them. No checkpoint covers them,
+  // so they are at least once: were the input cut short by a stage dying
+  // before kupsert, the restart writes them again, by key.
+  KPIPE_TRY(commit_batch());
+  if (store_ != nullptr && completed_ == 0 && rows_ > 0)
+    io_.reporter.warning(fmt::format(
+        "{} rows arrived but no checkpoint line: run kconsume with --state, and make sure every stage in between "
+        "lets control lines through (for jq: jq -c 'if has(\"$kpipe\") then . else ... end')",
+        rows_));
+  return {};
+}
+
+void UpsertStage::fill_counters(Counters& c) const {
+  c.out = writer_.rows_written();
+  c.dropped = writer_.rows_unchanged();
+  c.state_size = writer_.pending();
+}
+
+// --- the program ---------------------------------------------------------------
+
+namespace {
+
+// Whether two paths name one file (after the first has been opened, so it
+// exists): --state and --db may be spelled differently.
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa {}, sb {};
+  if (::stat(a.c_str(), &sa) != 0 || ::stat(b.c_str(), &sb) != 0) return false;
+  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+}  // namespace
+
+Status run_upsert(const UpsertOptions& o, Io& io) {
+  if (o.db.empty()) return usage_error("--db FILE is required");
+  auto mode = parse_choice("--mode", o.mode, {"upsert", "ignore"});
+  if (!mode) return mode.take_error();
+  if (o.batch < 1) return usage_error("--batch must be at least 1");
+  auto stats = parse_stats_interval(o.stats);
+  if (!stats) return stats.take_error();
+  TableSpec spec{o.table, o.key, o.columns, *mode == 0 ? UpsertMode::kUpsert : UpsertMode::kIgnore, o.strict};
+  KPIPE_TRY(validate_table_spec(spec));
+
+  auto db = Database::open(o.db);
+  if (!db) return db.take_error();
+  // A batch's pages stay in memory until it commits: with SQLite's default
+  // 2 MiB cache, a batch of random keys spills dirty pages into the WAL
+  // mid-transaction and writes many of them more than once.
+  KPIPE_TRY((*db)->exec("PRAGMA cache_size = -65536"));
+  bool same = !o.state.empty() && same_file(o.db, o.state);
+  if (same) {
+    for (const auto& t : kStateTables)
+      if (same_name(t, o.table))
+        return usage_error("--table '{}' is a table of the state database that --state names", o.table);
+  }
+  if (!o.errors.dlq.empty() && !o.errors.dlq.starts_with("kafka:") && same_file(o.db, o.errors.dlq))
+    return usage_error(
+        "--dlq must name another file than --db: kupsert holds its write lock while dead letters are written");
+  std::unique_ptr<StateStore> store;
+  if (!o.state.empty()) {
+    auto opened = same ? StateStore::attach(**db) : StateStore::open(o.state);
+    if (!opened) return opened.take_error();
+    store = std::move(*opened);
+  }
+  auto writer = UpsertWriter::open(**db, std::move(spec));
+  if (!writer) return writer.take_error();
+  std::string name = stage_name(io.program, o.name);
+  auto bad = make_bad_input_handler(o.errors, name, io);
+  if (!bad) return bad.take_error();
+  UpsertStage stage(**writer, store.get(), same, o.batch, name, **bad, io);
+  FilterSettings settings{o.input, *stats};
+  return run_filter(stage, settings, **bad, io);
+}
+
+}  // namespace kpipe

@@ -1,0 +1,137 @@
+#include "kpipe/store/lag_history.h"
+
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+using namespace kpipe;
+
+namespace {
+
+constexpr Millis kT0 = 1'795'946'400'000;
+
+const LagSubject kGroup{LagSubject::Kind::kGroup, "billing"};
+
+LagSample sample(Millis at, int64_t committed, int64_t end, std::optional<int64_t> members = std::nullopt) {
+  LagSample s;
+  s.subject = kGroup;
+  s.at = at;
+  s.members = members;
+  s.partitions.push_back({"events", 0, committed, end, std::nullopt, 1.5});
+  s.partitions.push_back({"events", 1, std::nullopt, end + 1, std::nullopt, std::nullopt});
+  return s;
+}
+
+std::unique_ptr<LagHistory> memory_history() {
+  auto h = LagHistory::open(":memory:");
+  REQUIRE(h);
+  return std::move(*h);
+}
+
+}  // namespace
+
+TEST_CASE("LagHistory keeps samples and gives back the newest, oldest first", "[lag_history]") {
+  auto h = memory_history();
+  for (int i = 0; i < 5; ++i) REQUIRE(h->append(sample(kT0 + i * kMinute, 10 * i, 100 + i, i), 0).ok());
+  auto recent = h->recent(kGroup, 3);
+  REQUIRE(recent);
+  REQUIRE(recent->size() == 3);
+  CHECK((*recent)[0].at == kT0 + 2 * kMinute);
+  CHECK((*recent)[2].at == kT0 + 4 * kMinute);
+  const LagSample& last = recent->back();
+  CHECK(last.subject == kGroup);
+  CHECK(*last.members == 4);
+  REQUIRE(last.partitions.size() == 2);
+  CHECK(last.partitions[0].topic == "events");
+  CHECK(*last.partitions[0].committed == 40);
+  CHECK(last.partitions[0].end == 104);
+  CHECK(*last.partitions[0].lag_seconds == 1.5);
+  CHECK_FALSE(last.partitions[0].committed_at);
+  // Nothing committed and no time lag come back as nothing.
+  CHECK_FALSE(last.partitions[1].committed);
+  CHECK_FALSE(last.partitions[1].lag_seconds);
+  CHECK(last.partitions[1].end == 105);
+}
+
+TEST_CASE("LagHistory keeps subjects apart", "[lag_history]") {
+  auto h = memory_history();
+  REQUIRE(h->append(sample(kT0, 1, 2), 0).ok());
+  LagSample state = sample(kT0 + 1, 5, 6);
+  state.subject = {LagSubject::Kind::kState, "billing"};
+  state.partitions[0].committed_at = kT0 - kSecond;
+  REQUIRE(h->append(state, 0).ok());
+  auto groups = h->recent(kGroup, 10);
+  REQUIRE(groups);
+  REQUIRE(groups->size() == 1);
+  CHECK(*groups->front().partitions[0].committed == 1);
+  CHECK_FALSE(groups->front().members);
+  auto states = h->recent(state.subject, 10);
+  REQUIRE(states);
+  REQUIRE(states->size() == 1);
+  CHECK(*states->front().partitions[0].committed_at == kT0 - kSecond);
+  auto other = h->recent({LagSubject::Kind::kGroup, "other"}, 10);
+  REQUIRE(other);
+  CHECK(other->empty());
+}
+
+TEST_CASE("LagHistory drops samples older than --keep", "[lag_history]") {
+  auto h = memory_history();
+  REQUIRE(h->append(sample(kT0, 1, 2), 0).ok());
+  REQUIRE(h->append(sample(kT0 + kHour, 2, 3), 0).ok());
+  REQUIRE(h->append(sample(kT0 + 2 * kHour, 3, 4), 90 * kMinute).ok());
+  auto all = h->recent(kGroup, 10);
+  REQUIRE(all);
+  REQUIRE(all->size() == 2);
+  CHECK(all->front().at == kT0 + kHour);
+  // Their partitions went with them: the end offset 2 is seen no more.
+  auto seen = h->end_offsets_around({"events", 0}, 2);
+  REQUIRE(seen);
+  REQUIRE(seen->size() == 2);
+  CHECK(seen->front().offset == 3);
+}
+
+TEST_CASE("LagHistory::end_offsets_around finds the neighbours of an offset", "[lag_history]") {
+  auto h = memory_history();
+  // The end stood at 100 for two samples, then 200, 300, 400.
+  REQUIRE(h->append(sample(kT0, 0, 100), 0).ok());
+  REQUIRE(h->append(sample(kT0 + kMinute, 0, 100), 0).ok());
+  REQUIRE(h->append(sample(kT0 + 2 * kMinute, 0, 200), 0).ok());
+  REQUIRE(h->append(sample(kT0 + 3 * kMinute, 0, 300), 0).ok());
+  REQUIRE(h->append(sample(kT0 + 4 * kMinute, 0, 400), 0).ok());
+  auto seen = h->end_offsets_around({"events", 0}, 150);
+  REQUIRE(seen);
+  REQUIRE(seen->size() == 3);
+  CHECK((*seen)[0].offset == 100);
+  CHECK((*seen)[0].first_seen == kT0);
+  CHECK((*seen)[0].last_seen == kT0 + kMinute);
+  CHECK((*seen)[1].offset == 200);
+  CHECK((*seen)[2].offset == 300);
+  CHECK(*estimate_produce_time(*seen, 150) == kT0 + kMinute + kMinute / 2);
+  // Below every end offset seen: the first two, for extrapolation.
+  auto below = h->end_offsets_around({"events", 0}, 50);
+  REQUIRE(below);
+  REQUIRE(below->size() == 2);
+  CHECK((*below)[0].offset == 100);
+  CHECK((*below)[1].offset == 200);
+  // Another partition's end offsets are not this one's.
+  auto other = h->end_offsets_around({"events", 7}, 150);
+  REQUIRE(other);
+  CHECK(other->empty());
+}
+
+TEST_CASE("LagHistory::open refuses a missing file when it must exist", "[lag_history]") {
+  char dir[] = "/tmp/kpipe-lag-history-XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  std::string path = std::string(dir) + "/missing.db";
+  auto h = LagHistory::open(path, true);
+  REQUIRE_FALSE(h);
+  CHECK(h.error().message == "history file '" + path + "' does not exist");
+  CHECK(access(path.c_str(), F_OK) != 0);
+  // Without must_exist it is created, and then opens either way.
+  REQUIRE(LagHistory::open(path));
+  REQUIRE(LagHistory::open(path, true));
+  unlink(path.c_str());
+  unlink((path + "-wal").c_str());
+  unlink((path + "-shm").c_str());
+  rmdir(dir);
+}
