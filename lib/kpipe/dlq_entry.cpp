@@ -5,6 +5,7 @@
 
 #include "kpipe/choices.h"
 #include "kpipe/json.h"
+#include "kpipe/line.h"
 
 namespace kpipe {
 

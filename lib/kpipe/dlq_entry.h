@@ -1,5 +1,6 @@
-// A dead letter as kdlq reads it back, from the SQLite store or from a
-// Kafka dead-letter topic: the entry, the filters kdlq takes, how entries
+// Dead letters: what a program sends to the dead-letter store (DeadLetter,
+// through a DeadLetterSink), and the entry as kdlq reads it back, from the
+// SQLite store or from a Kafka dead-letter topic: the entry, the filters kdlq takes, how entries
 // are shown (NDJSON or a table) and counted (stats), and how a dead letter
 // is laid out as a Kafka record. Pure: neither SQLite nor librdkafka here,
 // so that the formats are tested without a file or a broker.
@@ -12,7 +13,6 @@
 #include <string_view>
 #include <vector>
 
-#include "kpipe/stage/bad_input.h"
 #include "kpipe/envelope.h"
 #include "kpipe/partition.h"
 #include "kpipe/status.h"
@@ -20,6 +20,31 @@
 #include "kpipe/time.h"
 
 namespace kpipe {
+
+// A line that a program refuses, on its way to the dead-letter store
+// (kpipe(7), BAD INPUT).
+struct DeadLetter {
+  Millis at = 0;
+  std::string stage;   // "kdedup", or "kdedup/NAME" with --name
+  std::string reason;  // the exact message, line number included
+  std::string input;   // "<stdin>" or a path
+  uint64_t line = 0;
+  std::optional<SourcePosition> source;  // when the line was an envelope
+  std::string_view payload;              // the original line, byte for byte
+};
+
+// Where dead letters go: the SQLite store (store/dlq_store.h) or a Kafka
+// topic (kafka/dlq.h).
+class DeadLetterSink {
+ public:
+  virtual ~DeadLetterSink() = default;
+  virtual Status write(const DeadLetter& letter) = 0;
+  // Makes every write so far durable. Called before a checkpoint passes,
+  // when idle, and at exit: nothing is acknowledged upstream before its
+  // dead letters are safe.
+  virtual Status sync() = 0;
+  virtual std::string describe() const = 0;
+};
 
 // Headers of a Kafka dead-letter record. The first six are the context
 // headers of the contract (Kafka Connect's errors.deadletterqueue.context.

@@ -26,8 +26,6 @@
 
 namespace kpipe {
 
-class DlqStore;
-
 // An entry on its way, with the id its record carries (kReplayId).
 struct ReplayItem {
   DlqEntry entry;
@@ -96,10 +94,5 @@ struct ReplayReport {
 };
 
 Expected<ReplayReport> run_replay(ReplayLedger& ledger, ReplayTarget& target, const ReplaySettings& settings);
-
-// The SQLite store as a ledger: entries matching `filter` (pending ones,
-// up to the largest id when the replay starts), at most `limit` (0: all).
-Expected<std::unique_ptr<ReplayLedger>> make_store_ledger(DlqStore& store, const DlqFilter& filter, size_t limit,
-                                                          Clock& clock);
 
 }  // namespace kpipe

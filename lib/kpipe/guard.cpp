@@ -188,11 +188,4 @@ Error Guard::explain_missing(size_t index, std::string_view line) {
   return data_error("field '{}' is missing", r.path.text());
 }
 
-Status GuardStage::on_line(const Line& line, Output& out) {
-  KPIPE_TRY(guard_.check(line.text));
-  out.write_line(line.text);
-  ++passed_;
-  return {};
-}
-
 }  // namespace kpipe

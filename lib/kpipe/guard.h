@@ -8,7 +8,6 @@
 #include <string_view>
 #include <vector>
 
-#include "kpipe/stage/filter.h"
 #include "kpipe/json.h"
 #include "kpipe/status.h"
 
@@ -52,18 +51,6 @@ class Guard {
   std::vector<FieldSet> prefixes_;
   std::vector<JsonField> prefix_values_;
   bool needs_object_ = false;
-};
-
-// The LineStage around a Guard: good lines are written as read.
-class GuardStage final : public LineStage {
- public:
-  explicit GuardStage(std::vector<Requirement> requirements) : guard_(std::move(requirements)) {}
-  Status on_line(const Line& line, Output& out) override;
-  void fill_counters(Counters& c) const override { c.out = passed_; }
-
- private:
-  Guard guard_;
-  uint64_t passed_ = 0;
 };
 
 }  // namespace kpipe

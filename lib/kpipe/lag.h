@@ -21,6 +21,8 @@ namespace kpipe {
 // In order of severity: the group's status is its worst partition's, and
 // --fail-on S fires at S or worse.
 enum class LagStatus : uint8_t { kOk, kWarn, kStall, kStop, kRewind };
+inline constexpr LagStatus kLagStatuses[] = {LagStatus::kOk, LagStatus::kWarn, LagStatus::kStall, LagStatus::kStop,
+                                             LagStatus::kRewind};
 
 const char* lag_status_name(LagStatus s);  // "OK", "WARN", "STALL", "STOP", "REWIND"
 // For --fail-on: WARN, STALL, STOP or REWIND (any case).
@@ -36,6 +38,9 @@ struct LagSubject {
 };
 
 // One partition as one sample saw it.
+// "group 'billing'": how messages name a subject.
+std::string subject_text(const LagSubject& s);
+
 struct PartitionSample {
   std::string topic;
   int32_t partition = 0;
@@ -167,22 +172,6 @@ struct PartitionVerdict {
 // None when no point has a committed offset.
 std::optional<PartitionVerdict> judge_partition(const std::vector<PartitionPoint>& points,
                                                 std::optional<int64_t> members, const RuleSettings& rules);
-
-// --- output ----------------------------------------------------------------
-
-// A line per partition, a line per topic with its totals, and a line per
-// group with its totals and status.
-void write_ndjson(std::string& out, const GroupReport& report);
-// Aligned columns like kafka-consumer-groups --describe, a total line per
-// group (and per topic when there are several), and a TREND column of
-// sparklines when `trend` is set.
-std::string render_table(const std::vector<GroupReport>& reports, bool trend);
-// The text exposition format (node_exporter's textfile collector): every
-// metric's HELP and TYPE once, before its samples.
-void write_prometheus(std::string& out, const std::vector<GroupReport>& reports);
-
-// "▁▃▅█": one bar per value, scaled from 0 to the largest.
-std::string sparkline(const std::vector<int64_t>& values);
 
 struct AlertSettings {
   std::optional<int64_t> max_lag;        // a group's total lag above this

@@ -25,13 +25,4 @@ class Reporter {
   virtual bool wants_progress() const { return false; }
 };
 
-// Keeps everything, for tests.
-class RecordingReporter final : public Reporter {
- public:
-  void warning(std::string_view m) override { warnings.emplace_back(m); }
-  void info(std::string_view m) override { infos.emplace_back(m); }
-  void stats(std::string_view m) override { stats_lines.emplace_back(m); }
-  std::vector<std::string> warnings, infos, stats_lines;
-};
-
 }  // namespace kpipe

@@ -82,21 +82,4 @@ class SystemClock final : public Clock {
   Millis steady() override;
 };
 
-// A clock that moves only when told to (ninja's VirtualFileSystem::Tick()).
-class FakeClock final : public Clock {
- public:
-  explicit FakeClock(Millis start = 0) : now_(start), steady_(0) {}
-  Millis now() override { return now_; }
-  Millis steady() override { return steady_; }
-  void advance(Millis d) {
-    now_ += d;
-    steady_ += d;
-  }
-  void set(Millis t) { now_ = t; }
-
- private:
-  Millis now_;
-  Millis steady_;
-};
-
 }  // namespace kpipe

@@ -1,4 +1,5 @@
 #include "kpipe/dlq_entry.h"
+#include "kpipe/line.h"
 
 #include <catch2/catch.hpp>
 

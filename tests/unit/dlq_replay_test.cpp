@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kpipe/store/dlq_store.h"
+#include "fakes.h"
 
 namespace kpipe {
 namespace {

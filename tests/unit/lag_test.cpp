@@ -1,4 +1,6 @@
 #include "kpipe/lag.h"
+#include "kpipe/lag_format.h"
+#include "fakes.h"
 
 #include <catch2/catch.hpp>
 

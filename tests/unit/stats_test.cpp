@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "kpipe/json.h"
+#include "fakes.h"
 
 using namespace kpipe;
 

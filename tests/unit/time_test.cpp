@@ -1,4 +1,5 @@
 #include "kpipe/time.h"
+#include "fakes.h"
 
 #include <catch2/catch.hpp>
 

@@ -1,5 +1,5 @@
 #include "kpipe/cli/cli.h"
-#include "kpipe/store/upsert_writer.h"
+#include "kpipe/programs/kupsert.h"
 
 int main(int argc, char** argv) {
   kpipe::cli::Program program("kupsert", "NDJSON objects in, rows upserted into an SQLite table by key");

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "kpipe/json.h"
+#include "kpipe/line.h"
 
 namespace kpipe {
 
@@ -490,6 +491,61 @@ Expected<std::unique_ptr<ReplayTarget>> make_kafka_target(const std::string& top
   auto parts = (*producer)->partitions(topic);
   if (!parts) return failure("replay target 'kafka:{}': {}", topic, parts.error().message);
   return std::unique_ptr<ReplayTarget>(new KafkaTarget(topic, std::move(*producer), config, reporter, clock));
+}
+
+// --- The sink: dead letters written to a topic ------------------------------
+
+namespace {
+
+// Dead letters as Kafka records: the original line is the value; when it
+// was an envelope, its key, value, headers and timestamp are restored so
+// that the topic holds what the source topic held, plus context headers
+// named as Kafka Connect names its own (see encode_dead_letter).
+class KafkaDeadLetters final : public DeadLetterSink {
+ public:
+  KafkaDeadLetters(std::string topic, std::unique_ptr<Producer> producer)
+      : topic_(std::move(topic)), producer_(std::move(producer)) {}
+
+  Status write(const DeadLetter& d) override {
+    OwnedRecord r = encode_dead_letter(d, reader_);
+    headers_.clear();
+    for (const auto& h : r.headers)
+      headers_.push_back({h.name, h.value ? std::optional<std::string_view>(*h.value) : std::nullopt});
+    std::optional<std::string_view> key, value;
+    if (r.key) key = *r.key;
+    if (r.value) value = *r.value;
+    return producer_->produce(topic_, -1, key, value, headers_, r.timestamp);
+  }
+
+  Status sync() override {
+    KPIPE_TRY(producer_->flush(producer_->config().timeout));
+    if (producer_->failed() > 0)
+      return failure("{} dead letters not delivered to topic '{}': {}", producer_->failed(), topic_,
+                     producer_->first_failure());
+    return {};
+  }
+
+  std::string describe() const override { return "kafka:" + topic_; }
+
+ private:
+  std::string topic_;
+  std::unique_ptr<Producer> producer_;
+  EnvelopeReader reader_;
+  std::vector<Header> headers_;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<DeadLetterSink>> open_kafka_dead_letters(const std::string& topic,
+                                                                  const KafkaConfig& config,
+                                                                  Reporter& reporter) {
+  auto producer = Producer::create(config, reporter);
+  if (!producer) return producer.take_error();
+  // Without this, a missing topic would surface only at the first bad
+  // line, after message.timeout.ms: say so at start instead.
+  auto parts = (*producer)->partitions(topic);
+  if (!parts) return failure("dead-letter store 'kafka:{}': {}", topic, parts.error().message);
+  return std::unique_ptr<DeadLetterSink>(new KafkaDeadLetters(topic, std::move(*producer)));
 }
 
 }  // namespace kpipe

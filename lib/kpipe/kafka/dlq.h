@@ -1,5 +1,6 @@
-// The Kafka side of kdlq: a dead-letter topic read as a store, a consumer
-// group as its replay ledger, and a topic as a replay target.
+// The Kafka side of dead letters: a topic as a dead-letter sink, a
+// dead-letter topic read as a store by kdlq, a consumer group as its
+// replay ledger, and a topic as a replay target.
 //
 // A Kafka dead-letter topic cannot mark a record, so "replayed" is a
 // position: a consumer group (kdlq-replay.TOPIC unless --group says
@@ -22,6 +23,11 @@
 #include "kpipe/kafka/config.h"
 
 namespace kpipe {
+
+// --dlq kafka:TOPIC: dead letters produced to TOPIC, which must exist.
+Expected<std::unique_ptr<DeadLetterSink>> open_kafka_dead_letters(const std::string& topic,
+                                                                  const KafkaConfig& config,
+                                                                  Reporter& reporter);
 
 // The replay group of a Kafka dead-letter topic when --group is not given.
 std::string default_replay_group(const std::string& topic);

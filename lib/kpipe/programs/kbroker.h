@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "kpipe/stage/filter.h"
+#include "kpipe/stage/io.h"
 #include "kpipe/status.h"
 
 namespace kpipe {

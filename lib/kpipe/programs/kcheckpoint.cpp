@@ -12,6 +12,7 @@
 #include "kpipe/kafka/client.h"
 #include "kpipe/stage/line_feed.h"
 #include "kpipe/table.h"
+#include "kpipe/programs/dlq_targets.h"
 
 namespace kpipe {
 

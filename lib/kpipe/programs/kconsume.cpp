@@ -8,6 +8,7 @@
 
 #include "kpipe/choices.h"
 #include "kpipe/control.h"
+#include "kpipe/stats.h"
 #include "kpipe/envelope.h"
 #include "kpipe/kafka/client.h"
 #include "kpipe/store/state_store.h"

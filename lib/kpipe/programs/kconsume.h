@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "kpipe/stage/filter.h"
+#include "kpipe/stage/io.h"
 #include "kpipe/kafka/config.h"
 #include "kpipe/time.h"
 

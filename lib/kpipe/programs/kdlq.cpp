@@ -9,6 +9,7 @@
 #include "kpipe/dlq_replay.h"
 #include "kpipe/store/dlq_store.h"
 #include "kpipe/guard.h"
+#include "kpipe/programs/dlq_targets.h"
 
 namespace kpipe {
 
@@ -321,6 +322,13 @@ Status run_dlq_guard(const DlqOptions& o, Io& io) {
   GuardStage stage(std::move(requirements));
   FilterSettings settings{o.input, *stats};
   return run_filter(stage, settings, **bad, io);
+}
+
+Status GuardStage::on_line(const Line& line, Output& out) {
+  KPIPE_TRY(guard_.check(line.text));
+  out.write_line(line.text);
+  ++passed_;
+  return {};
 }
 
 }  // namespace kpipe

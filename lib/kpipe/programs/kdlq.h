@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kpipe/stage/filter.h"
+#include "kpipe/guard.h"
 #include "kpipe/kafka/config.h"
 
 namespace kpipe {
@@ -52,5 +53,17 @@ Status run_dlq_stats(const DlqOptions& options, Io& io);
 Status run_dlq_replay(const DlqOptions& options, Io& io);
 Status run_dlq_purge(const DlqOptions& options, Io& io);
 Status run_dlq_guard(const DlqOptions& options, Io& io);
+
+// The LineStage around a Guard: good lines are written as read.
+class GuardStage final : public LineStage {
+ public:
+  explicit GuardStage(std::vector<Requirement> requirements) : guard_(std::move(requirements)) {}
+  Status on_line(const Line& line, Output& out) override;
+  void fill_counters(Counters& c) const override { c.out = passed_; }
+
+ private:
+  Guard guard_;
+  uint64_t passed_ = 0;
+};
 
 }  // namespace kpipe

@@ -10,6 +10,7 @@
 #include "kpipe/choices.h"
 #include "kpipe/kafka/client.h"
 #include "kpipe/lag.h"
+#include "kpipe/lag_format.h"
 #include "kpipe/store/lag_history.h"
 #include "kpipe/store/state_store.h"
 
@@ -81,8 +82,6 @@ Expected<Settings> resolve(const LagOptions& o, const Io& io) {
     return usage_error("--no-fetch estimates the lag in seconds from the end offsets of --history FILE: give one");
   return s;
 }
-
-std::string subject_text(const LagSubject& s) { return fmt::format("{} '{}'", s.kind_name(), s.name); }
 
 // Where one subject's offsets come from, and the broker behind them.
 class Sampler {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kpipe/stage/filter.h"
+#include "kpipe/stage/io.h"
 #include "kpipe/kafka/config.h"
 
 namespace kpipe {

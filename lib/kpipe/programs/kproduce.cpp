@@ -3,6 +3,7 @@
 #include "kpipe/envelope.h"
 #include "kpipe/json.h"
 #include "kpipe/kafka/client.h"
+#include "kpipe/programs/dlq_targets.h"
 
 namespace kpipe {
 

@@ -7,6 +7,7 @@
 #include "kpipe/control.h"
 #include "kpipe/json.h"
 #include "kpipe/store/state_store.h"
+#include "kpipe/programs/dlq_targets.h"
 
 namespace kpipe {
 

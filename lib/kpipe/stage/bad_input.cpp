@@ -1,9 +1,7 @@
 #include "kpipe/stage/bad_input.h"
 
 #include "kpipe/choices.h"
-#include "kpipe/dlq_entry.h"
-#include "kpipe/store/dlq_store.h"
-#include "kpipe/kafka/client.h"
+#include "kpipe/envelope.h"
 
 namespace kpipe {
 
@@ -11,68 +9,6 @@ Expected<OnError> parse_on_error(std::string_view text) {
   auto i = parse_choice("--on-error mode", text, {"fail", "dlq", "skip"});
   if (!i) return i.take_error();
   return static_cast<OnError>(*i);
-}
-
-namespace {
-
-// Dead letters as Kafka records: the original line is the value; when it
-// was an envelope, its key, value, headers and timestamp are restored so
-// that the topic holds what the source topic held, plus context headers
-// named as Kafka Connect names its own (see encode_dead_letter).
-class KafkaDeadLetters final : public DeadLetterSink {
- public:
-  KafkaDeadLetters(std::string topic, std::unique_ptr<Producer> producer)
-      : topic_(std::move(topic)), producer_(std::move(producer)) {}
-
-  Status write(const DeadLetter& d) override {
-    OwnedRecord r = encode_dead_letter(d, reader_);
-    headers_.clear();
-    for (const auto& h : r.headers)
-      headers_.push_back({h.name, h.value ? std::optional<std::string_view>(*h.value) : std::nullopt});
-    std::optional<std::string_view> key, value;
-    if (r.key) key = *r.key;
-    if (r.value) value = *r.value;
-    return producer_->produce(topic_, -1, key, value, headers_, r.timestamp);
-  }
-
-  Status sync() override {
-    KPIPE_TRY(producer_->flush(producer_->config().timeout));
-    if (producer_->failed() > 0)
-      return failure("{} dead letters not delivered to topic '{}': {}", producer_->failed(), topic_,
-                     producer_->first_failure());
-    return {};
-  }
-
-  std::string describe() const override { return "kafka:" + topic_; }
-
- private:
-  std::string topic_;
-  std::unique_ptr<Producer> producer_;
-  EnvelopeReader reader_;
-  std::vector<Header> headers_;
-};
-
-}  // namespace
-
-Expected<std::unique_ptr<DeadLetterSink>> open_dead_letter_sink(const std::string& target,
-                                                                const KafkaConfig* kafka,
-                                                                Reporter& reporter) {
-  if (target.empty()) return usage_error("--on-error dlq needs --dlq FILE.db or --dlq kafka:TOPIC");
-  if (target.starts_with("kafka:")) {
-    std::string topic = target.substr(6);
-    if (topic.empty()) return usage_error("--dlq 'kafka:': the topic name is missing");
-    if (kafka == nullptr) return usage_error("--dlq '{}' needs brokers: use -b or set KPIPE_BROKERS", target);
-    auto producer = Producer::create(*kafka, reporter);
-    if (!producer) return producer.take_error();
-    // Without this, a missing topic would surface only at the first bad
-    // line, after message.timeout.ms: say so at start instead.
-    auto parts = (*producer)->partitions(topic);
-    if (!parts) return failure("dead-letter store '{}': {}", target, parts.error().message);
-    return std::unique_ptr<DeadLetterSink>(new KafkaDeadLetters(topic, std::move(*producer)));
-  }
-  auto store = DlqStore::open(target);
-  if (!store) return store.take_error();
-  return make_store_sink(std::move(*store));
 }
 
 BadInputHandler::BadInputHandler(OnError mode, std::unique_ptr<DeadLetterSink> sink, std::string stage,

@@ -1,6 +1,9 @@
-// Bad input never vanishes (CONTRACT §7): --on-error fail stops with the
-// line's number and the reason, dlq keeps the line in a dead-letter store,
-// skip counts it. One component writes dead letters for every program.
+// Bad input never vanishes (kpipe(7), BAD INPUT): --on-error fail stops
+// with the line's number and the reason, dlq keeps the line in a
+// dead-letter store, skip counts it. One component applies it for every
+// program; the store it writes to is opened by the caller
+// (programs/dlq_targets.h), so that this layer needs neither Kafka nor
+// SQLite.
 #pragma once
 
 #include <cstdint>
@@ -9,10 +12,8 @@
 #include <string>
 #include <string_view>
 
-#include "kpipe/envelope.h"
+#include "kpipe/dlq_entry.h"
 #include "kpipe/stage/io.h"
-#include "kpipe/kafka/config.h"
-#include "kpipe/report.h"
 #include "kpipe/status.h"
 #include "kpipe/time.h"
 
@@ -20,32 +21,6 @@ namespace kpipe {
 
 enum class OnError { kFail, kDlq, kSkip };
 Expected<OnError> parse_on_error(std::string_view text);
-
-struct DeadLetter {
-  Millis at = 0;
-  std::string stage;   // "kdedup", or "kdedup/NAME" with --name
-  std::string reason;  // the exact message, line number included
-  std::string input;   // "<stdin>" or a path
-  uint64_t line = 0;
-  std::optional<SourcePosition> source;  // when the line was an envelope
-  std::string_view payload;              // the original line, byte for byte
-};
-
-class DeadLetterSink {
- public:
-  virtual ~DeadLetterSink() = default;
-  virtual Status write(const DeadLetter& letter) = 0;
-  // Makes every write so far durable. Called before a checkpoint passes,
-  // when idle, and at exit: nothing is acknowledged upstream before its
-  // dead letters are safe.
-  virtual Status sync() = 0;
-  virtual std::string describe() const = 0;
-};
-
-// "FILE.db" (SQLite, the default kind) or "kafka:TOPIC" (needs `kafka`).
-Expected<std::unique_ptr<DeadLetterSink>> open_dead_letter_sink(const std::string& target,
-                                                                const KafkaConfig* kafka,
-                                                                Reporter& reporter);
 
 // Applies --on-error to one bad line.
 class BadInputHandler {

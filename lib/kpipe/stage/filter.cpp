@@ -4,43 +4,6 @@
 
 namespace kpipe {
 
-std::string stage_name(const std::string& program, const std::string& name) {
-  if (name.empty() || name == program) return program;
-  return program + "/" + name;
-}
-
-Expected<Millis> parse_stats_interval(const StatsOptions& options) {
-  if (options.stats.empty()) return Millis{0};
-  auto d = parse_duration(options.stats);
-  if (!d) return usage_error("--stats: {}", d.error().message);
-  if (*d <= 0) return usage_error("--stats: the interval must be positive");
-  return *d;
-}
-
-Expected<std::unique_ptr<BadInputHandler>> make_bad_input_handler(const ErrorOptions& options,
-                                                                  const std::string& stage, Io& io,
-                                                                  const KafkaConfig* kafka) {
-  auto mode = parse_on_error(options.on_error);
-  if (!mode) return mode.take_error();
-  std::unique_ptr<DeadLetterSink> sink;
-  if (*mode == OnError::kDlq && options.dlq.empty())
-    return usage_error("--on-error dlq needs --dlq FILE.db or --dlq kafka:TOPIC");
-  if (!options.dlq.empty()) {
-    std::optional<KafkaConfig> resolved;
-    if (kafka == nullptr && options.dlq.starts_with("kafka:")) {
-      KafkaOptions ko;
-      auto r = resolve_kafka_config(ko, io.env_brokers);
-      if (!r) return r.take_error();
-      resolved = std::move(*r);
-      kafka = &*resolved;
-    }
-    auto opened = open_dead_letter_sink(options.dlq, kafka, io.reporter);
-    if (!opened) return opened.take_error();
-    sink = std::move(*opened);
-  }
-  return std::make_unique<BadInputHandler>(*mode, std::move(sink), stage, io.clock);
-}
-
 Status ParsingStage::on_line(const Line& line, Output& out) {
   const FieldSet& f = *fields();
   parsed_.status = reader_.read(line.text, f, values_);

@@ -19,33 +19,6 @@
 
 namespace kpipe {
 
-// What a program's run function receives from the outside world; tests
-// build one with a FakeClock, a RecordingReporter and a pipe or file.
-struct Io {
-  Output& out;
-  Reporter& reporter;
-  Clock& clock;
-  const std::atomic<bool>* stop = nullptr;
-  std::string program;                  // "kdedup"
-  const char* env_brokers = nullptr;    // KPIPE_BROKERS, for kafka: targets
-  bool interactive = false;             // standard output is a terminal
-};
-
-// Options every line-reading program takes.
-struct InputOptions {
-  std::vector<std::string> inputs;  // files; "-" or none: standard input
-  size_t max_line_bytes = kDefaultMaxLineBytes;
-};
-
-struct ErrorOptions {
-  std::string on_error = "fail";
-  std::string dlq;  // FILE.db or kafka:TOPIC
-};
-
-struct StatsOptions {
-  std::string stats;  // a duration, or empty
-};
-
 class LineStage {
  public:
   virtual ~LineStage() = default;
@@ -101,22 +74,11 @@ class ParsingStage : public LineStage {
   ParsedLine parsed_;
 };
 
-// The state of --on-error and --dlq for a program, resolved once.
-Expected<std::unique_ptr<BadInputHandler>> make_bad_input_handler(const ErrorOptions& options,
-                                                                  const std::string& stage, Io& io,
-                                                                  const KafkaConfig* kafka = nullptr);
-
 struct FilterSettings {
   InputOptions input;
   Millis stats_interval = 0;
 };
 
 Status run_filter(LineStage& stage, const FilterSettings& settings, BadInputHandler& bad, Io& io);
-
-// "kdedup", or "kdedup/NAME" when --name differs from the program's name.
-std::string stage_name(const std::string& program, const std::string& name);
-
-// Parses --stats (empty: off).
-Expected<Millis> parse_stats_interval(const StatsOptions& options);
 
 }  // namespace kpipe

@@ -108,4 +108,17 @@ Status write_all(int fd, std::string_view bytes, const std::string& name) {
   return {};
 }
 
+std::string stage_name(const std::string& program, const std::string& name) {
+  if (name.empty() || name == program) return program;
+  return program + "/" + name;
+}
+
+Expected<Millis> parse_stats_interval(const StatsOptions& options) {
+  if (options.stats.empty()) return Millis{0};
+  auto d = parse_duration(options.stats);
+  if (!d) return usage_error("--stats: {}", d.error().message);
+  if (*d <= 0) return usage_error("--stats: the interval must be positive");
+  return *d;
+}
+
 }  // namespace kpipe

@@ -1,6 +1,6 @@
-// NDJSON out over file descriptors, buffered, and the line that readers
-// (LineFeed) hand out: a view into a large padded buffer, so that simdjson
-// parses it in place.
+// NDJSON out over file descriptors, buffered, and what a program's run
+// function receives from the outside world (Io) with the options every
+// line-reading program shares.
 #pragma once
 
 #include <atomic>
@@ -12,26 +12,12 @@
 #include <string_view>
 #include <vector>
 
+#include "kpipe/line.h"
+#include "kpipe/report.h"
 #include "kpipe/status.h"
+#include "kpipe/time.h"
 
 namespace kpipe {
-
-constexpr size_t kDefaultMaxLineBytes = 16u << 20;
-// simdjson reads up to this many bytes past the end of a document.
-constexpr size_t kJsonPadding = 64;
-
-struct Line {
-  // Without the '\n' and a trailing '\r'. At least kJsonPadding readable
-  // bytes follow text.end().
-  std::string_view text;
-  uint64_t number = 0;  // 1-based, per input
-  // The input's name ("<stdin>" or a path), for a stage that sends a line
-  // to the dead-letter store itself (kwindow --late dlq, kdedup --dups dlq).
-  std::string_view input;
-  // Longer than the reader's max_line_bytes: bad input (CONTRACT §7). The
-  // text is still whole, so a dead-letter store gets it byte for byte.
-  bool too_long = false;
-};
 
 // A buffered writer. A closed downstream pipe (EPIPE) is a normal end:
 // closed() turns true and writes are dropped, so callers stop quietly.
@@ -82,5 +68,38 @@ class Output {
 
 // Writes all of `bytes` to `fd`, retrying short writes and EINTR.
 Status write_all(int fd, std::string_view bytes, const std::string& name);
+
+// What a program's run function receives from the outside world; tests
+// build one with a fake clock, a recording reporter and a pipe or file.
+struct Io {
+  Output& out;
+  Reporter& reporter;
+  Clock& clock;
+  const std::atomic<bool>* stop = nullptr;
+  std::string program;                  // "kdedup"
+  const char* env_brokers = nullptr;    // KPIPE_BROKERS, for kafka: targets
+  bool interactive = false;             // standard output is a terminal
+};
+
+// Options every line-reading program takes.
+struct InputOptions {
+  std::vector<std::string> inputs;  // files; "-" or none: standard input
+  size_t max_line_bytes = kDefaultMaxLineBytes;
+};
+
+struct ErrorOptions {
+  std::string on_error = "fail";
+  std::string dlq;  // FILE.db or kafka:TOPIC
+};
+
+struct StatsOptions {
+  std::string stats;  // a duration, or empty
+};
+
+// "kdedup", or "kdedup/NAME" when --name differs from the program's name.
+std::string stage_name(const std::string& program, const std::string& name);
+
+// Parses --stats (empty: off).
+Expected<Millis> parse_stats_interval(const StatsOptions& options);
 
 }  // namespace kpipe

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <variant>
 
@@ -417,6 +418,112 @@ Expected<DlqStore::ReplayLock> DlqStore::lock_for_replay() {
 
 std::unique_ptr<DeadLetterSink> make_store_sink(std::unique_ptr<DlqStore> store) {
   return std::make_unique<StoreSink>(std::move(store));
+}
+
+// --- the SQLite store as a ledger ------------------------------------------------
+
+namespace {
+
+class StoreLedger final : public ReplayLedger {
+ public:
+  StoreLedger(DlqStore& store, DlqFilter filter, size_t limit, Clock& clock, std::string store_id, int64_t max_id)
+      : store_(store),
+        filter_(std::move(filter)),
+        limit_(limit),
+        clock_(clock),
+        prefix_(std::move(store_id) + ":"),
+        max_id_(max_id) {
+    filter_.pending_only = true;
+  }
+
+  std::string id_prefix() const override { return prefix_; }
+
+  Expected<std::vector<InDoubt>> in_doubt() override {
+    auto batches = store_.in_doubt();
+    if (!batches) return batches.take_error();
+    batches_ = std::move(*batches);
+    std::vector<InDoubt> out;
+    for (size_t i = 0; i < batches_.size(); ++i)
+      out.push_back({batches_[i].target, batches_[i].mark, batches_[i].ids.size(), i});
+    return out;
+  }
+
+  Expected<size_t> settle(const InDoubt& d, const std::set<std::string>& delivered) override {
+    const DlqStore::InDoubt& batch = batches_.at(d.index);
+    std::set<int64_t> ids;
+    for (const std::string& text : delivered) {
+      std::string_view digits = std::string_view(text).substr(prefix_.size());
+      int64_t id = 0;
+      auto r = std::from_chars(digits.data(), digits.data() + digits.size(), id);
+      if (r.ec == std::errc() && r.ptr == digits.data() + digits.size()) ids.insert(id);
+    }
+    size_t found = 0;
+    for (int64_t id : batch.ids) found += ids.count(id);
+    KPIPE_TRY(store_.settle(batch, ids, clock_.now()));
+    return found;
+  }
+
+  Status reset() override {
+    auto n = store_.reset_replayed(filter_, max_id_, limit_);
+    if (!n) return n.take_error();
+    return {};
+  }
+
+  Expected<std::vector<ReplayItem>> next(size_t max) override {
+    std::vector<ReplayItem> out;
+    if (limit_ > 0 && handed_out_ >= limit_) return out;
+    DlqStore::Page page;
+    page.after_id = last_id_;
+    page.max_id = max_id_;
+    page.limit = limit_ > 0 ? std::min(max, limit_ - handed_out_) : max;
+    page.exclude_in_doubt = true;
+    if (max_id_ == 0) return out;  // the store was empty when the replay began
+    auto entries = store_.fetch(filter_, page);
+    if (!entries) return entries.take_error();
+    for (DlqEntry& e : *entries) {
+      std::string id = prefix_ + std::to_string(e.id);
+      out.push_back({std::move(e), std::move(id)});
+    }
+    if (!out.empty()) last_id_ = out.back().entry.id;
+    handed_out_ += out.size();
+    return out;
+  }
+
+  Status begin(const std::vector<ReplayItem>& batch, const std::string& target, const std::string& mark) override {
+    std::vector<int64_t> ids;
+    for (const auto& item : batch) ids.push_back(item.entry.id);
+    auto b = store_.begin_batch(target, mark, ids, clock_.now());
+    if (!b) return b.take_error();
+    return {};
+  }
+
+  Status delivered(const std::vector<const ReplayItem*>& items) override {
+    std::vector<DlqStore::Delivered> done;
+    for (const ReplayItem* item : items) done.push_back({item->entry.id, item->entry.failures.value_or(1)});
+    return store_.mark_replayed(done, clock_.now());
+  }
+
+ private:
+  DlqStore& store_;
+  DlqFilter filter_;
+  size_t limit_;
+  Clock& clock_;
+  std::string prefix_;
+  int64_t max_id_;
+  int64_t last_id_ = 0;
+  size_t handed_out_ = 0;
+  std::vector<DlqStore::InDoubt> batches_;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<ReplayLedger>> make_store_ledger(DlqStore& store, const DlqFilter& filter, size_t limit,
+                                                          Clock& clock) {
+  auto id = store.store_id();
+  if (!id) return id.take_error();
+  auto max = store.max_id();
+  if (!max) return max.take_error();
+  return std::unique_ptr<ReplayLedger>(new StoreLedger(store, filter, limit, clock, *id, *max));
 }
 
 }  // namespace kpipe

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "kpipe/stage/bad_input.h"
 #include "kpipe/dlq_entry.h"
+#include "kpipe/dlq_replay.h"
 #include "kpipe/store/sqlite.h"
 
 namespace kpipe {
@@ -120,5 +120,10 @@ class DlqStore {
 // writes them in one transaction, so that no process holds the store's
 // write lock between syncs (a crash loses the same either way).
 std::unique_ptr<DeadLetterSink> make_store_sink(std::unique_ptr<DlqStore> store);
+
+// The SQLite store as a ledger: entries matching `filter` (pending ones,
+// up to the largest id when the replay starts), at most `limit` (0: all).
+Expected<std::unique_ptr<ReplayLedger>> make_store_ledger(DlqStore& store, const DlqFilter& filter, size_t limit,
+                                                          Clock& clock);
 
 }  // namespace kpipe

@@ -1,9 +1,7 @@
-// kupsert: the idempotent sink. NDJSON objects become rows of an SQLite
-// table, upserted by a natural key, so that replaying a stream (after a
-// crash, or on purpose) leaves the table as it was: the idempotent
-// consumer. With --state naming the same file, the rows since a checkpoint
-// and the checkpoint's completion commit in one transaction: each result
-// lands exactly once (CONTRACT §6).
+// kupsert's table writer: NDJSON objects become rows of an SQLite table,
+// upserted by a natural key, so that replaying a stream (after a crash, or
+// on purpose) leaves the table as it was: the idempotent consumer. The
+// stage that drives it is programs/kupsert.h.
 #pragma once
 
 #include <cstdint>
@@ -15,29 +13,12 @@
 #include <unordered_map>
 #include <vector>
 
-#include "kpipe/stage/filter.h"
 #include "kpipe/json.h"
+#include "kpipe/line.h"
 #include "kpipe/store/sqlite.h"
 #include "kpipe/store/state_store.h"
 
 namespace kpipe {
-
-struct UpsertOptions {
-  std::string db;
-  std::string table;
-  std::vector<std::string> key;
-  std::string mode = "upsert";
-  std::vector<std::string> columns;
-  bool strict = false;
-  int64_t batch = 50000;
-  std::string state;
-  std::string name;
-  InputOptions input;
-  ErrorOptions errors;
-  StatsOptions stats;
-};
-
-Status run_upsert(const UpsertOptions& options, Io& io);
 
 // --- names -------------------------------------------------------------------
 
@@ -51,6 +32,10 @@ Status run_upsert(const UpsertOptions& options, Io& io);
 // inside SQLite's parser and the others make names that no one can type,
 // read or quote back in sqlite3 or a dashboard.
 constexpr size_t kMaxIdentifierBytes = 128;
+
+// Whether two names are one to SQLite, which folds ASCII letters
+// (not other letters) in identifiers.
+bool same_name(std::string_view a, std::string_view b);
 
 // Why `name` cannot be a table or column name, or empty when it can.
 std::string identifier_problem(std::string_view name);
@@ -216,50 +201,6 @@ class UpsertWriter {
 
   uint64_t rows_written_ = 0;
   uint64_t rows_unchanged_ = 0;
-};
-
-// --- the stage -----------------------------------------------------------------
-
-// How long a row may wait for its batch (outside checkpoint mode): a slow
-// stream still lands within a second.
-constexpr Millis kMaxBatchDelay = 500;
-
-// The terminal stage: holds rows, commits them in batches, and completes
-// checkpoints. `store` is null without --state; `same_file` when it is the
-// database the rows go to (exactly-once: the rows since the last checkpoint
-// commit only with the next one, or at the end of the input).
-class UpsertStage final : public LineStage {
- public:
-  UpsertStage(UpsertWriter& writer, StateStore* store, bool same_file, int64_t batch, std::string stage,
-              BadInputHandler& bad, Io& io);
-
-  Status on_line(const Line& line, Output& out) override;
-  Status on_control(const Line& line, Output& out) override;
-  Status on_idle(Output& out) override;
-  Millis idle_interval() const override { return 200; }
-  Status on_end(Output& out) override;
-  void fill_counters(Counters& c) const override;
-
-  uint64_t checkpoints_completed() const { return completed_; }
-
- private:
-  bool exactly_once() const { return store_ != nullptr && same_file_; }
-  // Outside checkpoint mode: commits the held rows, if any.
-  Status commit_batch();
-  // Checkpoint mode: the held rows and the checkpoint, in one transaction.
-  Status commit_checkpoint(const Checkpoint& c);
-
-  UpsertWriter& writer_;
-  StateStore* store_;
-  bool same_file_;
-  size_t batch_;
-  std::string stage_;
-  BadInputHandler& bad_;
-  Io& io_;
-  Millis first_held_at_ = 0;
-  uint64_t completed_ = 0;
-  uint64_t rows_ = 0;  // rows accepted
-  bool warned_holding_ = false;
 };
 
 }  // namespace kpipe

@@ -2,6 +2,7 @@
 // cluster, in process: the sink's records, the topic read back as a store,
 // the consumer group as the replay ledger, a topic as the target.
 #include "kpipe/kafka/dlq.h"
+#include "kpipe/programs/dlq_targets.h"
 
 #include <catch2/catch.hpp>
 
@@ -10,6 +11,7 @@
 
 #include "kpipe/stage/bad_input.h"
 #include "kpipe/store/dlq_store.h"
+#include "fakes.h"
 
 namespace kpipe {
 namespace {

@@ -11,7 +11,9 @@
 #include <sstream>
 #include <string>
 
+#include "kpipe/guard.h"
 #include "kpipe/store/dlq_store.h"
+#include "fakes.h"
 
 namespace kpipe {
 namespace {
@@ -307,6 +309,44 @@ TEST_CASE("kdlq guard sends bad lines to --dlq by default, and fails without it"
   o.require = {".id:strng"};
   std::tie(s, out) = run(run_dlq_guard, o);
   CHECK(s.error().message == "--require '.id:strng': unknown type 'strng', did you mean 'string'?");
+}
+
+std::vector<Requirement> requirements(std::initializer_list<const char*> texts) {
+  std::vector<Requirement> out;
+  for (const char* t : texts) {
+    auto r = parse_requirement(t);
+    if (!r) FAIL(t << ": " << r.error().message);
+    out.push_back(std::move(*r));
+  }
+  return out;
+}
+
+TEST_CASE("a guard writes good lines exactly as read and refuses bad ones without writing", "[guard]") {
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  {
+    Output out(fds[1]);
+    GuardStage stage(requirements({".a:integer"}));
+    std::string good = "{ \"a\" : 1 ,\"b\":\"\xc3\xa9\"}  ";
+    std::string bad = R"({"a":"1"})";
+    for (const std::string& text : {good, bad}) {
+      std::string padded = text + std::string(kJsonPadding, '\0');
+      Line line;
+      line.text = std::string_view(padded.data(), text.size());
+      line.number = 1;
+      Status s = stage.on_line(line, out);
+      CHECK(s.ok() == (text == good));
+    }
+    REQUIRE(out.flush().ok());
+    Counters c;
+    stage.fill_counters(c);
+    CHECK(c.out == 1);
+  }
+  char buf[256];
+  ssize_t n = ::read(fds[0], buf, sizeof buf);
+  ::close(fds[0]);
+  ::close(fds[1]);
+  CHECK(std::string(buf, static_cast<size_t>(n)) == "{ \"a\" : 1 ,\"b\":\"\xc3\xa9\"}  \n");
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "kpipe/store/lag_history.h"
+#include "fakes.h"
 
 using namespace kpipe;
 

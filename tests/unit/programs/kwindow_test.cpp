@@ -12,6 +12,7 @@
 
 #include "kpipe/store/sqlite.h"
 #include "kpipe/store/state_store.h"
+#include "fakes.h"
 
 // kwindow as a whole, short of the command line: times and keys read from
 // lines, bad input, late records, control lines, the options' usage errors.

@@ -13,6 +13,7 @@
 #include "helpers.h"
 #include "kpipe/store/dlq_store.h"
 #include "kpipe/stage/filter.h"
+#include "fakes.h"
 
 using namespace kpipe;
 using kpipe::test::Padded;
@@ -180,43 +181,6 @@ TEST_CASE("BadInputHandler: dead_letter writes whatever --on-error says", "[dead
   REQUIRE_FALSE(s.ok());
   CHECK(s.error().status == ExitStatus::kFailure);
   CHECK(s.error().message == "no dead-letter store: give --dlq");
-}
-
-TEST_CASE("open_dead_letter_sink and make_bad_input_handler: targets and usage errors",
-          "[dead_letter]") {
-  Fixture fx;
-  RecordingReporter reporter;
-  CHECK(open_dead_letter_sink("", nullptr, reporter).error().message ==
-        "--on-error dlq needs --dlq FILE.db or --dlq kafka:TOPIC");
-  CHECK(open_dead_letter_sink("kafka:", nullptr, reporter).error().message ==
-        "--dlq 'kafka:': the topic name is missing");
-  CHECK(open_dead_letter_sink("kafka:bad", nullptr, reporter).error().message ==
-        "--dlq 'kafka:bad' needs brokers: use -b or set KPIPE_BROKERS");
-  auto sink = open_dead_letter_sink(fx.path, nullptr, reporter);
-  REQUIRE(sink.ok());
-  CHECK((*sink)->describe() == fx.path);
-
-  std::string out_path = fx.dir.file("out");
-  auto out = Output::open_append(out_path);
-  REQUIRE(out.ok());
-  Io io{**out, reporter, fx.clock, nullptr, "kdedup", nullptr, false};
-  auto h = make_bad_input_handler(ErrorOptions{"dlq", ""}, "kdedup", io);
-  REQUIRE_FALSE(h.ok());
-  CHECK(h.error().status == ExitStatus::kUsage);
-  CHECK(h.error().message == "--on-error dlq needs --dlq FILE.db or --dlq kafka:TOPIC");
-  CHECK(make_bad_input_handler(ErrorOptions{"sometimes", ""}, "kdedup", io).error().message ==
-        "unknown --on-error mode 'sometimes' (expected fail, dlq or skip)");
-  auto kafka_without_brokers =
-      make_bad_input_handler(ErrorOptions{"dlq", "kafka:dead"}, "kdedup", io);
-  REQUIRE_FALSE(kafka_without_brokers.ok());
-  CHECK(kafka_without_brokers.error().status == ExitStatus::kUsage);
-  auto fail_with_store = make_bad_input_handler(ErrorOptions{"fail", fx.path}, "kdedup", io);
-  REQUIRE(fail_with_store.ok());
-  CHECK((*fail_with_store)->mode() == OnError::kFail);
-  CHECK((*fail_with_store)->has_sink());
-  auto skip = make_bad_input_handler(ErrorOptions{"skip", ""}, "kdedup", io);
-  REQUIRE(skip.ok());
-  CHECK_FALSE((*skip)->has_sink());
 }
 
 namespace {

@@ -1,4 +1,5 @@
 #include "kpipe/stage/filter.h"
+#include "kpipe/programs/dlq_targets.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include "helpers.h"
 #include "kpipe/store/dlq_store.h"
 #include "kpipe/json.h"
+#include "fakes.h"
 
 using namespace kpipe;
 using kpipe::test::Pipe;

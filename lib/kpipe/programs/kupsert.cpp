@@ -1,0 +1,217 @@
+#include "kpipe/programs/kupsert.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+
+#include "kpipe/choices.h"
+#include "kpipe/control.h"
+#include "kpipe/programs/dlq_targets.h"
+
+namespace kpipe {
+
+namespace {
+
+// In checkpoint mode rows are held until the checkpoint line: past this
+// many, the pipeline probably drops control lines (or checkpoints are far
+// apart), and memory grows with every row.
+constexpr size_t kHoldWarning = 1000000;
+
+// The tables of the state database (state_store.cpp): with --state naming
+// --db, kupsert must not write into them.
+const std::vector<std::string> kStateTables = {"checkpoints", "checkpoint_offsets", "offsets",
+                                                "stage_state", "stage_snapshots",    "kpipe_schema"};
+
+}  // namespace
+
+// --- the stage -----------------------------------------------------------------
+
+UpsertStage::UpsertStage(UpsertWriter& writer, StateStore* store, bool same_file, int64_t batch,
+                         std::string stage, BadInputHandler& bad, Io& io)
+    : writer_(writer),
+      store_(store),
+      same_file_(same_file),
+      batch_(static_cast<size_t>(std::max<int64_t>(batch, 1))),
+      stage_(std::move(stage)),
+      bad_(bad),
+      io_(io) {}
+
+Status UpsertStage::on_line(const Line& line, Output&) {
+  Status added = writer_.add(line);
+  if (!added.ok()) {
+    // Under --on-error fail kupsert stops here: the rows before this line
+    // are written first, as a line-by-line program would have (with
+    // checkpoints they wait for theirs, and a restart replays them).
+    if (!exactly_once() && bad_.mode() == OnError::kFail) KPIPE_TRY(commit_batch());
+    return added;
+  }
+  ++rows_;
+  if (exactly_once()) {
+    if (!warned_holding_ && writer_.pending() >= kHoldWarning) {
+      warned_holding_ = true;
+      io_.reporter.warning(fmt::format(
+          "holding {} rows for the next checkpoint line: they commit with it; if checkpoints do not come, a stage "
+          "in between drops control lines (for jq: jq -c 'if has(\"$kpipe\") then . else ... end')",
+          writer_.pending()));
+    }
+    return {};
+  }
+  Millis now = io_.clock.steady();
+  if (writer_.pending() == 1) first_held_at_ = now;
+  if (writer_.pending() >= batch_ || now - first_held_at_ >= kMaxBatchDelay) return commit_batch();
+  return {};
+}
+
+Status UpsertStage::commit_batch() {
+  if (writer_.pending() == 0) return {};
+  auto tx = writer_.begin();
+  if (!tx) return tx.take_error();
+  // A row the table refuses is bad input; under --on-error fail the batch
+  // is rolled back and kupsert stops, naming the row's line.
+  KPIPE_TRY(writer_.write_pending([this](const std::string& input, const Line& line, std::string_view reason) {
+    return bad_.handle(input, line, reason);
+  }));
+  return tx->commit();
+}
+
+Status UpsertStage::commit_checkpoint(const Checkpoint& c) {
+  auto tx = writer_.begin();
+  if (!tx) return tx.take_error();
+  KPIPE_TRY(writer_.write_pending([this](const std::string& input, const Line& line, std::string_view reason) {
+    return bad_.handle(input, line, reason);
+  }));
+  // Dead letters are durable before the checkpoint that passes them.
+  KPIPE_TRY(bad_.sync());
+  KPIPE_TRY(store_->complete_in_transaction(c, stage_, io_.clock.now()));
+  return tx->commit();
+}
+
+Status UpsertStage::on_control(const Line& line, Output& out) {
+  auto cp = parse_checkpoint(line.text);
+  if (!cp) return cp.take_error();
+  if (!*cp) {
+    // As the terminal stage, partition events (which guide the event-time
+    // stages before this one) end here, as in kcheckpoint commit; other
+    // kinds, and everything without --state, are forwarded.
+    if (store_ != nullptr) {
+      auto event = parse_partition_event(line.text);
+      if (!event) return event.take_error();
+      if (*event) return {};
+    }
+    out.write_line(line.text);
+    return {};
+  }
+  if (exactly_once()) {
+    KPIPE_TRY(commit_checkpoint(**cp));
+    ++completed_;
+    return {};
+  }
+  // Every row before the checkpoint is in the table before the checkpoint
+  // completes (at-least-once: a replay upserts the same rows again).
+  KPIPE_TRY(commit_batch());
+  KPIPE_TRY(bad_.sync());
+  if (store_ == nullptr) {
+    // Without --state the line goes on, so that a `kcheckpoint commit`
+    // after kupsert completes it once the rows are in.
+    out.write_line(line.text);
+    return {};
+  }
+  KPIPE_TRY(store_->complete(**cp, stage_, io_.clock.now()));
+  ++completed_;
+  return {};
+}
+
+Status UpsertStage::on_idle(Output&) {
+  // The input paused: what was read lands now (with checkpoints, rows wait
+  // for theirs).
+  if (exactly_once()) return {};
+  return commit_batch();
+}
+
+Status UpsertStage::on_end(Output&) {
+  bool stopped = io_.stop != nullptr && io_.stop->load(std::memory_order_relaxed);
+  if (exactly_once() && stopped && writer_.pending() > 0) {
+    // Stopped by a signal: the stages before may not have sent their last
+    // checkpoint; the rows since the last one are replayed from it.
+    io_.reporter.info(fmt::format(
+        "{} rows after the last checkpoint were not written: a restart replays them from that checkpoint",
+        writer_.pending()));
+    writer_.discard_pending();
+    return {};
+  }
+  // At the end of the input the rows after the last checkpoint are written
+  // too: kwindow --flush-at-end fires its last windows after kconsume's
+  // last checkpoint, and nothing follows them. No checkpoint covers them,
+  // so they are at least once: were the input cut short by a stage dying
+  // before kupsert, the restart writes them again, by key.
+  KPIPE_TRY(commit_batch());
+  if (store_ != nullptr && completed_ == 0 && rows_ > 0)
+    io_.reporter.warning(fmt::format(
+        "{} rows arrived but no checkpoint line: run kconsume with --state, and make sure every stage in between "
+        "lets control lines through (for jq: jq -c 'if has(\"$kpipe\") then . else ... end')",
+        rows_));
+  return {};
+}
+
+void UpsertStage::fill_counters(Counters& c) const {
+  c.out = writer_.rows_written();
+  c.dropped = writer_.rows_unchanged();
+  c.state_size = writer_.pending();
+}
+
+// --- the program ---------------------------------------------------------------
+
+namespace {
+
+// Whether two paths name one file (after the first has been opened, so it
+// exists): --state and --db may be spelled differently.
+bool same_file(const std::string& a, const std::string& b) {
+  struct stat sa {}, sb {};
+  if (::stat(a.c_str(), &sa) != 0 || ::stat(b.c_str(), &sb) != 0) return false;
+  return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+}  // namespace
+
+Status run_upsert(const UpsertOptions& o, Io& io) {
+  if (o.db.empty()) return usage_error("--db FILE is required");
+  auto mode = parse_choice("--mode", o.mode, {"upsert", "ignore"});
+  if (!mode) return mode.take_error();
+  if (o.batch < 1) return usage_error("--batch must be at least 1");
+  auto stats = parse_stats_interval(o.stats);
+  if (!stats) return stats.take_error();
+  TableSpec spec{o.table, o.key, o.columns, *mode == 0 ? UpsertMode::kUpsert : UpsertMode::kIgnore, o.strict};
+  KPIPE_TRY(validate_table_spec(spec));
+
+  auto db = Database::open(o.db);
+  if (!db) return db.take_error();
+  // A batch's pages stay in memory until it commits: with SQLite's default
+  // 2 MiB cache, a batch of random keys spills dirty pages into the WAL
+  // mid-transaction and writes many of them more than once.
+  KPIPE_TRY((*db)->exec("PRAGMA cache_size = -65536"));
+  bool same = !o.state.empty() && same_file(o.db, o.state);
+  if (same) {
+    for (const auto& t : kStateTables)
+      if (same_name(t, o.table))
+        return usage_error("--table '{}' is a table of the state database that --state names", o.table);
+  }
+  if (!o.errors.dlq.empty() && !o.errors.dlq.starts_with("kafka:") && same_file(o.db, o.errors.dlq))
+    return usage_error(
+        "--dlq must name another file than --db: kupsert holds its write lock while dead letters are written");
+  std::unique_ptr<StateStore> store;
+  if (!o.state.empty()) {
+    auto opened = same ? StateStore::attach(**db) : StateStore::open(o.state);
+    if (!opened) return opened.take_error();
+    store = std::move(*opened);
+  }
+  auto writer = UpsertWriter::open(**db, std::move(spec));
+  if (!writer) return writer.take_error();
+  std::string name = stage_name(io.program, o.name);
+  auto bad = make_bad_input_handler(o.errors, name, io);
+  if (!bad) return bad.take_error();
+  UpsertStage stage(**writer, store.get(), same, o.batch, name, **bad, io);
+  FilterSettings settings{o.input, *stats};
+  return run_filter(stage, settings, **bad, io);
+}
+
+}  // namespace kpipe

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The layering rules of docs/architecture.md, checked on every include line
+# of lib/ and tools/: a header of a layer a file may not use, or a client
+# library included outside its one layer, fails the test with the line.
+set -euo pipefail
+root=${KPIPE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
+cd "$root"
+
+# The layer of a path under lib/kpipe/ or tools/.
+layer_of() {
+  case $1 in
+    lib/kpipe/stage/*) echo stage ;;
+    lib/kpipe/kafka/*) echo kafka ;;
+    lib/kpipe/store/*) echo store ;;
+    lib/kpipe/programs/*) echo programs ;;
+    lib/kpipe/cli/*) echo cli ;;
+    lib/kpipe/*/*) echo unknown ;;
+    lib/kpipe/*) echo core ;;
+    tools/*) echo tools ;;
+  esac
+}
+
+# The layers each layer may include from (itself included).
+allowed() {
+  case $1 in
+    core) echo "core" ;;
+    stage) echo "core stage" ;;
+    kafka) echo "core kafka" ;;
+    store) echo "core store" ;;
+    programs) echo "core stage kafka store programs" ;;
+    cli) echo "core stage kafka cli" ;;
+    tools) echo "cli programs" ;;
+  esac
+}
+
+# System headers that only one layer may include.
+client_layer() {
+  case $1 in
+    librdkafka/*) echo kafka ;;
+    sqlite3.h | libpq-fe.h | libpq/*) echo store ;;
+    CLI/*) echo "cli tools" ;;
+  esac
+}
+
+bad=0
+while IFS= read -r file; do
+  from=$(layer_of "$file")
+  if [[ $from == unknown ]]; then
+    echo "$file: a folder of lib/kpipe that is not a layer (see docs/architecture.md)"
+    bad=1
+    continue
+  fi
+  ok=" $(allowed "$from") "
+  while IFS=: read -r line text; do
+    if [[ $text =~ ^#include\ \"kpipe/([^\"]+)\" ]]; then
+      target=$(layer_of "lib/kpipe/${BASH_REMATCH[1]}")
+      if [[ $ok != *" $target "* ]]; then
+        echo "$file:$line: $from may not include $target: $text"
+        bad=1
+      fi
+    elif [[ $text =~ ^#include\ \<([^\>]+)\> ]]; then
+      only=$(client_layer "${BASH_REMATCH[1]}")
+      if [[ -n $only && " $only " != *" $from "* ]]; then
+        echo "$file:$line: only $only may include <${BASH_REMATCH[1]}>: $text"
+        bad=1
+      fi
+    fi
+  done < <(grep -n '^#include' "$file" || true)
+done < <(find lib/kpipe tools -name '*.h' -o -name '*.cpp' | sort)
+
+if [[ $bad -ne 0 ]]; then
+  echo "layers: include rules broken (docs/architecture.md says where each piece goes)"
+  exit 1
+fi
+echo "layers: every include follows the rules"
