@@ -1,4 +1,4 @@
-// Control lines (CONTRACT §6): lines whose object begins with "$kpipe".
+// Control lines (kpipe(7), CONTROL LINES AND CHECKPOINTS): lines whose object begins with "$kpipe".
 // Checkpoint barriers are the one kind programs act on; every other kind is
 // forwarded unchanged.
 #pragma once

@@ -1,4 +1,4 @@
-// The envelope (CONTRACT §3): one Kafka record as one NDJSON line, written by
+// The envelope (kpipe(7), THE ENVELOPE): one Kafka record as one NDJSON line, written by
 // kconsume and read back by kproduce --envelope.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The one table of exit statuses shared by every kpipe program (CONTRACT §8).
+// The one table of exit statuses shared by every kpipe program (kpipe(7), EXIT STATUS).
 // Each man page's EXIT STATUS section repeats it; tests/cli checks that it does.
 #pragma once
 

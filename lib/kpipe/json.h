@@ -1,4 +1,4 @@
-// JSON for the NDJSON hot path: field paths (CONTRACT §4) compiled once and
+// JSON for the NDJSON hot path: field paths (kpipe(7), FIELD PATHS) compiled once and
 // read in one pass over each line with simdjson's ondemand parser, and the
 // small writers that build output without re-serialising what they embed.
 #pragma once
@@ -124,7 +124,7 @@ class JsonReader {
   JsonType root_type_ = JsonType::kMissing;
 };
 
-// Whether a line is a control line (CONTRACT §6): an object whose first key
+// Whether a line is a control line (kpipe(7), CONTROL LINES AND CHECKPOINTS): an object whose first key
 // is "$kpipe". Cheap: looks at the first bytes only.
 bool is_control_line(std::string_view line);
 
@@ -185,7 +185,7 @@ Expected<std::string> decode_base64(std::string_view text);
 // Appends `json` with insignificant whitespace removed. `json` must be valid.
 void append_minified(std::string& out, std::string_view json);
 
-// Embeds arbitrary bytes into JSON as the envelope's value (CONTRACT §3):
+// Embeds arbitrary bytes into JSON as the envelope's value (kpipe(7), THE ENVELOPE):
 // a valid JSON text minified, else a JSON string when valid UTF-8, else
 // nothing is appended and kBinary is returned so that the caller can write
 // a base64 field instead. Validation is complete (simdjson's DOM parser):

@@ -1,4 +1,4 @@
-// Counters every program keeps, and their --stats line (CONTRACT §8).
+// Counters every program keeps, and their --stats line (kpipe(7), COMMON OPTIONS).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Event times, durations and clocks (CONTRACT §5). Pure: no system clock is
+// Event times, durations and clocks (kpipe(7), TIMES AND DURATIONS). Pure: no system clock is
 // read here except through a Clock, so engines and their tests inject time.
 #pragma once
 

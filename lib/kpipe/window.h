@@ -1,4 +1,4 @@
-// Event-time windows (kwindow, issue 3): records are grouped per key into
+// Event-time windows (kwindow(1)): records are grouped per key into
 // tumbling, sliding or session windows; a watermark that trails the event
 // times decides when a window is complete, fires it once, and later frees
 // its state, so that memory is bounded by the watermark and the live keys,

@@ -29,7 +29,7 @@ std::string parse_error(std::string_view line) {
 
 }  // namespace
 
-TEST_CASE("parse_checkpoint: the example of CONTRACT §6", "[control]") {
+TEST_CASE("parse_checkpoint: the example of kpipe(7), CONTROL LINES AND CHECKPOINTS", "[control]") {
   Checkpoint c = parsed(
       R"({"$kpipe":"checkpoint","id":7,"at":1764412345123,)"
       R"("offsets":[{"topic":"events","partition":0,"offset":1043}]})");

@@ -70,7 +70,7 @@ const std::string kBinary("\xff\x00\xfe", 3);  // base64 "/wD+"
 
 // --- EnvelopeWriter: exact output ------------------------------------------------
 
-TEST_CASE("EnvelopeWriter: the example of CONTRACT §3", "[envelope]") {
+TEST_CASE("EnvelopeWriter: the example of kpipe(7), THE ENVELOPE", "[envelope]") {
   RecordView r = record("events", 0, 42, 1764412345123);
   r.key = "u1";
   r.headers = {{"trace", "a1"}};

@@ -180,7 +180,7 @@ std::string dbl(double v) {
 
 // --- FieldPath ---------------------------------------------------------------
 
-TEST_CASE("FieldPath: every form of CONTRACT §4", "[json][path]") {
+TEST_CASE("FieldPath: every form of kpipe(7), FIELD PATHS", "[json][path]") {
   CHECK(steps_of(".value.user_id") == std::vector<Step>{key("value"), key("user_id")});
   CHECK(steps_of("value.user_id") == std::vector<Step>{key("value"), key("user_id")});
   CHECK(steps_of(".items[0].sku") == std::vector<Step>{key("items"), index(0), key("sku")});

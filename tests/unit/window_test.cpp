@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-// The rules of issue 3, one test each, and a property test against a small
+// The rules of kwindow(1), one test each, and a property test against a small
 // reference computation: windows kept as lists of their records, the
 // aggregates recomputed from the records at every firing.
 

@@ -1,4 +1,4 @@
-// SIGINT and SIGTERM ask a program to stop cleanly (CONTRACT §8): the
+// SIGINT and SIGTERM ask a program to stop cleanly (kpipe(7), COMMON OPTIONS): the
 // handler only sets a flag, which loops check between records.
 #pragma once
 

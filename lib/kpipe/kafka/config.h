@@ -1,4 +1,4 @@
-// Kafka client configuration from the command line (CONTRACT §8): -b, -X
+// Kafka client configuration from the command line (kpipe(7), KAFKA OPTIONS): -b, -X
 // key=value, --config FILE (Java .properties) and KPIPE_BROKERS. Pure: the
 // kafka module applies the result to librdkafka.
 #pragma once

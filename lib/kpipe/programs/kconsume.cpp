@@ -254,7 +254,7 @@ class ConsumeLoop {
     while (!done_) {
       if (io_.stop != nullptr && io_.stop->load(std::memory_order_relaxed)) break;
       if (out.closed()) break;
-      // Do not wait while output is buffered: flush first (CONTRACT §2).
+      // Do not wait while output is buffered: flush first (kpipe(7), LINES).
       Millis wait = out.buffer().empty() ? 100 : 0;
       uint64_t before = counters_.in;
       size_t batch = options_.count > 0 ? static_cast<size_t>(std::min<int64_t>(options_.count, 4096)) : 4096;
@@ -280,7 +280,7 @@ class ConsumeLoop {
     }
     KPIPE_TRY(out.flush());
     if (state_ != nullptr) {
-      // The final checkpoint follows every record written (CONTRACT §6).
+      // The final checkpoint follows every record written (kpipe(7), CONTROL LINES AND CHECKPOINTS).
       KPIPE_TRY(emit_checkpoint());
       if (grouped()) KPIPE_TRY(await_and_mirror(last_emitted_));
     } else if (grouped()) {

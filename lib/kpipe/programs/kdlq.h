@@ -1,5 +1,5 @@
 // kdlq: looks at dead letters, counts them, replays them, purges them, and
-// guards a pipeline's door (CONTRACT §7). Each subcommand is one entry
+// guards a pipeline's door (kpipe(7), BAD INPUT). Each subcommand is one entry
 // point; tools/kdlq/main.cpp only declares the options.
 #pragma once
 

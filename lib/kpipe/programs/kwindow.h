@@ -1,4 +1,4 @@
-// kwindow: event-time windows over NDJSON (issue 3). The command line maps
+// kwindow: event-time windows over NDJSON (kwindow(1)). The command line maps
 // onto WindowOptions; run_window reads records with run_filter, hands them
 // to the WindowEngine (window.h), and deals with what the engine leaves to
 // its caller: field paths, late records, checkpoints.
@@ -29,7 +29,7 @@ struct WindowOptions {
   std::vector<std::string> aggs;   // --agg SPEC; default count
   std::string time_format = "rfc3339";
   std::string idle_timeout;        // empty: partitions never go idle
-  // Checkpoints (CONTRACT §6).
+  // Checkpoints (kpipe(7), CONTROL LINES AND CHECKPOINTS).
   std::string state;
   std::string name;
   bool flush_at_end = false;

@@ -24,7 +24,7 @@ Status run_filter(LineStage& stage, const FilterSettings& settings, BadInputHand
   };
   bool ticking = settings.stats_interval > 0 || io.reporter.wants_progress();
   // Flush before waiting for input: a downstream consumer sees every line
-  // that precedes a pause in the input (CONTRACT §2): what a stage holds
+  // that precedes a pause in the input (kpipe(7), LINES): what a stage holds
   // back too (before_wait). The ticker looks at the clock here too, since
   // tick() does so only every 1024 records: a slow input would otherwise
   // get one --stats line per 1024 records instead of one per interval.
@@ -59,7 +59,7 @@ Status run_filter(LineStage& stage, const FilterSettings& settings, BadInputHand
     if (!waiting.ok()) return waiting;
     if (!more) return more.take_error();
     if (!*more) break;
-    // Empty lines, and lines of blanks only, are not records (CONTRACT §2).
+    // Empty lines, and lines of blanks only, are not records (kpipe(7), LINES).
     if (is_blank_line(line.text)) continue;
     if (is_control_line(line.text)) {
       // Dead letters become durable before a checkpoint can pass them.

@@ -42,7 +42,7 @@ class LineStage {
   // Called before the driver reads input that may not be there yet: a
   // stage that holds a record back (kdedup decides each line when the next
   // arrives, to hide a cache miss) writes it now, so that output is
-  // complete before the program waits (CONTRACT §2).
+  // complete before the program waits (kpipe(7), LINES).
   virtual Status before_wait(Output& out) {
     (void)out;
     return {};

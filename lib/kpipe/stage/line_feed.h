@@ -25,7 +25,7 @@ struct ParsedLine {
   JsonType root_type = JsonType::kMissing;
 };
 
-// Empty lines and lines of blanks only are not records (CONTRACT §2).
+// Empty lines and lines of blanks only are not records (kpipe(7), LINES).
 bool is_blank_line(std::string_view text);
 
 class LineFeed {
@@ -43,7 +43,7 @@ class LineFeed {
   Expected<bool> next(Line& line, const ParsedLine*& parsed);
 
   // Called before waiting for input that is not there yet, so that output
-  // is complete before the program waits (CONTRACT §2).
+  // is complete before the program waits (kpipe(7), LINES).
   void set_before_wait(std::function<void()> hook) { before_wait_ = std::move(hook); }
   // When this returns true, next() reports the end of input instead of
   // waiting for more (SIGINT and SIGTERM, or a closed downstream pipe).

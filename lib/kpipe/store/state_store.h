@@ -1,4 +1,4 @@
-// The pipeline's state database (--state FILE, CONTRACT §6): one SQLite file
+// The pipeline's state database (--state FILE, kpipe(7), CONTROL LINES AND CHECKPOINTS): one SQLite file
 // shared by the stages of one pipeline. It holds the checkpoints (emitted
 // by kconsume, completed by the terminal stage with their offsets) and each
 // stage's state snapshots, versioned by checkpoint so that a restart
