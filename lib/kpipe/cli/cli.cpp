@@ -1,5 +1,6 @@
 #include "kpipe/cli/cli.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -161,9 +162,25 @@ std::vector<std::string> long_options(const CLI::App& app) {
   return out;
 }
 
+// A closed standard stream is a free descriptor: the next file or pipe the
+// program opens would take its place (an internal pipe on fd 0 had kdedup
+// read itself forever; SQLite warns of databases on fd 2). Each closed one
+// is held on /dev/null opened the wrong way round, so that using it fails
+// as using a closed stream does (EBADF), with the stream's own name.
+void hold_closed_standard_streams() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+    int held = ::open("/dev/null", fd == 0 ? O_WRONLY : O_RDONLY);
+    if (held < 0 || held == fd) continue;
+    ::dup2(held, fd);
+    ::close(held);
+  }
+}
+
 }  // namespace
 
 int Program::run(int argc, char** argv, const std::function<Status(Io&)>& body) {
+  hold_closed_standard_streams();
   // The completion helper answers before any parsing or validation.
   for (int i = 1; i < argc; ++i) {
     if (std::string_view(argv[i]) != "--completion-helper") continue;

@@ -13,6 +13,9 @@ Status ParsingStage::on_line(const Line& line, Output& out) {
 }
 
 Status run_filter(LineStage& stage, const FilterSettings& settings, BadInputHandler& bad, Io& io) {
+  auto outputs = settings.outputs;
+  outputs.emplace_back("standard output", &io.out);
+  KPIPE_TRY(check_inputs_are_not_outputs(settings.input.inputs, outputs));
   LineFeed inputs(settings.input.inputs, settings.input.max_line_bytes, stage.fields());
   Output& out = io.out;
   Counters counters;
@@ -57,7 +60,12 @@ Status run_filter(LineStage& stage, const FilterSettings& settings, BadInputHand
     KPIPE_TRY(bad.tick());
     auto more = inputs.next(line, parsed);
     if (!waiting.ok()) return waiting;
-    if (!more) return more.take_error();
+    if (!more) {
+      // An input that cannot be read ends the run, but the lines before
+      // it were read: what the stage holds back of them is written first.
+      if (waiting = stage.before_wait(out); waiting.ok()) (void)out.flush();
+      return more.take_error();
+    }
     if (!*more) break;
     // Empty lines, and lines of blanks only, are not records (kpipe(7), LINES).
     if (is_blank_line(line.text)) continue;

@@ -75,8 +75,14 @@ class ParsingStage : public LineStage {
 };
 
 struct FilterSettings {
+  FilterSettings() = default;
+  FilterSettings(InputOptions in, Millis stats) : input(std::move(in)), stats_interval(stats) {}
+
   InputOptions input;
   Millis stats_interval = 0;
+  // Files the stage writes besides standard output (kdedup --dups, kwindow
+  // --late), each with what it is ("the --dups file"): none may be an input.
+  std::vector<std::pair<std::string, const Output*>> outputs;
 };
 
 Status run_filter(LineStage& stage, const FilterSettings& settings, BadInputHandler& bad, Io& io);

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -119,6 +120,25 @@ Expected<Millis> parse_stats_interval(const StatsOptions& options) {
   if (!d) return usage_error("--stats: {}", d.error().message);
   if (*d <= 0) return usage_error("--stats: the interval must be positive");
   return *d;
+}
+
+Status check_inputs_are_not_outputs(const std::vector<std::string>& inputs,
+                                    const std::vector<std::pair<std::string, const Output*>>& outputs) {
+  for (const auto& [option, out] : outputs) {
+    struct stat o {};
+    // Only a regular file can be read back: a pipe or a terminal cannot.
+    if (out == nullptr || ::fstat(out->fd(), &o) != 0 || !S_ISREG(o.st_mode)) continue;
+    std::vector<std::string> all = inputs.empty() ? std::vector<std::string>{"-"} : inputs;
+    for (const std::string& in : all) {
+      struct stat i {};
+      int r = in == "-" ? ::fstat(0, &i) : ::stat(in.c_str(), &i);
+      if (r != 0 || i.st_dev != o.st_dev || i.st_ino != o.st_ino) continue;
+      std::string name = in == "-" ? "<stdin>" : "'" + in + "'";
+      return usage_error("input {} is also {}: the program would read what it writes", name,
+                         option);
+    }
+  }
+  return {};
 }
 
 }  // namespace kpipe

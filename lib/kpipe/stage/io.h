@@ -54,6 +54,7 @@ class Output {
   bool check_closed();
   uint64_t bytes_written() const { return bytes_written_; }
   const std::string& name() const { return name_; }
+  int fd() const { return fd_; }
 
  private:
   int fd_;
@@ -101,5 +102,12 @@ std::string stage_name(const std::string& program, const std::string& name);
 
 // Parses --stats (empty: off).
 Expected<Millis> parse_stats_interval(const StatsOptions& options);
+
+// Refuses an input that is also an output (`kdedup --dups f f`, or
+// `kdedup f >> f`): the program would read what it writes, and grow the
+// file without end. `outputs` pairs each output with what it is
+// ("standard output", "the --dups file").
+Status check_inputs_are_not_outputs(const std::vector<std::string>& inputs,
+                                    const std::vector<std::pair<std::string, const Output*>>& outputs);
 
 }  // namespace kpipe

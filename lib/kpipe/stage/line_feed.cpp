@@ -316,6 +316,10 @@ struct LineFeed::Shared {
     ssize_t n = ::read(fd, b.chunk.data.get() + b.size, b.chunk.cap - b.size);
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN) return true;
+      if (errno == EBADF && fd == 0) {
+        publish_end(failure("cannot read <stdin>: standard input is closed"));
+        return true;
+      }
       publish_end(failure("cannot read '{}': {}", names[index], std::strerror(errno)));
       return true;
     }
