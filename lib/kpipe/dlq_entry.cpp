@@ -69,14 +69,6 @@ void append_text(std::string& out, std::string_view text) {
   append_json_string(out, clean);
 }
 
-void append_optional_int(std::string& out, const std::optional<int64_t>& v) {
-  if (v) {
-    append_int(out, *v);
-  } else {
-    out.append("null");
-  }
-}
-
 void append_time(std::string& out, Millis t) {
   out.push_back('"');
   append_rfc3339(out, t);

@@ -651,6 +651,14 @@ void append_uint(std::string& out, uint64_t v) {
   out.append(buf, static_cast<size_t>(r.ptr - buf));
 }
 
+void append_optional_int(std::string& out, std::optional<int64_t> v) {
+  if (!v) {
+    out.append("null");
+    return;
+  }
+  append_int(out, *v);
+}
+
 void append_double(std::string& out, double v) {
   if (!std::isfinite(v)) {
     out.append("null");  // JSON has no NaN or infinity

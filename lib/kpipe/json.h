@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -175,6 +176,8 @@ bool is_valid_utf8(std::string_view bytes);
 void append_json_string(std::string& out, std::string_view text);
 void append_int(std::string& out, int64_t v);
 void append_uint(std::string& out, uint64_t v);
+// The integer, or null when there is none.
+void append_optional_int(std::string& out, std::optional<int64_t> v);
 // Shortest text that reads back as the same double; integral values without
 // a fraction ("3", not "3.0").
 void append_double(std::string& out, double v);

@@ -1,7 +1,7 @@
 // The lag engine behind klag: lag in records and in seconds, Burrow's
 // health rules over a partition's recent samples, kafka-lag-exporter's
 // offset-to-time interpolation, and the three output formats. Pure: no
-// broker and no database here (lag_run.cpp brings them), so every rule is
+// broker and no database here (programs/klag.cpp brings them), so every rule is
 // tested with hand-built samples and an injected Clock.
 #pragma once
 

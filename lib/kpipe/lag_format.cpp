@@ -17,14 +17,6 @@ void append_subject_json(std::string& out, const LagSubject& s) {
   append_json_string(out, s.name);
 }
 
-void append_optional_int(std::string& out, std::optional<int64_t> v) {
-  if (v) {
-    append_int(out, *v);
-  } else {
-    out.append("null");
-  }
-}
-
 void append_optional_double(std::string& out, std::optional<double> v) {
   if (v) {
     append_double(out, *v);

@@ -675,6 +675,16 @@ TEST_CASE("append_int and append_uint at their limits", "[json][write]") {
   CHECK(out == "-9223372036854775808 0 18446744073709551615");
 }
 
+TEST_CASE("append_optional_int: the integer, or null", "[json][write]") {
+  std::string out;
+  append_optional_int(out, -42);
+  out.push_back(' ');
+  append_optional_int(out, std::nullopt);
+  out.push_back(' ');
+  append_optional_int(out, 0);
+  CHECK(out == "-42 null 0");
+}
+
 TEST_CASE("append_double: shortest text, integers without a fraction", "[json][write]") {
   CHECK(dbl(3.0) == "3");
   CHECK(dbl(-0.0) == "0");

@@ -13,8 +13,6 @@ namespace kpipe {
 
 namespace {
 
-int timeout_ms(Millis t) { return static_cast<int>(std::clamp<Millis>(t, 1, INT32_MAX)); }
-
 Millis steady_now() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();

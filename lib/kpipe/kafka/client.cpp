@@ -122,12 +122,6 @@ rd_kafka_topic_partition_list_t* to_list(const std::vector<PartitionOffset>& par
   return list;
 }
 
-namespace {
-
-int timeout_ms(Millis t) { return static_cast<int>(std::min<Millis>(t, INT32_MAX)); }
-
-}  // namespace
-
 // --- KafkaClient ----------------------------------------------------------------
 
 KafkaClient::KafkaClient(const KafkaConfig& config, Reporter& reporter)
@@ -455,7 +449,10 @@ Status Consumer::poll(Millis timeout, size_t max_events, const EventHandler& han
   auto& batch = state_->batch;
   batch.resize(std::max<size_t>(1, std::min<size_t>(max_events, 4096)));
   size_t n = 0;
-  if (rd_kafka_message_t* first = rd_kafka_consume_queue(state_->queue, timeout_ms(timeout))) {
+  // A zero timeout takes what has arrived without waiting (kconsume, while
+  // its output is buffered); reading the queue asks no broker, so 0 is safe.
+  int wait = timeout <= 0 ? 0 : timeout_ms(timeout);
+  if (rd_kafka_message_t* first = rd_kafka_consume_queue(state_->queue, wait)) {
     batch[0] = first;
     n = 1;
     if (batch.size() > 1) {

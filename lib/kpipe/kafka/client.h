@@ -1,4 +1,4 @@
-// Kafka clients: the one module that uses librdkafka (kafka*.cpp). Handles
+// Kafka clients: the one module that uses librdkafka (kafka/). Handles
 // are opaque here, so no other file sees librdkafka's headers.
 #pragma once
 

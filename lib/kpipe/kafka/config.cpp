@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
 
 namespace kpipe {
 
@@ -48,24 +49,35 @@ std::string KafkaConfig::redact(std::string_view text) const {
   return out;
 }
 
-Expected<std::vector<std::pair<std::string, std::string>>> parse_properties(std::string_view text,
-                                                                            std::string_view name) {
-  std::vector<std::pair<std::string, std::string>> out;
-  // Join continuation lines first: a line ending in an odd number of
-  // backslashes continues on the next, whose leading blanks are dropped.
-  std::vector<std::pair<std::string, size_t>> logical;
+namespace {
+
+// A line of a properties file once its continuations are joined.
+struct LogicalLine {
+  std::string text;
+  size_t number;  // the first physical line's, for messages
+};
+
+std::string_view skip_blanks(std::string_view s) {
+  size_t first = s.find_first_not_of(" \t\f");
+  return first == std::string_view::npos ? std::string_view() : s.substr(first);
+}
+
+// A line ending in an odd number of backslashes continues on the next,
+// whose leading blanks are dropped; comments and blank lines are dropped.
+std::vector<LogicalLine> join_lines(std::string_view text) {
+  std::vector<LogicalLine> logical;
   size_t pos = 0, number = 0;
   std::string pending;
   size_t pending_line = 0;
   bool continuing = false;
   while (pos <= text.size()) {
     size_t nl = text.find('\n', pos);
-    std::string_view raw = text.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
-    pos = nl == std::string_view::npos ? text.size() + 1 : nl + 1;
+    bool last = nl == std::string_view::npos;
+    std::string_view raw = text.substr(pos, last ? std::string_view::npos : nl - pos);
+    pos = last ? text.size() + 1 : nl + 1;
     ++number;
     if (!raw.empty() && raw.back() == '\r') raw.remove_suffix(1);
-    size_t first = raw.find_first_not_of(" \t\f");
-    raw = first == std::string_view::npos ? std::string_view() : raw.substr(first);
+    raw = skip_blanks(raw);
     if (!continuing) {
       pending_line = number;
       if (raw.empty() || raw[0] == '#' || raw[0] == '!') continue;
@@ -75,101 +87,121 @@ Expected<std::vector<std::pair<std::string, std::string>>> parse_properties(std:
     continuing = slashes % 2 == 1;
     pending.append(continuing ? raw.substr(0, raw.size() - 1) : raw);
     if (continuing) continue;
-    logical.emplace_back(std::move(pending), pending_line);
+    logical.push_back({std::move(pending), pending_line});
     pending.clear();
   }
-  if (continuing) logical.emplace_back(std::move(pending), pending_line);
+  if (continuing) logical.push_back({std::move(pending), pending_line});
+  return logical;
+}
 
-  auto unescape = [&](std::string_view s, size_t line, std::string& dst) -> Status {
-    for (size_t i = 0; i < s.size(); ++i) {
-      if (s[i] != '\\' || i + 1 == s.size()) {
-        dst.push_back(s[i]);
-        continue;
-      }
-      char c = s[++i];
-      switch (c) {
-        case 't': dst.push_back('\t'); break;
-        case 'n': dst.push_back('\n'); break;
-        case 'r': dst.push_back('\r'); break;
-        case 'f': dst.push_back('\f'); break;
-        case 'u': {
-          // `at` is the index of the 'u'.
-          auto hex4 = [&](size_t at, unsigned& cp) -> Status {
-            if (at + 4 >= s.size())
-              return usage_error("{}: line {}: incomplete \\u escape", name, line);
-            cp = 0;
-            for (size_t k = 1; k <= 4; ++k) {
-              char h = s[at + k];
-              cp <<= 4;
-              if (h >= '0' && h <= '9') cp |= static_cast<unsigned>(h - '0');
-              else if (h >= 'a' && h <= 'f') cp |= static_cast<unsigned>(h - 'a' + 10);
-              else if (h >= 'A' && h <= 'F') cp |= static_cast<unsigned>(h - 'A' + 10);
-              else return usage_error("{}: line {}: malformed \\u escape", name, line);
-            }
-            return {};
-          };
-          unsigned cp = 0;
-          KPIPE_TRY(hex4(i, cp));
-          i += 4;
-          // Java strings are UTF-16: a high surrogate and the low one after
-          // it are one character (written alone, each stays as it was read).
-          unsigned low = 0;
-          if (cp >= 0xD800 && cp < 0xDC00 && i + 2 < s.size() && s[i + 1] == '\\' &&
-              s[i + 2] == 'u' && hex4(i + 2, low).ok() && low >= 0xDC00 && low < 0xE000) {
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-            i += 6;
-          }
-          if (cp >= 0x10000) {
-            dst.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-            dst.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-            dst.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-            dst.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-          } else if (cp < 0x80) {
-            dst.push_back(static_cast<char>(cp));
-          } else if (cp < 0x800) {
-            dst.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-            dst.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-          } else {
-            dst.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-            dst.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-            dst.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-          }
-          break;
-        }
-        default: dst.push_back(c); break;
-      }
-    }
-    return {};
-  };
+// A key and its value, still escaped.
+struct RawProperty {
+  std::string_view key;
+  std::string_view value;
+};
 
-  for (auto& [line, at] : logical) {
-    std::string_view s = line;
-    size_t i = s.find_first_not_of(" \t\f");
-    if (i == std::string_view::npos) continue;
-    s = s.substr(i);
-    size_t k = 0;
-    while (k < s.size()) {
-      if (s[k] == '\\') {
-        k += 2;
-        continue;
-      }
-      if (s[k] == '=' || s[k] == ':' || s[k] == ' ' || s[k] == '\t' || s[k] == '\f') break;
-      ++k;
+// The key ends at the first unescaped '=', ':' or blank; blanks around
+// the separator belong to neither side. Nothing for a blank line.
+std::optional<RawProperty> split_property(std::string_view line) {
+  std::string_view s = skip_blanks(line);
+  if (s.empty()) return std::nullopt;
+  size_t k = 0;
+  while (k < s.size()) {
+    if (s[k] == '\\') {
+      k += 2;
+      continue;
     }
-    k = std::min(k, s.size());
-    std::string_view raw_key = s.substr(0, k);
-    std::string_view rest = s.substr(k);
-    size_t v = rest.find_first_not_of(" \t\f");
-    rest = v == std::string_view::npos ? std::string_view() : rest.substr(v);
-    if (!rest.empty() && (rest[0] == '=' || rest[0] == ':')) {
-      rest.remove_prefix(1);
-      v = rest.find_first_not_of(" \t\f");
-      rest = v == std::string_view::npos ? std::string_view() : rest.substr(v);
+    if (s[k] == '=' || s[k] == ':' || s[k] == ' ' || s[k] == '\t' || s[k] == '\f') break;
+    ++k;
+  }
+  k = std::min(k, s.size());
+  std::string_view rest = skip_blanks(s.substr(k));
+  if (!rest.empty() && (rest[0] == '=' || rest[0] == ':')) rest = skip_blanks(rest.substr(1));
+  return RawProperty{s.substr(0, k), rest};
+}
+
+// The code unit of the four hex digits after the 'u' at s[at].
+Status read_hex4(std::string_view s, size_t at, std::string_view name, size_t line, unsigned& cp) {
+  if (at + 4 >= s.size()) return usage_error("{}: line {}: incomplete \\u escape", name, line);
+  cp = 0;
+  for (size_t k = 1; k <= 4; ++k) {
+    char h = s[at + k];
+    cp <<= 4;
+    if (h >= '0' && h <= '9') cp |= static_cast<unsigned>(h - '0');
+    else if (h >= 'a' && h <= 'f') cp |= static_cast<unsigned>(h - 'a' + 10);
+    else if (h >= 'A' && h <= 'F') cp |= static_cast<unsigned>(h - 'A' + 10);
+    else return usage_error("{}: line {}: malformed \\u escape", name, line);
+  }
+  return {};
+}
+
+void append_utf8(std::string& dst, unsigned cp) {
+  if (cp >= 0x10000) {
+    dst.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    dst.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    dst.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    dst.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x80) {
+    dst.push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    dst.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    dst.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    dst.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    dst.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    dst.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+// The \uXXXX escape whose 'u' is s[i]; leaves i on its last digit.
+Status unescape_unicode(std::string_view s, size_t& i, std::string_view name, size_t line,
+                        std::string& dst) {
+  unsigned cp = 0;
+  KPIPE_TRY(read_hex4(s, i, name, line, cp));
+  i += 4;
+  // Java strings are UTF-16: a high surrogate and the low one after
+  // it are one character (written alone, each stays as it was read).
+  unsigned low = 0;
+  if (cp >= 0xD800 && cp < 0xDC00 && i + 2 < s.size() && s[i + 1] == '\\' && s[i + 2] == 'u' &&
+      read_hex4(s, i + 2, name, line, low).ok() && low >= 0xDC00 && low < 0xE000) {
+    cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
+    i += 6;
+  }
+  append_utf8(dst, cp);
+  return {};
+}
+
+Status unescape(std::string_view s, std::string_view name, size_t line, std::string& dst) {
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '\\' || i + 1 == s.size()) {
+      dst.push_back(s[i]);
+      continue;
     }
+    char c = s[++i];
+    switch (c) {
+      case 't': dst.push_back('\t'); break;
+      case 'n': dst.push_back('\n'); break;
+      case 'r': dst.push_back('\r'); break;
+      case 'f': dst.push_back('\f'); break;
+      case 'u': KPIPE_TRY(unescape_unicode(s, i, name, line, dst)); break;
+      default: dst.push_back(c); break;
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Expected<std::vector<std::pair<std::string, std::string>>> parse_properties(std::string_view text,
+                                                                            std::string_view name) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const LogicalLine& line : join_lines(text)) {
+    std::optional<RawProperty> raw = split_property(line.text);
+    if (!raw) continue;
     std::string key, value;
-    KPIPE_TRY(unescape(raw_key, at, key));
-    KPIPE_TRY(unescape(rest, at, value));
-    if (key.empty()) return usage_error("{}: line {}: missing key", name, at);
+    KPIPE_TRY(unescape(raw->key, name, line.number, key));
+    KPIPE_TRY(unescape(raw->value, name, line.number, value));
+    if (key.empty()) return usage_error("{}: line {}: missing key", name, line.number);
     out.emplace_back(std::move(key), std::move(value));
   }
   return out;

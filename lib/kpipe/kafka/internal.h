@@ -1,9 +1,11 @@
-// Private to the kafka module (kafka*.cpp): the librdkafka handle behind
-// KafkaClient. Nothing outside the module includes this file.
+// Private to the kafka module (kafka/): the librdkafka handle behind
+// KafkaClient. Nothing outside the module includes this file but its tests.
 #pragma once
 
 #include <librdkafka/rdkafka.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -42,6 +44,11 @@ Status new_handle(rd_kafka_type_t type, const KafkaConfig& config, KafkaClient::
 // when no group is joined, no automatic commit or offset store (kpipe
 // commits only what it has written), and partition ends as events.
 KafkaConfig consumer_config(const KafkaConfig& base, const std::string& group);
+
+// A timeout as librdkafka takes it: an int of milliseconds, at least 1,
+// since a request given 0 fails at once without asking the broker
+// (--timeout 0) and a negative one would wait forever.
+inline int timeout_ms(Millis t) { return static_cast<int>(std::clamp<Millis>(t, 1, INT32_MAX)); }
 
 // Sets a default unless the user gave the property.
 inline void set_default(KafkaConfig& config, const char* key, const char* value) {

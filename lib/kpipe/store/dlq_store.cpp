@@ -168,6 +168,15 @@ bool file_exists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
+// The statements run for every batch are prepared once, at first use.
+Status prepare_once(Database& db, std::optional<Statement>& slot, std::string_view sql) {
+  if (slot) return {};
+  auto stmt = db.prepare(sql);
+  if (!stmt) return stmt.take_error();
+  slot.emplace(std::move(*stmt));
+  return {};
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<DlqStore>> DlqStore::open(const std::string& path, Mode mode) {
@@ -191,17 +200,14 @@ Expected<std::unique_ptr<DlqStore>> DlqStore::open(const std::string& path, Mode
 
 Status DlqStore::add(const std::vector<DeadLetter>& letters) {
   if (letters.empty()) return {};
-  if (!insert_) {
-    auto stmt = db_->prepare(
-        "INSERT INTO dead_letters (at, stage, reason, input, line, source_topic, source_partition,"
-        " source_offset, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        " ON CONFLICT (stage, source_topic, source_partition, source_offset)"
-        "   WHERE source_topic IS NOT NULL AND replayed_at IS NULL"
-        " DO UPDATE SET at = excluded.at, reason = excluded.reason, input = excluded.input,"
-        "   line = excluded.line, payload = excluded.payload, failures = failures + 1");
-    if (!stmt) return stmt.take_error();
-    insert_.emplace(std::move(*stmt));
-  }
+  KPIPE_TRY(prepare_once(
+      *db_, insert_,
+      "INSERT INTO dead_letters (at, stage, reason, input, line, source_topic, source_partition,"
+      " source_offset, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+      " ON CONFLICT (stage, source_topic, source_partition, source_offset)"
+      "   WHERE source_topic IS NOT NULL AND replayed_at IS NULL"
+      " DO UPDATE SET at = excluded.at, reason = excluded.reason, input = excluded.input,"
+      "   line = excluded.line, payload = excluded.payload, failures = failures + 1"));
   auto tx = Transaction::begin(*db_);
   if (!tx) return tx.take_error();
   Statement& s = *insert_;
@@ -276,13 +282,10 @@ Status DlqStore::mark_replayed(const std::vector<Delivered>& done, Millis now) {
   if (done.empty()) return {};
   // Standard output marks one entry per transaction: the statement is
   // prepared once.
-  if (!mark_) {
-    auto stmt = db_->prepare(
-        "UPDATE dead_letters SET replayed_at = CASE WHEN failures = ? THEN ? ELSE replayed_at END,"
-        " replay_batch = NULL WHERE id = ?");
-    if (!stmt) return stmt.take_error();
-    mark_.emplace(std::move(*stmt));
-  }
+  KPIPE_TRY(prepare_once(
+      *db_, mark_,
+      "UPDATE dead_letters SET replayed_at = CASE WHEN failures = ? THEN ? ELSE replayed_at END,"
+      " replay_batch = NULL WHERE id = ?"));
   auto tx = Transaction::begin(*db_);
   if (!tx) return tx.take_error();
   for (const Delivered& d : done) {

@@ -52,6 +52,15 @@ const std::vector<std::string> kMigrations = {
     "DROP INDEX stage_state_live;",
 };
 
+// Runs `sql`, whose parameters are a stage and a checkpoint id.
+Status run_for_stage(Database& db, std::string_view sql, std::string_view stage,
+                     int64_t checkpoint) {
+  auto stmt = db.prepare(sql);
+  if (!stmt) return stmt.take_error();
+  stmt->bind_text(1, stage).bind(2, checkpoint);
+  return stmt->run();
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<StateStore>> StateStore::open(const std::string& path) {
@@ -207,14 +216,11 @@ Status StateStore::save_snapshot(std::string_view stage, int64_t checkpoint, con
   if (!tx) return tx.take_error();
   // A snapshot for this checkpoint may exist from a run that crashed before
   // the checkpoint completed and was then replayed: replace it.
-  auto undo_added = db_->prepare("DELETE FROM stage_state WHERE stage = ? AND added >= ?");
-  if (!undo_added) return undo_added.take_error();
-  undo_added->bind_text(1, stage).bind(2, checkpoint);
-  KPIPE_TRY(undo_added->run());
-  auto undo_removed = db_->prepare("UPDATE stage_state SET removed = NULL WHERE stage = ? AND removed >= ?");
-  if (!undo_removed) return undo_removed.take_error();
-  undo_removed->bind_text(1, stage).bind(2, checkpoint);
-  KPIPE_TRY(undo_removed->run());
+  KPIPE_TRY(run_for_stage(*db_, "DELETE FROM stage_state WHERE stage = ? AND added >= ?", stage,
+                          checkpoint));
+  KPIPE_TRY(run_for_stage(*db_,
+                          "UPDATE stage_state SET removed = NULL WHERE stage = ? AND removed >= ?",
+                          stage, checkpoint));
 
   auto retire = db_->prepare("UPDATE stage_state SET removed = ? WHERE stage = ? AND key = ? AND removed IS NULL");
   if (!retire) return retire.take_error();
@@ -249,23 +255,15 @@ Expected<std::optional<int64_t>> StateStore::restore(std::string_view stage, Sna
   int64_t c = latest->value_or(0);
   // Snapshots saved for checkpoints that never completed are dropped: the
   // records behind them will be replayed.
-  auto drop_added = db_->prepare("DELETE FROM stage_state WHERE stage = ? AND added > ?");
-  if (!drop_added) return drop_added.take_error();
-  drop_added->bind_text(1, stage).bind(2, c);
-  KPIPE_TRY(drop_added->run());
-  auto drop_removed = db_->prepare("UPDATE stage_state SET removed = NULL WHERE stage = ? AND removed > ?");
-  if (!drop_removed) return drop_removed.take_error();
-  drop_removed->bind_text(1, stage).bind(2, c);
-  KPIPE_TRY(drop_removed->run());
+  KPIPE_TRY(run_for_stage(*db_, "DELETE FROM stage_state WHERE stage = ? AND added > ?", stage, c));
+  KPIPE_TRY(run_for_stage(
+      *db_, "UPDATE stage_state SET removed = NULL WHERE stage = ? AND removed > ?", stage, c));
   // History before the restored checkpoint will never be restored again.
-  auto prune = db_->prepare("DELETE FROM stage_state WHERE stage = ? AND removed IS NOT NULL AND removed <= ?");
-  if (!prune) return prune.take_error();
-  prune->bind_text(1, stage).bind(2, c);
-  KPIPE_TRY(prune->run());
-  auto drop_snapshots = db_->prepare("DELETE FROM stage_snapshots WHERE stage = ? AND checkpoint > ?");
-  if (!drop_snapshots) return drop_snapshots.take_error();
-  drop_snapshots->bind_text(1, stage).bind(2, c);
-  KPIPE_TRY(drop_snapshots->run());
+  KPIPE_TRY(run_for_stage(
+      *db_, "DELETE FROM stage_state WHERE stage = ? AND removed IS NOT NULL AND removed <= ?",
+      stage, c));
+  KPIPE_TRY(run_for_stage(
+      *db_, "DELETE FROM stage_snapshots WHERE stage = ? AND checkpoint > ?", stage, c));
 
   auto live = db_->prepare("SELECT key, value FROM stage_state WHERE stage = ? AND removed IS NULL");
   if (!live) return live.take_error();

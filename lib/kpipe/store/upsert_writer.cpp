@@ -37,6 +37,17 @@ std::string quoted_list(const std::vector<std::string>& names) {
   return out;
 }
 
+// Two fields of a line that differ only in ASCII case.
+Error same_column(std::string_view first, std::string_view second) {
+  return data_error("fields '{}' and '{}' name the same column (SQLite ignores ASCII case in names)",
+                    display_name(first), display_name(second));
+}
+
+Error not_a_column(std::string_view field, std::string_view table) {
+  return data_error("field '{}' is not a column of table '{}' (--strict)", display_name(field),
+                    display_name(table));
+}
+
 }  // namespace
 
 // --- names -------------------------------------------------------------------
@@ -363,55 +374,79 @@ Status UpsertWriter::add(const Line& line) {
   if (line.text.size() > UINT32_MAX) return data_error("the line is longer than 4 GiB");
   KPIPE_TRY(reader_.read_members(line.text, members_));
   ++serial_;
+  // Nothing changes until the line is known to be a row, so that a
+  // refused line leaves no trace.
+  size_t fresh = 0;  // fields that are no column yet
+  KPIPE_TRY(map_members(fresh));
+  KPIPE_TRY(check_row(fresh));
+  plan_columns();
+  hold_row(line);
+  remember_names();
+  return {};
+}
+
+int UpsertWriter::column_of(size_t member) const {
+  std::string_view key = members_[member].key;
+  if (member < last_keys_.size() && last_ids_[member] != kNew && last_keys_[member] == key)
+    return last_ids_[member];
+  int id = find_column(key);
+  if (id < 0) id = spec_.columns.empty() ? kNew : kNotChosen;
+  return id;
+}
+
+Status UpsertWriter::map_members(size_t& fresh) {
   const size_t n = members_.size();
   member_ids_.resize(n);
-  size_t fresh = 0;  // fields that are no column yet
-  // First pass: which column each field is, without changing anything, so
-  // that a refused line leaves no trace.
   for (size_t i = 0; i < n; ++i) {
-    std::string_view key = members_[i].key;
-    int id;
-    if (i < last_keys_.size() && last_ids_[i] != kNew && last_keys_[i] == key) {
-      id = last_ids_[i];
-    } else {
-      id = find_column(key);
-      if (id < 0) id = spec_.columns.empty() ? kNew : kNotChosen;
-    }
+    int id = column_of(i);
     member_ids_[i] = id;
     if (id == kNotChosen) continue;
     if (id == kNew) {
-      if (frozen_)
-        return data_error("field '{}' is not a column of table '{}' (--strict)", display_name(key),
-                          display_name(spec_.table));
-      std::string problem = identifier_problem(key);
-      if (!problem.empty()) return data_error("field '{}' cannot be a column: {}", display_name(key), problem);
-      for (size_t j = 0; j < i; ++j) {
-        if (member_ids_[j] != kNew || !same_name(members_[j].key, key)) continue;
-        if (members_[j].key == key) {
-          member_ids_[i] = kRepeat;
-          break;
-        }
-        return data_error("fields '{}' and '{}' name the same column (SQLite ignores ASCII case in names)",
-                          display_name(members_[j].key), display_name(key));
-      }
+      KPIPE_TRY(map_new_field(i));
       if (member_ids_[i] == kNew) ++fresh;
       continue;
     }
-    auto& c = columns_[static_cast<size_t>(id)];
-    if (!c.planned && frozen_)
-      return data_error("field '{}' is not a column of table '{}' (--strict)", display_name(key),
-                        display_name(spec_.table));
-    if (seen_[static_cast<size_t>(id)] == serial_) {
-      std::string_view first = members_[seen_member_[static_cast<size_t>(id)]].key;
-      if (first != key)
-        return data_error("fields '{}' and '{}' name the same column (SQLite ignores ASCII case in names)",
-                          display_name(first), display_name(key));
-      member_ids_[i] = kRepeat;
-      continue;
-    }
-    seen_[static_cast<size_t>(id)] = serial_;
-    seen_member_[static_cast<size_t>(id)] = static_cast<uint32_t>(i);
+    KPIPE_TRY(map_known_field(i, id));
   }
+  return {};
+}
+
+Status UpsertWriter::map_new_field(size_t member) {
+  std::string_view key = members_[member].key;
+  if (frozen_)
+    return not_a_column(key, spec_.table);
+  std::string problem = identifier_problem(key);
+  if (!problem.empty())
+    return data_error("field '{}' cannot be a column: {}", display_name(key), problem);
+  for (size_t j = 0; j < member; ++j) {
+    if (member_ids_[j] != kNew || !same_name(members_[j].key, key)) continue;
+    if (members_[j].key == key) {
+      member_ids_[member] = kRepeat;
+      break;
+    }
+    return same_column(members_[j].key, key);
+  }
+  return {};
+}
+
+Status UpsertWriter::map_known_field(size_t member, int id) {
+  std::string_view key = members_[member].key;
+  auto column = static_cast<size_t>(id);
+  if (!columns_[column].planned && frozen_)
+    return not_a_column(key, spec_.table);
+  if (seen_[column] == serial_) {
+    std::string_view first = members_[seen_member_[column]].key;
+    if (first != key)
+      return same_column(first, key);
+    member_ids_[member] = kRepeat;
+    return {};
+  }
+  seen_[column] = serial_;
+  seen_member_[column] = static_cast<uint32_t>(member);
+  return {};
+}
+
+Status UpsertWriter::check_row(size_t fresh) const {
   for (int k : key_ids_) {
     const auto& name = columns_[static_cast<size_t>(k)].name;
     if (seen_[static_cast<size_t>(k)] != serial_)
@@ -420,16 +455,19 @@ Status UpsertWriter::add(const Line& line) {
     if (t == JsonType::kNull) return data_error("key field '{}' is null", display_name(name));
   }
   size_t unplanned = 0;
-  for (size_t i = 0; i < n; ++i)
-    if (member_ids_[i] >= 0 && !columns_[static_cast<size_t>(member_ids_[i])].planned) ++unplanned;
+  for (int id : member_ids_)
+    if (id >= 0 && !columns_[static_cast<size_t>(id)].planned) ++unplanned;
   size_t columns = unmapped_columns_ + planned_count_ + fresh + unplanned;
   if (fresh + unplanned > 0 && columns > static_cast<size_t>(max_columns_))
     return data_error(
-        "the row would give table '{}' more than {} columns, SQLite's limit (choose fields with --columns)",
+        "the row would give table '{}' more than {} columns, SQLite's limit (choose fields with "
+        "--columns)",
         display_name(spec_.table), max_columns_);
+  return {};
+}
 
-  // The line is a row: make its new columns, then hold it.
-  for (size_t i = 0; i < n; ++i) {
+void UpsertWriter::plan_columns() {
+  for (size_t i = 0; i < members_.size(); ++i) {
     int id = member_ids_[i];
     if (id == kNew) {
       id = add_column(std::string(members_[i].key), true);
@@ -446,11 +484,13 @@ Status UpsertWriter::add(const Line& line) {
     }
   }
   if (spec_.strict) frozen_ = true;  // the first row settles a table made without --columns
+}
 
+void UpsertWriter::hold_row(const Line& line) {
   Row row;
   row.first_value = values_.size();
   row_ids_.clear();
-  for (size_t i = 0; i < n; ++i) {
+  for (size_t i = 0; i < members_.size(); ++i) {
     int id = member_ids_[i];
     if (id < 0) continue;
     row_ids_.push_back(id);
@@ -463,7 +503,10 @@ Status UpsertWriter::add(const Line& line) {
   row.line = line.number;
   row.input = intern_input(line.input);
   rows_.push_back(row);
+}
 
+void UpsertWriter::remember_names() {
+  const size_t n = members_.size();
   if (last_keys_.size() < n) {
     last_keys_.resize(n);
     last_ids_.resize(n, kNew);
@@ -473,7 +516,6 @@ Status UpsertWriter::add(const Line& line) {
     // A repeat is one only within its line: the name is looked up again.
     last_ids_[i] = member_ids_[i] == kRepeat ? kNew : member_ids_[i];
   }
-  return {};
 }
 
 void UpsertWriter::discard_pending() {

@@ -157,6 +157,19 @@ class UpsertWriter {
   uint32_t intern_input(std::string_view input);
   void append_value(const JsonField& f);
 
+  // add()'s phases over members_: which column each field is (into
+  // member_ids_) and whether the line can be a row, changing nothing; then
+  // the columns the row needs, the row held, and the line's names kept for
+  // the next line, which usually has the same.
+  int column_of(size_t member) const;
+  Status map_members(size_t& fresh);
+  Status map_new_field(size_t member);
+  Status map_known_field(size_t member, int id);
+  Status check_row(size_t fresh) const;
+  void plan_columns();
+  void hold_row(const Line& line);
+  void remember_names();
+
   Database& db_;
   TableSpec spec_;
   bool table_exists_ = false;
