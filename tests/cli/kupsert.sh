@@ -61,6 +61,13 @@ expect_stderr 'kupsert: warning: sent 1 line to the dead-letter store letters.db
 [[ $(q letters.db 'SELECT stage, reason, line, payload FROM dead_letters') == \
    "kupsert|line 2: key field 'id' is missing|2|{\"v\":2}" ]] || fail "dead letter: $(q letters.db 'SELECT * FROM dead_letters')"
 
+# --dlq alone means --on-error dlq: a store given is a store to use (it was
+# ignored, and the first bad line stopped the run).
+run 0 kupsert --db implied.db --table t --key id --dlq implied-letters.db bad.ndjson
+expect_stderr 'kupsert: warning: sent 1 line to the dead-letter store implied-letters.db
+'
+[[ $(q implied.db 'SELECT group_concat(id) FROM t') == a,c ]] || fail "--dlq alone lost a row"
+
 # --strict: the first row settles the columns.
 printf '{"id":"a","v":1}\n{"id":"b","w":2}\n' | run 65 kupsert --db strict.db --table t --key id --strict
 expect_stderr 'kupsert: error: <stdin>: line 2: field '\''w'\'' is not a column of table '\''t'\'' (--strict)

@@ -110,8 +110,8 @@ void Program::add_inputs(CLI::App& app, InputOptions& o) {
 }
 
 void Program::add_errors(CLI::App& app, ErrorOptions& o) {
-  app.add_option("--on-error", o.on_error, "What to do with bad input: fail, dlq or skip")
-      ->default_val("fail")
+  app.add_option("--on-error", o.on_error,
+                 "What to do with bad input: fail, dlq or skip (default: dlq with --dlq, else fail)")
       ->type_name("MODE");
   app.add_option("--dlq", o.dlq, "Dead-letter store: FILE.db (SQLite) or kafka:TOPIC")->type_name("TARGET");
 }

@@ -1,7 +1,5 @@
 #include "kpipe/programs/dlq_targets.h"
 
-#include <optional>
-
 #include "kpipe/kafka/dlq.h"
 #include "kpipe/store/dlq_store.h"
 
@@ -22,28 +20,42 @@ Expected<std::unique_ptr<DeadLetterSink>> open_dead_letter_sink(const std::strin
   return make_store_sink(std::move(*store));
 }
 
+namespace {
+
+// --on-error, or without it, what --dlq implies: a store given is a store
+// to use (kpipe(7), BAD INPUT).
+Expected<OnError> resolve_on_error(const ErrorOptions& options) {
+  if (options.on_error.empty()) return options.dlq.empty() ? OnError::kFail : OnError::kDlq;
+  return parse_on_error(options.on_error);
+}
+
+}  // namespace
+
 Expected<std::unique_ptr<BadInputHandler>> make_bad_input_handler(const ErrorOptions& options,
                                                                   const std::string& stage, Io& io,
                                                                   const KafkaConfig* kafka) {
-  auto mode = parse_on_error(options.on_error);
+  if (kafka == nullptr && options.dlq.starts_with("kafka:"))
+    return make_bad_input_handler(options, stage, io, KafkaOptions{});
+  auto mode = resolve_on_error(options);
   if (!mode) return mode.take_error();
   std::unique_ptr<DeadLetterSink> sink;
   if (*mode == OnError::kDlq && options.dlq.empty())
     return usage_error("--on-error dlq needs --dlq FILE.db or --dlq kafka:TOPIC");
   if (!options.dlq.empty()) {
-    std::optional<KafkaConfig> resolved;
-    if (kafka == nullptr && options.dlq.starts_with("kafka:")) {
-      KafkaOptions ko;
-      auto r = resolve_kafka_config(ko, io.env_brokers);
-      if (!r) return r.take_error();
-      resolved = std::move(*r);
-      kafka = &*resolved;
-    }
     auto opened = open_dead_letter_sink(options.dlq, kafka, io.reporter);
     if (!opened) return opened.take_error();
     sink = std::move(*opened);
   }
   return std::make_unique<BadInputHandler>(*mode, std::move(sink), stage, io.clock);
+}
+
+Expected<std::unique_ptr<BadInputHandler>> make_bad_input_handler(const ErrorOptions& options,
+                                                                  const std::string& stage, Io& io,
+                                                                  const KafkaOptions& kafka) {
+  if (!options.dlq.starts_with("kafka:")) return make_bad_input_handler(options, stage, io, nullptr);
+  auto config = resolve_kafka_config(kafka, io.env_brokers);
+  if (!config) return config.take_error();
+  return make_bad_input_handler(options, stage, io, &*config);
 }
 
 }  // namespace kpipe

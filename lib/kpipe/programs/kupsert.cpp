@@ -207,7 +207,7 @@ Status run_upsert(const UpsertOptions& o, Io& io) {
   auto writer = UpsertWriter::open(**db, std::move(spec));
   if (!writer) return writer.take_error();
   std::string name = stage_name(io.program, o.name);
-  auto bad = make_bad_input_handler(o.errors, name, io);
+  auto bad = make_bad_input_handler(o.errors, name, io, o.kafka);
   if (!bad) return bad.take_error();
   UpsertStage stage(**writer, store.get(), same, o.batch, name, **bad, io);
   FilterSettings settings{o.input, *stats};

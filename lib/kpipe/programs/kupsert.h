@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kpipe/kafka/config.h"
 #include "kpipe/stage/bad_input.h"
 #include "kpipe/stage/filter.h"
 #include "kpipe/stage/io.h"
@@ -29,6 +30,7 @@ struct UpsertOptions {
   std::string name;
   InputOptions input;
   ErrorOptions errors;
+  KafkaOptions kafka;  // for --dlq kafka:TOPIC
   StatsOptions stats;
 };
 

@@ -89,7 +89,7 @@ struct InputOptions {
 };
 
 struct ErrorOptions {
-  std::string on_error = "fail";
+  std::string on_error;  // fail, dlq or skip; empty: dlq with --dlq, else fail
   std::string dlq;  // FILE.db or kafka:TOPIC
 };
 

@@ -47,3 +47,27 @@ TEST_CASE("open_dead_letter_sink and make_bad_input_handler: targets and usage e
   CHECK_FALSE((*skip)->has_sink());
 }
 
+
+TEST_CASE("make_bad_input_handler: --dlq without --on-error means dlq", "[dead_letter]") {
+  TempDir dir;
+  std::string path = dir.file("dlq.db");
+  FakeClock clock{1795947330123};
+  RecordingReporter reporter;
+  auto out = Output::open_append(dir.file("out"));
+  REQUIRE(out.ok());
+  Io io{**out, reporter, clock, nullptr, "kdedup", nullptr, false};
+  auto implied = make_bad_input_handler(ErrorOptions{"", path}, "kdedup", io);
+  REQUIRE(implied.ok());
+  CHECK((*implied)->mode() == OnError::kDlq);
+  auto neither = make_bad_input_handler(ErrorOptions{"", ""}, "kdedup", io);
+  REQUIRE(neither.ok());
+  CHECK((*neither)->mode() == OnError::kFail);
+  auto skip = make_bad_input_handler(ErrorOptions{"skip", path}, "kdedup", io);
+  REQUIRE(skip.ok());
+  CHECK((*skip)->mode() == OnError::kSkip);
+  // A Kafka target with brokers from the program's own -b.
+  KafkaOptions kafka;
+  auto no_brokers = make_bad_input_handler(ErrorOptions{"", "kafka:dead"}, "kdedup", io, kafka);
+  REQUIRE_FALSE(no_brokers.ok());
+  CHECK(no_brokers.error().message.find("broker") != std::string::npos);
+}
