@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "kpipe/choices.h"
+#include "kpipe/event_time.h"
 #include "kpipe/time.h"
 
 namespace kpipe {
@@ -155,16 +156,10 @@ Status Guard::check_field(const Requirement& r, const JsonField& f) {
       if (f.is_integer || (std::isfinite(f.number) && f.number == std::trunc(f.number))) return {};
       return data_error("field '{}' is {}, not an integer", name, f.raw.substr(0, 40));
     case FieldType::kTime: {
-      if (f.type == JsonType::kString) {
-        auto t = parse_rfc3339(f.str);
-        if (!t) return data_error("field '{}' is not a time: {}", name, t.error().message);
-        return {};
-      }
-      if (f.type != JsonType::kNumber) return wrong();
-      auto t = f.is_integer ? epoch_to_millis(f.integer, TimeUnit::kMillis)
-                            : epoch_to_millis(f.number, TimeUnit::kMillis);
-      if (!t) return data_error("field '{}' is not a time: {}", name, t.error().message);
-      return {};
+      // A guard has no --time-unit: numbers are epoch milliseconds, as
+      // kpipe(7) says times are by default.
+      static constexpr TimeFieldWording kWording{.expected = "a time", .says_not_a_time = true};
+      return read_event_time(f, name, TimeUnit::kMillis, kWording).status();
     }
   }
   return {};

@@ -3,20 +3,27 @@
 #include <cstring>
 #include <optional>
 
-#include "kpipe/control.h"
+#include "kpipe/event_time.h"
 #include "kpipe/json.h"
-#include "kpipe/store/state_store.h"
 #include "kpipe/programs/dlq_targets.h"
+#include "kpipe/programs/state_file.h"
+#include "kpipe/stage/stateful.h"
 
 namespace kpipe {
 
 namespace {
+
+// The saved state's format since the key of several --key paths became
+// encode_key's JSON array ("1,2" before, "[1,2]" now): an older state of
+// such keys would restore and then match nothing.
+constexpr const char* kStateFormat = "kdedup/2";
 
 // What the command line says, checked and compiled once.
 struct DedupPlan {
   DedupConfig engine;
   FieldSet fields;
   size_t key_count = 0;              // slots [0, key_count) of `fields`
+  std::vector<size_t> key_slots;     // the same, listed for encode_key
   std::optional<size_t> time_slot;   // --time
   TimeUnit time_unit = TimeUnit::kMillis;
   bool dups_to_dlq = false;
@@ -29,7 +36,7 @@ Expected<DedupPlan> make_plan(const DedupOptions& o, const std::string& program)
   for (const std::string& text : o.keys) {
     auto path = FieldPath::parse(text);
     if (!path) return usage_error("--key: {}", path.error().message);
-    plan.fields.add(*path);
+    plan.key_slots.push_back(plan.fields.add(*path));
   }
   plan.key_count = o.keys.size();
   if (!o.within.empty()) {
@@ -63,9 +70,9 @@ Expected<DedupPlan> make_plan(const DedupOptions& o, const std::string& program)
 // error) and before the driver waits for input.
 class DedupStage final : public ParsingStage {
  public:
-  DedupStage(DedupPlan& plan, DedupEngine& engine, BadInputHandler& bad, Output* dups, StateStore* store,
-             Io& io)
-      : plan_(plan), engine_(engine), bad_(bad), dups_(dups), store_(store), io_(io) {
+  DedupStage(DedupPlan& plan, DedupEngine& engine, BadInputHandler& bad, Output* dups,
+             StageState& state)
+      : plan_(plan), engine_(engine), bad_(bad), dups_(dups), state_(state) {
     // Processing time moves while the input is quiet: expire then too.
     tick_ = plan.engine.within && !plan.time_slot;
   }
@@ -89,17 +96,7 @@ class DedupStage final : public ParsingStage {
   Status on_control(const Line& line, Output& out) override {
     KPIPE_TRY(settle(out));
     KPIPE_TRY(flush_dups());
-    if (store_ != nullptr) {
-      auto c = parse_checkpoint(line.text);
-      if (!c) return data_error("{}: line {}: {}", line.input, line.number, c.error().message);
-      if (*c) {
-        // The snapshot holds every record before the line, and only those.
-        changes_.clear();
-        engine_.take_changes(changes_);
-        KPIPE_TRY(store_->save_snapshot(plan_.stage, (*c)->id, changes_, io_.clock.now()));
-        changes_.clear();
-      }
-    }
+    KPIPE_TRY(state_.on_control(line));
     out.write_line(line.text);
     return {};
   }
@@ -141,7 +138,8 @@ class DedupStage final : public ParsingStage {
       key = *k;
     }
     if (!plan_.time_slot) return {};
-    auto t = event_time(values_[*plan_.time_slot], plan_.fields.path(*plan_.time_slot));
+    size_t slot = *plan_.time_slot;
+    auto t = read_event_time(values_[slot], plan_.fields.path(slot).text(), plan_.time_unit);
     if (!t) return t.take_error();
     time = *t;
     return {};
@@ -190,37 +188,18 @@ class DedupStage final : public ParsingStage {
     return bad_.dead_letter(p.input, line, duplicate_reason(key));
   }
 
-  // The minified JSON text of the values at the --key paths, joined by
-  // commas (unambiguous: read back, it is an array's elements).
+  // Several --key paths make encode_key's JSON array. One path keeps the
+  // text kdedup has always hashed for it, a string's escapes as written
+  // (encode_key would rewrite them), so that saved states still match.
   Expected<std::string_view> build_key() {
-    if (plan_.key_count == 1) {
-      const JsonField& f = values_[0];
-      if (f.type == JsonType::kMissing) return data_error("field '{}' is missing", plan_.fields.path(0).text());
-      if (f.type != JsonType::kObject && f.type != JsonType::kArray) return f.raw;
-    }
+    if (plan_.key_count > 1) return encode_key(plan_.fields, plan_.key_slots, values_, key_);
+    const JsonField& f = values_[0];
+    if (f.type == JsonType::kMissing)
+      return data_error("field '{}' is missing", plan_.fields.path(0).text());
+    if (f.type != JsonType::kObject && f.type != JsonType::kArray) return f.raw;
     key_.clear();
-    for (size_t i = 0; i < plan_.key_count; ++i) {
-      const JsonField& f = values_[i];
-      if (f.type == JsonType::kMissing) return data_error("field '{}' is missing", plan_.fields.path(i).text());
-      if (i > 0) key_.push_back(',');
-      append_minified(key_, f.raw);
-    }
+    append_minified(key_, f.raw);
     return std::string_view(key_);
-  }
-
-  Expected<Millis> event_time(const JsonField& f, const FieldPath& path) const {
-    Expected<Millis> t = Millis{0};
-    switch (f.type) {
-      case JsonType::kMissing: return data_error("field '{}' is missing", path.text());
-      case JsonType::kNumber:
-        t = f.is_integer ? epoch_to_millis(f.integer, plan_.time_unit) : epoch_to_millis(f.number, plan_.time_unit);
-        break;
-      case JsonType::kString: t = parse_rfc3339(f.str); break;
-      default:
-        return data_error("field '{}' is {}, not a time", path.text(), json_type_phrase(f.type));
-    }
-    if (!t) return data_error("field '{}': {}", path.text(), t.error().message);
-    return t;
   }
 
   std::string duplicate_reason(std::string_view key) const {
@@ -236,12 +215,10 @@ class DedupStage final : public ParsingStage {
   DedupEngine& engine_;
   BadInputHandler& bad_;
   Output* dups_;
-  StateStore* store_;
-  Io& io_;
+  StageState& state_;
   bool tick_ = false;
   const JsonField* values_ = nullptr;  // the line's, during on_parsed
   std::string key_;
-  StateChanges changes_;
   struct Pending {
     bool active = false;
     std::string text;  // the line, then kJsonPadding zero bytes
@@ -275,19 +252,22 @@ Status run_dedup(const DedupOptions& options, Io& io) {
   }
 
   DedupEngine engine(plan->engine, io.clock);
-  std::unique_ptr<StateStore> store;
-  if (!options.state.empty()) {
-    auto opened = StateStore::open(options.state);
-    if (!opened) return opened.take_error();
-    store = std::move(*opened);
-    auto restored = store->restore(plan->stage, engine);
-    if (!restored) return restored.take_error();
-    if (*restored)
-      io.reporter.info(fmt::format("restored {} keys of '{}' from checkpoint {} in '{}'", engine.remembered(),
-                                   plan->stage, **restored, options.state));
-  }
+  auto store = open_state_file(options.state);
+  if (!store) return store.take_error();
+  StateFormat format{kStateFormat, ""};
+  // Keys of one path, and whole lines, hash as they always did.
+  if (plan->key_count > 1)
+    format.unmarked_refusal =
+        "holds keys of several --key paths as an older kdedup wrote them, which this one would "
+        "never match";
+  StageState state(store->get(), plan->stage, engine, io.clock, std::move(format));
+  auto restored = state.restore();
+  if (!restored) return restored.take_error();
+  if (*restored)
+    io.reporter.info(fmt::format("restored {} keys of '{}' from checkpoint {} in '{}'",
+                                 engine.remembered(), plan->stage, **restored, options.state));
 
-  DedupStage stage(*plan, engine, **bad, dups.get(), store.get(), io);
+  DedupStage stage(*plan, engine, **bad, dups.get(), state);
   FilterSettings settings{options.input, *stats};
   Status run = run_filter(stage, settings, **bad, io);
 

@@ -1,13 +1,14 @@
 #include "kpipe/programs/kwindow.h"
 
-#include <cstring>
 #include <optional>
 
 #include "kpipe/choices.h"
 #include "kpipe/control.h"
+#include "kpipe/event_time.h"
 #include "kpipe/json.h"
-#include "kpipe/store/state_store.h"
 #include "kpipe/programs/dlq_targets.h"
+#include "kpipe/programs/state_file.h"
+#include "kpipe/stage/stateful.h"
 
 namespace kpipe {
 
@@ -23,9 +24,7 @@ Expected<Millis> option_duration(const char* option, const std::string& text) {
 // What the stage reads from each line: one FieldSet, compiled once.
 struct Paths {
   FieldSet fields;
-  std::string time_text;
   size_t time = 0;
-  std::vector<std::string> key_texts;
   std::vector<size_t> keys;
   std::vector<int> aggs;  // per aggregate: its slot, -1 for count
   std::vector<bool> numeric;  // per aggregate: reads only numbers (sum, avg)
@@ -43,12 +42,10 @@ Expected<Paths> compile_paths(const WindowOptions& o, const WindowConfig& config
   auto time = add(o.time);
   if (!time) return time.take_error();
   p.time = *time;
-  p.time_text = o.time;
   for (const std::string& k : o.keys) {
     auto slot = add(k);
     if (!slot) return slot.take_error();
     p.keys.push_back(*slot);
-    p.key_texts.push_back(k);
   }
   for (const AggSpec& a : config.aggs) {
     p.numeric.push_back(a.fn == AggFn::kSum || a.fn == AggFn::kAvg);
@@ -70,16 +67,14 @@ Expected<Paths> compile_paths(const WindowOptions& o, const WindowConfig& config
 class WindowStage final : public ParsingStage {
  public:
   WindowStage(const WindowOptions& options, WindowEngine& engine, Paths paths, TimeUnit unit,
-              BadInputHandler& bad, Output* late_out, StateStore* store, std::string stage, Clock& clock)
+              BadInputHandler& bad, Output* late_out, StageState& state)
       : options_(options),
         engine_(engine),
         paths_(std::move(paths)),
         unit_(unit),
         bad_(bad),
         late_out_(late_out),
-        store_(store),
-        stage_(std::move(stage)),
-        clock_(clock),
+        state_(state),
         inputs_(paths_.aggs.size(), nullptr) {}
 
   // The engine's hash tables are far larger than the caches, so a record's
@@ -128,15 +123,7 @@ class WindowStage final : public ParsingStage {
         }
       }
     }
-    if (store_ != nullptr) {
-      auto checkpoint = parse_checkpoint(line.text);
-      if (!checkpoint) return data_error("{}: line {}: {}", line.input, line.number, checkpoint.error().message);
-      if (*checkpoint) {
-        changes_.clear();
-        engine_.take_changes(changes_);
-        KPIPE_TRY(store_->save_snapshot(stage_, (*checkpoint)->id, changes_, clock_.now()));
-      }
-    }
+    KPIPE_TRY(state_.on_control(line));
     out.write_line(line.text);
     return {};
   }
@@ -151,7 +138,7 @@ class WindowStage final : public ParsingStage {
   // checkpoint, for the next run, unless --flush-at-end.
   Status on_end(Output& out) override {
     KPIPE_TRY(release(out));
-    if (store_ == nullptr || options_.flush_at_end) engine_.flush(out.buffer());
+    if (!state_.enabled() || options_.flush_at_end) engine_.flush(out.buffer());
     return flush_late();
   }
 
@@ -181,11 +168,15 @@ class WindowStage final : public ParsingStage {
   Status read_record(const ParsedLine& parsed, WindowInput& in) {
     if (!parsed.status.ok()) return parsed.status;
     values_ = parsed.values;
-    auto time = read_time(values_[paths_.time]);
+    // kwindow's own words for a time of another type, older than the
+    // shared reader's.
+    static constexpr TimeFieldWording kWording{.expected = "a number or an RFC 3339 string"};
+    auto time = read_event_time(values_[paths_.time], paths_.fields.path(paths_.time).text(),
+                                unit_, kWording);
     if (!time) return time.take_error();
     in.time = *time;
     if (!paths_.keys.empty()) {
-      auto key = read_key();
+      auto key = encode_key(paths_.fields, paths_.keys, values_, key_);
       if (!key) return key.take_error();
       in.key = *key;
     }
@@ -235,49 +226,6 @@ class WindowStage final : public ParsingStage {
     return added.ok() ? Status() : Status(added.take_error());
   }
 
-  Expected<Millis> read_time(const JsonField& f) {
-    const std::string& path = paths_.time_text;
-    switch (f.type) {
-      case JsonType::kMissing: return data_error("field '{}' is missing", path);
-      case JsonType::kNumber: {
-        auto t = f.is_integer ? epoch_to_millis(f.integer, unit_) : epoch_to_millis(f.number, unit_);
-        if (!t) return data_error("field '{}': {}", path, t.error().message);
-        return *t;
-      }
-      case JsonType::kString: {
-        auto t = parse_rfc3339(f.str);
-        if (!t) return data_error("field '{}': {}", path, t.error().message);
-        return *t;
-      }
-      default: return data_error("field '{}' is {}, not a number or an RFC 3339 string", path, json_type_phrase(f.type));
-    }
-  }
-
-  // The key's JSON text; equal values written alike share a key. Strings
-  // without escapes (nearly all) are used as they appear, without a copy.
-  Expected<std::string_view> read_key() {
-    key_.clear();
-    bool one = paths_.keys.size() == 1;
-    if (!one) key_.push_back('[');
-    for (size_t i = 0; i < paths_.keys.size(); ++i) {
-      const JsonField& f = values_[paths_.keys[i]];
-      if (f.type == JsonType::kMissing) return data_error("field '{}' is missing", paths_.key_texts[i]);
-      if (i > 0) key_.push_back(',');
-      bool plain = f.type != JsonType::kString || std::memchr(f.raw.data(), '\\', f.raw.size()) == nullptr;
-      if (f.type == JsonType::kObject || f.type == JsonType::kArray) {
-        append_minified(key_, f.raw);
-      } else if (!plain) {
-        append_json_string(key_, f.str);
-      } else if (one) {
-        return f.raw;
-      } else {
-        key_.append(f.raw);
-      }
-    }
-    if (!one) key_.push_back(']');
-    return std::string_view(key_);
-  }
-
   Status too_late(const Line& line) {
     ++late_;
     if (late_out_ != nullptr) {
@@ -301,13 +249,10 @@ class WindowStage final : public ParsingStage {
   TimeUnit unit_;
   BadInputHandler& bad_;
   Output* late_out_;
-  StateStore* store_;
-  std::string stage_;
-  Clock& clock_;
-  StateChanges changes_;
+  StageState& state_;
   const JsonField* values_ = nullptr;  // the line's, during on_parsed
   std::vector<const JsonField*> inputs_;
-  std::string key_;
+  std::string key_;  // the record's key, when not a view into its line
   Held held_;
   uint64_t late_ = 0;
   uint64_t dropped_ = 0;
@@ -395,19 +340,19 @@ Status run_window(const WindowOptions& options, Io& io) {
   }
 
   WindowEngine engine(*config, io.clock);
-  std::unique_ptr<StateStore> store;
-  if (!options.state.empty()) {
-    auto opened = StateStore::open(options.state);
-    if (!opened) return opened.take_error();
-    store = std::move(*opened);
-    auto restored = store->restore(stage, engine);
-    if (!restored) return restored.take_error();
-    if (*restored)
-      io.reporter.info(fmt::format("restored '{}' as of checkpoint {}: {} window aggregate{}, watermark {}", stage,
-                                   **restored, engine.states(), engine.states() == 1 ? "" : "s",
-                                   engine.watermark() == kNoWatermark ? "none" : format_rfc3339(engine.watermark())));
+  auto store = open_state_file(options.state);
+  if (!store) return store.take_error();
+  StageState state(store->get(), stage, engine, io.clock);
+  auto restored = state.restore();
+  if (!restored) return restored.take_error();
+  if (*restored) {
+    Millis w = engine.watermark();
+    io.reporter.info(fmt::format(
+        "restored '{}' as of checkpoint {}: {} window aggregate{}, watermark {}", stage, **restored,
+        engine.states(), engine.states() == 1 ? "" : "s",
+        w == kNoWatermark ? "none" : format_rfc3339(w)));
   }
-  WindowStage window(options, engine, std::move(*paths), *unit, **bad, late_out.get(), store.get(), stage, io.clock);
+  WindowStage window(options, engine, std::move(*paths), *unit, **bad, late_out.get(), state);
   FilterSettings settings{options.input, *stats};
   Status run = run_filter(window, settings, **bad, io);
   if (window.dropped() > 0)

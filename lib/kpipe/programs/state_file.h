@@ -1,0 +1,18 @@
+// The pipeline's state file (--state FILE, store/state_store.h) as the
+// SnapshotStore of a stateful stage (stage/stateful.h): the stage layer
+// may not see SQLite, so the two meet here.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "kpipe/stage/stateful.h"
+#include "kpipe/status.h"
+
+namespace kpipe {
+
+// Opens (creating) the state file at `path`; null when `path` is empty (no
+// --state).
+Expected<std::unique_ptr<SnapshotStore>> open_state_file(const std::string& path);
+
+}  // namespace kpipe
