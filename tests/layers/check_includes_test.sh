@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The include checker fails on each kind of broken rule, and passes a tree
+# that keeps them: run on small trees made here.
+set -euo pipefail
+checker="$(cd "$(dirname "$0")" && pwd)/check_includes.sh"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# tree NAME FILE LINE: a tree with one file holding one include line.
+tree() {
+  local dir="$work/$1" file=$2 line=$3
+  mkdir -p "$dir/lib/kpipe" "$dir/tools" "$(dirname "$dir/$file")"
+  printf '%s\n' "$line" >"$dir/$file"
+  echo "$dir"
+}
+expect() {
+  local want=$1 dir=$2 got=0
+  KPIPE_SOURCE_DIR=$dir bash "$checker" >"$work/out" 2>&1 || got=$?
+  if [[ $got != "$want" ]]; then
+    echo "FAIL: check_includes on $(find "$dir" -type f | sed "s|$dir/||") exited $got, expected $want:"
+    cat "$work/out"
+    exit 1
+  fi
+}
+
+expect 0 "$(tree ok lib/kpipe/stage/a.cpp '#include "kpipe/json.h"')"
+expect 0 "$(tree ok2 lib/kpipe/programs/a.cpp '#include "kpipe/store/sqlite.h"')"
+expect 1 "$(tree core_up lib/kpipe/json.cpp '#include "kpipe/stage/io.h"')"
+expect 1 "$(tree stage_store lib/kpipe/stage/a.cpp '#include "kpipe/store/sqlite.h"')"
+expect 1 "$(tree kafka_store lib/kpipe/kafka/a.cpp '#include "kpipe/store/state_store.h"')"
+expect 1 "$(tree store_kafka lib/kpipe/store/a.cpp '#include "kpipe/kafka/client.h"')"
+expect 1 "$(tree rdkafka lib/kpipe/programs/a.cpp '#include <librdkafka/rdkafka.h>')"
+expect 1 "$(tree sqlite lib/kpipe/stage/a.cpp '#include <sqlite3.h>')"
+expect 1 "$(tree tool_core tools/x/main.cpp '#include "kpipe/json.h"')"
+expect 1 "$(tree new_folder lib/kpipe/misc/a.cpp '#include "kpipe/json.h"')"
+echo "check_includes: each broken rule is caught"
