@@ -19,6 +19,17 @@ Expected<Millis> read_event_time(const JsonField& field, std::string_view path, 
       return data_error("field '{}' is {}, not {}", path, json_type_phrase(field.type),
                         wording.expected);
   }
+  // A time that RFC 3339 cannot write (a number far from the epoch, an
+  // offset or a leap second that crosses year 0 or 9999) would come out as
+  // a time that no program reads back (kpipe(7), TIMES AND DURATIONS).
+  if (t && (*t < kMinTime || *t > kMaxTime)) {
+    std::string shown = field.type == JsonType::kString
+                            ? fmt::format("'{}'", field.str)
+                            : fmt::format("'{}' ({})", field.raw, time_unit_name(unit));
+    t = data_error(
+        "time {} is outside RFC 3339's range, 0000-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z",
+        shown);
+  }
   if (t) return t;
   if (wording.says_not_a_time)
     return data_error("field '{}' is not a time: {}", path, t.error().message);

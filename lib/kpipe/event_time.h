@@ -26,7 +26,8 @@ struct TimeFieldWording {
 
 // The time in `field` as epoch milliseconds, numbers read in `unit`. A
 // data_error naming `path` when the field is missing, of another type, or
-// not a time (a bad date, a number out of range).
+// not a time (a bad date, a number out of range), or a time outside what
+// RFC 3339 can write (kMinTime to kMaxTime, time.h).
 Expected<Millis> read_event_time(const JsonField& field, std::string_view path, TimeUnit unit,
                                  const TimeFieldWording& wording = {});
 

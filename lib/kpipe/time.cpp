@@ -86,6 +86,8 @@ constexpr Civil civil_from_days(int64_t z) {
 static_assert(days_from_civil(1970, 1, 1) == 0);
 static_assert(days_from_civil(2000, 3, 1) == 11017);
 static_assert(civil_from_days(-1).year == 1969 && civil_from_days(-1).day == 31);
+static_assert(kMinTime == days_from_civil(0, 1, 1) * kDay);
+static_assert(kMaxTime == days_from_civil(10000, 1, 1) * kDay - 1);
 
 bool is_leap_year(int64_t y) {
   return y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
@@ -166,20 +168,6 @@ char* write_2(char* p, unsigned v) {
   p[0] = static_cast<char>('0' + v / 10);
   p[1] = static_cast<char>('0' + v % 10);
   return p + 2;
-}
-
-std::string_view time_unit_name(TimeUnit unit) {
-  switch (unit) {
-    case TimeUnit::kSeconds:
-      return "s";
-    case TimeUnit::kMillis:
-      return "ms";
-    case TimeUnit::kMicros:
-      return "us";
-    case TimeUnit::kNanos:
-      return "ns";
-  }
-  return "?";
 }
 
 Error out_of_range(std::string_view value, TimeUnit unit) {
@@ -376,6 +364,20 @@ std::string format_rfc3339(Millis t) {
   std::string out;
   append_rfc3339(out, t);
   return out;
+}
+
+std::string_view time_unit_name(TimeUnit unit) {
+  switch (unit) {
+    case TimeUnit::kSeconds:
+      return "s";
+    case TimeUnit::kMillis:
+      return "ms";
+    case TimeUnit::kMicros:
+      return "us";
+    case TimeUnit::kNanos:
+      return "ns";
+  }
+  return "?";
 }
 
 Expected<TimeUnit> parse_time_unit(std::string_view text) {

@@ -18,6 +18,12 @@ constexpr Millis kMinute = 60 * kSecond;
 constexpr Millis kHour = 60 * kMinute;
 constexpr Millis kDay = 24 * kHour;
 
+// The times RFC 3339 can write, 0000-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z:
+// the event times programs accept (event_time.h), so that every time they
+// write reads back.
+constexpr Millis kMinTime = -62'167'219'200'000;
+constexpr Millis kMaxTime = 253'402'300'799'999;
+
 // "250ms", "30s", "5m", "2h", "1d", sums like "1h30m" (in any order), decimals
 // like "1.5s" (truncated to the millisecond). A bare number is refused as
 // ambiguous ("0" excepted), and so are negative durations and overflow.
@@ -44,6 +50,7 @@ std::string format_rfc3339(Millis t);
 
 enum class TimeUnit { kSeconds, kMillis, kMicros, kNanos };
 Expected<TimeUnit> parse_time_unit(std::string_view text);  // "s", "ms", "us", "ns"
+std::string_view time_unit_name(TimeUnit unit);
 
 // A numeric event time in `unit` to epoch milliseconds, floored (so -1 us is
 // -1 ms). Refuses NaN, infinities and values outside +-2^53 ms.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
@@ -45,8 +46,13 @@ struct AggExtra {
 // One aggregate of one window and key. count needs none (the entry's own
 // count is it); the others use what their function needs.
 struct AggState {
-  int64_t i = 0;     // sum/avg: the integer sum; min/max: an integer value
-  double d = 0;      // sum/avg: the sum once it is not an integer; min/max: the value
+  int64_t i = 0;  // sum/avg: the integer sum's low 64 bits; min/max: an integer value
+  // One or the other, as `mode` says (GCC defines reading the member not
+  // last written, which a new state's zero does).
+  union {
+    double d = 0;  // sum/avg: the sum once it is not an integer; min/max: the value
+    int64_t hi;    // sum/avg: the integer sum's high 64 bits
+  };
   uint8_t mode = 0;  // see kSum* and kVal*
   std::unique_ptr<AggExtra> extra;
 
@@ -98,19 +104,75 @@ void assign_val(AggState& s, const Val& v) {
   s.ensure_extra().text.assign(v.text);
 }
 
+// An integer sum is exact in 128 bits: 2^64 records of 64 bits each cannot
+// overflow it, and a sum that leaves 64 bits may come back
+// (9223372036854775807 + 100 - 100). Only the result written must fit.
+using Int128 = __int128;
+
+Int128 int_sum(const AggState& s) {
+  return static_cast<Int128>(static_cast<unsigned __int128>(static_cast<uint64_t>(s.hi)) << 64 |
+                             static_cast<uint64_t>(s.i));
+}
+
+void set_int_sum(AggState& s, Int128 v) {
+  s.i = static_cast<int64_t>(static_cast<uint64_t>(v));
+  s.hi = static_cast<int64_t>(v >> 64);
+}
+
+bool fits_int64(Int128 v) {
+  return v >= std::numeric_limits<int64_t>::min() && v <= std::numeric_limits<int64_t>::max();
+}
+
+// The sum as a double from now on: an input was not an integer.
+void sum_to_double(AggState& s) {
+  double d = static_cast<double>(int_sum(s));
+  s.d = d;
+  s.mode = kSumDouble;
+}
+
 void sum_add(AggState& s, bool is_integer, int64_t i, double d) {
-  if (s.mode == kSumInt && is_integer) {
-    int64_t r;
-    if (!__builtin_add_overflow(s.i, i, &r)) {
-      s.i = r;
+  if (s.mode == kSumInt) {
+    if (is_integer) {
+      set_int_sum(s, int_sum(s) + i);
       return;
     }
-  }
-  if (s.mode == kSumInt) {
-    s.d = static_cast<double>(s.i);
-    s.mode = kSumDouble;
+    sum_to_double(s);
   }
   s.d += is_integer ? static_cast<double>(i) : d;
+}
+
+// Folds the sum `o` into `s` (sessions that merge).
+void sum_merge(AggState& s, const AggState& o) {
+  if (s.mode == kSumInt && o.mode == kSumInt) {
+    set_int_sum(s, int_sum(s) + int_sum(o));
+    return;
+  }
+  if (s.mode == kSumInt) sum_to_double(s);
+  s.d += o.mode == kSumInt ? static_cast<double>(int_sum(o)) : o.d;
+}
+
+double sum_value(const AggState& s) {
+  return s.mode == kSumInt ? static_cast<double>(int_sum(s)) : s.d;
+}
+
+void append_int128(std::string& out, Int128 v) {
+  char buf[48];
+  char* p = buf + sizeof buf;
+  auto u = static_cast<unsigned __int128>(v);
+  if (v < 0) u = -u;
+  do {
+    *--p = static_cast<char>('0' + static_cast<int>(u % 10));
+    u /= 10;
+  } while (u != 0);
+  if (v < 0) *--p = '-';
+  out.append(p, static_cast<size_t>(buf + sizeof buf - p));
+}
+
+// A float whose integer text would look exact: always with an exponent.
+void append_float(std::string& out, double d) {
+  char buf[32];
+  auto r = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
+  out.append(buf, static_cast<size_t>(r.ptr - buf));
 }
 
 // The value a distinct set compares: equal JSON values give equal bytes
@@ -123,6 +185,13 @@ void distinct_repr(const JsonField& f, std::string& out) {
       out.append(f.str);
       return;
     case JsonType::kNumber:
+      // Beyond a double's range (1e400, -1e400) a number is its text: as
+      // doubles they would all be one of two infinities.
+      if (!f.is_integer && !std::isfinite(f.number)) {
+        out.push_back('t');
+        out.append(f.raw);
+        return;
+      }
       out.push_back('n');
       if (f.is_integer) {
         append_int(out, f.integer);
@@ -150,6 +219,11 @@ Status check_input(const AggSpec& a, const JsonField& f) {
     case AggFn::kAvg:
       if (f.type != JsonType::kNumber)
         return data_error("field '{}' is {}, not a number ({})", a.path, json_type_phrase(f.type), kFnNames[int(a.fn)]);
+      // A number beyond what a double holds (1e400) reaches a stage as its
+      // text alone: there is nothing to add.
+      if (!f.is_integer && !std::isfinite(f.number))
+        return data_error("field '{}' is {}, a number beyond the range of a 64-bit float ({})",
+                          a.path, f.raw, kFnNames[int(a.fn)]);
       return {};
     case AggFn::kMin:
     case AggFn::kMax:
@@ -326,6 +400,9 @@ using TimerQueue = std::map<std::pair<Millis, uint64_t>, KeySessions*>;
 struct WindowEngine::Impl {
   WindowConfig cfg;
   Clock& clock;
+  Reporter* reporter;
+  bool warned_wide = false;      // a sum beyond 64-bit integers was written
+  bool warned_infinite = false;  // a sum beyond a double's range was written
   WindowKind kind;
   Millis size, every, delay, lateness, idle;
   bool has_key;
@@ -369,7 +446,7 @@ struct WindowEngine::Impl {
   std::vector<Restored> restored;
   std::string scratch;
 
-  Impl(WindowConfig c, Clock& clk) : cfg(std::move(c)), clock(clk) {
+  Impl(WindowConfig c, Clock& clk, Reporter* r) : cfg(std::move(c)), clock(clk), reporter(r) {
     kind = cfg.shape.kind;
     size = cfg.shape.size;
     every = kind == WindowKind::kSlide ? cfg.shape.every : size;
@@ -446,7 +523,7 @@ struct WindowEngine::Impl {
       switch (cfg.aggs[a].fn) {
         case AggFn::kCount: break;
         case AggFn::kSum:
-        case AggFn::kAvg: sum_add(s, o.mode == kSumInt, o.i, o.d); break;
+        case AggFn::kAvg: sum_merge(s, o); break;
         case AggFn::kMin:
           if (o.mode != kValNone && (s.mode == kValNone || compare_val(val_of(o), val_of(s)) < 0))
             assign_val(s, val_of(o));
@@ -467,7 +544,42 @@ struct WindowEngine::Impl {
     }
   }
 
-  void append_aggs(std::string& out, uint64_t count, const AggState* st) const {
+  // What a sum cannot write exactly is written as a float, or as null
+  // (JSON has no infinity), and said once of each kind: kwindow(1),
+  // Aggregates.
+  [[gnu::cold]] std::string where(size_t a, Millis start, std::string_view key) const {
+    const AggSpec& spec = cfg.aggs[a];
+    std::string w = fmt::format("{} '{}' of the window at ", kFnNames[int(spec.fn)], spec.name);
+    if (cfg.time_format == TimeFormat::kMillis) {
+      append_int(w, start);
+    } else {
+      append_rfc3339(w, start);
+    }
+    if (has_key) w += fmt::format(" with key {}", key);
+    return w;
+  }
+
+  [[gnu::cold]] void warn_wide_sum(size_t a, Millis start, std::string_view key, Int128 v) {
+    warned_wide = true;
+    if (reporter == nullptr) return;
+    std::string exact, written;
+    append_int128(exact, v);
+    append_float(written, static_cast<double>(v));
+    reporter->warning(fmt::format(
+        "{}: the sum is {}, beyond 64-bit integers: written as the float {} (said once)",
+        where(a, start, key), exact, written));
+  }
+
+  [[gnu::cold]] void warn_infinite_sum(size_t a, Millis start, std::string_view key) {
+    warned_infinite = true;
+    if (reporter == nullptr) return;
+    reporter->warning(fmt::format(
+        "{}: the sum is beyond the range of a 64-bit float: written as null (said once)",
+        where(a, start, key)));
+  }
+
+  void append_aggs(std::string& out, Millis start, std::string_view key, uint64_t count,
+                   const AggState* st) {
     for (size_t a = 0; a < cfg.aggs.size(); ++a) {
       out += field_head[a];
       if (cfg.aggs[a].fn == AggFn::kCount) {
@@ -479,13 +591,21 @@ struct WindowEngine::Impl {
         case AggFn::kCount: break;
         case AggFn::kSum:
           if (s.mode == kSumInt) {
-            append_int(out, s.i);
-          } else {
-            append_double(out, s.d);
+            Int128 v = int_sum(s);
+            if (fits_int64(v)) {
+              append_int(out, static_cast<int64_t>(v));
+              break;
+            }
+            if (!warned_wide) warn_wide_sum(a, start, key, v);
+            append_float(out, static_cast<double>(v));
+            break;
           }
+          if (!std::isfinite(s.d) && !warned_infinite) warn_infinite_sum(a, start, key);
+          append_double(out, s.d);
           break;
         case AggFn::kAvg: {
-          double sum = s.mode == kSumInt ? static_cast<double>(s.i) : s.d;
+          double sum = sum_value(s);
+          if (!std::isfinite(sum) && !warned_infinite) warn_infinite_sum(a, start, key);
           append_double(out, sum / static_cast<double>(count));
           break;
         }
@@ -521,12 +641,13 @@ struct WindowEngine::Impl {
     append_time(out, end);
   }
 
-  void append_tail(std::string& out, std::string_view key, uint64_t count, const AggState* st, bool late) {
+  void append_tail(std::string& out, Millis start, std::string_view key, uint64_t count,
+                   const AggState* st, bool late) {
     if (has_key) {
       out += ",\"key\":";
       out += key;
     }
-    append_aggs(out, count, st);
+    append_aggs(out, start, key, count, st);
     out += late ? ",\"emit\":\"late\"}\n" : ",\"emit\":\"on_time\"}\n";
     ++emitted;
   }
@@ -535,12 +656,12 @@ struct WindowEngine::Impl {
     if (b.head.empty()) append_head(b.head, b.start, b.end);
     out += b.head;
     const Entry& e = b.entries[index];
-    append_tail(out, b.key(e), e.count, b.aggs.data() + index * n_state, late);
+    append_tail(out, b.start, b.key(e), e.count, b.aggs.data() + index * n_state, late);
   }
 
   void emit_session(const KeySessions& ks, const Session& s, bool late, std::string& out) {
     append_head(out, s.start, s.end);
-    append_tail(out, ks.key, s.count, s.aggs.data(), late);
+    append_tail(out, s.start, ks.key, s.count, s.aggs.data(), late);
   }
 
   // --- tumbling and sliding windows ---
@@ -825,7 +946,35 @@ struct WindowEngine::Impl {
     next_timer = std::min(next_fire, next_free);
   }
 
+  // Every window of a record must start and end within the times RFC 3339
+  // can write, or its line could not be read back (kpipe(7), TIMES AND
+  // DURATIONS): a record of the last window before year 10000 is refused,
+  // since that window ends at 10000-01-01.
+  Status check_time(Millis t) const {
+    Millis first = t, end = t + size;
+    if (t >= kMinTime && t <= kMaxTime && kind != WindowKind::kSession) {
+      Millis last = t - floor_mod(t, every);
+      first = last - ((size - 1 - (t - last)) / every) * every;
+      end = last + size;
+    }
+    if (t >= kMinTime && t <= kMaxTime && first >= kMinTime && end <= kMaxTime) return {};
+    return window_range_error(t, end);
+  }
+
+  [[gnu::cold]] Error window_range_error(Millis t, Millis end) const {
+    std::string path = cfg.time_path.empty() ? std::string("the event time")
+                                             : fmt::format("field '{}'", cfg.time_path);
+    if (t < kMinTime || t > kMaxTime)
+      return data_error("{}: time {} ms is outside RFC 3339's range, 0000-01-01T00:00:00Z to "
+                        "9999-12-31T23:59:59.999Z", path, t);
+    const char* which = end > kMaxTime
+                            ? "ends after 9999-12-31T23:59:59.999Z, RFC 3339's last time"
+                            : "starts before 0000-01-01T00:00:00Z, RFC 3339's first time";
+    return data_error("{}: time {} falls in a window that {}", path, format_rfc3339(t), which);
+  }
+
   Status check(const WindowInput& in) const {
+    KPIPE_TRY(check_time(in.time));
     for (size_t a = 0; a < cfg.aggs.size(); ++a) {
       if (cfg.aggs[a].fn == AggFn::kCount) continue;
       KPIPE_TRY(check_input(cfg.aggs[a], *in.aggs[a]));
@@ -956,11 +1105,19 @@ struct WindowEngine::Impl {
         case AggFn::kCount: break;
         case AggFn::kSum:
         case AggFn::kAvg:
-          // An integer sum as a number; a double as its shortest exact text.
-          if (s.mode == kSumInt) {
-            append_int(v, s.i);
-          } else {
+          // An integer sum as a number, or beyond 64 bits as its [high, low]
+          // halves (which an older kwindow refuses rather than misreads);
+          // a double as its shortest exact text.
+          if (s.mode != kSumInt) {
             append_json_string(v, format_double_exact(s.d));
+          } else if (Int128 sum = int_sum(s); fits_int64(sum)) {
+            append_int(v, static_cast<int64_t>(sum));
+          } else {
+            v.push_back('[');
+            append_int(v, s.hi);
+            v.push_back(',');
+            append_int(v, s.i);
+            v.push_back(']');
           }
           break;
         case AggFn::kMin:
@@ -1075,7 +1232,15 @@ struct WindowEngine::Impl {
       case AggFn::kAvg:
         if (v.type == JsonType::kNumber && v.is_integer) {
           s.mode = kSumInt;
-          s.i = v.integer;
+          set_int_sum(s, v.integer);
+          return {};
+        }
+        if (v.type == JsonType::kArray && v.items.size() == 2 && v.items[0].is_integer &&
+            v.items[1].is_integer && v.items[0].type == JsonType::kNumber &&
+            v.items[1].type == JsonType::kNumber) {
+          s.mode = kSumInt;
+          s.hi = v.items[0].integer;
+          s.i = v.items[1].integer;
           return {};
         }
         if (v.type == JsonType::kString) {
@@ -1270,8 +1435,8 @@ struct WindowEngine::Impl {
   }
 };
 
-WindowEngine::WindowEngine(WindowConfig config, Clock& clock)
-    : impl_(std::make_unique<Impl>(std::move(config), clock)) {}
+WindowEngine::WindowEngine(WindowConfig config, Clock& clock, Reporter* reporter)
+    : impl_(std::make_unique<Impl>(std::move(config), clock, reporter)) {}
 WindowEngine::~WindowEngine() = default;
 
 Expected<Placement> WindowEngine::add(const WindowInput& in, std::string& out) { return impl_->add(in, out); }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kpipe/json.h"
+#include "kpipe/report.h"
 #include "kpipe/snapshot.h"
 #include "kpipe/status.h"
 #include "kpipe/time.h"
@@ -56,6 +57,8 @@ struct WindowConfig {
   // saved state must agree with.
   std::vector<std::string> keys;
   TimeFormat time_format = TimeFormat::kRfc3339;
+  // The --time path, for messages only.
+  std::string time_path;
   // Keep track of what changed for take_changes() (only with --state: the
   // bookkeeping costs a little on every record).
   bool track_changes = false;
@@ -90,7 +93,9 @@ constexpr Millis kNoWatermark = std::numeric_limits<Millis>::min();
 
 class WindowEngine final : public Snapshottable {
  public:
-  WindowEngine(WindowConfig config, Clock& clock);
+  // `reporter`, when given, is told once of a sum that cannot be written
+  // exactly (kwindow(1), Aggregates).
+  WindowEngine(WindowConfig config, Clock& clock, Reporter* reporter = nullptr);
   ~WindowEngine() override;
   WindowEngine(const WindowEngine&) = delete;
   WindowEngine& operator=(const WindowEngine&) = delete;

@@ -165,7 +165,7 @@ kdedup: 5 records in, 2 passed, 1 dropped, 2 bad; 2 keys remembered, 0 evicted
 '
 # Without --key too, a line must be JSON.
 run 65 kdedup <"$WORK/bad"
-expect_stderr "kdedup: error: <stdin>: line 3: not valid JSON: invalid literal
+expect_stderr "kdedup: error: <stdin>: line 3: not valid JSON: 'not' is not a JSON value
 "
 
 printf '%s\n' '{"id":1,"ts":true}' >"$WORK/badtime"
@@ -200,6 +200,13 @@ expect_stderr "kdedup: error: --key: invalid field path '.a[': '[' without ']'
 "
 usage --within 1m --time .t --time-unit days
 expect_stderr "kdedup: error: --time-unit: unknown time unit 'days' (choices: s, ms, us, ns)
+"
+
+# A kafka: dead-letter topic takes the Kafka options, -X and --config too,
+# so that it can reach a secured cluster.
+run 2 kdedup -k .id --dlq kafka:dead --config "$WORK/missing.properties" </dev/null
+expect_stdout ''
+expect_stderr "kdedup: error: cannot open config file '$WORK/missing.properties': No such file or directory
 "
 
 # --- --state: a snapshot at each checkpoint, restored on start -------------------------
@@ -239,6 +246,22 @@ expect_stdout '{"id":3}
 {"id":2}
 {"$kpipe":"checkpoint","id":3,"at":7,"offsets":[{"topic":"t","partition":0,"offset":7}]}
 '
+
+# The state records the options that decide what its keys mean: another
+# --key, or times that measure something else, is refused by name before
+# anything is read or written.
+run 1 kdedup -k .user_id --state "$WORK/state.db" "$WORK/run2"
+expect_stdout ''
+expect_stderr "kdedup: error: the saved state of 'kdedup' was made with --key .id, not --key .user_id: give another --name or state file
+"
+run 1 kdedup -k .id --within 1d --time .ts --state "$WORK/state.db" "$WORK/run2"
+expect_stderr "kdedup: error: the saved state of 'kdedup' was made with no --within, not --time .ts --time-unit ms: give another --name or state file
+"
+# --max-keys may change between runs.
+run 0 kdedup -k .id --max-keys 10 --state "$WORK/state.db" "$WORK/run2"
+expect_stdout '{"$kpipe":"checkpoint","id":3,"at":7,"offsets":[{"topic":"t","partition":0,"offset":7}]}
+'
+expect_no_stderr
 
 # A malformed checkpoint line is bad input that names its line.
 printf '%s\n' '{"id":1}' '{"$kpipe":"checkpoint","id":"x"}' >"$WORK/badcp"

@@ -92,6 +92,44 @@ expect_stdout '{"window_start":0,"window_end":300000,"key":"u1","count":2,"emit"
 expect_stderr 'kwindow: warning: skipped 1 bad line
 '
 
+# Sums near the 64-bit edges: exact while the result fits, else a float
+# with an exponent (or null beyond a float's range) and a warning once of
+# each kind.
+printf '%s\n' '{"k":"max","ts":1,"v":9223372036854775807}' '{"k":"max","ts":1,"v":100}' \
+  '{"k":"max","ts":1,"v":-100}' '{"k":"min","ts":1,"v":-9223372036854775808}' \
+  '{"k":"min","ts":1,"v":-1}' '{"k":"big","ts":1,"v":9223372036854775807}' \
+  '{"k":"big","ts":1,"v":9223372036854775807}' '{"k":"inf","ts":1,"v":1e308}' \
+  '{"k":"inf","ts":1,"v":1e308}' >"$WORK/edges.ndjson"
+run 0 kwindow --time .ts --key .k --tumble 1m --agg sum:.v --agg avg:.v --time-format ms \
+  "$WORK/edges.ndjson"
+expect_stdout '{"window_start":0,"window_end":60000,"key":"max","sum_v":9223372036854775807,"avg_v":3074457345618258432,"emit":"on_time"}
+{"window_start":0,"window_end":60000,"key":"min","sum_v":-9.223372036854776e+18,"avg_v":-4611686018427387904,"emit":"on_time"}
+{"window_start":0,"window_end":60000,"key":"big","sum_v":1.8446744073709552e+19,"avg_v":9223372036854775808,"emit":"on_time"}
+{"window_start":0,"window_end":60000,"key":"inf","sum_v":null,"avg_v":null,"emit":"on_time"}
+'
+expect_stderr 'kwindow: warning: sum '"'sum_v'"' of the window at 0 with key "min": the sum is -9223372036854775809, beyond 64-bit integers: written as the float -9.223372036854776e+18 (said once)
+kwindow: warning: sum '"'sum_v'"' of the window at 0 with key "inf": the sum is beyond the range of a 64-bit float: written as null (said once)
+'
+
+# Event times outside RFC 3339's years, and windows that would end past
+# them, are bad input: no line is written that no program reads back.
+printf '%s\n' '{"ts":"9999-12-31T22:00:00Z"}' '{"ts":"9999-12-31T23:30:00Z"}' \
+  '{"ts":253402300800000}' '{"ts":"9999-12-31T23:59:60Z"}' '{"ts":-62167219200001}' \
+  >"$WORK/far.ndjson"
+run 65 kwindow --time .ts --tumble 1h "$WORK/far.ndjson"
+expect_stdout ''
+expect_stderr "kwindow: error: $WORK/far.ndjson: line 2: field '.ts': time 9999-12-31T23:30:00.000Z falls in a window that ends after 9999-12-31T23:59:59.999Z, RFC 3339's last time
+"
+run 0 kwindow --time .ts --tumble 1h --on-error skip -v "$WORK/far.ndjson"
+expect_stdout '{"window_start":"9999-12-31T22:00:00.000Z","window_end":"9999-12-31T23:00:00.000Z","count":1,"emit":"on_time"}
+'
+expect_stderr "kwindow: warning: skipped 4 bad lines
+"
+sed -n 3p "$WORK/far.ndjson" >"$WORK/far3.ndjson"
+run 65 kwindow --time .ts --tumble 1ms <"$WORK/far3.ndjson"
+expect_stderr "kwindow: error: <stdin>: line 1: field '.ts': time '253402300800000' (ms) is outside RFC 3339's range, 0000-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z
+"
+
 # --stats: one line of counters at exit.
 run 0 kwindow --time .ts --key .user --tumble 5m --stats 1h "$WORK/clicks.ndjson"
 grep -v '^kwindow: warning: ' "$WORK/err" | jq -ec 'select(.program == "kwindow" and .in == 6 and .out == 4 and .late == 1 and .dropped == 1)' >/dev/null ||
@@ -131,6 +169,13 @@ expect_stderr "kwindow: error: unknown time format 'rfc', did you mean 'rfc3339'
 "
 run 2 kwindow --time .ts --tumble 1m --late dlq </dev/null
 expect_stderr 'kwindow: error: --late dlq needs --dlq FILE.db or --dlq kafka:TOPIC
+'
+
+# A kafka: dead-letter topic takes the Kafka options, -X and --config too,
+# so that it can reach a secured cluster.
+run 2 kwindow --time .ts --tumble 1m --dlq kafka:dead -b localhost:1 -X no.such.property=1 </dev/null
+expect_stdout ''
+expect_stderr 'kwindow: error: kafka property '"'no.such.property'"': No such configuration property: "no.such.property"
 '
 
 # Checkpoints without Kafka: kwindow saves its windows at checkpoint 1,

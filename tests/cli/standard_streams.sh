@@ -34,3 +34,23 @@ append 2 timeout 20 kdedup -k .id <"$WORK/f.ndjson"
 expect_stderr "kdedup: error: input <stdin> is also standard output: the program would read what it writes
 "
 cmp -s "$WORK/f.ndjson" "$WORK/before" || fail "the input was written to"
+
+# An input that is also the --dups file or the --late file: refused before
+# anything is read or written.
+cd "$WORK"
+run 2 timeout 20 kdedup -k .id --dups f.ndjson f.ndjson
+expect_stderr "kdedup: error: input 'f.ndjson' is also the --dups file: the program would read what it writes
+"
+expect_stdout ''
+cmp -s f.ndjson before || fail "the input was written to by --dups"
+run 2 timeout 20 kwindow --time .id --tumble 1m --late f.ndjson f.ndjson
+expect_stderr "kwindow: error: input 'f.ndjson' is also the --late file: the program would read what it writes
+"
+expect_stdout ''
+cmp -s f.ndjson before || fail "the input was written to by --late"
+# The same file as standard input.
+run 2 timeout 20 kdedup -k .id --dups f.ndjson <f.ndjson
+expect_stderr "kdedup: error: input <stdin> is also the --dups file: the program would read what it writes
+"
+cmp -s f.ndjson before || fail "the input was written to by --dups"
+cd - >/dev/null

@@ -77,5 +77,41 @@ TEST_CASE("event time: a program's own words for a field that holds none", "[eve
         "field '.ts' is a bool, not a time");
 }
 
+TEST_CASE("event time: times RFC 3339 cannot write are bad input that names the range",
+          "[event_time]") {
+  TimeOf time;
+  // The edges themselves are times.
+  CHECK(*time(R"({"ts":"0000-01-01T00:00:00Z"})") == kMinTime);
+  CHECK(*time(R"({"ts":"9999-12-31T23:59:59.999Z"})") == kMaxTime);
+  CHECK(*time(R"({"ts":-62167219200000})") == kMinTime);
+  CHECK(*time(R"({"ts":253402300799999})") == kMaxTime);
+  CHECK(*time(R"({"ts":253402300799.999})", TimeUnit::kSeconds) == kMaxTime);
+  const std::string range =
+      "outside RFC 3339's range, 0000-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z";
+  // Numbers beyond them (they were written as "+10000-01-01..." and
+  // "-283457-...", which nothing reads back).
+  CHECK(message(time(R"({"ts":253402300800000})")) ==
+        "field '.ts': time '253402300800000' (ms) is " + range);
+  CHECK(message(time(R"({"ts":-62167219200001})")) ==
+        "field '.ts': time '-62167219200001' (ms) is " + range);
+  CHECK(message(time(R"({"ts":-9007199254740992})")) ==
+        "field '.ts': time '-9007199254740992' (ms) is " + range);
+  CHECK(message(time(R"({"ts":253402300800})", TimeUnit::kSeconds)) ==
+        "field '.ts': time '253402300800' (s) is " + range);
+  CHECK(message(time(R"({"ts":2.534023008e14})")) ==
+        "field '.ts': time '2.534023008e14' (ms) is " + range);
+  // Strings whose offset or leap second crosses an edge.
+  CHECK(message(time(R"({"ts":"9999-12-31T23:59:60Z"})")) ==
+        "field '.ts': time '9999-12-31T23:59:60Z' is " + range);
+  CHECK(message(time(R"({"ts":"9999-12-31T23:30:00-01:00"})")) ==
+        "field '.ts': time '9999-12-31T23:30:00-01:00' is " + range);
+  CHECK(message(time(R"({"ts":"0000-01-01T00:00:00+00:01"})")) ==
+        "field '.ts': time '0000-01-01T00:00:00+00:01' is " + range);
+  // In a program's own words.
+  TimeFieldWording guard{.expected = "a time", .says_not_a_time = true};
+  CHECK(message(time(R"({"ts":253402300800000})", TimeUnit::kMillis, guard)) ==
+        "field '.ts' is not a time: time '253402300800000' (ms) is " + range);
+}
+
 }  // namespace
 }  // namespace kpipe

@@ -133,7 +133,7 @@ class Run {
  public:
   explicit Run(WindowConfig c) : config_(std::move(c)) {
     REQUIRE(validate_window_config(config_).ok());
-    engine_ = std::make_unique<WindowEngine>(config_, clock_);
+    engine_ = std::make_unique<WindowEngine>(config_, clock_, &reporter_);
   }
 
   Placement add(const Record& r) {
@@ -188,11 +188,13 @@ class Run {
 
   WindowEngine& engine() { return *engine_; }
   FakeClock& clock() { return clock_; }
+  RecordingReporter& reporter() { return reporter_; }
   const WindowConfig& config() const { return config_; }
 
  private:
   WindowConfig config_;
   FakeClock clock_;
+  RecordingReporter reporter_;
   std::unique_ptr<WindowEngine> engine_;
   std::string out_;
 };
@@ -675,11 +677,147 @@ TEST_CASE("window: each aggregate, and the types it writes", "[window]") {
   // for distinct.
   CHECK(one({number(1.5, "1.50"), integer(1), number(1.0, "1.0"), number(2.0, "2.0")}) ==
         line(0, 10, "\"a\"", "\"count\":4,\"sum_v\":5.5,\"avg_v\":1.375,\"min_v\":1,\"max_v\":2.0,\"distinct_v\":3"));
-  // An integer sum that overflows carries on as a double.
+  // An integer sum beyond 64 bits is written as a float, with an exponent.
   CHECK(one({integer(INT64_MAX), integer(1)}) ==
         line(0, 10, "\"a\"",
-             "\"count\":2,\"sum_v\":9223372036854775808,\"avg_v\":4611686018427387904,\"min_v\":1,"
-             "\"max_v\":9223372036854775807,\"distinct_v\":2"));
+             "\"count\":2,\"sum_v\":9.223372036854776e+18,\"avg_v\":4611686018427387904,"
+             "\"min_v\":1,\"max_v\":9223372036854775807,\"distinct_v\":2"));
+}
+
+TEST_CASE("window: an integer sum is exact while it fits in 64 bits, whatever it passed through",
+          "[window]") {
+  Run run(tumble(10, {"sum:.v", "avg:.v"}));
+  for (int64_t v : {INT64_MAX, int64_t{100}, int64_t{-100}})
+    run.add(1, "\"max\"", {integer(v), integer(v)});
+  for (int64_t v : {INT64_MIN, int64_t{-1}, int64_t{1}})
+    run.add(1, "\"min\"", {integer(v), integer(v)});
+  // Far beyond 64 bits and back.
+  for (int i = 0; i < 5; ++i) run.add(1, "\"far\"", {integer(INT64_MAX), integer(INT64_MAX)});
+  for (int i = 0; i < 5; ++i) run.add(1, "\"far\"", {integer(-INT64_MAX), integer(-INT64_MAX)});
+  run.flush();
+  CHECK(run.take() ==
+        Lines{line(0, 10, "\"max\"", "\"sum_v\":9223372036854775807,\"avg_v\":3074457345618258432"),
+              line(0, 10, "\"min\"",
+                   "\"sum_v\":-9223372036854775808,\"avg_v\":-3074457345618258432"),
+              line(0, 10, "\"far\"", "\"sum_v\":0,\"avg_v\":0")});
+  CHECK(run.reporter().warnings.empty());
+}
+
+TEST_CASE("window: a sum that 64 bits cannot hold is a float with an exponent, said once",
+          "[window]") {
+  Run run(tumble(10, {"total=sum:.v"}));
+  run.add(1, "\"a\"", {integer(INT64_MIN)});
+  run.add(1, "\"a\"", {integer(-1)});
+  run.add(11, "\"b\"", {integer(INT64_MAX)});
+  run.add(11, "\"b\"", {integer(INT64_MAX)});
+  run.flush();
+  // It used to stop at -9223372036854775808, as if exact.
+  CHECK(run.take() == Lines{line(0, 10, "\"a\"", "\"total\":-9.223372036854776e+18"),
+                            line(10, 20, "\"b\"", "\"total\":1.8446744073709552e+19")});
+  CHECK(run.reporter().warnings ==
+        std::vector<std::string>{
+            "sum 'total' of the window at 0 with key \"a\": the sum is -9223372036854775809, "
+            "beyond 64-bit integers: written as the float -9.223372036854776e+18 (said once)"});
+}
+
+TEST_CASE("window: a sum beyond a 64-bit float is null, said once", "[window]") {
+  Run run(tumble(10, {"sum:.v", "avg:.v"}));
+  Value big = number(1e308, "1e308");
+  run.add(1, "\"a\"", {big, big});
+  run.add(1, "\"a\"", {big, big});
+  run.add(2, "\"b\"", {big, big});
+  run.flush();
+  CHECK(run.take() == Lines{line(0, 10, "\"a\"", "\"sum_v\":null,\"avg_v\":null"),
+                            line(0, 10, "\"b\"", "\"sum_v\":1e+308,\"avg_v\":1e+308")});
+  CHECK(run.reporter().warnings ==
+        std::vector<std::string>{"sum 'sum_v' of the window at 0 with key \"a\": the sum is "
+                                 "beyond the range of a 64-bit float: written as null (said once)"});
+}
+
+TEST_CASE("window: a number a 64-bit float cannot hold is bad input to sum and avg", "[window]") {
+  Run run(tumble(10, {"sum:.v", "avg:.w", "max:.m"}));
+  Record r;
+  r.t = 1;
+  r.key = "\"a\"";
+  // What the reader hands over for 1e400: its text, and no finite value.
+  Value huge = number(std::numeric_limits<double>::infinity(), "1e400");
+  r.aggs = {huge, integer(1), huge};
+  auto sum = run.try_add(r);
+  REQUIRE_FALSE(sum.ok());
+  CHECK(sum.error().status == ExitStatus::kDataError);
+  CHECK(sum.error().message ==
+        "field '.v' is 1e400, a number beyond the range of a 64-bit float (sum)");
+  r.aggs = {integer(1), number(std::nan(""), "-1e999"), huge};
+  auto avg = run.try_add(r);
+  REQUIRE_FALSE(avg.ok());
+  CHECK(avg.error().message ==
+        "field '.w' is -1e999, a number beyond the range of a 64-bit float (avg)");
+  // max writes the text as it was.
+  r.aggs = {integer(1), integer(2), huge};
+  run.add(r);
+  run.flush();
+  CHECK(run.take() == Lines{line(0, 10, "\"a\"", "\"sum_v\":1,\"avg_w\":2,\"max_m\":1e400")});
+
+  // distinct tells them apart by their text.
+  Run distinct(tumble(10, {"distinct:.v"}));
+  Value inf = number(std::numeric_limits<double>::infinity(), "1e400");
+  for (const Value& v : {inf, number(inf.field.number, "1e309"), inf,
+                         number(-inf.field.number, "-1e400"), integer(1)})
+    distinct.add(1, "\"a\"", {v});
+  distinct.flush();
+  CHECK(distinct.take() == Lines{line(0, 10, "\"a\"", "\"distinct_v\":4")});
+}
+
+TEST_CASE("window: sessions that merge add their sums in 128 bits", "[window]") {
+  WindowConfig c = session(5, {"sum:.v"});
+  c.watermark_delay = 20;
+  Run run(c);
+  run.add(1, "\"a\"", {integer(INT64_MAX)});
+  run.add(10, "\"a\"", {integer(INT64_MAX)});
+  // Bridges [1, 6) and [10, 15).
+  run.add(5, "\"a\"", {integer(-INT64_MAX)});
+  run.flush();
+  CHECK(run.take() == Lines{line(1, 15, "\"a\"", "\"sum_v\":9223372036854775807")});
+  CHECK(run.reporter().warnings.empty());
+}
+
+TEST_CASE("window: a record whose window would leave RFC 3339's range is bad input", "[window]") {
+  auto refused = [](WindowConfig c, Millis t) {
+    c.time_path = ".ts";
+    Run run(c);
+    auto placed = run.try_add(Record{t, "\"a\"", -1, "", {}});
+    REQUIRE_FALSE(placed.ok());
+    CHECK(placed.error().status == ExitStatus::kDataError);
+    CHECK(run.engine().states() == 0);
+    return placed.error().message;
+  };
+  constexpr Millis kHour = 60 * kMin;
+  // The last hour of 9999 ends at 10000-01-01, which no program reads back.
+  CHECK(refused(tumble(kHour), kMaxTime - 30 * kMin) ==
+        "field '.ts': time 9999-12-31T23:29:59.999Z falls in a window that ends after "
+        "9999-12-31T23:59:59.999Z, RFC 3339's last time");
+  CHECK(refused(session(kHour), kMaxTime - 30 * kMin).ends_with("RFC 3339's last time"));
+  // A sliding window of year 0's first hour starts the hour before.
+  CHECK(refused(slide(2 * kHour, kHour), kMinTime + 30 * kMin) ==
+        "field '.ts': time 0000-01-01T00:30:00.000Z falls in a window that starts before "
+        "0000-01-01T00:00:00Z, RFC 3339's first time");
+  CHECK(refused(tumble(kHour), kMaxTime + 1) ==
+        "field '.ts': time 253402300800000 ms is outside RFC 3339's range, "
+        "0000-01-01T00:00:00Z to 9999-12-31T23:59:59.999Z");
+
+  // Windows up to the edges are windows like any other.
+  WindowConfig c = tumble(kHour);
+  c.time_format = TimeFormat::kRfc3339;
+  Run run(c);
+  run.add(kMinTime);
+  run.add(kMaxTime - kHour);
+  CHECK(run.take() == Lines{"{\"window_start\":\"0000-01-01T00:00:00.000Z\",\"window_end\":"
+                            "\"0000-01-01T01:00:00.000Z\",\"key\":\"a\",\"count\":1,"
+                            "\"emit\":\"on_time\"}"});
+  Run sessions(session(kHour));
+  sessions.add(kMaxTime - kHour);
+  sessions.flush();
+  CHECK(sessions.take() == Lines{line(kMaxTime - kHour, kMaxTime, "\"a\"", "\"count\":1")});
 }
 
 TEST_CASE("window: min and max of strings, and of strings mixed with numbers", "[window]") {
@@ -815,6 +953,43 @@ TEST_CASE("window: take_changes returns only the windows changed since the previ
   run.engine().take_changes(changes);
   for (const auto& [k, v] : changes.put) CHECK(k != "b/30");
   CHECK(changes.removed == std::vector<std::string>{"b/20"});
+}
+
+TEST_CASE("window: sums beyond 64 bits survive a snapshot, and the older forms still read",
+          "[window]") {
+  WindowConfig c = tumble(10, {"sum:.v"});
+  c.track_changes = true;
+  Run run(c);
+  run.add(1, "\"a\"", {integer(INT64_MAX)});
+  run.add(1, "\"a\"", {integer(INT64_MAX)});
+  StateChanges changes;
+  run.engine().take_changes(changes);
+  std::map<std::string, std::string> store = apply_changes({}, changes);
+  // 2^64 - 2: its high and low halves, which an older kwindow refuses.
+  CHECK(store.at("b/0") == std::string("\x03\"a\"\x0f[10,0,2,[0,-2]]"));
+  Run restored(c);
+  for (const auto& [k, v] : store) REQUIRE(restored.engine().restore_entry(k, v).ok());
+  REQUIRE(restored.engine().finish_restore().ok());
+  restored.add(1, "\"a\"", {integer(-INT64_MAX)});
+  restored.flush();
+  CHECK(restored.take() == Lines{line(0, 10, "\"a\"", "\"sum_v\":9223372036854775807")});
+
+  // An integer sum as a number, a sum of numbers as its text: as saved
+  // before 128-bit sums.
+  for (auto [saved, sum] : {std::pair{"5", "5"}, std::pair{"\"2.5\"", "2.5"},
+                            std::pair{"-9223372036854775808", "-9223372036854775808"}}) {
+    Run old(c);
+    std::string value = "[10,0,2," + std::string(saved) + "]";
+    std::string blob = "\x03\"a\"" + std::string(1, static_cast<char>(value.size())) + value;
+    REQUIRE(old.engine()
+                .restore_entry("meta", "{\"config\":\"tumble 10ms; key .k; agg sum:.v\","
+                                       "\"watermark\":null,\"seq\":1}")
+                .ok());
+    REQUIRE(old.engine().restore_entry("b/0", blob).ok());
+    REQUIRE(old.engine().finish_restore().ok());
+    old.flush();
+    CHECK(old.take() == Lines{line(0, 10, "\"a\"", "\"sum_v\":" + std::string(sum))});
+  }
 }
 
 TEST_CASE("window: a snapshot made with other window options is refused on restore", "[window]") {

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   app.add_option("--name", o.name, "This stage's name in the state database (default: kdedup)")->type_name("N");
   program.add_inputs(o.input);
   program.add_errors(o.errors);
+  program.add_kafka(o.kafka);
   program.add_stats(o.stats);
   return program.run(argc, argv, [&](kpipe::Io& io) { return kpipe::run_dedup(o, io); });
 }

@@ -43,6 +43,7 @@ int main(int argc, char** argv) {
   app.add_flag("--flush-at-end", o.flush_at_end, "With --state, fire the open windows at end of input too");
   program.add_inputs(o.input);
   program.add_errors(o.errors);
+  program.add_kafka(o.kafka);
   program.add_stats(o.stats);
   return program.run(argc, argv, [&](kpipe::Io& io) { return kpipe::run_window(o, io); });
 }

@@ -18,6 +18,26 @@ namespace {
 // such keys would restore and then match nothing.
 constexpr const char* kStateFormat = "kdedup/2";
 
+// What decides the meaning of a saved state, in the command line's words:
+// the key paths (as written), and what the times kept with the keys
+// measure. A state saved with other keys would match none of them, and
+// one whose times measure something else would be forgotten at once or
+// never; --within D, --max-keys and --exact may change (a shorter
+// horizon or fewer keys forget some sooner; a state saved without
+// --exact holds hashes, which the engine refuses to use with it).
+std::vector<std::string> state_options(const DedupOptions& o) {
+  std::string keys;
+  for (const std::string& k : o.keys) keys += (keys.empty() ? "--key " : " --key ") + k;
+  if (keys.empty()) keys = "no --key";
+  std::string time = "--time " + o.time + " --time-unit " + o.time_unit;
+  if (o.within.empty()) {
+    time = "no --within";
+  } else if (o.time.empty()) {
+    time = "--within without --time";
+  }
+  return {keys, time};
+}
+
 // What the command line says, checked and compiled once.
 struct DedupPlan {
   DedupConfig engine;
@@ -242,7 +262,7 @@ Status run_dedup(const DedupOptions& options, Io& io) {
   if (!plan) return plan.take_error();
   auto stats = parse_stats_interval(options.stats);
   if (!stats) return stats.take_error();
-  auto bad = make_bad_input_handler(options.errors, plan->stage, io);
+  auto bad = make_bad_input_handler(options.errors, plan->stage, io, options.kafka);
   if (!bad) return bad.take_error();
   std::unique_ptr<Output> dups;
   if (!options.dups.empty() && !plan->dups_to_dlq) {
@@ -254,7 +274,7 @@ Status run_dedup(const DedupOptions& options, Io& io) {
   DedupEngine engine(plan->engine, io.clock);
   auto store = open_state_file(options.state);
   if (!store) return store.take_error();
-  StateFormat format{kStateFormat, ""};
+  StateFormat format{kStateFormat, "", state_options(options)};
   // Keys of one path, and whole lines, hash as they always did.
   if (plan->key_count > 1)
     format.unmarked_refusal =
@@ -269,6 +289,7 @@ Status run_dedup(const DedupOptions& options, Io& io) {
 
   DedupStage stage(*plan, engine, **bad, dups.get(), state);
   FilterSettings settings{options.input, *stats};
+  if (dups != nullptr) settings.outputs.emplace_back("the --dups file", dups.get());
   Status run = run_filter(stage, settings, **bad, io);
 
   if (engine.evicted() > 0)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kpipe/dedup.h"
+#include "kpipe/kafka/config.h"
 #include "kpipe/stage/filter.h"
 
 namespace kpipe {
@@ -24,6 +25,7 @@ struct DedupOptions {
   std::string name;   // the stage's name in it; empty: the program's
   InputOptions input;
   ErrorOptions errors;
+  KafkaOptions kafka;  // for --dlq kafka:TOPIC
   StatsOptions stats;
 };
 

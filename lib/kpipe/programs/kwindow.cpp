@@ -306,6 +306,7 @@ Expected<WindowConfig> window_config(const WindowOptions& o) {
     c.aggs.push_back(std::move(*a));
   }
   c.keys = o.keys;
+  c.time_path = o.time;
   auto format = parse_choice("time format", o.time_format, {"rfc3339", "ms"});
   if (!format) return format.take_error();
   c.time_format = *format == 0 ? TimeFormat::kRfc3339 : TimeFormat::kMillis;
@@ -330,7 +331,7 @@ Status run_window(const WindowOptions& options, Io& io) {
   if (options.flush_at_end && options.state.empty()) return usage_error("--flush-at-end goes with --state");
 
   std::string stage = stage_name(io.program, options.name);
-  auto bad = make_bad_input_handler(options.errors, stage, io);
+  auto bad = make_bad_input_handler(options.errors, stage, io, options.kafka);
   if (!bad) return bad.take_error();
   std::unique_ptr<Output> late_out;
   if (!options.late.empty() && options.late != "dlq") {
@@ -339,7 +340,7 @@ Status run_window(const WindowOptions& options, Io& io) {
     late_out = std::move(*opened);
   }
 
-  WindowEngine engine(*config, io.clock);
+  WindowEngine engine(*config, io.clock, &io.reporter);
   auto store = open_state_file(options.state);
   if (!store) return store.take_error();
   StageState state(store->get(), stage, engine, io.clock);
@@ -354,6 +355,7 @@ Status run_window(const WindowOptions& options, Io& io) {
   }
   WindowStage window(options, engine, std::move(*paths), *unit, **bad, late_out.get(), state);
   FilterSettings settings{options.input, *stats};
+  if (late_out != nullptr) settings.outputs.emplace_back("the --late file", late_out.get());
   Status run = run_filter(window, settings, **bad, io);
   if (window.dropped() > 0)
     io.reporter.warning(fmt::format("dropped {} record{} too late for every window (--late FILE keeps them)",

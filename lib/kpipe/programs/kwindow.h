@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kpipe/kafka/config.h"
 #include "kpipe/stage/filter.h"
 #include "kpipe/status.h"
 #include "kpipe/window.h"
@@ -16,6 +17,7 @@ namespace kpipe {
 struct WindowOptions {
   InputOptions input;
   ErrorOptions errors;
+  KafkaOptions kafka;  // for --dlq kafka:TOPIC
   StatsOptions stats;
   std::string time;                // --time PATH (required)
   std::string time_unit = "ms";    // of numeric times

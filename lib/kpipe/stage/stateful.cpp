@@ -7,10 +7,45 @@
 
 namespace kpipe {
 
+namespace {
+
+// Options are saved as a JSON array of strings.
+std::string encode_options(const std::vector<std::string>& options) {
+  std::string v = "[";
+  for (size_t i = 0; i < options.size(); ++i) {
+    if (i > 0) v.push_back(',');
+    append_json_string(v, options[i]);
+  }
+  v.push_back(']');
+  return v;
+}
+
+std::optional<std::vector<std::string>> decode_options(std::string_view value) {
+  auto v = parse_json(value);
+  if (!v || v->type != JsonType::kArray) return std::nullopt;
+  std::vector<std::string> options;
+  for (const JsonValue& item : v->items) {
+    if (item.type != JsonType::kString) return std::nullopt;
+    options.push_back(item.str);
+  }
+  return options;
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) {
+    if (!out.empty()) out += " and ";
+    out += item;
+  }
+  return out;
+}
+
+}  // namespace
+
 // Stands between the store and the engine while restoring: takes the
-// format marker out of the entries, and refuses the state at the end if
-// its format is not the stage's, before the engine finishes and the store
-// commits.
+// format marker and the options out of the entries, and refuses the state
+// at the end if its format or its options are not the stage's, before the
+// engine finishes and the store commits.
 class StageState::Restoring final : public Snapshottable {
  public:
   Restoring(const StageState& state) : state_(state) {}
@@ -22,16 +57,24 @@ class StageState::Restoring final : public Snapshottable {
       saved_marker_ = std::string(value);
       return {};
     }
+    if (key == kStateOptionsKey) {
+      saved_options_ = decode_options(value);
+      if (!saved_options_)
+        return failure("the saved state of '{}' has a malformed options entry", state_.stage_);
+      return {};
+    }
     any_ = true;
     return state_.engine_.restore_entry(key, value);
   }
 
   Status finish_restore() override {
     KPIPE_TRY(check_format());
+    KPIPE_TRY(check_options());
     return state_.engine_.finish_restore();
   }
 
   bool marked() const { return saved_marker_.has_value(); }
+  bool has_options() const { return saved_options_.has_value(); }
 
  private:
   Status check_format() const {
@@ -48,8 +91,30 @@ class StageState::Restoring final : public Snapshottable {
                    format.unmarked_refusal);
   }
 
+  // Names only the options that differ, when the two lists say the same
+  // things in the same order.
+  Status check_options() const {
+    const std::vector<std::string>& now = state_.format_.options;
+    if (!saved_options_ || now.empty() || *saved_options_ == now) return {};
+    std::vector<std::string> was_said, now_said;
+    if (saved_options_->size() == now.size()) {
+      for (size_t i = 0; i < now.size(); ++i) {
+        if ((*saved_options_)[i] == now[i]) continue;
+        was_said.push_back((*saved_options_)[i]);
+        now_said.push_back(now[i]);
+      }
+    } else {
+      was_said = *saved_options_;
+      now_said = now;
+    }
+    return failure(
+        "the saved state of '{}' was made with {}, not {}: give another --name or state file",
+        state_.stage_, join(was_said), join(now_said));
+  }
+
   const StageState& state_;
   std::optional<std::string> saved_marker_;
+  std::optional<std::vector<std::string>> saved_options_;
   bool any_ = false;  // entries besides the marker
 };
 
@@ -67,6 +132,8 @@ Expected<std::optional<int64_t>> StageState::restore() {
   auto restored = store_->restore(stage_, restoring);
   if (!restored) return restored.take_error();
   marker_saved_ = restoring.marked();
+  // Restored only when they are the stage's own.
+  options_saved_ = restoring.has_options();
   return *restored;
 }
 
@@ -80,11 +147,14 @@ Status StageState::on_control(const Line& line) {
   engine_.take_changes(changes_);
   bool marking = !marker_saved_ && !format_.marker.empty();
   if (marking) changes_.put.emplace_back(kStateFormatKey, format_.marker);
+  bool recording = !options_saved_ && !format_.options.empty();
+  if (recording) changes_.put.emplace_back(kStateOptionsKey, encode_options(format_.options));
   Status saved = store_->save_snapshot(stage_, (*checkpoint)->id, changes_, clock_.now());
   // The changes can be millions of strings: free them now, not at the next
   // checkpoint.
   changes_.clear();
   if (saved.ok() && marking) marker_saved_ = true;
+  if (saved.ok() && recording) options_saved_ = true;
   return saved;
 }
 

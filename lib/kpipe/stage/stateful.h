@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kpipe/json.h"
 #include "kpipe/line.h"
@@ -48,11 +49,18 @@ struct StateFormat {
   // Why a state saved before the stage kept a marker cannot be restored,
   // ending "the saved state of 'STAGE' ...": empty when it can.
   std::string unmarked_refusal;
+  // The options that decide what the entries mean, as the command line
+  // says them ("--key .id"), saved with the first snapshot of a run. A
+  // state saved with other options is refused, naming those that differ;
+  // one saved before its options were kept is restored (and then gets
+  // them). Empty: none are kept.
+  std::vector<std::string> options;
 };
 
-// The entry that holds a StateFormat's marker. Engines' keys never start
-// with '!' (kdedup's: m, h, x; kwindow's: meta, p/, b/, w/).
+// The entries that hold a StateFormat's marker and options. Engines' keys
+// never start with '!' (kdedup's: m, h, x; kwindow's: meta, p/, b/, w/).
 inline constexpr std::string_view kStateFormatKey = "!format";
+inline constexpr std::string_view kStateOptionsKey = "!options";
 
 // A stage's state between its engine and the store.
 class StageState {
@@ -84,7 +92,8 @@ class StageState {
   Snapshottable& engine_;
   Clock& clock_;
   StateFormat format_;
-  bool marker_saved_ = false;  // the store holds format_.marker live
+  bool marker_saved_ = false;   // the store holds format_.marker live
+  bool options_saved_ = false;  // the store holds format_.options live
   StateChanges changes_;
 };
 

@@ -144,5 +144,136 @@ TEST_CASE("kdedup: a state of several-path keys saved by this kdedup is restored
   CHECK(second.out == "{\"u\":\"a\",\"d\":2}\n");
 }
 
+TEST_CASE("kdedup: a kafka: dead-letter topic takes the program's Kafka options", "[kdedup]") {
+  TempDir dir;
+  DedupOptions o;
+  o.keys = {".id"};
+  o.errors.dlq = "kafka:dead";
+  o.kafka.brokers = "localhost:1";
+  o.kafka.properties = {"no.such.property=1"};
+  Result r = run_tool(o, "{\"id\":1}\n", dir);
+  REQUIRE_FALSE(r.status.ok());
+  CHECK(r.status.error().status == ExitStatus::kUsage);
+  CHECK(r.status.error().message ==
+        "kafka property 'no.such.property': No such configuration property: \"no.such.property\"");
+}
+
+TEST_CASE("kdedup: an input that is also the --dups file is refused", "[kdedup]") {
+  TempDir dir;
+  DedupOptions o;
+  o.keys = {".id"};
+  o.dups = dir.file("in.ndjson");
+  Result r = run_tool(o, "{\"id\":1}\n{\"id\":1}\n", dir);
+  REQUIRE_FALSE(r.status.ok());
+  CHECK(r.status.error().status == ExitStatus::kUsage);
+  CHECK(r.status.error().message == "input '" + dir.file("in.ndjson") +
+                                        "' is also the --dups file: the program would read what "
+                                        "it writes");
+  CHECK(r.out.empty());
+  CHECK(test::read_file(dir.file("in.ndjson")) == "{\"id\":1}\n{\"id\":1}\n");
+}
+
+// A run of `o` over `input`, then its checkpoint 1 completed: the state
+// the next run restores.
+void save_state(const DedupOptions& o, const std::string& input, const TempDir& dir) {
+  Result r =
+      run_tool(o, input + "{\"$kpipe\":\"checkpoint\",\"id\":1,\"at\":7,\"offsets\":[]}\n", dir);
+  REQUIRE(r.status.ok());
+  complete(o.state, 1);
+}
+
+std::string refusal(DedupOptions o, const TempDir& dir) {
+  Result r = run_tool(o, "{\"id\":1,\"user_id\":1,\"ts\":5}\n", dir);
+  REQUIRE_FALSE(r.status.ok());
+  CHECK(r.status.error().status == ExitStatus::kFailure);
+  CHECK(r.out.empty());
+  return r.status.error().message;
+}
+
+TEST_CASE("kdedup: a state saved with another --key is refused, not restored to match nothing",
+          "[kdedup]") {
+  TempDir dir;
+  DedupOptions o;
+  o.keys = {".id"};
+  o.state = dir.file("state.db");
+  save_state(o, "{\"id\":1,\"user_id\":7}\n", dir);
+
+  DedupOptions other = o;
+  other.keys = {".user_id"};
+  CHECK(refusal(other, dir) ==
+        "the saved state of 'kdedup' was made with --key .id, not --key .user_id: give another "
+        "--name or state file");
+  other.keys = {".id", ".user_id"};
+  CHECK(refusal(other, dir) ==
+        "the saved state of 'kdedup' was made with --key .id, not --key .id --key .user_id: give "
+        "another --name or state file");
+  other.keys = {};
+  CHECK(refusal(other, dir) ==
+        "the saved state of 'kdedup' was made with --key .id, not no --key: give another --name or "
+        "state file");
+
+  // The same --key restores, whatever else changed that may change.
+  DedupOptions same = o;
+  same.max_keys = 10;
+  Result r = run_tool(same, "{\"id\":1}\n{\"id\":2}\n", dir);
+  REQUIRE(r.status.ok());
+  CHECK(r.out == "{\"id\":2}\n");
+}
+
+TEST_CASE("kdedup: a state whose times measure something else is refused", "[kdedup]") {
+  TempDir dir;
+  DedupOptions o;
+  o.keys = {".id"};
+  o.state = dir.file("state.db");
+  o.within = "1d";
+  o.time = ".ts";
+  save_state(o, "{\"id\":1,\"ts\":5}\n", dir);
+
+  DedupOptions other = o;
+  other.time = "";
+  CHECK(refusal(other, dir) ==
+        "the saved state of 'kdedup' was made with --time .ts --time-unit ms, not --within without "
+        "--time: give another --name or state file");
+  other.within = "";
+  CHECK(refusal(other, dir) ==
+        "the saved state of 'kdedup' was made with --time .ts --time-unit ms, not no --within: "
+        "give another --name or state file");
+  other = o;
+  other.time_unit = "s";
+  CHECK(refusal(other, dir).starts_with(
+      "the saved state of 'kdedup' was made with --time .ts --time-unit ms, not --time .ts "
+      "--time-unit s"));
+
+  // Another horizon on the same clock restores.
+  DedupOptions longer = o;
+  longer.within = "2d";
+  Result r = run_tool(longer, "{\"id\":1,\"ts\":6}\n{\"id\":2,\"ts\":6}\n", dir);
+  REQUIRE(r.status.ok());
+  CHECK(r.out == "{\"id\":2,\"ts\":6}\n");
+}
+
+TEST_CASE("kdedup: a state of full keys restores without --exact, not the other way round",
+          "[kdedup]") {
+  TempDir dir;
+  DedupOptions o;
+  o.keys = {".id"};
+  o.exact = true;
+  o.state = dir.file("state.db");
+  save_state(o, "{\"id\":1}\n", dir);
+  DedupOptions hashed = o;
+  hashed.exact = false;
+  Result r = run_tool(hashed, "{\"id\":1}\n{\"id\":2}\n", dir);
+  REQUIRE(r.status.ok());
+  CHECK(r.out == "{\"id\":2}\n");
+
+  DedupOptions exact = o;
+  exact.name = "hashed";
+  exact.exact = false;
+  save_state(exact, "{\"id\":1}\n", dir);
+  exact.exact = true;
+  CHECK(refusal(exact, dir) ==
+        "the saved kdedup state holds hashes, not keys (it was saved without --exact)");
+}
+
 }  // namespace
 }  // namespace kpipe

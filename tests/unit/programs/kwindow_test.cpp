@@ -133,6 +133,52 @@ TEST_CASE("window tool: option errors", "[window]") {
   CHECK(usage_error_of(o) == "--agg: two aggregates are named 'sum_v'; name one with NAME=SPEC");
 }
 
+TEST_CASE("window tool: a kafka: dead-letter topic takes the program's Kafka options",
+          "[window]") {
+  WindowOptions o = options();
+  o.errors.dlq = "kafka:dead";
+  o.kafka.brokers = "localhost:1";
+  o.kafka.properties = {"no.such.property=1"};
+  CHECK(usage_error_of(o) ==
+        "kafka property 'no.such.property': No such configuration property: \"no.such.property\"");
+}
+
+TEST_CASE("window tool: an input that is also the --late file is refused", "[window]") {
+  TempDir dir;
+  Result r;
+  WindowOptions o = options();
+  o.late = dir.file("in.ndjson");
+  run_tool(o, "{\"k\":1,\"ts\":20000}\n{\"k\":1,\"ts\":1}\n", r, dir);
+  REQUIRE_FALSE(r.status.ok());
+  CHECK(r.status.error().status == ExitStatus::kUsage);
+  CHECK(r.status.error().message == "input '" + dir.file("in.ndjson") +
+                                        "' is also the --late file: the program would read what "
+                                        "it writes");
+  CHECK(r.out.empty());
+  CHECK(read_file(dir.file("in.ndjson")) == "{\"k\":1,\"ts\":20000}\n{\"k\":1,\"ts\":1}\n");
+}
+
+TEST_CASE("window tool: a sum that cannot be written exactly is said once", "[window]") {
+  TempDir dir;
+  Result r;
+  WindowOptions o = options();
+  o.aggs = {"sum:.v"};
+  run_tool(o,
+           "{\"k\":1,\"ts\":1,\"v\":9223372036854775807}\n{\"k\":1,\"ts\":1,\"v\":1}\n"
+           "{\"k\":2,\"ts\":1,\"v\":9223372036854775807}\n{\"k\":2,\"ts\":1,\"v\":1}\n",
+           r, dir);
+  REQUIRE(r.status.ok());
+  CHECK(r.out ==
+        "{\"window_start\":0,\"window_end\":10000,\"key\":1,\"sum_v\":9.223372036854776e+18,"
+        "\"emit\":\"on_time\"}\n"
+        "{\"window_start\":0,\"window_end\":10000,\"key\":2,\"sum_v\":9.223372036854776e+18,"
+        "\"emit\":\"on_time\"}\n");
+  CHECK(r.reporter.warnings ==
+        std::vector<std::string>{"sum 'sum_v' of the window at 0 with key 1: the sum is "
+                                 "9223372036854775808, beyond 64-bit integers: written as the "
+                                 "float 9.223372036854776e+18 (said once)"});
+}
+
 TEST_CASE("window tool: times as numbers in any unit or as RFC 3339, negative ones too", "[window]") {
   TempDir dir;
   Result r;

@@ -171,7 +171,7 @@ TEST_CASE("stage state: the format marker is saved once and kept from the engine
   test::Padded c7(kCheckpoint7), c8(kCheckpoint8);
   {
     FakeEngine engine;
-    StageState state(&store, "kdedup", engine, clock, StateFormat{"kdedup/2", ""});
+    StageState state(&store, "kdedup", engine, clock, StateFormat{"kdedup/2", "", {}});
     REQUIRE(state.restore().ok());
     engine.set("k", "v");
     REQUIRE(state.on_control(control(c7)).ok());
@@ -184,7 +184,7 @@ TEST_CASE("stage state: the format marker is saved once and kept from the engine
   // The next run finds it: the engine never sees it, and it is not saved
   // again.
   FakeEngine engine;
-  StageState state(&store, "kdedup", engine, clock, StateFormat{"kdedup/2", "never"});
+  StageState state(&store, "kdedup", engine, clock, StateFormat{"kdedup/2", "never", {}});
   REQUIRE(state.restore().ok());
   CHECK(engine.restored == std::map<std::string, std::string>{{"k", "v"}});
   REQUIRE(state.on_control(control(c8)).ok());
@@ -201,14 +201,14 @@ TEST_CASE("stage state: a state saved before the marker is refused when it must 
   // next snapshot on.
   {
     FakeEngine engine;
-    StageState state(&store, "kdedup", engine, clock, StateFormat{"kdedup/2", ""});
+    StageState state(&store, "kdedup", engine, clock, StateFormat{"kdedup/2", "", {}});
     REQUIRE(state.restore().ok());
     CHECK(engine.finished == 1);
   }
 
   FakeEngine engine;
   StageState state(&store, "kdedup", engine, clock,
-                   StateFormat{"kdedup/2", "holds keys of another kind"});
+                   StateFormat{"kdedup/2", "holds keys of another kind", {}});
   auto refused = state.restore();
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().status == ExitStatus::kFailure);
@@ -220,7 +220,7 @@ TEST_CASE("stage state: a state saved before the marker is refused when it must 
   // A stage with no saved state has nothing to refuse.
   FakeEngine fresh;
   StageState other(&store, "kdedup/fresh", fresh, clock,
-                   StateFormat{"kdedup/2", "holds keys of another kind"});
+                   StateFormat{"kdedup/2", "holds keys of another kind", {}});
   REQUIRE(other.restore().ok());
 }
 
@@ -229,7 +229,7 @@ TEST_CASE("stage state: a state of another format is refused", "[stateful]") {
   FakeStore store;
   store.stages["kdedup"] = {{"!format", "kdedup/3"}, {"m", "meta"}};
   FakeEngine engine;
-  StageState state(&store, "kdedup", engine, clock, StateFormat{"kdedup/2", ""});
+  StageState state(&store, "kdedup", engine, clock, StateFormat{"kdedup/2", "", {}});
   auto refused = state.restore();
   REQUIRE_FALSE(refused.ok());
   CHECK(refused.error().message ==
@@ -240,6 +240,90 @@ TEST_CASE("stage state: a state of another format is refused", "[stateful]") {
   FakeEngine plain;
   StageState unmarked(&store, "kdedup", plain, clock);
   REQUIRE_FALSE(unmarked.restore().ok());
+}
+
+TEST_CASE("stage state: the options are saved once, beside the marker", "[stateful]") {
+  FakeStore store;
+  FakeClock clock(kNow);
+  test::Padded c7(kCheckpoint7), c8(kCheckpoint8);
+  StateFormat format{"kdedup/2", "", {"--key .id", "no --within"}};
+  {
+    FakeEngine engine;
+    StageState state(&store, "kdedup", engine, clock, format);
+    REQUIRE(state.restore().ok());
+    engine.set("k", "v");
+    REQUIRE(state.on_control(control(c7)).ok());
+    REQUIRE(state.on_control(control(c8)).ok());
+    CHECK(store.saves[0].put == std::vector<std::pair<std::string, std::string>>{
+                                    {"k", "v"},
+                                    {"!format", "kdedup/2"},
+                                    {"!options", R"(["--key .id","no --within"])"}});
+    CHECK(store.saves[1].put.empty());
+  }
+  // The same options restore; the engine never sees them, and they are not
+  // saved again.
+  FakeEngine engine;
+  StageState state(&store, "kdedup", engine, clock, format);
+  REQUIRE(state.restore().ok());
+  CHECK(engine.restored == std::map<std::string, std::string>{{"k", "v"}});
+  REQUIRE(state.on_control(control(c8)).ok());
+  CHECK(store.saves.back().put.empty());
+}
+
+TEST_CASE("stage state: a state saved with other options is refused, naming those that differ",
+          "[stateful]") {
+  FakeClock clock(kNow);
+  FakeStore store;
+  store.stages["kdedup"] = {{"!format", "kdedup/2"},
+                            {"!options", R"(["--key .id","no --within"])"},
+                            {"m", "meta"}};
+  auto refusal = [&](std::vector<std::string> options) {
+    FakeEngine engine;
+    StageState state(&store, "kdedup", engine, clock, StateFormat{"kdedup/2", "", options});
+    auto restored = state.restore();
+    REQUIRE_FALSE(restored.ok());
+    CHECK(restored.error().status == ExitStatus::kFailure);
+    CHECK(engine.finished == 0);
+    return restored.error().message;
+  };
+  CHECK(refusal({"--key .user_id", "no --within"}) ==
+        "the saved state of 'kdedup' was made with --key .id, not --key .user_id: give another "
+        "--name or state file");
+  CHECK(refusal({"--key .u --key .d", "--within without --time"}) ==
+        "the saved state of 'kdedup' was made with --key .id and no --within, not --key .u --key "
+        ".d and --within without --time: give another --name or state file");
+  CHECK(refusal({"--key .id"}) ==
+        "the saved state of 'kdedup' was made with --key .id and no --within, not --key .id: give "
+        "another --name or state file");
+
+  // A stage that keeps no options does not look at them.
+  FakeEngine plain;
+  StageState unrecorded(&store, "kdedup", plain, clock, StateFormat{"kdedup/2", "", {}});
+  REQUIRE(unrecorded.restore().ok());
+
+  store.stages["kdedup"]["!options"] = "not json";
+  FakeEngine engine;
+  StageState state(&store, "kdedup", engine, clock, StateFormat{"kdedup/2", "", {"--key .id"}});
+  auto malformed = state.restore();
+  REQUIRE_FALSE(malformed.ok());
+  CHECK(malformed.error().message == "the saved state of 'kdedup' has a malformed options entry");
+}
+
+TEST_CASE("stage state: a state saved before its options were kept is restored, then gets them",
+          "[stateful]") {
+  FakeClock clock(kNow);
+  FakeStore store;
+  store.stages["kdedup"] = {{"!format", "kdedup/2"}, {"m", "meta"}};
+  store.latest = 2;
+  FakeEngine engine;
+  StageState state(&store, "kdedup", engine, clock,
+                   StateFormat{"kdedup/2", "", {"--key .id", "no --within"}});
+  REQUIRE(state.restore().ok());
+  CHECK(engine.finished == 1);
+  test::Padded c7(kCheckpoint7);
+  REQUIRE(state.on_control(control(c7)).ok());
+  CHECK(store.saves.back().put == std::vector<std::pair<std::string, std::string>>{
+                                      {"!options", R"(["--key .id","no --within"])"}});
 }
 
 // --- keys ------------------------------------------------------------------
