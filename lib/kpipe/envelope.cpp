@@ -158,6 +158,9 @@ Status EnvelopeReader::read(std::string_view line, EnvelopeRecord& out) {
 
   const JsonField& key = values_[kKey];
   const JsonField& key64 = values_[kKeyB64];
+  // kconsume writes one of the two: with both, which is meant is a guess.
+  if (key.type != JsonType::kMissing && key64.type != JsonType::kMissing)
+    return data_error("fields 'key' and 'key_base64' are both present");
   if (key.type == JsonType::kString) {
     out.key = std::string(key.str);
   } else if (key64.type == JsonType::kString) {
@@ -170,6 +173,8 @@ Status EnvelopeReader::read(std::string_view line, EnvelopeRecord& out) {
 
   const JsonField& value = values_[kValue];
   const JsonField& value64 = values_[kValueB64];
+  if (value.type != JsonType::kMissing && value64.type != JsonType::kMissing)
+    return data_error("fields 'value' and 'value_base64' are both present");
   switch (value.type) {
     case JsonType::kString:
       out.value = std::string(value.str);
@@ -216,6 +221,14 @@ Status EnvelopeReader::read(std::string_view line, EnvelopeRecord& out) {
     out.headers.push_back(std::move(h));
   }
   return {};
+}
+
+Status check_producible_timestamp(std::optional<int64_t> timestamp) {
+  if (!timestamp || *timestamp > 0) return {};
+  if (*timestamp == 0)
+    return data_error("field 'timestamp' is 0, which librdkafka cannot produce (0 is now)");
+  return data_error("field 'timestamp' is negative ({}): Kafka timestamps count from the epoch",
+                    *timestamp);
 }
 
 std::optional<SourcePosition> source_position(std::string_view padded_line) {

@@ -83,6 +83,12 @@ class EnvelopeReader {
   std::string scratch_;
 };
 
+// Whether an envelope's timestamp can be produced exactly as it is
+// (kproduce(1)): absent, or from 1 on. librdkafka takes 0 for "now", and
+// Kafka's clients (and kconsume, which writes null for them) know no
+// timestamp before the epoch: a data_error naming the field says so.
+Status check_producible_timestamp(std::optional<int64_t> timestamp);
+
 // Where a line came from, when it is an envelope: for dead letters.
 struct SourcePosition {
   std::string topic;

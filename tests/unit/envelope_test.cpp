@@ -314,6 +314,35 @@ TEST_CASE("EnvelopeReader: errors for wrong types", "[envelope]") {
   CHECK(read_error(R"({"value":1)").starts_with("not valid JSON: "));
 }
 
+TEST_CASE("EnvelopeReader: a field and its base64 form together are ambiguous", "[envelope]") {
+  CHECK(read_error(R"({"value":"a","value_base64":"/wD+"})") ==
+        "fields 'value' and 'value_base64' are both present");
+  CHECK(read_error(R"({"value":null,"value_base64":"/wD+"})") ==
+        "fields 'value' and 'value_base64' are both present");
+  CHECK(read_error(R"({"key":"k","key_base64":"/wD+","value":1})") ==
+        "fields 'key' and 'key_base64' are both present");
+  CHECK(read_error(R"({"key":null,"key_base64":"/wD+","value":1})") ==
+        "fields 'key' and 'key_base64' are both present");
+}
+
+TEST_CASE("check_producible_timestamp: restored exactly, or refused naming the field",
+          "[envelope]") {
+  CHECK(check_producible_timestamp(std::nullopt).ok());
+  CHECK(check_producible_timestamp(1).ok());
+  CHECK(check_producible_timestamp(1764412345123).ok());
+  // librdkafka reads 0 as "now": the record would get another timestamp.
+  Status zero = check_producible_timestamp(0);
+  REQUIRE_FALSE(zero.ok());
+  CHECK(zero.error().status == ExitStatus::kDataError);
+  CHECK(zero.error().message ==
+        "field 'timestamp' is 0, which librdkafka cannot produce (0 is now)");
+  Status negative = check_producible_timestamp(-5);
+  REQUIRE_FALSE(negative.ok());
+  CHECK(negative.error().status == ExitStatus::kDataError);
+  CHECK(negative.error().message ==
+        "field 'timestamp' is negative (-5): Kafka timestamps count from the epoch");
+}
+
 TEST_CASE("EnvelopeReader: a partition outside int32 is refused, not wrapped", "[envelope]") {
   CHECK(read_back(R"({"partition":2147483647,"value":1})").partition == 2147483647);
   CHECK(read_error(R"({"partition":4294967296,"value":1})") == "field 'partition' is out of range");

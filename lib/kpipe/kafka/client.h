@@ -73,6 +73,10 @@ class KafkaClient {
   // An error saying why the cluster could not be reached, or `what` failed.
   Error broker_error(std::string_view what, std::string_view detail) const;
   Status wait_until_reachable();
+  // Says (through the reporter) when the cluster has been out of reach for
+  // the configuration's timeout, and when it is back: librdkafka itself
+  // retries in silence. Called by each poll.
+  void watch_brokers();
 
   KafkaConfig config_;
   Reporter& reporter_;
@@ -140,18 +144,24 @@ class Producer final : public KafkaClient {
   static Expected<std::unique_ptr<Producer>> create(const KafkaConfig& config, Reporter& reporter);
   ~Producer() override;
 
-  // Called from flush()/poll() once a record's fate is known: err is null
-  // when the broker acknowledged it.
+  // Called from flush()/poll()/produce() once a record's fate is known: err
+  // is null when the broker acknowledged it; a data_error when the record
+  // itself was refused (too large, a partition the topic lacks, invalid),
+  // which makes it bad input; a failure otherwise (the broker out of
+  // reach, a timeout, authorization).
   using DeliveryHandler = std::function<void(uint64_t tag, const Error* err)>;
   void set_delivery_handler(DeliveryHandler handler);
 
   // Queues one record; waits (serving deliveries) while the local queue is
   // full. partition -1: the partitioner (murmur2, as the Java client) picks.
-  // timestamp 0: now.
+  // timestamp 0: now (librdkafka cannot produce a timestamp of 0). A
+  // data_error when the record itself cannot be produced: too large for
+  // message.max.bytes, or a partition the topic lacks.
   Status produce(const std::string& topic, int32_t partition, std::optional<std::string_view> key,
                  std::optional<std::string_view> value, const std::vector<Header>& headers,
                  int64_t timestamp, uint64_t tag = 0);
-  void poll();
+  // Serves delivery reports, waiting up to `wait` for one.
+  void poll(Millis wait = 0);
   // Waits for every queued record's delivery, up to `timeout`.
   Status flush(Millis timeout);
 
@@ -211,6 +221,9 @@ class MockCluster {
   ~MockCluster();
   std::string bootstraps() const;
   Status create_topic(const std::string& name, int partitions);
+  // Takes every broker down (connections closed, new ones refused) or
+  // brings them back: an outage on demand, for testing clients.
+  void set_brokers_up(bool up);
 
  private:
   MockCluster() = default;

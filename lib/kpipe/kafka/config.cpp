@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <optional>
@@ -31,12 +32,50 @@ std::string KafkaConfig::brokers() const {
   return b != nullptr ? *b : std::string();
 }
 
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// Words that make a key a secret's, wherever they appear in it: librdkafka
+// adds properties over time, and a plugin's own secrets are named so too.
+constexpr std::string_view kSecretWords[] = {"password", "secret", "token"};
+
+}  // namespace
+
 bool is_secret_property(std::string_view key) {
-  static constexpr std::string_view kSecrets[] = {
-      "sasl.password",          "ssl.key.password",   "ssl.keystore.password",
-      "ssl.truststore.password", "sasl.jaas.config",  "sasl.oauthbearer.client.secret",
-      "ssl.key.pem",            "ssl_key",            "sasl.oauthbearer.config"};
-  return std::find(std::begin(kSecrets), std::end(kSecrets), key) != std::end(kSecrets);
+  // Secrets whose names say nothing of it: key material, and settings that
+  // embed a password or credentials.
+  static constexpr std::string_view kSecrets[] = {"sasl.jaas.config", "ssl.key.pem", "ssl_key",
+                                                  "sasl.oauthbearer.config"};
+  std::string k = lower(key);
+  if (std::find(std::begin(kSecrets), std::end(kSecrets), k) != std::end(kSecrets)) return true;
+  return std::any_of(std::begin(kSecretWords), std::end(kSecretWords),
+                     [&](std::string_view w) { return k.find(w) != std::string::npos; });
+}
+
+std::string redact_property(std::string_view text) {
+  // A key ends at the first character no property name holds: the '=' of
+  // key=value, or the ':' or blank of a mistyped separator.
+  size_t sep = text.find_first_of("=: \t");
+  if (sep == std::string_view::npos) {
+    // No separator: a key alone, or a key run into its value
+    // ("sasl.passwordhunter2"): what follows the secret word goes.
+    std::string k = lower(text);
+    for (std::string_view w : kSecretWords) {
+      size_t at = k.find(w);
+      if (at != std::string::npos && at + w.size() < text.size())
+        return std::string(text.substr(0, at + w.size())) + "***";
+    }
+    return std::string(text);
+  }
+  std::string_view key = text.substr(0, sep);
+  // Without a key nobody can tell whose value it is: assume a secret's.
+  if (key.empty() || is_secret_property(key)) return std::string(text.substr(0, sep + 1)) + "***";
+  return std::string(text);
 }
 
 std::string KafkaConfig::redact(std::string_view text) const {
@@ -299,9 +338,11 @@ Expected<KafkaConfig> resolve_kafka_config(const KafkaOptions& options, const ch
     config.ignored = translate_java_properties(config);
   }
   for (const std::string& p : options.properties) {
-    size_t eq = p.find('=');
-    if (eq == std::string::npos || eq == 0)
-      return usage_error("-X '{}': expected key=value", is_secret_property(p) ? "***" : p);
+    // No property name holds ':' or a blank: "key:value" is a mistyped
+    // key=value, whose value may be a password (never echoed).
+    size_t eq = p.find_first_of("=: \t");
+    if (eq == std::string::npos || eq == 0 || p[eq] != '=')
+      return usage_error("-X '{}': expected key=value", redact_property(p));
     config.set(p.substr(0, eq), p.substr(eq + 1));
   }
   if (!options.brokers.empty()) {

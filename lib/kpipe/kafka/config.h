@@ -50,6 +50,12 @@ Expected<std::vector<std::pair<std::string, std::string>>> parse_properties(std:
 // their names returned so the caller can warn.
 std::vector<std::string> translate_java_properties(KafkaConfig& config);
 
+// Whether a property's value is a secret: passwords, secrets, tokens, key
+// material, and settings that embed them (sasl.jaas.config).
 bool is_secret_property(std::string_view key);
+// `text`, a "key=value" as given (-X, a line of --config), fit to quote in
+// a message: a secret's value, also after a mistyped separator
+// ("sasl.password:hunter2"), is replaced by "***".
+std::string redact_property(std::string_view text);
 
 }  // namespace kpipe

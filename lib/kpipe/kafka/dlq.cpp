@@ -414,7 +414,12 @@ class KafkaTarget final : public ReplayTarget {
     std::optional<std::string_view> key, value;
     if (r.key) key = *r.key;
     if (r.value) value = *r.value;
-    KPIPE_TRY(producer_->produce(topic_, -1, key, value, headers_, r.timestamp, tag));
+    Status sent = producer_->produce(topic_, -1, key, value, headers_, r.timestamp, tag);
+    // A record the producer refuses is no bad input of the replay's: the
+    // replay stops, as when the broker refuses it.
+    if (!sent.ok() && sent.error().status == ExitStatus::kDataError)
+      return failure("cannot deliver to '{}': {}", topic_, sent.error().message);
+    KPIPE_TRY(sent);
     return true;
   }
 
@@ -514,7 +519,12 @@ class KafkaDeadLetters final : public DeadLetterSink {
     std::optional<std::string_view> key, value;
     if (r.key) key = *r.key;
     if (r.value) value = *r.value;
-    return producer_->produce(topic_, -1, key, value, headers_, r.timestamp);
+    Status sent = producer_->produce(topic_, -1, key, value, headers_, r.timestamp);
+    // The dead letter of a line refused as too large may be too large
+    // itself: that is the store failing, not more bad input.
+    if (!sent.ok() && sent.error().status == ExitStatus::kDataError)
+      return failure("cannot write a dead letter to 'kafka:{}': {}", topic_, sent.error().message);
+    return sent;
   }
 
   Status sync() override {

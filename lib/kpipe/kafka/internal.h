@@ -10,28 +10,51 @@
 #include <mutex>
 #include <string>
 
+#include "kpipe/kafka/broker_watch.h"
 #include "kpipe/kafka/client.h"
 
 namespace kpipe {
 
+// Why librdkafka could not reach a broker, from its log line or error
+// text, without the thread, the broker's name and the timing:
+// "[thrd:b:9/bootstrap]: b:9/bootstrap: Connect to ipv4#127.0.0.1:9 failed:
+// Connection refused (after 0ms in state CONNECT)" -> "connection refused";
+// "... Failed to resolve 'nohost:9092': Name or service not known (...)"
+// -> "failed to resolve 'nohost:9092': Name or service not known".
+std::string connection_reason(std::string_view librdkafka_text);
+
 struct KafkaClient::Handle {
   rd_kafka_t* rk = nullptr;
   Reporter* reporter = nullptr;
+  // The client's configuration, whose secrets no message may quote; null
+  // for the mock cluster's handle.
+  const KafkaConfig* config = nullptr;
   std::mutex mu;
-  std::string last_error;  // the latest connection failure librdkafka logged
+  // The latest reason librdkafka gave for failing to reach a broker
+  // (refused, unresolvable, authentication, TLS): logged on its own
+  // threads, read when a request gives up.
+  std::string last_error;
   void* owner = nullptr;  // the client's own state, for callbacks
+  // Fed by the error callback, which runs inside the client's polls.
+  BrokerWatch watch{0};
   // Set by Consumer::subscribe; called on the polling thread.
   std::function<void(rd_kafka_resp_err_t, rd_kafka_topic_partition_list_t*)> rebalance;
   ~Handle() {
     if (rk != nullptr) rd_kafka_destroy(rk);
   }
+  // A bare "Disconnected" says less than the failure before it (a TLS
+  // handshake that failed ends so too): it never hides one.
   void note_error(std::string text) {
     std::lock_guard<std::mutex> lock(mu);
+    if (!last_error.empty() && connection_reason(text) == "disconnected") return;
     last_error = std::move(text);
   }
   std::string take_error() {
     std::lock_guard<std::mutex> lock(mu);
     return last_error;
+  }
+  std::string redact(std::string_view text) const {
+    return config != nullptr ? config->redact(text) : std::string(text);
   }
 };
 
@@ -64,8 +87,9 @@ struct ListGuard {
 rd_kafka_topic_partition_list_t* to_list(const std::vector<TopicPartition>& parts);
 rd_kafka_topic_partition_list_t* to_list(const std::vector<PartitionOffset>& parts);
 
-// "Connect to ipv4#127.0.0.1:9 failed: Connection refused (after 0ms ...)"
-// -> "connection refused".
-std::string connection_reason(const std::string& librdkafka_text);
+// Whether a failed delivery or produce call is the record's own fault
+// (too large, a partition the topic lacks, refused by the broker as
+// invalid), so that the record is bad input, not a broken connection.
+bool is_record_fault(rd_kafka_resp_err_t err);
 
 }  // namespace kpipe

@@ -1,25 +1,120 @@
 #include "kpipe/programs/kproduce.h"
 
+#include <algorithm>
+#include <deque>
+
 #include "kpipe/envelope.h"
 #include "kpipe/json.h"
 #include "kpipe/kafka/client.h"
+#include "kpipe/kafka/topic.h"
 #include "kpipe/programs/dlq_targets.h"
 
 namespace kpipe {
 
 namespace {
 
+// The records sent and not yet acknowledged, oldest first. The broker's
+// verdict on a record comes back after later lines were read: what is kept
+// of each is what it takes to apply --on-error to it then (kpipe(7), BAD
+// INPUT): the input, the line number, and under --on-error dlq the line.
+class InFlight {
+ public:
+  struct Sent {
+    uint32_t input = 0;  // an index into inputs_
+    bool settled = false;
+    bool delivered = false;
+    uint64_t line = 0;
+    std::string padded;  // the line and kJsonPadding bytes (dlq only)
+  };
+
+  // The tag the next record gets.
+  uint64_t next_tag() const { return first_tag_ + sent_.size(); }
+
+  void add(const Line& line, bool keep_text) {
+    if (inputs_.empty() || inputs_.back() != line.input) inputs_.emplace_back(line.input);
+    Sent s;
+    s.input = static_cast<uint32_t>(inputs_.size() - 1);
+    s.line = line.number;
+    if (keep_text) {
+      // Padded, as a LineFeed's lines are: the dead-letter store reads the
+      // source position of an envelope with simdjson.
+      s.padded.reserve(line.text.size() + kJsonPadding);
+      s.padded.append(line.text);
+      s.padded.append(kJsonPadding, '\0');
+      held_ += line.text.size();
+    }
+    sent_.push_back(std::move(s));
+  }
+
+  // The line of a record in flight, as bad input handling takes it.
+  Line line(uint64_t tag) const {
+    const Sent& s = sent_[tag - first_tag_];
+    Line l;
+    l.number = s.line;
+    l.input = inputs_[s.input];
+    if (!s.padded.empty())
+      l.text = std::string_view(s.padded).substr(0, s.padded.size() - kJsonPadding);
+    return l;
+  }
+  const std::string& input(uint64_t tag) const { return inputs_[sent_[tag - first_tag_].input]; }
+
+  void settle(uint64_t tag, bool delivered) {
+    Sent& s = sent_[tag - first_tag_];
+    s.settled = true;
+    s.delivered = delivered;
+    if (!s.padded.empty()) held_ -= s.padded.size() - kJsonPadding;
+    std::string().swap(s.padded);
+    while (!sent_.empty() && sent_.front().settled) {
+      sent_.pop_front();
+      ++first_tag_;
+    }
+  }
+
+  // The records after `tag` delivered so far (they are all still here, as
+  // `tag` is not settled), and the last of them.
+  uint64_t delivered_after(uint64_t tag, uint64_t* last) const {
+    uint64_t n = 0;
+    for (uint64_t t = tag + 1; t < next_tag(); ++t) {
+      if (!sent_[t - first_tag_].delivered) continue;
+      ++n;
+      *last = t;
+    }
+    return n;
+  }
+
+  bool empty() const { return sent_.empty(); }
+  // Bytes of lines kept.
+  size_t held() const { return held_; }
+
+ private:
+  std::deque<Sent> sent_;
+  uint64_t first_tag_ = 0;
+  std::vector<std::string> inputs_;
+  size_t held_ = 0;
+};
+
 class ProduceStage final : public LineStage {
  public:
-  ProduceStage(const ProduceOptions& options, Producer& producer, std::optional<FieldPath> key)
-      : options_(options), producer_(producer) {
+  ProduceStage(const ProduceOptions& options, Producer& producer, std::optional<FieldPath> key,
+               BadInputHandler& bad, const std::atomic<bool>* stop)
+      : options_(options),
+        producer_(producer),
+        bad_(bad),
+        stop_(stop),
+        keep_lines_(bad.mode() == OnError::kDlq) {
     if (key) {
       key_path_ = key->text();
       fields_.add(*key);
     }
+    if (options_.partition) partition_ = static_cast<int32_t>(*options_.partition);
+    producer_.set_delivery_handler(
+        [this](uint64_t tag, const Error* err) { on_delivery(tag, err); });
   }
 
   Status on_line(const Line& line, Output&) override {
+    // What the broker refused meanwhile is bad input first: under
+    // --on-error fail, no line after the refusal is sent once it is known.
+    KPIPE_TRY(settle());
     if (options_.envelope) return produce_envelope(line);
     if (!encoder_.is_json(line.text)) {
       // The ondemand reader names the fault more precisely.
@@ -43,41 +138,137 @@ class ProduceStage final : public LineStage {
         default: key = k.raw; break;
       }
     }
-    KPIPE_TRY(producer_.produce(options_.topic, options_.partition, key, line.text, {}, 0));
-    ++produced_;
-    return {};
+    return send(line, partition_, key, line.text, {}, 0);
   }
 
   Status produce_envelope(const Line& line) {
     KPIPE_TRY(envelope_.read(line.text, record_));
-    int32_t partition = options_.partition;
+    int32_t partition = partition_;
     if (options_.keep_partition) {
       if (!record_.partition) return data_error("field 'partition' is missing (--keep-partition)");
+      if (*record_.partition < 0)
+        return data_error("field 'partition' is negative ({})", *record_.partition);
       partition = *record_.partition;
     }
+    // Timestamps come back exactly or not at all (kproduce(1), kpipe(7)).
+    KPIPE_TRY(check_producible_timestamp(record_.timestamp));
     headers_.clear();
     for (const auto& h : record_.headers)
       headers_.push_back({h.name, h.value ? std::optional<std::string_view>(*h.value) : std::nullopt});
     std::optional<std::string_view> key, value;
     if (record_.key) key = *record_.key;
     if (record_.value) value = *record_.value;
-    KPIPE_TRY(producer_.produce(options_.topic, partition, key, value, headers_, record_.timestamp.value_or(0)));
-    ++produced_;
-    return {};
+    return send(line, partition, key, value, headers_, record_.timestamp.value_or(0));
   }
 
   Status on_idle(Output&) override {
     producer_.poll();
-    return {};
+    return settle();
+  }
+
+  Status on_end(Output&) override {
+    KPIPE_TRY(drain());
+    return settle();
   }
 
   void fill_counters(Counters& c) const override { c.out = producer_.delivered(); }
 
+  // Waits until every record sent has its verdict (or a stop signal).
+  Status drain() {
+    for (;;) {
+      Status flushed = producer_.flush(kSecond);
+      if (flushed.ok()) return {};
+      if (stop_ != nullptr && stop_->load())
+        return failure("stopped with records still undelivered: {}", flushed.error().message);
+    }
+  }
+
+  // Applies --on-error to the records the broker refused since last time.
+  Status settle() {
+    while (next_refused_ < refused_.size()) {
+      auto& [tag, reason] = refused_[next_refused_++];
+      Status s = bad_.handle(in_flight_.input(tag), in_flight_.line(tag), reason);
+      if (!s.ok() && bad_.failed()) {
+        failed_tag_ = tag;
+        uint64_t last = 0;
+        delivered_after_ = in_flight_.delivered_after(tag, &last);
+        if (delivered_after_ > 0) note_delivered_after(last);
+      }
+      in_flight_.settle(tag, false);
+      if (!s.ok()) return s;
+    }
+    refused_.clear();
+    next_refused_ = 0;
+    return {};
+  }
+
   uint64_t produced() const { return produced_; }
+  // Records not delivered for reasons not their own (the broker out of
+  // reach, a timeout), and the first reason.
+  uint64_t lost() const { return lost_; }
+  const std::string& first_lost() const { return first_lost_; }
+  // After a refusal under --on-error fail: how many records read after the
+  // refused one were delivered anyway, being in flight already, and the
+  // last of them.
+  uint64_t delivered_after_failure() const { return delivered_after_; }
+  const std::string& last_delivered_input() const { return last_after_input_; }
+  uint64_t last_delivered_line() const { return last_after_line_; }
 
  private:
+  Status send(const Line& line, int32_t partition, std::optional<std::string_view> key,
+              std::optional<std::string_view> value, const std::vector<Header>& headers,
+              int64_t timestamp) {
+    if (keep_lines_) KPIPE_TRY(wait_for_room(line.text.size()));
+    uint64_t tag = in_flight_.next_tag();
+    // A data_error here (too large, no such partition) is this line's:
+    // run_filter applies --on-error to it.
+    KPIPE_TRY(producer_.produce(options_.topic, partition, key, value, headers, timestamp, tag));
+    in_flight_.add(line, keep_lines_);
+    ++produced_;
+    // Verdicts are read as they come, so that a refusal stops the run
+    // (under --on-error fail) as few lines later as it can.
+    producer_.poll();
+    return settle();
+  }
+
+  // Bounds the lines kept for --on-error dlq: past the bound, waits for
+  // deliveries to free some.
+  Status wait_for_room(size_t bytes) {
+    while (in_flight_.held() > 0 && in_flight_.held() + bytes > kMaxInFlightLineBytes) {
+      if (stop_ != nullptr && stop_->load()) return {};
+      producer_.poll(100);
+      KPIPE_TRY(settle());
+    }
+    return {};
+  }
+
+  // Runs inside the producer's polls and flushes.
+  void on_delivery(uint64_t tag, const Error* err) {
+    if (err != nullptr && err->status == ExitStatus::kDataError) {
+      refused_.emplace_back(tag, err->message);
+      return;
+    }
+    if (err != nullptr) {
+      if (lost_++ == 0) first_lost_ = err->message;
+    } else if (failed_tag_ && tag > *failed_tag_) {
+      ++delivered_after_;
+      if (tag >= last_after_tag_) note_delivered_after(tag);
+    }
+    in_flight_.settle(tag, err == nullptr);
+  }
+
+  void note_delivered_after(uint64_t tag) {
+    last_after_tag_ = tag;
+    last_after_input_ = in_flight_.input(tag);
+    last_after_line_ = in_flight_.line(tag).number;
+  }
+
   const ProduceOptions& options_;
   Producer& producer_;
+  BadInputHandler& bad_;
+  const std::atomic<bool>* stop_;
+  bool keep_lines_;
+  int32_t partition_ = -1;
   std::string key_path_;
   FieldSet fields_;
   JsonReader reader_;
@@ -88,14 +279,27 @@ class ProduceStage final : public LineStage {
   std::vector<Header> headers_;
   std::string key_text_;
   uint64_t produced_ = 0;
+  InFlight in_flight_;
+  std::vector<std::pair<uint64_t, std::string>> refused_;
+  size_t next_refused_ = 0;
+  uint64_t lost_ = 0;
+  std::string first_lost_;
+  std::optional<uint64_t> failed_tag_;
+  uint64_t delivered_after_ = 0;
+  uint64_t last_after_tag_ = 0;
+  std::string last_after_input_;
+  uint64_t last_after_line_ = 0;
 };
 
 }  // namespace
 
 Status run_produce(const ProduceOptions& options, Io& io) {
   if (options.topic.empty()) return usage_error("a topic is required: -t TOPIC");
+  KPIPE_TRY(check_topic_name(options.topic));
+  if (options.partition && (*options.partition < 0 || *options.partition > INT32_MAX))
+    return usage_error("-p {}: a partition is a number from 0", *options.partition);
   if (options.keep_partition && !options.envelope) return usage_error("--keep-partition needs --envelope");
-  if (options.keep_partition && options.partition >= 0)
+  if (options.keep_partition && options.partition)
     return usage_error("--keep-partition and --partition cannot be combined");
   if (options.envelope && !options.key.empty())
     return usage_error("--key cannot be combined with --envelope (the envelope holds the key)");
@@ -113,30 +317,35 @@ Status run_produce(const ProduceOptions& options, Io& io) {
   if (!bad) return bad.take_error();
   auto producer = Producer::create(*config, io.reporter);
   if (!producer) return producer.take_error();
-  if (options.partition >= 0) {
+  if (options.partition) {
     auto parts = (*producer)->partitions(options.topic);
     if (!parts) return parts.take_error();
-    if (std::find(parts->begin(), parts->end(), options.partition) == parts->end())
-      return usage_error("topic '{}' has no partition {}", options.topic, options.partition);
+    if (std::find(parts->begin(), parts->end(), *options.partition) == parts->end())
+      return usage_error("topic '{}' has no partition {}", options.topic, *options.partition);
   }
-  ProduceStage stage(options, **producer, key);
+  ProduceStage stage(options, **producer, key, **bad, io.stop);
   FilterSettings settings{options.input, *stats};
   Status run = run_filter(stage, settings, **bad, io);
   // Whatever happened, wait for what was queued: a record either reaches
-  // the broker or is counted as lost, never dropped unnoticed.
-  for (;;) {
-    Status flushed = (*producer)->flush(kSecond);
-    if (flushed.ok()) break;
-    if (io.stop != nullptr && io.stop->load()) {
-      KPIPE_TRY(run);
-      return failure("stopped with records still undelivered: {}", flushed.error().message);
-    }
+  // the broker or is accounted for, never dropped unnoticed. (After a
+  // normal end, on_end has done this already.)
+  Status drained = stage.drain();
+  if (run.ok()) {
+    run = stage.settle();
+    if (run.ok()) run = (*bad)->sync();
   }
+  if (!run.ok() && stage.delivered_after_failure() > 0)
+    io.reporter.warning(fmt::format(
+        "{} record{} read after the refused one {} in flight already and "
+        "delivered, up to {}: line {}",
+        stage.delivered_after_failure(), stage.delivered_after_failure() == 1 ? "" : "s",
+        stage.delivered_after_failure() == 1 ? "was" : "were", stage.last_delivered_input(),
+        stage.last_delivered_line()));
   KPIPE_TRY(run);
-  uint64_t failed = (*producer)->failed();
-  if (failed > 0)
-    return failure("{} of {} records not delivered to '{}': {}", failed, stage.produced(), options.topic,
-                   (*producer)->first_failure());
+  KPIPE_TRY(drained);
+  if (stage.lost() > 0)
+    return failure("{} of {} records not delivered to '{}': {}", stage.lost(), stage.produced(),
+                   options.topic, stage.first_lost());
   io.reporter.info(fmt::format("produced {} records to '{}'", stage.produced(), options.topic));
   return {};
 }

@@ -158,10 +158,14 @@ TEST_CASE("resolve: bad -X and a missing file are usage errors", "[kafka_config]
   o.brokers = "b:1";
   o.properties = {"acks"};
   CHECK(resolve_kafka_config(o, nullptr).error().message == "-X 'acks': expected key=value");
+  // Without a key, nobody can tell whether the value is a secret.
   o.properties = {"=all"};
-  CHECK(resolve_kafka_config(o, nullptr).error().message == "-X '=all': expected key=value");
+  CHECK(resolve_kafka_config(o, nullptr).error().message == "-X '=***': expected key=value");
   o.properties = {"sasl.password"};
-  CHECK(resolve_kafka_config(o, nullptr).error().message == "-X '***': expected key=value");
+  CHECK(resolve_kafka_config(o, nullptr).error().message ==
+        "-X 'sasl.password': expected key=value");
+  o.properties = {"acks:all"};
+  CHECK(resolve_kafka_config(o, nullptr).error().message == "-X 'acks:all': expected key=value");
   o.properties = {"sasl.password=a=b"};
   CHECK(value_of(resolve(o), "sasl.password") == "a=b");
   TempDir dir;
@@ -207,13 +211,47 @@ TEST_CASE("resolve: a Java client file is translated to librdkafka's terms", "[k
 // --- secrets --------------------------------------------------------------------------
 
 TEST_CASE("is_secret_property knows every secret librdkafka takes", "[kafka_config]") {
-  for (const char* k : {"sasl.password", "ssl.key.password", "ssl.keystore.password",
-                        "ssl.truststore.password", "sasl.jaas.config",
-                        "sasl.oauthbearer.client.secret", "ssl.key.pem", "sasl.oauthbearer.config"})
-    CHECK(is_secret_property(k));
   for (const char* k :
-       {"sasl.username", "bootstrap.servers", "ssl.key.location", "sasl.mechanism", "password"})
+       {"sasl.password", "ssl.key.password", "ssl.keystore.password", "ssl.truststore.password",
+        "sasl.jaas.config", "sasl.oauthbearer.client.secret", "ssl.key.pem",
+        "sasl.oauthbearer.config", "ssl_key", "password", "SASL.Password", "my.plugin.api.token",
+        "some.client_secret", "sasl.oauthbearer.token.endpoint.url"})
+    CHECK(is_secret_property(k));
+  for (const char* k : {"sasl.username", "bootstrap.servers", "ssl.key.location", "sasl.mechanism",
+                        "ssl.certificate.pem", "enable.sasl.oauthbearer.unsecure.jwt"})
     CHECK_FALSE(is_secret_property(k));
+}
+
+TEST_CASE("a mistyped -X never echoes a secret", "[kafka_config]") {
+  KafkaOptions o;
+  o.brokers = "b:1";
+  auto error_of = [&](std::string x) {
+    o.properties = {std::move(x)};
+    auto c = resolve_kafka_config(o, nullptr);
+    REQUIRE_FALSE(c.ok());
+    CHECK(c.error().status == ExitStatus::kUsage);
+    return c.error().message;
+  };
+  // The separator is wrong: the value is still a password.
+  CHECK(error_of("sasl.password:SECRET123") == "-X 'sasl.password:***': expected key=value");
+  CHECK(error_of("sasl.password SECRET123") == "-X 'sasl.password ***': expected key=value");
+  CHECK(error_of("ssl.key.password:SECRET123=x") ==
+        "-X 'ssl.key.password:***': expected key=value");
+  CHECK(error_of("sasl.oauthbearer.client.secret:SECRET123") ==
+        "-X 'sasl.oauthbearer.client.secret:***': expected key=value");
+  CHECK(error_of("ssl.key.pem:-----BEGIN") == "-X 'ssl.key.pem:***': expected key=value");
+  CHECK(error_of("my.token:SECRET123") == "-X 'my.token:***': expected key=value");
+  // The separator is missing: the password ran into its key.
+  CHECK(error_of("sasl.passwordSECRET123") == "-X 'sasl.password***': expected key=value");
+  CHECK(error_of("=SECRET123") == "-X '=***': expected key=value");
+}
+
+TEST_CASE("redact_property: a secret's value, however it was typed", "[kafka_config]") {
+  CHECK(redact_property("sasl.password=hunter2") == "sasl.password=***");
+  CHECK(redact_property("sasl.password:hunter2") == "sasl.password:***");
+  CHECK(redact_property("sasl.password") == "sasl.password");
+  CHECK(redact_property("acks=all") == "acks=all");
+  CHECK(redact_property("bootstrap.servers:h:9092") == "bootstrap.servers:h:9092");
 }
 
 TEST_CASE("redact replaces every secret value in a message", "[kafka_config]") {

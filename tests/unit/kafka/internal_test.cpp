@@ -20,3 +20,59 @@ TEST_CASE("timeout_ms: a timeout librdkafka takes, never 0 nor negative", "[kafk
   CHECK(timeout_ms(Millis{INT32_MAX} + 1) == INT32_MAX);
   CHECK(timeout_ms(std::numeric_limits<Millis>::max()) == INT32_MAX);
 }
+
+TEST_CASE("connection_reason: librdkafka's cause, without thread, broker and timing",
+          "[kafka_internal]") {
+  CHECK(connection_reason(
+            "127.0.0.1:9/bootstrap: Connect to ipv4#127.0.0.1:9 failed: Connection refused "
+            "(after 0ms in state CONNECT)") == "connection refused");
+  // Log lines (what is seen while a request waits) start with the thread.
+  CHECK(connection_reason(
+            "[thrd:nohost.invalid:9092/bootstrap]: nohost.invalid:9092/bootstrap: Failed to "
+            "resolve 'nohost.invalid:9092': Name or service not known (after 7ms in state "
+            "CONNECT)") == "failed to resolve 'nohost.invalid:9092': Name or service not known");
+  CHECK(connection_reason("sasl_plaintext://127.0.0.1:9092/bootstrap: SASL authentication error: "
+                          "Authentication failed: Invalid username or password (after 5ms in state "
+                          "AUTH_REQ, 4 identical error(s) suppressed)") ==
+        "SASL authentication error: Authentication failed: Invalid username or password");
+  CHECK(connection_reason(
+            "[thrd:ssl://h:9093/bootstrap]: ssl://h:9093/bootstrap: SSL handshake failed: "
+            "Disconnected: connecting to a PLAINTEXT broker listener? (after 0ms in state "
+            "SSL_HANDSHAKE)") ==
+        "SSL handshake failed: Disconnected: connecting to a PLAINTEXT broker listener?");
+  CHECK(connection_reason(
+            "[thrd:sasl_plaintext://h:9092/bootstrap]: sasl_plaintext://h:9092/bootstrap: SASL "
+            "PLAIN mechanism handshake failed: Broker: Request not valid in current SASL state: "
+            "broker's supported mechanisms:  (after 1ms in state AUTH_HANDSHAKE)") ==
+        "SASL PLAIN mechanism handshake failed: Broker: Request not valid in current SASL state: "
+        "broker's supported mechanisms");
+  CHECK(connection_reason("h:9/1: Disconnected (after 10ms in state UP)") == "disconnected");
+  CHECK(connection_reason("1/1 brokers are down") == "1/1 brokers are down");
+}
+
+TEST_CASE("Handle::note_error: a bare disconnect never hides the failure before it",
+          "[kafka_internal]") {
+  KafkaClient::Handle h;
+  h.note_error(
+      "ssl://h:9093/bootstrap: SSL handshake failed: Disconnected (after 0ms in state "
+      "SSL_HANDSHAKE)");
+  h.note_error("ssl://h:9093/bootstrap: Disconnected (after 0ms in state SSL_HANDSHAKE)");
+  CHECK(connection_reason(h.take_error()) == "SSL handshake failed: Disconnected");
+  KafkaClient::Handle fresh;
+  fresh.note_error("h:9/1: Disconnected (after 10ms in state UP)");
+  CHECK(connection_reason(fresh.take_error()) == "disconnected");
+}
+
+TEST_CASE("is_record_fault: what the broker refuses for the record's own sake",
+          "[kafka_internal]") {
+  for (auto err : {RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE, RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION,
+                   RD_KAFKA_RESP_ERR_INVALID_RECORD, RD_KAFKA_RESP_ERR_INVALID_TIMESTAMP,
+                   RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE})
+    CHECK(is_record_fault(err));
+  // Not the record's fault: every record would fail alike.
+  for (auto err :
+       {RD_KAFKA_RESP_ERR__MSG_TIMED_OUT, RD_KAFKA_RESP_ERR__TRANSPORT,
+        RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART,
+        RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN, RD_KAFKA_RESP_ERR_NOT_ENOUGH_REPLICAS})
+    CHECK_FALSE(is_record_fault(err));
+}
