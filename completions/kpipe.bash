@@ -17,13 +17,22 @@ _kpipe_complete() {
   done
   case $prev in
     --on-error) COMPREPLY=($(compgen -W "fail dlq skip" -- "$cur")); return ;;
-    --format) COMPREPLY=($(compgen -W "envelope value table ndjson prometheus" -- "$cur")); return ;;
+    --format)
+      # Each program's own formats, as its --help and man page list them.
+      case ${prog##*/} in
+        kconsume) w="envelope value" ;;
+        klag) w="table ndjson prometheus" ;;
+        kdlq | kcheckpoint) w="table ndjson" ;;
+        *) w="" ;;
+      esac
+      COMPREPLY=($(compgen -W "$w" -- "$cur")); return ;;
     --from) COMPREPLY=($(compgen -W "earliest latest" -- "$cur")); return ;;
     --time-format) COMPREPLY=($(compgen -W "rfc3339 ms" -- "$cur")); return ;;
     --time-unit) COMPREPLY=($(compgen -W "s ms us ns" -- "$cur")); return ;;
     --mode) COMPREPLY=($(compgen -W "upsert ignore" -- "$cur")); return ;;
     --by) COMPREPLY=($(compgen -W "reason stage topic hour" -- "$cur")); return ;;
     --fail-on) COMPREPLY=($(compgen -W "WARN STALL STOP REWIND" -- "$cur")); return ;;
+    --each) COMPREPLY=($(compgen -c -- "$cur")); return ;;  # kcheckpoint commit: a command
     --dlq | --state | --config | --db | --history | --late | --dups | --bootstrap-file)
       COMPREPLY=($(compgen -f -- "$cur")); return ;;
   esac

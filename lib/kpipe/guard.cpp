@@ -1,6 +1,7 @@
 #include "kpipe/guard.h"
 
-#include <cmath>
+#include <charconv>
+#include <cstdint>
 
 #include "kpipe/choices.h"
 #include "kpipe/event_time.h"
@@ -65,6 +66,36 @@ std::string prefix_text(const FieldPath& path, size_t n) {
   return out;
 }
 
+// Whether a JSON number's text is an integer, read from the text itself so
+// that it is exact at any size: 1e3, 10e-1 and 123456789012345678901.0 are,
+// 0.1 and 12345678901234567890.5 (a whole number once read as a double) are not.
+bool is_integral(std::string_view number) {
+  size_t e = number.find_first_of("eE");
+  std::string_view mantissa = number.substr(0, e);
+  if (!mantissa.empty() && mantissa[0] == '-') mantissa.remove_prefix(1);
+  size_t dot = mantissa.find('.');
+  std::string_view whole = mantissa.substr(0, dot);
+  std::string_view fraction;
+  if (dot != std::string_view::npos) fraction = mantissa.substr(dot + 1);
+  while (!fraction.empty() && fraction.back() == '0') fraction.remove_suffix(1);
+  // The value is DIGITS * 10^scale, DIGITS being whole and fraction joined.
+  int64_t exponent = 0;
+  if (e != std::string_view::npos) {
+    std::string_view text = number.substr(e + 1);
+    if (!text.empty() && text[0] == '+') text.remove_prefix(1);
+    auto r = std::from_chars(text.data(), text.data() + text.size(), exponent);
+    // An exponent beyond 64 bits: past any digit count a line can hold.
+    if (r.ec != std::errc()) exponent = text[0] == '-' ? INT64_MIN / 2 : INT64_MAX / 2;
+  }
+  int64_t scale = exponent - static_cast<int64_t>(fraction.size());
+  if (scale >= 0) return true;
+  // Trailing zeros of DIGITS make up for a negative scale; zero is an integer.
+  std::string digits = std::string(whole) + std::string(fraction);
+  size_t last = digits.find_last_not_of('0');
+  if (last == std::string::npos) return true;
+  return static_cast<int64_t>(digits.size() - 1 - last) + scale >= 0;
+}
+
 }  // namespace
 
 const char* field_type_name(FieldType t) {
@@ -114,15 +145,8 @@ Guard::Guard(std::vector<Requirement> requirements) : requirements_(std::move(re
 Status Guard::check(std::string_view line) {
   // Whole-line validation first: a filter checks only what it reads, but a
   // guard stands where malformed records must stop.
-  Status valid = validator_.check(line);
-  Status read = reader_.read(line, fields_, values_);
-  if (!valid.ok()) {
-    // The DOM parser's structural errors are vague; the ondemand reader,
-    // when it also fails, names the fault ("truncated object or array").
-    if (!read.ok() && valid.error().message == "not valid JSON: malformed structure") return read;
-    return valid;
-  }
-  KPIPE_TRY(read);
+  KPIPE_TRY(validator_.check(line));
+  KPIPE_TRY(reader_.read(line, fields_, values_));
   if (needs_object_ && reader_.root_type() != JsonType::kObject)
     return data_error("the line is {}, not an object", json_type_phrase(reader_.root_type()));
   for (size_t i = 0; i < requirements_.size(); ++i) {
@@ -153,7 +177,7 @@ Status Guard::check_field(const Requirement& r, const JsonField& f) {
     case FieldType::kInteger:
       if (f.type != JsonType::kNumber) return wrong();
       // JSON Schema's reading: 3.0 is an integer, 3.5 is not.
-      if (f.is_integer || (std::isfinite(f.number) && f.number == std::trunc(f.number))) return {};
+      if (f.is_integer || is_integral(f.raw)) return {};
       return data_error("field '{}' is {}, not an integer", name, f.raw.substr(0, 40));
     case FieldType::kTime: {
       // A guard has no --time-unit: numbers are epoch milliseconds, as

@@ -214,7 +214,7 @@ const char* reason(simdjson::error_code e) {
     case error_code::UTF8_ERROR: return "not valid JSON: invalid UTF-8";
     case error_code::UNCLOSED_STRING: return "not valid JSON: unclosed string";
     case error_code::UNESCAPED_CHARS: return "not valid JSON: unescaped control character in a string";
-    case error_code::DEPTH_ERROR: return "not valid JSON: nested too deeply";
+    case error_code::DEPTH_ERROR: return "not valid JSON: nesting deeper than 1024";
     case error_code::NUMBER_ERROR: return "not valid JSON: malformed number";
     case error_code::NUMBER_OUT_OF_RANGE: return "not valid JSON: number out of range";
     case error_code::STRING_ERROR: return "not valid JSON: malformed string escape";
@@ -226,6 +226,240 @@ const char* reason(simdjson::error_code e) {
     case error_code::INCOMPLETE_ARRAY_OR_OBJECT: return "not valid JSON: truncated object or array";
     default: return "not valid JSON: malformed structure";
   }
+}
+
+// simdjson refuses a value inside this many containers.
+constexpr size_t kMaxDepth = simdjson::DEFAULT_MAX_DEPTH;
+static_assert(kMaxDepth == 1024, "reason() names the depth");
+
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+// RFC 8259's number grammar. simdjson refuses integers beyond 64 bits and
+// numbers beyond a double (1e400) as it refuses malformed ones; this tells
+// them apart.
+bool is_json_number(std::string_view s) {
+  size_t i = 0, n = s.size();
+  if (i < n && s[i] == '-') ++i;
+  if (i == n) return false;
+  if (s[i] == '0') {
+    ++i;
+  } else if (is_digit(s[i])) {
+    while (i < n && is_digit(s[i])) ++i;
+  } else {
+    return false;
+  }
+  if (i < n && s[i] == '.') {
+    size_t start = ++i;
+    while (i < n && is_digit(s[i])) ++i;
+    if (i == start) return false;
+  }
+  if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < n && (s[i] == '+' || s[i] == '-')) ++i;
+    size_t start = i;
+    while (i < n && is_digit(s[i])) ++i;
+    if (i == start) return false;
+  }
+  return i == n;
+}
+
+// Where a bare word (a literal, a number, or garbage) ends, as simdjson's
+// tokens do: at whitespace, structure, a quote, or a NUL.
+bool ends_word(char c) {
+  switch (c) {
+    case ' ': case '\t': case '\n': case '\r': case '{': case '}': case '[': case ']':
+    case ',': case ':': case '"': case '\0':
+      return true;
+    default: return false;
+  }
+}
+
+// A bare word as a message quotes it: control characters escaped, cut short.
+std::string quoted_word(std::string_view w) {
+  constexpr size_t kShown = 32;
+  std::string out = "'";
+  for (size_t i = 0; i < w.size() && i < kShown; ++i) {
+    auto c = static_cast<unsigned char>(w[i]);
+    if (c < 0x20 || c == 0x7f) {
+      out.append(fmt::format("\\u{:04x}", c));
+      continue;
+    }
+    out.push_back(w[i]);
+  }
+  if (w.size() > kShown) out.append("...");
+  out.push_back('\'');
+  return out;
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// The code unit of the \uXXXX escape at s[i] (the backslash), or -1.
+int unicode_escape(std::string_view s, size_t i) {
+  if (i + 6 > s.size() || s[i] != '\\' || s[i + 1] != 'u') return -1;
+  int v = 0;
+  for (size_t k = i + 2; k < i + 6; ++k) {
+    int h = hex_value(s[k]);
+    if (h < 0) return -1;
+    v = v * 16 + h;
+  }
+  return v;
+}
+
+// The string whose opening quote is s[i]: its fault, or empty with `i`
+// past the closing quote.
+std::string string_fault(std::string_view s, size_t& i) {
+  for (++i; i < s.size(); ++i) {
+    auto c = static_cast<unsigned char>(s[i]);
+    if (c == '"') {
+      ++i;
+      return {};
+    }
+    if (c < 0x20) return "unescaped control character in a string";
+    if (c != '\\') continue;
+    if (i + 1 == s.size()) break;
+    char e = s[i + 1];
+    if (std::string_view("\"\\/bfnrt").find(e) != std::string_view::npos) {
+      ++i;
+      continue;
+    }
+    int unit = unicode_escape(s, i);
+    if (unit < 0) return "malformed string escape";
+    if (unit >= 0xD800 && unit <= 0xDBFF) {
+      int low = unicode_escape(s, i + 6);
+      if (low >= 0xDC00 && low <= 0xDFFF) {
+        i += 11;
+        continue;
+      }
+    }
+    if (unit >= 0xD800 && unit <= 0xDFFF) return fmt::format("a lone surrogate {}", s.substr(i, 6));
+    i += 5;
+  }
+  return "unclosed string";
+}
+
+// The bare word at s[i] in a value's place: its fault, or empty with `i`
+// past it.
+std::string word_fault(std::string_view s, size_t& i) {
+  size_t start = i;
+  while (i < s.size() && !ends_word(s[i])) ++i;
+  std::string_view w = s.substr(start, i - start);
+  if (w.empty()) return s[start] == '\0' ? "a NUL byte outside a string" : "malformed structure";
+  if (w == "true" || w == "false" || w == "null") return {};
+  if (w == "NaN" || w == "-NaN" || w == "Infinity" || w == "-Infinity" || w == "+Infinity")
+    return fmt::format("{} is not JSON", w);
+  if (w[0] == '-' || is_digit(w[0])) return is_json_number(w) ? std::string() : "malformed number";
+  return fmt::format("{} is not a JSON value", quoted_word(w));
+}
+
+size_t skip_space(std::string_view s, size_t i) {
+  while (i < s.size() && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) ++i;
+  return i;
+}
+
+// Reads a whole JSON text slowly, to name its first fault in the user's
+// terms (simdjson's error codes are coarser: a BOM, NaN and `{} x` are all
+// one "malformed structure"), or empty when it is valid. Off the hot path:
+// it runs only when simdjson has refused a line. It does not check the
+// encoding, which simdjson has checked first.
+std::string find_fault(std::string_view s) {
+  constexpr std::string_view kBom = "\xEF\xBB\xBF";
+  if (s.substr(0, 3) == kBom) return "the line begins with a UTF-8 byte order mark (BOM)";
+  enum class Want { kValue, kKeyOrEnd, kKey, kColon, kNext };
+  std::string open;  // the containers around the position, '{' or '['
+  Want want = Want::kValue;
+  size_t i = 0;
+  for (;;) {
+    i = skip_space(s, i);
+    if (want == Want::kNext && open.empty()) break;
+    if (i == s.size()) return open.empty() ? "empty" : "truncated object or array";
+    char c = s[i];
+    std::string fault;
+    switch (want) {
+      case Want::kValue:
+        if (open.size() >= kMaxDepth) return fmt::format("nesting deeper than {}", kMaxDepth);
+        if (c == '{' || c == '[') {
+          open.push_back(c);
+          ++i;
+          want = c == '{' ? Want::kKeyOrEnd : Want::kValue;
+          if (c == '[') {
+            i = skip_space(s, i);
+            if (i < s.size() && s[i] == ']') {
+              open.pop_back();
+              ++i;
+              want = Want::kNext;
+            }
+          }
+          continue;
+        }
+        fault = c == '"' ? string_fault(s, i) : word_fault(s, i);
+        if (!fault.empty()) return fault;
+        want = Want::kNext;
+        continue;
+      case Want::kKeyOrEnd:
+        if (c == '}') {
+          open.pop_back();
+          ++i;
+          want = Want::kNext;
+          continue;
+        }
+        [[fallthrough]];
+      case Want::kKey:
+        if (c != '"') return c == '\0' ? "a NUL byte outside a string" : "malformed structure";
+        fault = string_fault(s, i);
+        if (!fault.empty()) return fault;
+        want = Want::kColon;
+        continue;
+      case Want::kColon:
+        if (c != ':') return c == '\0' ? "a NUL byte outside a string" : "malformed structure";
+        ++i;
+        want = Want::kValue;
+        continue;
+      case Want::kNext:
+        if (c == ',') {
+          ++i;
+          want = open.back() == '{' ? Want::kKey : Want::kValue;
+          continue;
+        }
+        if ((c == '}' && open.back() == '{') || (c == ']' && open.back() == '[')) {
+          open.pop_back();
+          ++i;
+          continue;
+        }
+        return c == '\0' ? "a NUL byte outside a string" : "malformed structure";
+    }
+  }
+  if (i == s.size()) return {};
+  return s[i] == '\0' ? "a NUL byte after the value" : "content after the value";
+}
+
+// simdjson's refusal of `line` as a message. Its vaguer codes get a
+// second reading of the line, which names the fault.
+std::string explain(simdjson::error_code e, std::string_view line) {
+  using simdjson::error_code;
+  switch (e) {
+    case error_code::UTF8_ERROR:
+    case error_code::UNCLOSED_STRING:
+    case error_code::UNESCAPED_CHARS:
+    case error_code::EMPTY:
+    case error_code::CAPACITY:
+    case error_code::MEMALLOC: return reason(e);
+    default: break;
+  }
+  std::string fault = find_fault(line);
+  if (fault.empty()) return reason(e);
+  return "not valid JSON: " + fault;
+}
+
+// Whether a text that simdjson's DOM parser refused with NUMBER_ERROR is
+// valid JSON all the same: it refuses integers beyond 64 bits and numbers
+// beyond a double, which are JSON (jq reads them).
+bool valid_but_for_numbers(simdjson::error_code e, std::string_view text) {
+  return e == simdjson::NUMBER_ERROR && is_valid_utf8(text) && find_fault(text).empty();
 }
 
 JsonType to_type(od::json_type t) {
@@ -248,6 +482,25 @@ simdjson::error_code raw_token(od::value& v, std::string_view& out) {
 }
 simdjson::error_code raw_token(od::document& d, std::string_view& out) { return d.raw_json_token().get(out); }
 
+namespace {
+
+// Whether the document has been read to its end.
+bool at_end(od::document& doc) {
+  const char* rest = nullptr;
+  return doc.current_location().get(rest) != simdjson::SUCCESS;
+}
+
+// Whether only whitespace follows the document's top-level scalar, which
+// simdjson left unread.
+bool is_blank_after(std::string_view line, od::document& doc) {
+  std::string_view token;
+  if (doc.raw_json_token().get(token) != simdjson::SUCCESS) return false;
+  size_t end = static_cast<size_t>(token.data() - line.data()) + trim_right(token).size();
+  return line.find_first_not_of(" \t\n\r", end) == std::string_view::npos;
+}
+
+}  // namespace
+
 struct JsonReader::Impl {
   od::parser parser;
   // For a path that is both a leaf and a prefix (rare): the leaf's text is
@@ -258,6 +511,8 @@ struct JsonReader::Impl {
   const std::vector<FieldSet::Node>* nodes = nullptr;
   JsonField* out = nullptr;
   simdjson::error_code error = simdjson::SUCCESS;
+  // The top-level value was a number that simdjson could not consume.
+  bool root_unread = false;
 
   // One parse of the number (get_number_type() then get_int64() would
   // read its digits twice).
@@ -265,12 +520,18 @@ struct JsonReader::Impl {
   bool read_number(V& v, JsonField& f) {
     od::number n;
     if ((error = v.get_number().get(n))) {
-      // get_number() refuses integers beyond 64 bits, which are valid JSON:
-      // they read as the nearest double, as in jq (a malformed number fails
-      // again here).
-      if (error != simdjson::NUMBER_ERROR) return false;
-      if (v.get_double().get(f.number) != simdjson::SUCCESS) return false;
+      // get_number() refuses integers beyond 64 bits and numbers beyond a
+      // double (1e400) as it refuses malformed ones, but the first two are
+      // JSON: a number whose text (raw) passes on untouched. An integer
+      // reads as the nearest double, as in jq; beyond a double, as an
+      // infinity, which a program computing with it refuses.
+      if (error != simdjson::NUMBER_ERROR || !is_json_number(f.raw)) return false;
       error = simdjson::SUCCESS;
+      if (v.get_double().get(f.number) != simdjson::SUCCESS) {
+        f.number = f.raw[0] == '-' ? -HUGE_VAL : HUGE_VAL;
+        // A document's value is then left unread: read() checks its end.
+        if constexpr (std::is_same_v<V, od::document>) root_unread = true;
+      }
       return true;
     }
     switch (n.get_number_type()) {
@@ -438,11 +699,12 @@ Status JsonReader::read(std::string_view line, const FieldSet& fields, JsonField
   m.out = out;
   m.error = simdjson::SUCCESS;
   m.nested_depth = 0;
+  m.root_unread = false;
   const FieldSet::Node& root = fields.nodes()[0];
 
   od::document doc;
   od::json_type t;
-  if (!m.start(line, doc, t)) return data_error(reason(m.error));
+  if (!m.start(line, doc, t)) return data_error(explain(m.error, line));
   root_type_ = to_type(t);
   bool ok = true;
   if (root.slot >= 0) {
@@ -460,10 +722,10 @@ Status JsonReader::read(std::string_view line, const FieldSet& fields, JsonField
     JsonField scratch;
     ok = m.read_leaf(doc, scratch);
   }
-  if (!ok) return data_error(reason(m.error));
+  if (!ok) return data_error(explain(m.error, line));
   // Anything left after the value (`{"a":1} x`) makes the line invalid.
-  const char* rest = nullptr;
-  if (doc.current_location().get(rest) == simdjson::SUCCESS) return data_error(reason(simdjson::TRAILING_CONTENT));
+  if (m.root_unread ? !is_blank_after(line, doc) : !at_end(doc))
+    return data_error(explain(simdjson::TRAILING_CONTENT, line));
   for (auto [from, to] : fields.aliases()) out[to] = out[from];
   return {};
 }
@@ -473,26 +735,32 @@ Status JsonReader::read_members(std::string_view line, std::vector<JsonMember>& 
   out.clear();
   root_type_ = JsonType::kMissing;
   m.error = simdjson::SUCCESS;
+  m.root_unread = false;
   od::document doc;
   od::json_type t;
-  if (!m.start(line, doc, t)) return data_error(reason(m.error));
+  if (!m.start(line, doc, t)) return data_error(explain(m.error, line));
   root_type_ = to_type(t);
-  if (t != od::json_type::object) return data_error("expected a JSON object, not {}", json_type_phrase(root_type_));
+  if (t != od::json_type::object) {
+    // What is not an object may not be JSON either (`nul` looks like null
+    // at its first byte): that is the fault to name.
+    std::string fault = find_fault(line);
+    if (!fault.empty()) return data_error("not valid JSON: {}", fault);
+    return data_error("expected a JSON object, not {}", json_type_phrase(root_type_));
+  }
   od::object o;
-  if ((m.error = doc.get_object().get(o))) return data_error(reason(m.error));
+  if ((m.error = doc.get_object().get(o))) return data_error(explain(m.error, line));
   for (auto field_result : o) {
     od::field field;
-    if ((m.error = std::move(field_result).get(field))) return data_error(reason(m.error));
+    if ((m.error = std::move(field_result).get(field))) return data_error(explain(m.error, line));
     std::string_view key;
-    if ((m.error = field.unescaped_key().get(key))) return data_error(reason(m.error));
+    if ((m.error = field.unescaped_key().get(key))) return data_error(explain(m.error, line));
     JsonMember& member = out.emplace_back();
     member.key = key;
     member.value = JsonField{};
     od::value v = field.value();
-    if (!m.read_leaf(v, member.value)) return data_error(reason(m.error));
+    if (!m.read_leaf(v, member.value)) return data_error(explain(m.error, line));
   }
-  const char* rest = nullptr;
-  if (doc.current_location().get(rest) == simdjson::SUCCESS) return data_error(reason(simdjson::TRAILING_CONTENT));
+  if (!at_end(doc)) return data_error(explain(simdjson::TRAILING_CONTENT, line));
   return {};
 }
 
@@ -564,14 +832,84 @@ JsonValue from_dom(simdjson::dom::element e) {
   return v;
 }
 
+// The tree of a valid text that the DOM parser refused for a number it
+// cannot hold: such a number keeps its text in `str`, as every number
+// does, and reads as in JsonReader.
+bool from_ondemand(od::value v, JsonValue& out) {
+  od::json_type t;
+  if (v.type().get(t)) return false;
+  out.type = to_type(t);
+  switch (t) {
+    case od::json_type::array: {
+      od::array a;
+      if (v.get_array().get(a)) return false;
+      for (auto item : a) {
+        od::value e;
+        if (std::move(item).get(e) || !from_ondemand(e, out.items.emplace_back())) return false;
+      }
+      return true;
+    }
+    case od::json_type::object: {
+      od::object o;
+      if (v.get_object().get(o)) return false;
+      for (auto member : o) {
+        od::field f;
+        std::string_view key;
+        if (std::move(member).get(f) || f.unescaped_key().get(key)) return false;
+        out.members.emplace_back(std::string(key), JsonValue{});
+        if (!from_ondemand(f.value(), out.members.back().second)) return false;
+      }
+      return true;
+    }
+    case od::json_type::number: {
+      out.str = std::string(trim_right(v.raw_json_token()));
+      od::number n;
+      if (v.get_number().get(n) == simdjson::SUCCESS) {
+        out.is_integer = n.get_number_type() == od::number_type::signed_integer;
+        if (out.is_integer) out.integer = n.get_int64();
+        out.number = n.as_double();
+        return true;
+      }
+      if (v.get_double().get(out.number)) out.number = out.str[0] == '-' ? -HUGE_VAL : HUGE_VAL;
+      return true;
+    }
+    case od::json_type::string: {
+      std::string_view str;
+      if (v.get_string().get(str)) return false;
+      out.str = std::string(str);
+      return true;
+    }
+    case od::json_type::boolean: return v.get_bool().get(out.boolean) == simdjson::SUCCESS;
+    case od::json_type::null: return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 Expected<JsonValue> parse_json(std::string_view text) {
   simdjson::dom::parser parser;
   simdjson::padded_string padded(text);
   simdjson::dom::element root;
-  if (auto err = parser.parse(padded).get(root)) return data_error(reason(err));
-  return from_dom(root);
+  auto err = parser.parse(padded).get(root);
+  if (!err) return from_dom(root);
+  if (!valid_but_for_numbers(err, text)) return data_error(explain(err, text));
+  // In an array, so that a top-level scalar is a value like any other.
+  std::string array = "[";
+  array.append(text);
+  array.push_back(']');
+  simdjson::padded_string wrapped(array);
+  od::parser reader;
+  od::document doc;
+  od::array items;
+  JsonValue v;
+  if (reader.iterate(wrapped).get(doc) || doc.get_array().get(items))
+    return data_error(reason(err));
+  for (auto item : items) {
+    od::value e;
+    if (std::move(item).get(e) || !from_ondemand(e, v)) return data_error(reason(err));
+  }
+  return v;
 }
 
 struct JsonValidator::Impl {
@@ -584,8 +922,8 @@ JsonValidator::~JsonValidator() = default;
 Status JsonValidator::check(std::string_view line) {
   simdjson::dom::element e;
   auto err = impl_->parser.parse(line.data(), line.size(), false).get(e);
-  if (err) return data_error(reason(err));
-  return {};
+  if (!err || valid_but_for_numbers(err, line)) return {};
+  return data_error(explain(err, line));
 }
 
 // --- writing -----------------------------------------------------------------
@@ -778,7 +1116,7 @@ struct PayloadEncoder::Impl {
   std::unique_ptr<char[]> scratch;
   size_t cap = 0;
 
-  bool validate(std::string_view bytes) {
+  simdjson::error_code validate(std::string_view bytes) {
     if (bytes.size() + simdjson::SIMDJSON_PADDING > cap) {
       cap = std::max<size_t>(bytes.size() + simdjson::SIMDJSON_PADDING, 2 * cap);
       scratch.reset(new char[cap]);
@@ -786,14 +1124,24 @@ struct PayloadEncoder::Impl {
     std::memcpy(scratch.get(), bytes.data(), bytes.size());
     std::memset(scratch.get() + bytes.size(), 0, simdjson::SIMDJSON_PADDING);
     simdjson::dom::element e;
-    return parser.parse(scratch.get(), bytes.size(), false).get(e) == simdjson::SUCCESS;
+    auto err = parser.parse(scratch.get(), bytes.size(), false).get(e);
+    if (err && valid_but_for_numbers(err, bytes)) return simdjson::SUCCESS;
+    return err;
   }
 };
 
 PayloadEncoder::PayloadEncoder() : impl_(std::make_unique<Impl>()) {}
 PayloadEncoder::~PayloadEncoder() = default;
 
-bool PayloadEncoder::is_json(std::string_view bytes) { return !bytes.empty() && impl_->validate(bytes); }
+bool PayloadEncoder::is_json(std::string_view bytes) {
+  return !bytes.empty() && impl_->validate(bytes) == simdjson::SUCCESS;
+}
+
+Status PayloadEncoder::check(std::string_view bytes) {
+  auto err = impl_->validate(bytes);
+  if (err) return data_error(explain(err, bytes));
+  return {};
+}
 
 PayloadEncoder::Kind PayloadEncoder::append(std::string& out, std::string_view bytes) {
   if (is_json(bytes)) {

@@ -54,10 +54,15 @@ struct JsonField {
   std::string_view raw;
   std::string_view str;  // kString: the unescaped string
   int64_t integer = 0;   // kNumber with is_integer
-  double number = 0;     // kNumber, always set
+  // kNumber, always set. Every valid JSON number is read, whatever its
+  // size: one beyond 64 bits is not is_integer and reads as the nearest
+  // double (as in jq); one beyond a double's range (1e400) as an
+  // infinity. Its text in `raw` is exact: a program that passes it on
+  // uses that, and one that must compute with it refuses a non-finite one.
+  double number = 0;
   JsonType type = JsonType::kMissing;
-  bool is_integer = false;
-  bool boolean = false;  // kBool
+  bool is_integer = false;  // within 64-bit signed integers
+  bool boolean = false;     // kBool
 };
 
 // A set of paths read together: paths sharing a prefix are walked once.
@@ -105,7 +110,10 @@ class JsonReader {
   // `line` must be followed by kJsonPadding readable bytes (Line from
   // LineFeed is). Fills `out` with one JsonField per slot of `fields`;
   // a path that leads nowhere gives kMissing. Fails with a data_error whose
-  // message is the reason ("not valid JSON: unclosed string").
+  // message is the reason, named as the user would ("not valid JSON:
+  // unclosed string", "... 'nul' is not a JSON value", "... content after
+  // the value"): simdjson's coarser codes get a second, slow reading of
+  // the refused line, never of a good one.
   Status read(std::string_view line, const FieldSet& fields, std::vector<JsonField>& out);
   // The same into `out[0 .. fields.size())`.
   Status read(std::string_view line, const FieldSet& fields, JsonField* out);
@@ -160,7 +168,8 @@ class JsonValidator {
   JsonValidator& operator=(const JsonValidator&) = delete;
 
   // `line` must be followed by kJsonPadding readable bytes. A data_error
-  // such as "not valid JSON: nested too deeply" when it is not valid.
+  // such as "not valid JSON: nesting deeper than 1024" when it is not
+  // valid. Numbers of any size are valid (see JsonField::number).
   Status check(std::string_view line);
 
  private:
@@ -205,6 +214,9 @@ class PayloadEncoder {
   Kind append(std::string& out, std::string_view bytes);
   // Whether `bytes` is one complete, valid JSON text.
   bool is_json(std::string_view bytes);
+  // The same, with the reason as JsonValidator gives it when it is not
+  // ("not valid JSON: NaN is not JSON"). `bytes` needs no padding.
+  Status check(std::string_view bytes);
 
  private:
   struct Impl;

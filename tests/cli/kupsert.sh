@@ -133,3 +133,53 @@ expect_stderr 'kupsert: error: --table '\''offsets'\'' is a table of the state d
 run 2 kupsert --db out.db --table t --key id --on-error dlq --dlq ./out.db </dev/null
 expect_stderr 'kupsert: error: --dlq must name another file than --db: kupsert holds its write lock while dead letters are written
 '
+
+# An empty name in --key or --columns is a usage error; CLI11 dropped it,
+# and 'a,,b' made a key of a and b.
+run 2 kupsert --db o.db --table t --key a,,b </dev/null
+expect_stderr 'kupsert: error: --key '\''a,,b'\'': a column name is empty
+'
+run 2 kupsert --db o.db --table t --key ,a </dev/null
+expect_stderr 'kupsert: error: --key '\'',a'\'': a column name is empty
+'
+run 2 kupsert --db o.db --table t --key id --columns id, </dev/null
+expect_stderr 'kupsert: error: --columns '\''id,'\'': a column name is empty
+'
+
+# The key true is not the key 1 (SQLite finds 1 equal to 1): booleans are
+# stored in key columns as their JSON text, 1 and 0 elsewhere.
+printf '%s\n' '{"k":1,"v":"one"}' '{"k":true,"v":true}' '{"k":1.0,"v":"1.0"}' |
+  run 0 kupsert --db bool.db --table t --key k
+expect_no_stderr
+q bool.db 'SELECT k, typeof(k), v, typeof(v) FROM t ORDER BY typeof(k)' >rows
+diff - rows <<'OUT' || fail "boolean key rows differ"
+1|integer|1.0|text
+true|text|1|integer
+OUT
+
+# Lines that are not JSON are named for what they are, not "not null".
+printf '%s\n' nul tru '{"k":1,"v":fals}' | run 65 kupsert --db lit.db --table t --key k
+expect_stderr 'kupsert: error: <stdin>: line 1: not valid JSON: '\''nul'\'' is not a JSON value
+'
+printf '%s\n' nul tru '{"k":1,"v":fals}' null |
+  run 0 kupsert --db lit.db --table t --key k --on-error dlq --dlq lit-letters.db
+q lit-letters.db 'SELECT reason FROM dead_letters ORDER BY id' >reasons
+diff - reasons <<'OUT' || fail "literal reasons differ"
+line 1: not valid JSON: 'nul' is not a JSON value
+line 2: not valid JSON: 'tru' is not a JSON value
+line 3: not valid JSON: 'fals' is not a JSON value
+line 4: expected a JSON object, not null
+OUT
+
+# A number beyond a double is bad input (SQLite would keep an infinity);
+# one beyond 64 bits is a REAL.
+printf '%s\n' '{"k":"a","v":1e400}' '{"k":"b","v":123456789012345678901234567890}' |
+  run 0 kupsert --db big.db --table t --key k --on-error skip -v
+grep -qxF 'kupsert: warning: skipped 1 bad line' "$WORK/err" ||
+  fail "1e400 not skipped: $(cat "$WORK/err")"
+[[ $(q big.db 'SELECT k, typeof(v) FROM t') == 'b|real' ]] ||
+  fail "big rows: $(q big.db 'SELECT * FROM t')"
+printf '{"k":"a","v":1e400}\n' | run 65 kupsert --db big.db --table t --key k
+expect_stderr "kupsert: error: <stdin>: line 1: field 'v' is 1e400, outside the range of a double \
+(SQLite's REAL)
+"

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <simdjson.h>
+
 #include "helpers.h"
 
 using namespace kpipe;
@@ -430,8 +432,20 @@ TEST_CASE("JsonReader: numbers that do not fit", "[json][reader]") {
   CHECK(f[0].type == JsonType::kNumber);
   CHECK_FALSE(f[0].is_integer);
   CHECK(f[0].number == 123456789012345678901234567890.0);
-  // Beyond double: refused (simdjson calls it malformed).
-  CHECK(fx.error(R"({"n":1e400})", {".n"}).starts_with("not valid JSON: "));
+  CHECK(f[0].raw == "123456789012345678901234567890");
+  // Beyond a double: a number all the same, its text kept, its value an
+  // infinity that no program computes with (simdjson calls it malformed).
+  f = fx.ok(R"({"n":1e400,"m":-1E+309 ,"big":-)" + std::string(400, '9') + R"(,"after":7})",
+            {".n", ".m", ".big", ".after"});
+  CHECK(f[0].type == JsonType::kNumber);
+  CHECK_FALSE(f[0].is_integer);
+  CHECK(f[0].number == std::numeric_limits<double>::infinity());
+  CHECK(f[0].raw == "1e400");
+  CHECK(f[1].number == -std::numeric_limits<double>::infinity());
+  CHECK(f[1].raw == "-1E+309");
+  CHECK(f[2].number == -std::numeric_limits<double>::infinity());
+  CHECK(f[2].raw.size() == 401);
+  CHECK(f[3].integer == 7);  // the walk goes on after a number simdjson left unread
   CHECK(fx.error(R"({"n":01})", {".n"}) == "not valid JSON: malformed number");
   CHECK(fx.error(R"({"n":1.})", {".n"}) == "not valid JSON: malformed number");
   CHECK(fx.error(R"({"n":-})", {".n"}) == "not valid JSON: malformed number");
@@ -446,7 +460,7 @@ TEST_CASE("JsonReader: strings with escapes and unicode", "[json][reader]") {
   CHECK(f[0].raw == R"("a\"b\\c\/d\n\t\u00e9\ud83d\ude00\u0000end")");
   CHECK(f[1].str == "é😀");
   CHECK(fx.error(R"({"s":"\x"})", {".s"}) == "not valid JSON: malformed string escape");
-  CHECK(fx.error(R"({"s":"\ud83d"})", {".s"}) == "not valid JSON: malformed string escape");
+  CHECK(fx.error(R"({"s":"\ud83d"})", {".s"}) == "not valid JSON: a lone surrogate \\ud83d");
 }
 
 TEST_CASE("JsonReader: raw text of objects and arrays keeps their whitespace", "[json][reader]") {
@@ -460,8 +474,10 @@ TEST_CASE("JsonReader: raw text of objects and arrays keeps their whitespace", "
 
 TEST_CASE("JsonReader: content after the value is refused", "[json][reader]") {
   Fixture fx;
-  // simdjson sees this one as an unfinished object: refused all the same.
-  CHECK(fx.error(R"({"a":1} x)", {".a"}).starts_with("not valid JSON: "));
+  // simdjson sees this one as an unfinished object: named all the same.
+  CHECK(fx.error(R"({"a":1} x)", {".a"}) == "not valid JSON: content after the value");
+  CHECK(fx.error(std::string("{\"a\":1}\0", 8), {".a"}) ==
+        "not valid JSON: a NUL byte after the value");
   CHECK(fx.error(R"({"a":1}{"b":2})", {".a"}) == "not valid JSON: content after the value");
   CHECK(fx.error(R"({"a":1}})", {}) == "not valid JSON: content after the value");
   CHECK(fx.error("1 2", {"."}) == "not valid JSON: content after the value");
@@ -507,7 +523,7 @@ TEST_CASE("JsonReader: very deep nesting is neither a crash nor walked", "[json]
   CHECK(f[0].type == JsonType::kArray);
   CHECK(f[0].raw.size() == 2 * 4998);
   CHECK(f[1].integer == 2);
-  CHECK(parse_json(deep).error().message == "not valid JSON: nested too deeply");
+  CHECK(parse_json(deep).error().message == "not valid JSON: nesting deeper than 1024");
   std::string unbalanced = "{\"a\":" + std::string(5000, '[') + std::string(4999, ']') + "}";
   CHECK(fx.error(unbalanced, {".b"}).starts_with("not valid JSON: "));
   // Moderately deep is fine, along the path and beside it.
@@ -542,8 +558,15 @@ TEST_CASE("JsonReader: a scalar or array at the top level", "[json][reader]") {
   CHECK(r.fields[0].str == "v");
   CHECK(r.fields[1].type == JsonType::kBool);
   CHECK(r.fields[1].boolean);
-  CHECK(fx.error("tru", {}).starts_with("not valid JSON: "));
-  CHECK(fx.error("nul", {"."}).starts_with("not valid JSON: "));
+  CHECK(fx.error("tru", {}) == "not valid JSON: 'tru' is not a JSON value");
+  CHECK(fx.error("nul", {"."}) == "not valid JSON: 'nul' is not a JSON value");
+  // A scalar beyond a double on its own, and with something after it.
+  r = fx.read("1e309", {"."});
+  REQUIRE(r.status.ok());
+  CHECK(r.fields[0].raw == "1e309");
+  CHECK(fx.ok("-1e309 \t", {"."})[0].raw == "-1e309");
+  CHECK(fx.error("1e309 x", {"."}) == "not valid JSON: content after the value");
+  CHECK(fx.error("1e309 x", {}) == "not valid JSON: content after the value");
 }
 
 TEST_CASE("JsonReader: one reader serves many lines and set sizes", "[json][reader]") {
@@ -931,4 +954,158 @@ TEST_CASE("json_type_name", "[json]") {
   CHECK(std::string(json_type_name(JsonType::kMissing)) == "missing");
   CHECK(std::string(json_type_name(JsonType::kObject)) == "object");
   CHECK(std::string(json_type_name(JsonType::kNumber)) == "number");
+}
+
+// --- numbers of any size, and reasons in the user's terms -------------------------
+
+namespace {
+
+// The reason JsonValidator gives, or "" when it accepts.
+std::string validator_verdict(std::string_view text) {
+  JsonValidator v;
+  Padded line(text);
+  Status s = v.check(line.view());
+  if (s.ok()) return "";
+  CHECK(s.error().status == ExitStatus::kDataError);
+  return s.error().message;
+}
+
+}  // namespace
+
+TEST_CASE("numbers beyond 64 bits or a double are JSON to every reader", "[json][numbers]") {
+  const std::string big = "123456789012345678901234567890";
+  const std::string line = R"({"tx":)" + big + R"(,"e":1e309,"m":[-1E400],"ok":1})";
+  // kdlq guard's validator and kproduce's check.
+  CHECK(validator_verdict(line) == "");
+  CHECK(validator_verdict("1e309") == "");
+  PayloadEncoder enc;
+  CHECK(enc.check(line).ok());
+  // kconsume embeds the payload as JSON, not as a string of its text.
+  std::string out;
+  CHECK(enc.append(out, "{ \"tx\": " + big + " }") == PayloadEncoder::Kind::kJson);
+  CHECK(out == R"({"tx":)" + big + "}");
+  // The tree keeps each number's text.
+  auto v = parse_json(line);
+  REQUIRE(v.ok());
+  const JsonValue* tx = v->find("tx");
+  REQUIRE(tx != nullptr);
+  CHECK(tx->type == JsonType::kNumber);
+  CHECK_FALSE(tx->is_integer);
+  CHECK(tx->str == big);
+  CHECK(tx->number == 123456789012345678901234567890.0);
+  CHECK(v->find("e")->str == "1e309");
+  CHECK(v->find("e")->number == std::numeric_limits<double>::infinity());
+  CHECK(v->find("m")->items[0].number == -std::numeric_limits<double>::infinity());
+  CHECK(v->find("ok")->is_integer);
+  CHECK(v->find("ok")->integer == 1);
+  auto scalar = parse_json(" 1e309 ");
+  REQUIRE(scalar.ok());
+  CHECK(scalar->str == "1e309");
+  // A valid big number does not excuse a fault after it.
+  CHECK(validator_verdict(R"({"e":1e309,"x":01})") == "not valid JSON: malformed number");
+  CHECK(validator_verdict(R"([1e309,"\ud800"])") == "not valid JSON: a lone surrogate \\ud800");
+  CHECK(validator_verdict(R"([1e309] x)") == "not valid JSON: content after the value");
+  CHECK(validator_verdict("[1e309,\"\xff\"]") == "not valid JSON: invalid UTF-8");
+  CHECK(parse_json("[1e309,1e]").error().message == "not valid JSON: malformed number");
+  CHECK_FALSE(enc.is_json("[1e309,]"));
+}
+
+TEST_CASE("a refused line is refused for the fault it has, named", "[json][reasons]") {
+  // The same reason from the validator (kdlq guard), from the payload
+  // check (kproduce), and, where the reader reads that far, from JsonReader.
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"\xEF\xBB\xBF{\"a\":1}", "the line begins with a UTF-8 byte order mark (BOM)"},
+      {"{\"a\":1} trailing", "content after the value"},
+      {"[1] 2", "content after the value"},
+      {std::string("{\"a\":1}\0", 8), "a NUL byte after the value"},
+      {std::string("{\"a\":1}\0{\"b\":2}", 15), "a NUL byte after the value"},
+      {std::string("{\"a\":1,\0}", 9), "a NUL byte outside a string"},
+      {"{\"a\":nul}", "'nul' is not a JSON value"},
+      {"tru", "'tru' is not a JSON value"},
+      {"{\"a\":yes}", "'yes' is not a JSON value"},
+      {"{\"a\":NaN}", "NaN is not JSON"},
+      {"[Infinity]", "Infinity is not JSON"},
+      {"{\"a\":-Infinity}", "-Infinity is not JSON"},
+      {"{\"a\":\"\\ud800\"}", "a lone surrogate \\ud800"},
+      {"{\"a\":\"x\\uDC00\"}", "a lone surrogate \\uDC00"},
+      {"{\"a\":\"\\ud800\\u0041\"}", "a lone surrogate \\ud800"},
+      {"{\"a\":\"\\q\"}", "malformed string escape"},
+      {std::string(100000, '[') + std::string(100000, ']'), "nesting deeper than 1024"},
+      {"{\"a\":[1,2}", "malformed structure"},
+      {"{\"a\":1", "truncated object or array"},
+      {"{\"a\":01}", "malformed number"},
+      {"", "empty"},
+  };
+  PayloadEncoder enc;
+  Fixture fx;
+  for (const auto& [line, why] : cases) {
+    INFO(line.substr(0, 40));
+    CHECK(validator_verdict(line) == "not valid JSON: " + why);
+    Status checked = enc.check(line);
+    REQUIRE_FALSE(checked.ok());
+    CHECK(checked.error().message == "not valid JSON: " + why);
+    CHECK(parse_json(line).error().message == "not valid JSON: " + why);
+  }
+  // The reader: what it reads, and the line's top level.
+  CHECK(fx.error("\xEF\xBB\xBF{\"a\":1}", {".a"}) ==
+        "not valid JSON: the line begins with a UTF-8 byte order mark (BOM)");
+  CHECK(fx.error("{\"a\":NaN}", {".a"}) == "not valid JSON: NaN is not JSON");
+  CHECK(fx.error("{\"a\":nul}", {".a"}) == "not valid JSON: 'nul' is not a JSON value");
+  CHECK(fx.error("{\"a\":1} trailing", {}) == "not valid JSON: content after the value");
+}
+
+TEST_CASE("read_members: a line that is not an object, or not JSON", "[json][reader]") {
+  JsonReader reader;
+  std::vector<JsonMember> members;
+  std::vector<std::unique_ptr<Padded>> lines;  // the members point into them
+  auto why = [&](std::string_view text) {
+    lines.push_back(std::make_unique<Padded>(text));
+    Status s = reader.read_members(lines.back()->view(), members);
+    return s.ok() ? std::string() : s.error().message;
+  };
+  CHECK(why(R"({"k":1,"v":123456789012345678901234567890,"w":1e400})").empty());
+  REQUIRE(members.size() == 3);
+  CHECK(members[1].value.raw == "123456789012345678901234567890");
+  CHECK(members[2].value.number == std::numeric_limits<double>::infinity());
+  // kupsert said "not null" and "not a bool" of these: they are neither.
+  CHECK(why("nul") == "not valid JSON: 'nul' is not a JSON value");
+  CHECK(why("tru") == "not valid JSON: 'tru' is not a JSON value");
+  CHECK(why("null") == "expected a JSON object, not null");
+  CHECK(why("[1]") == "expected a JSON object, not an array");
+  CHECK(why(R"({"k":1,"v":tru})") == "not valid JSON: 'tru' is not a JSON value");
+  CHECK(why(R"({"k":1} x)") == "not valid JSON: content after the value");
+}
+
+// Random damage to random JSON: the validator accepts exactly what
+// simdjson's DOM parser accepts, but for numbers it cannot hold.
+TEST_CASE("the validator agrees with simdjson on damaged JSON", "[json][reasons]") {
+  std::mt19937 rng(2026);
+  static const char kDamage[] = "{}[],:\"\\ u0123456789eE.-+tfnlrsaNI\x01\t\x00\xff";
+  JsonValidator validator;
+  simdjson::dom::parser dom;
+  for (int i = 0; i < 20000; ++i) {
+    std::string text, tight;
+    random_json(rng, 0, text, tight);
+    for (int k = static_cast<int>(rng() % 3); k >= 0 && !text.empty(); --k) {
+      size_t at = rng() % (text.size() + 1);
+      char c = kDamage[rng() % (sizeof kDamage - 1)];
+      switch (rng() % 3) {
+        case 0: text.insert(at, 1, c); break;
+        case 1: if (at < text.size()) text.erase(at, 1); break;
+        default: if (at < text.size()) text[at] = c; break;
+      }
+    }
+    simdjson::padded_string padded(text);
+    simdjson::dom::element e;
+    auto err = dom.parse(padded).get(e);
+    Padded line(text);
+    Status s = validator.check(line.view());
+    INFO(text << " simdjson: " << simdjson::error_message(err));
+    if (!err) {
+      CHECK(s.ok());
+    } else if (err != simdjson::NUMBER_ERROR) {
+      REQUIRE_FALSE(s.ok());
+      CHECK(s.error().message.starts_with("not valid JSON: "));
+    }
+  }
 }

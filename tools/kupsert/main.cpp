@@ -9,9 +9,9 @@ int main(int argc, char** argv) {
       ->required()
       ->type_name("FILE");
   app.add_option("--table", o.table, "The table (created when missing)")->required()->type_name("NAME");
+  // Split by run_upsert, not by CLI11, which drops empty names ("a,,b").
   app.add_option("--key", o.key, "The natural key: the table's primary key columns")
       ->required()
-      ->delimiter(',')
       ->allow_extra_args(false)  // one argument per --key: what follows is an input file
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->type_name("COL[,COL]");
@@ -19,7 +19,6 @@ int main(int argc, char** argv) {
       ->default_val("upsert")
       ->type_name("MODE");
   app.add_option("--columns", o.columns, "Only these fields, in this order")
-      ->delimiter(',')
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->type_name("COL[,COL]");

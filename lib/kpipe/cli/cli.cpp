@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <charconv>
+#include <cstdint>
 #include <cstdlib>
 
 #include "kpipe/choices.h"
@@ -104,9 +106,21 @@ CLI::App* Program::add_subcommand(const std::string& name, const std::string& de
 
 void Program::add_inputs(CLI::App& app, InputOptions& o) {
   app.add_option("inputs", o.inputs, "Input files (default, or '-': standard input)")->type_name("FILE");
+  // CLI11's PositiveNumber would print its whole range, 309 digits long.
+  CLI::Validator at_least_one(
+      [](std::string& text) -> std::string {
+        uint64_t n = 0;
+        auto r = std::from_chars(text.data(), text.data() + text.size(), n);
+        if (text.empty() || r.ptr != text.data() + text.size())
+          return "must be a whole number of bytes";
+        if (r.ec == std::errc::result_out_of_range) return "is too large";
+        if (n < 1) return "must be at least 1";
+        return {};
+      },
+      "POSITIVE");
   app.add_option("--max-line-bytes", o.max_line_bytes, "Longest line accepted; longer is bad input")
       ->default_val(kDefaultMaxLineBytes)
-      ->check(CLI::PositiveNumber);
+      ->check(at_least_one);
 }
 
 void Program::add_errors(CLI::App& app, ErrorOptions& o) {

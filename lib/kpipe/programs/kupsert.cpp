@@ -163,6 +163,24 @@ void UpsertStage::fill_counters(Counters& c) const {
 
 namespace {
 
+// The column names of --key or --columns: each argument is COL[,COL]...
+Expected<std::vector<std::string>> split_names(std::string_view option,
+                                               const std::vector<std::string>& given) {
+  std::vector<std::string> names;
+  for (const std::string& list : given) {
+    size_t start = 0;
+    for (;;) {
+      size_t comma = list.find(',', start);
+      std::string_view name = std::string_view(list).substr(start, comma - start);
+      if (name.empty()) return usage_error("{} '{}': a column name is empty", option, list);
+      names.emplace_back(name);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  return names;
+}
+
 // Whether two paths name one file (after the first has been opened, so it
 // exists): --state and --db may be spelled differently.
 bool same_file(const std::string& a, const std::string& b) {
@@ -180,7 +198,12 @@ Status run_upsert(const UpsertOptions& o, Io& io) {
   if (o.batch < 1) return usage_error("--batch must be at least 1");
   auto stats = parse_stats_interval(o.stats);
   if (!stats) return stats.take_error();
-  TableSpec spec{o.table, o.key, o.columns, *mode == 0 ? UpsertMode::kUpsert : UpsertMode::kIgnore, o.strict};
+  auto key = split_names("--key", o.key);
+  if (!key) return key.take_error();
+  auto columns = split_names("--columns", o.columns);
+  if (!columns) return columns.take_error();
+  TableSpec spec{o.table, std::move(*key), std::move(*columns),
+                 *mode == 0 ? UpsertMode::kUpsert : UpsertMode::kIgnore, o.strict};
   KPIPE_TRY(validate_table_spec(spec));
 
   auto db = Database::open(o.db);

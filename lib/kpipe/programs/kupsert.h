@@ -21,6 +21,9 @@ namespace kpipe {
 struct UpsertOptions {
   std::string db;
   std::string table;
+  // One element per --key (--columns) given: COL[,COL]..., split by
+  // run_upsert, which refuses an empty name ("a,,b") that a splitting
+  // option parser would drop in silence.
   std::vector<std::string> key;
   std::string mode = "upsert";
   std::vector<std::string> columns;

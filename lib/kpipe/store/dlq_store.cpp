@@ -10,6 +10,9 @@
 #include <cstring>
 #include <variant>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 namespace kpipe {
 
 namespace {
@@ -52,7 +55,30 @@ const std::vector<std::string> kMigrations = {
     "  started_at INTEGER NOT NULL,"
     "  mark TEXT NOT NULL"
     ");",
+    // v3: a pending entry is unique per source position and payload, not
+    // per position alone: two different lines from one position (a topic
+    // deleted and made again, two clusters writing one store) are two
+    // entries, where the second used to overwrite the first. The payload
+    // is identified by its hash (kHashFunction), kept in a column of its
+    // own so that the index stays small and sqlite3 needs no function of
+    // kpipe's to write the table.
+    "ALTER TABLE dead_letters ADD COLUMN payload_hash INTEGER;"
+    "UPDATE dead_letters SET payload_hash = kpipe_payload_hash(payload);"
+    "DROP INDEX dead_letters_pending_source;"
+    "CREATE UNIQUE INDEX dead_letters_pending_payload ON dead_letters"
+    "  (stage, source_topic, source_partition, source_offset, payload_hash)"
+    "  WHERE source_topic IS NOT NULL AND replayed_at IS NULL;",
 };
+
+// The SQL function that hashes a payload: XXH3's 64 bits, stable across
+// versions and machines as the stored hashes must be. Two different lines
+// from one source position collide with odds of 2^-64: the second would
+// then count as a failure of the first.
+constexpr const char* kHashFunction = "kpipe_payload_hash";
+
+int64_t payload_hash(std::string_view payload) {
+  return static_cast<int64_t>(XXH3_64bits(payload.data(), payload.size()));
+}
 
 constexpr size_t kMaxBufferedBytes = 4u << 20;
 
@@ -194,6 +220,7 @@ Expected<std::unique_ptr<DlqStore>> DlqStore::open(const std::string& path, Mode
     if (!row) return failure("'{}' is not a dead-letter store: {}", path, row.error().message);
     if (stmt->column_int(0) == 0) return failure("'{}' is not a dead-letter store", path);
   }
+  KPIPE_TRY((*db)->define_function(kHashFunction, payload_hash));
   KPIPE_TRY((*db)->migrate("dlq", kMigrations));
   return std::unique_ptr<DlqStore>(new DlqStore(std::move(*db)));
 }
@@ -203,11 +230,12 @@ Status DlqStore::add(const std::vector<DeadLetter>& letters) {
   KPIPE_TRY(prepare_once(
       *db_, insert_,
       "INSERT INTO dead_letters (at, stage, reason, input, line, source_topic, source_partition,"
-      " source_offset, payload) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-      " ON CONFLICT (stage, source_topic, source_partition, source_offset)"
+      " source_offset, payload, payload_hash)"
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, kpipe_payload_hash(?9))"
+      " ON CONFLICT (stage, source_topic, source_partition, source_offset, payload_hash)"
       "   WHERE source_topic IS NOT NULL AND replayed_at IS NULL"
       " DO UPDATE SET at = excluded.at, reason = excluded.reason, input = excluded.input,"
-      "   line = excluded.line, payload = excluded.payload, failures = failures + 1"));
+      "   line = excluded.line, failures = failures + 1"));
   auto tx = Transaction::begin(*db_);
   if (!tx) return tx.take_error();
   Statement& s = *insert_;

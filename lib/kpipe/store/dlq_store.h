@@ -28,11 +28,13 @@ class DlqStore {
 
   // --- writing -------------------------------------------------------------
   // Stores dead letters in one transaction, durable when this returns. A
-  // line from an envelope that the same stage has pending already (a
-  // pipeline re-reading after a crash, or a replayed line failing again)
-  // updates that entry (reason, time, line, payload, one more failure)
-  // instead of adding a second; once an entry is replayed, a new failure of
-  // its line is a new entry.
+  // line from an envelope that the same stage has pending already, the
+  // same bytes from the same source position (a pipeline re-reading after
+  // a crash, or a replayed line failing again), updates that entry
+  // (reason, time, input and line number, one more failure) instead of
+  // adding a second. A different line from that position (a recreated
+  // topic, two clusters sharing the store) is an entry of its own; once
+  // an entry is replayed, a new failure of its line is a new entry.
   Status add(const std::vector<DeadLetter>& letters);
   Status add(const DeadLetter& letter) { return add(std::vector<DeadLetter>{letter}); }
 

@@ -227,6 +227,32 @@ int64_t Database::last_insert_rowid() const { return sqlite3_last_insert_rowid(d
 int64_t Database::changes() const { return sqlite3_changes64(db_); }
 int Database::max_columns() const { return sqlite3_limit(db_, SQLITE_LIMIT_COLUMN, -1); }
 
+namespace {
+
+void call_bytes_function(sqlite3_context* context, int, sqlite3_value** args) {
+  if (sqlite3_value_type(args[0]) == SQLITE_NULL) {
+    sqlite3_result_null(context);
+    return;
+  }
+  auto fn = *static_cast<Database::BytesFunction*>(sqlite3_user_data(context));
+  const auto* bytes = static_cast<const char*>(sqlite3_value_blob(args[0]));
+  auto size = static_cast<size_t>(sqlite3_value_bytes(args[0]));
+  std::string_view view = bytes == nullptr ? std::string_view() : std::string_view(bytes, size);
+  sqlite3_result_int64(context, fn(view));
+}
+
+}  // namespace
+
+Status Database::define_function(const std::string& name, BytesFunction fn) {
+  auto* slot = new BytesFunction(fn);
+  int rc = sqlite3_create_function_v2(
+      db_, name.c_str(), 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, slot, call_bytes_function, nullptr,
+      nullptr, [](void* p) { delete static_cast<BytesFunction*>(p); });
+  // SQLite calls the destructor itself when the function cannot be made.
+  if (rc != SQLITE_OK) return sqlite_error(db_, path_, "cannot define function");
+  return {};
+}
+
 Error Database::error(std::string_view what) const { return sqlite_error(db_, path_, what); }
 
 Expected<int64_t> Database::schema_version(std::string_view component) {

@@ -93,6 +93,13 @@ class Database {
   int64_t changes() const;
   // SQLITE_LIMIT_COLUMN: the most columns a table may have.
   int max_columns() const;
+
+  // Makes `fn` the SQL function NAME(x) on this connection: deterministic,
+  // given the bytes of a text or blob, an integer back (NULL for NULL).
+  // For values that SQL cannot compute, such as a hash, that a migration
+  // must fill in for the rows already there.
+  using BytesFunction = int64_t (*)(std::string_view bytes);
+  Status define_function(const std::string& name, BytesFunction fn);
   const std::string& path() const { return path_; }
 
   // Brings a component's tables to the newest schema. migrations[i] takes

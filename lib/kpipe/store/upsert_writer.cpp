@@ -1,7 +1,7 @@
 #include "kpipe/store/upsert_writer.h"
 
-
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "kpipe/choices.h"
@@ -335,12 +335,22 @@ uint32_t UpsertWriter::intern_input(std::string_view input) {
   return static_cast<uint32_t>(inputs_.size() - 1);
 }
 
-void UpsertWriter::append_value(const JsonField& f) {
+void UpsertWriter::append_value(const JsonField& f, int column) {
   Value& v = values_.emplace_back();
   switch (f.type) {
     case JsonType::kMissing:
     case JsonType::kNull: v.kind = Kind::kNull; return;
     case JsonType::kBool:
+      if (is_key(column)) {
+        // SQLite finds 1 equal to a key stored as 1: as its JSON text, the
+        // key true is not the key 1 (nor 1.0), as objects and arrays are
+        // stored as theirs.
+        v.kind = Kind::kText;
+        v.offset = text_.size();
+        text_.append(f.boolean ? "true" : "false");
+        v.size = static_cast<uint32_t>(text_.size() - v.offset);
+        return;
+      }
       v.kind = Kind::kInteger;
       v.integer = f.boolean ? 1 : 0;
       return;
@@ -401,6 +411,12 @@ Status UpsertWriter::map_members(size_t& fresh) {
     int id = column_of(i);
     member_ids_[i] = id;
     if (id == kNotChosen) continue;
+    const JsonField& value = members_[i].value;
+    // Valid JSON, but SQLite's REAL would hold it as an infinity, one for
+    // 1e309 and 1e400 alike: the value would be lost.
+    if (value.type == JsonType::kNumber && !value.is_integer && !std::isfinite(value.number))
+      return data_error("field '{}' is {}, outside the range of a double (SQLite's REAL)",
+                        display_name(members_[i].key), display_name(value.raw));
     if (id == kNew) {
       KPIPE_TRY(map_new_field(i));
       if (member_ids_[i] == kNew) ++fresh;
@@ -494,7 +510,7 @@ void UpsertWriter::hold_row(const Line& line) {
     int id = member_ids_[i];
     if (id < 0) continue;
     row_ids_.push_back(id);
-    append_value(members_[i].value);
+    append_value(members_[i].value, id);
   }
   row.column_set = column_set_for(row_ids_);
   row.raw_offset = raw_.size();

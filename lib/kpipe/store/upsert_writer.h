@@ -70,9 +70,11 @@ Status validate_table_spec(const TableSpec& spec);
 //
 // Columns: each top-level field of an object is a column; objects and
 // arrays are stored as their minified JSON text, integers (within 64 bits)
-// as INTEGER, other numbers as REAL, strings as TEXT, booleans as 0/1,
-// null as NULL. A table created here declares no column types, so that
-// every value keeps the storage class it arrived with (a declared type's
+// as INTEGER, other numbers as REAL (one beyond a double's range is bad
+// input), strings as TEXT, booleans as 0/1 (in a key column as their JSON
+// text, so that the key true is not the key 1), null as NULL. A table
+// created here declares no column types, so that every value keeps the
+// storage class it arrived with (a declared type's
 // affinity would turn the string "42" into the integer 42), and is WITHOUT
 // ROWID: rows live in key order in one B-tree, so an upsert does one
 // tree's work instead of the key index's and the rowid table's. SQLite's
@@ -84,8 +86,9 @@ class UpsertWriter {
 
   // Parses one line (padded, as LineFeed gives it) and holds its row. A
   // data_error when the line is bad input: not an object, a key field
-  // missing or null, a field name that cannot be a column, a new field
-  // under --strict. Nothing is held for a refused line.
+  // missing or null, a field name that cannot be a column, a number beyond
+  // a double, a new field under --strict. Nothing is held for a refused
+  // line.
   Status add(const Line& line);
 
   size_t pending() const { return rows_.size(); }
@@ -155,7 +158,7 @@ class UpsertWriter {
   int find_column(std::string_view name) const;
   uint32_t column_set_for(const std::vector<int>& ids);
   uint32_t intern_input(std::string_view input);
-  void append_value(const JsonField& f);
+  void append_value(const JsonField& f, int column);
 
   // add()'s phases over members_: which column each field is (into
   // member_ids_) and whether the line can be a row, changing nothing; then

@@ -41,7 +41,7 @@ TEST_CASE("DlqStore: a new store is a 0600 file at the newest schema version", "
   struct stat st;
   REQUIRE(::stat(path.c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0600);
-  CHECK(*(*store)->db().schema_version("dlq") == 2);
+  CHECK(*(*store)->db().schema_version("dlq") == 3);
   CHECK((*store)->path() == path);
   CHECK(dead_letter_rows(path).empty());
 }
@@ -202,7 +202,7 @@ TEST_CASE("a pending line from the same source and stage is one entry; a replaye
   auto store = open_store(":memory:");
   SourcePosition at{"events", 0, 7};
   REQUIRE(store->add(letter("v1", 1000, "kdedup", at)).ok());
-  DeadLetter again = letter("v2", 2000, "kdedup", at);
+  DeadLetter again = letter("v1", 2000, "kdedup", at);
   again.reason = "line 9: not valid JSON: empty";
   REQUIRE(store->add(again).ok());
   // The same line in another stage is another entry; lines without a
@@ -212,19 +212,45 @@ TEST_CASE("a pending line from the same source and stage is one entry; a replaye
   REQUIRE(store->add(letter("plain")).ok());
   auto got = all(*store);
   REQUIRE(got.size() == 4);
-  CHECK(got[0].payload == "v2");
+  CHECK(got[0].payload == "v1");
   CHECK(got[0].failures == 2);
   CHECK(got[0].at == 2000);
   CHECK(got[0].reason == "line 9: not valid JSON: empty");
 
   REQUIRE(store->mark_replayed({{got[0].id, 2}}, 3000).ok());
-  REQUIRE(store->add(letter("v3", 4000, "kdedup", at)).ok());
+  REQUIRE(store->add(letter("v1", 4000, "kdedup", at)).ok());
   got = all(*store);
   REQUIRE(got.size() == 5);
   CHECK(got[0].replayed_at == 3000);
-  CHECK(got[4].payload == "v3");
+  CHECK(got[4].payload == "v1");
   CHECK(got[4].failures == 1);
   CHECK_FALSE(got[4].replayed);
+}
+
+TEST_CASE("two different dead letters from one source position are two entries, each kept whole",
+          "[dlq_store]") {
+  // A topic deleted and made again, or two clusters writing one store:
+  // the same topic, partition and offset, another record. Merging them
+  // overwrote the first payload.
+  auto store = open_store(":memory:");
+  SourcePosition at{"ev", 0, 5};
+  REQUIRE(store->add(letter(R"({"a":"first"})", 1000, "kdlq", at)).ok());
+  REQUIRE(store->add(letter(R"({"a":"second"})", 2000, "kdlq", at)).ok());
+  // The first, failing again.
+  REQUIRE(store->add(letter(R"({"a":"first"})", 3000, "kdlq", at)).ok());
+  // Both in one batch, as a sink writes them.
+  REQUIRE(store->add({letter("x", 4000, "kdlq", SourcePosition{"ev", 1, 5}),
+                      letter("y", 4000, "kdlq", SourcePosition{"ev", 1, 5})})
+              .ok());
+  auto got = all(*store);
+  REQUIRE(got.size() == 4);
+  CHECK(got[0].payload == R"({"a":"first"})");
+  CHECK(got[0].failures == 2);
+  CHECK(got[0].at == 3000);
+  CHECK(got[1].payload == R"({"a":"second"})");
+  CHECK(got[1].failures == 1);
+  CHECK(got[2].payload == "x");
+  CHECK(got[3].payload == "y");
 }
 
 TEST_CASE("an entry whose line failed again while its replay was acknowledged stays pending", "[dlq_store]") {
@@ -349,10 +375,22 @@ TEST_CASE("reset for --again makes replayed entries pending, within the filter a
     SourcePosition at{"events", 0, 1};
     REQUIRE(s->add(letter("old", 1, "kdedup", at)).ok());
     REQUIRE(s->mark_replayed({{1, 1}}, 2).ok());
-    REQUIRE(s->add(letter("new", 3, "kdedup", at)).ok());
+    REQUIRE(s->add(letter("old", 3, "kdedup", at)).ok());
     CHECK(*s->reset_replayed({}, 0, 0) == 0);
     auto entries = all(*s);
     CHECK(entries[0].replayed);
+    CHECK_FALSE(entries[1].replayed);
+  }
+
+  SECTION("another line from the same position is no successor") {
+    auto s = open_store(":memory:");
+    SourcePosition at{"events", 0, 1};
+    REQUIRE(s->add(letter("old", 1, "kdedup", at)).ok());
+    REQUIRE(s->mark_replayed({{1, 1}}, 2).ok());
+    REQUIRE(s->add(letter("new", 3, "kdedup", at)).ok());
+    CHECK(*s->reset_replayed({}, 0, 0) == 1);
+    auto entries = all(*s);
+    CHECK_FALSE(entries[0].replayed);
     CHECK_FALSE(entries[1].replayed);
   }
 }
@@ -404,7 +442,7 @@ TEST_CASE("a store written by schema v1 is migrated with its entries", "[dlq_sto
                 .ok());
   }
   auto store = open_store(path, DlqStore::Mode::kExisting);
-  CHECK(*store->db().schema_version("dlq") == 2);
+  CHECK(*store->db().schema_version("dlq") == 3);
   auto got = all(*store);
   REQUIRE(got.size() == 1);
   CHECK(got[0].payload == "\x00\xff"s);
@@ -416,6 +454,67 @@ TEST_CASE("a store written by schema v1 is migrated with its entries", "[dlq_sto
   // v2's rule: the replayed entry's line failing again is a new entry.
   REQUIRE(store->add(letter("again", 7, "kdedup", SourcePosition{"events", 0, 1})).ok());
   CHECK(all(*store).size() == 2);
+}
+
+TEST_CASE("a store written by schema v2 is migrated: pending entries merge by line",
+          "[dlq_store]") {
+  TempDir dir;
+  std::string path = dir.file("v2.db");
+  {
+    auto db = Database::open(path);
+    REQUIRE(db.ok());
+    // v1 then v2 exactly as they shipped, with a pending entry from a
+    // source position, a replayed one from the same position, and one
+    // without a position.
+    REQUIRE((*db)->exec(R"sql(
+      CREATE TABLE kpipe_schema (component TEXT PRIMARY KEY, version INTEGER NOT NULL);
+      INSERT INTO kpipe_schema VALUES ('dlq', 2);
+      CREATE TABLE dead_letters (id INTEGER PRIMARY KEY AUTOINCREMENT, at INTEGER NOT NULL,
+        stage TEXT NOT NULL, reason TEXT NOT NULL, input TEXT, line INTEGER, source_topic TEXT,
+        source_partition INTEGER, source_offset INTEGER, payload BLOB NOT NULL,
+        replayed_at INTEGER, failures INTEGER NOT NULL DEFAULT 1, replay_batch INTEGER);
+      CREATE INDEX dead_letters_at ON dead_letters (at);
+      CREATE UNIQUE INDEX dead_letters_pending_source ON dead_letters
+        (stage, source_topic, source_partition, source_offset)
+        WHERE source_topic IS NOT NULL AND replayed_at IS NULL;
+      CREATE INDEX dead_letters_replay_batch ON dead_letters (replay_batch)
+        WHERE replay_batch IS NOT NULL;
+      CREATE TABLE dead_letter_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+      INSERT INTO dead_letter_meta (key, value) VALUES ('store_id', '00112233445566ff');
+      CREATE TABLE dead_letter_replays (id INTEGER PRIMARY KEY AUTOINCREMENT,
+        target TEXT NOT NULL, started_at INTEGER NOT NULL, mark TEXT NOT NULL);
+      INSERT INTO dead_letters (at, stage, reason, payload, source_topic, source_partition,
+        source_offset, replayed_at) VALUES (5, 'kdlq', 'line 1: r', 'old', 'ev', 0, 5, 6);
+      INSERT INTO dead_letters (at, stage, reason, payload, source_topic, source_partition,
+        source_offset, failures) VALUES (7, 'kdlq', 'line 2: r', x'00ff', 'ev', 0, 5, 3);
+      INSERT INTO dead_letters (at, stage, reason, payload) VALUES (8, 'kdlq', 'line 3: r', 'p');
+    )sql").ok());
+  }
+  auto store = open_store(path, DlqStore::Mode::kExisting);
+  CHECK(*store->db().schema_version("dlq") == 3);
+  CHECK(*store->store_id() == "00112233445566ff");
+  auto got = all(*store);
+  REQUIRE(got.size() == 3);
+  CHECK(got[1].payload == "\x00\xff"s);
+  CHECK(got[1].failures == 3);
+  // The pending entry's line failing again is still that entry: its hash
+  // was filled in by the migration.
+  SourcePosition at{"ev", 0, 5};
+  REQUIRE(store->add(letter("\x00\xff"s, 9, "kdlq", at)).ok());
+  got = all(*store);
+  REQUIRE(got.size() == 3);
+  CHECK(got[1].failures == 4);
+  CHECK(got[1].at == 9);
+  // Another line from that position is an entry of its own.
+  REQUIRE(store->add(letter("other", 10, "kdlq", at)).ok());
+  got = all(*store);
+  REQUIRE(got.size() == 4);
+  CHECK(got[1].payload == "\x00\xff"s);
+  CHECK(got[3].payload == "other");
+  // The replayed entry made pending again meets its line's pending entry:
+  // it stays replayed, as under v2.
+  REQUIRE(store->add(letter("old", 11, "kdlq", at)).ok());
+  CHECK(*store->reset_replayed({}, 0, 0) == 0);
 }
 
 TEST_CASE("kdlq opens only a store that exists", "[dlq_store]") {

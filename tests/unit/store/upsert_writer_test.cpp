@@ -137,6 +137,37 @@ TEST_CASE("within a batch the last row of a key wins; 1 and 1.0 are one key") {
   CHECK(dump_rows(*db, "t") == expected);
 }
 
+TEST_CASE("the key true is not the key 1: JSON types stay apart in key columns") {
+  // SQLite finds 1 equal to 1: a boolean stored as 1 overwrote the row of
+  // the number 1. In a key column it is stored as its JSON text; elsewhere
+  // as 1 and 0, as before.
+  auto db = open_db();
+  auto w = writer(*db, spec("t", {"k", "b"}));
+  Lines lines;
+  load(*w, lines,
+       {R"({"k":1,"b":0,"v":"one"})", R"({"k":true,"b":false,"v":true})",
+        R"({"k":1.0,"b":0,"v":"1.0"})", R"({"k":false,"b":true,"v":false})",
+        R"({"k":[true],"b":0,"v":"array"})"});
+  CHECK(dump_rows(*db, "t") ==
+        "k=int:1|b=int:0|v=text:1.0\n"
+        "k=text:[true]|b=int:0|v=text:array\n"
+        "k=text:false|b=text:true|v=int:0\n"
+        "k=text:true|b=text:false|v=int:1\n");
+}
+
+TEST_CASE("a number beyond a double is bad input, not an infinity in the table") {
+  auto db = open_db();
+  auto w = writer(*db, spec("t", {"k"}));
+  Lines lines;
+  CHECK(reason_of(*w, lines, R"({"k":"a","v":1e400})") ==
+        "field 'v' is 1e400, outside the range of a double (SQLite's REAL)");
+  CHECK(reason_of(*w, lines, R"({"k":-1e309})") ==
+        "field 'k' is -1e309, outside the range of a double (SQLite's REAL)");
+  // An integer beyond 64 bits is a REAL, as SQLite reads such a literal.
+  load(*w, lines, {R"({"k":"b","v":123456789012345678901234567890})"});
+  CHECK(dump_rows(*db, "t") == "k=text:b|v=real:1.2345678901234568e+29\n");
+}
+
 TEST_CASE("a user's table compares keys its own way: affinity and collation") {
   auto db = open_db();
   Lines lines;
@@ -338,8 +369,9 @@ TEST_CASE("hostile values stay values") {
   // An integer past 64 bits is a REAL, as SQLite reads such a literal.
   CHECK(count(*db, "SELECT typeof(v) = 'real' AND v > 1.2e29 FROM t WHERE k = 'big'") == 1);
   CHECK(count(*db, "SELECT v = '\\\"' || char(10) FROM t WHERE k = '\"quoted\"'") == 1);
-  // A number past a double's range is not a number SQLite can hold.
-  CHECK(reason_of(*w, lines, R"({"k":"huge","v":1e400})").starts_with("not valid JSON"));
+  // A number past a double's range is JSON, but not a number SQLite can hold.
+  CHECK(reason_of(*w, lines, R"({"k":"huge","v":1e400})") ==
+        "field 'v' is 1e400, outside the range of a double (SQLite's REAL)");
 }
 
 TEST_CASE("an existing table must be keyed as --key says") {

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The bash completion offers each program's own values: kconsume's
+# --format takes envelope or value, not klag's formats.
+source "$(dirname "$0")/lib.sh"
+source "$KPIPE_SOURCE_DIR/completions/kpipe.bash"
+
+# complete WORD...: the completions of the last word, one line each.
+complete_words() {
+  COMP_WORDS=("$@")
+  COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+  COMPREPLY=()
+  _kpipe_complete
+  printf '%s\n' "${COMPREPLY[@]}"
+}
+
+[[ $(complete_words kconsume --format '') == $'envelope\nvalue' ]] ||
+  fail "kconsume --format: $(complete_words kconsume --format '')"
+[[ $(complete_words "$KPIPE_BIN/kconsume" -t events --format v) == value ]] ||
+  fail "kconsume --format v: $(complete_words "$KPIPE_BIN/kconsume" -t events --format v)"
+[[ $(complete_words klag --format '') == $'table\nndjson\nprometheus' ]] ||
+  fail "klag --format: $(complete_words klag --format '')"
+[[ $(complete_words kdlq list --format '') == $'table\nndjson' ]] ||
+  fail "kdlq list --format: $(complete_words kdlq list --format '')"
+[[ $(complete_words kcheckpoint show --format '') == $'table\nndjson' ]] ||
+  fail "kcheckpoint show --format: $(complete_words kcheckpoint show --format '')"
+# Options still come from the program itself.
+[[ $(complete_words kupsert --ke) == --key ]] || fail "kupsert --ke: $(complete_words kupsert --ke)"
