@@ -1,5 +1,7 @@
 #include "kpipe/event_time.h"
 
+#include <cmath>
+
 namespace kpipe {
 
 Expected<Millis> read_event_time(const JsonField& field, std::string_view path, TimeUnit unit,
@@ -9,6 +11,9 @@ Expected<Millis> read_event_time(const JsonField& field, std::string_view path, 
     case JsonType::kMissing:
       return data_error("field '{}' is missing", path);
     case JsonType::kNumber:
+      // A number kept as text only (kpipe(7), LINES) is no time.
+      if (!field.is_integer && !std::isfinite(field.number))
+        return data_error("field '{}' is {}, outside the range of a double", path, field.raw);
       t = field.is_integer ? epoch_to_millis(field.integer, unit)
                            : epoch_to_millis(field.number, unit);
       break;

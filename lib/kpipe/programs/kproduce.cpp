@@ -116,11 +116,7 @@ class ProduceStage final : public LineStage {
     // --on-error fail, no line after the refusal is sent once it is known.
     KPIPE_TRY(settle());
     if (options_.envelope) return produce_envelope(line);
-    if (!encoder_.is_json(line.text)) {
-      // The ondemand reader names the fault more precisely.
-      Status why = reader_.read(line.text, fields_, values_);
-      return why.ok() ? data_error("not valid JSON") : why;
-    }
+    KPIPE_TRY(encoder_.check(line.text));
     std::optional<std::string_view> key;
     if (!key_path_.empty()) {
       KPIPE_TRY(reader_.read(line.text, fields_, values_));
