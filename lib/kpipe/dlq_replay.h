@@ -5,7 +5,9 @@
 // Two sides meet here. The ledger is where "replayed" is kept: the SQLite
 // store's replayed_at column, or a consumer group's committed offsets on a
 // Kafka dead-letter topic. The target is where entries go. Standard output
-// has delivered a line when write() returns, so the entry is marked right
+// has delivered a line once its reader has read it (a line that only
+// reached a pipe dies with a reader that dies: kpipe(7), CONTROL LINES AND
+// CHECKPOINTS), so send() returns then, and the entry is marked right
 // after. Kafka acknowledges later: before a batch is sent, the ledger
 // records the target's end offsets; once acknowledged, the batch is
 // marked. A replay killed in between leaves the batch in doubt, and the
@@ -39,7 +41,7 @@ class ReplayTarget {
   // went to, and only that target can settle them.
   virtual std::string describe() const = 0;
   // Kafka: send() queues, flush() reports deliveries. Standard output: an
-  // entry is delivered when send() returns true.
+  // entry is delivered when send() returns true (its line was read).
   virtual bool acknowledges_later() const = 0;
   // false when the target has closed (a downstream pipe): nothing was sent.
   virtual Expected<bool> send(const ReplayItem& item, uint64_t tag) = 0;

@@ -16,6 +16,10 @@ int main(int argc, char** argv) {
   };
   CLI::App* commit = sub("commit", "The terminal stage: complete each checkpoint that arrives", kpipe::run_checkpoint_commit);
   commit->add_flag("--passthrough", o.passthrough, "Write the data lines to standard output");
+  CLI::Option* each =
+      commit
+          ->add_option("--each", o.each, "Run COMMAND once per checkpoint with its lines on stdin")
+          ->type_name("COMMAND");
   commit->add_option("--name", o.name, "This stage's name in the state database")->type_name("NAME");
   commit->add_option("--checkpoint-interval", o.checkpoint_interval, "kconsume's interval, to notice silence")
       ->default_val("5s")
@@ -45,5 +49,8 @@ int main(int argc, char** argv) {
   program.add_kafka(*sync, o.kafka);
   sub("verify", "Check the database and the protocol's invariants", kpipe::run_checkpoint_verify);
   program.app().require_subcommand(1);
-  return program.run(argc, argv, [&](kpipe::Io& io) { return run(o, io); });
+  return program.run(argc, argv, [&](kpipe::Io& io) {
+    o.each_given = each->count() > 0;
+    return run(o, io);
+  });
 }

@@ -1,7 +1,19 @@
 #include "kpipe/programs/kcheckpoint.h"
 
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/ioctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
+#include <deque>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -62,19 +74,192 @@ void append_offset_json(std::string& out, const StoredOffset& s) {
   out.append("\"}\n");
 }
 
+// One run of --each's command: /bin/sh -c COMMAND with one checkpoint's
+// lines streamed into a pipe on its standard input. It runs in a process
+// group of its own, so that stopping it reaches whatever it started, with
+// SIGPIPE back to its default and none of kpipe's descriptors (all are
+// opened O_CLOEXEC; the pipe's read end is dup'ed onto 0).
+class EachRun {
+ public:
+  struct Result {
+    int wait_status = 0;
+    bool read_all = true;  // the pipe was empty when the command exited
+  };
+
+  static Expected<std::unique_ptr<EachRun>> start(const std::string& command, Io& io,
+                                                  const std::function<Status()>& tick) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0)
+      return failure("cannot create a pipe for '{}': {}", command, std::strerror(errno));
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, fds[0], 0);
+    // Its standard output is kcheckpoint's (what it prints goes on down a
+    // pipeline); standard error is inherited.
+    if (io.out.fd() != 1) posix_spawn_file_actions_adddup2(&actions, io.out.fd(), 1);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t defaults;
+    sigemptyset(&defaults);
+    // kpipe ignores SIGPIPE (a closed pipe is EPIPE to it): the command
+    // gets the default back, as from a shell.
+    for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGQUIT}) sigaddset(&defaults, sig);
+    posix_spawnattr_setsigdefault(&attr, &defaults);
+    sigset_t none;
+    sigemptyset(&none);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setflags(
+        &attr, POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETPGROUP);
+    std::string sh = "sh", dash_c = "-c", text = command;
+    char* argv[] = {sh.data(), dash_c.data(), text.data(), nullptr};
+    pid_t pid = 0;
+    int err = ::posix_spawn(&pid, "/bin/sh", &actions, &attr, argv, environ);
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+    ::close(fds[0]);
+    if (err != 0) {
+      ::close(fds[1]);
+      return failure("cannot run '/bin/sh -c {}': {}", command, std::strerror(err));
+    }
+    auto run = std::unique_ptr<EachRun>(new EachRun(pid));
+    run->in_ = Output::owning(fds[1], command);
+    run->in_fd_ = fds[1];
+    run->in_->set_stop_check(
+        [stop = io.stop] { return stop != nullptr && stop->load(std::memory_order_relaxed); });
+    run->in_->set_tick_hook(tick);
+    return run;
+  }
+
+  ~EachRun() { abort(); }
+  EachRun(const EachRun&) = delete;
+  EachRun& operator=(const EachRun&) = delete;
+
+  Output& input() { return *in_; }
+  Millis blocked_ms() const { return in_ ? in_->blocked_ms() : 0; }
+
+  // Ends the command's input and waits for it to exit.
+  Expected<Result> finish() {
+    KPIPE_TRY(in_->flush());
+    Result r;
+    r.read_all = !in_->closed();
+    // A reader of our own on the pipe, which reads nothing: once the
+    // command has exited, what the pipe still holds is what it left unread.
+    std::string path = "/proc/self/fd/" + std::to_string(in_fd_);
+    int probe = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    close_input();
+    r.wait_status = reap();
+    int unread = 0;
+    if (probe >= 0 && ::ioctl(probe, FIONREAD, &unread) == 0 && unread > 0) r.read_all = false;
+    if (probe >= 0) ::close(probe);
+    return r;
+  }
+
+  // Stops the command before its input ends: seeing the end, it would take
+  // a part of a checkpoint's lines for all of them. The input stays open
+  // until the command and what it started are gone.
+  void abort() {
+    if (pid_ <= 0) {
+      close_input();
+      return;
+    }
+    ::kill(-group_, SIGTERM);
+    if (!reaped_within(2000)) ::kill(-group_, SIGKILL);
+    (void)reap();
+    // A process the shell started may still hold the pipe.
+    for (int i = 0; in_ && i < 200; ++i) {
+      pollfd pfd{in_fd_, 0, 0};
+      if (::poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLERR) != 0) break;
+      if (i == 0) ::kill(-group_, SIGKILL);
+      ::poll(nullptr, 0, 10);
+    }
+    close_input();
+  }
+
+ private:
+  explicit EachRun(pid_t pid) : pid_(pid), group_(pid) {}
+
+  void close_input() {
+    if (!in_) return;
+    in_->set_tick_hook(nullptr);
+    in_.reset();  // closes the pipe: the command sees the end of its input
+  }
+
+  bool reaped_within(int ms) {
+    for (int waited = 0; waited < ms; waited += 10) {
+      int status = 0;
+      pid_t r = ::waitpid(pid_, &status, WNOHANG);
+      if (r == pid_ || (r < 0 && errno != EINTR)) {
+        status_ = status;
+        pid_ = -pid_;  // reaped; the group may live on
+        return true;
+      }
+      ::poll(nullptr, 0, 10);
+    }
+    return false;
+  }
+
+  int reap() {
+    if (pid_ > 0) {
+      int status = 0;
+      while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+      }
+      status_ = status;
+      pid_ = -pid_;
+    }
+    return status_;
+  }
+
+  pid_t pid_;    // negative once reaped
+  pid_t group_;  // its process group, which may outlive it
+  int status_ = 0;
+  std::unique_ptr<Output> in_;
+  int in_fd_ = -1;
+};
+
+std::string describe_exit(int status) {
+  if (WIFSIGNALED(status)) return fmt::format("was killed by signal {}", WTERMSIG(status));
+  return fmt::format("exited with status {}", WEXITSTATUS(status));
+}
+
 // The commit stage: marks each checkpoint complete once every line before
-// it has been written out, and warns when checkpoints stop arriving while
+// it has been delivered, and warns when checkpoints stop arriving while
 // data keeps coming (a stage in between drops control lines).
+//
+// Delivered (kpipe(7), CONTROL LINES AND CHECKPOINTS): with --passthrough,
+// once the reader has read the bytes up to the checkpoint's line from the
+// pipe; the stage goes on reading meanwhile and completes checkpoints as
+// the reader passes them (at later lines, idle ticks, while a write waits,
+// and at the end of input, where it waits for the reader). With --each,
+// once the command that got the checkpoint's lines has exited 0. Without
+// either, at once: nothing is written.
 class CommitStage final : public LineStage {
  public:
-  CommitStage(StateStore& store, std::string stage, bool passthrough, Millis interval, Io& io)
-      : store_(store), stage_(std::move(stage)), passthrough_(passthrough), interval_(interval), io_(io) {
+  CommitStage(StateStore& store, std::string stage, const CheckpointOptions& o, Millis interval,
+              Io& io)
+      : store_(store),
+        stage_(std::move(stage)),
+        passthrough_(o.passthrough),
+        each_(o.each),
+        interval_(interval),
+        io_(io) {
     last_checkpoint_ = io_.clock.steady();
+    tick_ = [this] { return complete_delivered(io_.out); };
+    if (passthrough_) io_.out.set_tick_hook(tick_);
+  }
+  ~CommitStage() override {
+    run_.reset();  // a command still running has no checkpoint: it is stopped
+    io_.out.set_tick_hook(nullptr);
   }
 
   Status on_line(const Line& line, Output& out) override {
     ++since_checkpoint_;
-    if (passthrough_) {
+    if (!each_.empty()) {
+      KPIPE_TRY(feed_command(line.text));
+    } else if (passthrough_) {
+      // The last line's flush may have let the reader pass a checkpoint.
+      if (!pending_.empty() && out.bytes_written() != looked_at_)
+        KPIPE_TRY(complete_delivered(out));
       out.write_line(line.text);
       ++counters_out_;
     }
@@ -90,26 +275,63 @@ class CommitStage final : public LineStage {
       // terminal stage's output is data. Other kinds are forwarded.
       auto event = parse_partition_event(line.text);
       if (!event) return event.take_error();
-      if (passthrough_ && !*event) out.write_line(line.text);
+      if (*event) return {};
+      if (!each_.empty()) return feed_command(line.text);
+      if (passthrough_) out.write_line(line.text);
       return {};
     }
-    // Every line before the checkpoint leaves the process before the
-    // checkpoint counts as complete.
-    KPIPE_TRY(out.flush());
-    KPIPE_TRY(store_.complete(**cp, stage_, io_.clock.now()));
-    ++completed_;
+    int64_t id = (**cp).id;
+    if (!each_.empty()) {
+      KPIPE_TRY(finish_command(**cp));
+    } else if (passthrough_) {
+      // Complete once the reader has read every line before it: remember
+      // where they end, and go on.
+      KPIPE_TRY(out.flush());
+      pending_.push_back({out.bytes_written(), std::move(**cp)});
+      KPIPE_TRY(complete_delivered(out));
+    } else {
+      KPIPE_TRY(complete(**cp));
+    }
     since_checkpoint_ = 0;
     warned_ = false;
     last_checkpoint_ = io_.clock.steady();
+    blocked_at_checkpoint_ = blocked_total();
+    last_id_ = id;
     return {};
   }
 
-  Status on_idle(Output&) override {
+  // The command gets its lines as they come, not only at the checkpoint.
+  Status before_wait(Output&) override { return run_ ? run_->input().flush() : Status(); }
+
+  Status on_idle(Output& out) override {
     check_silence();
-    return {};
+    return complete_delivered(out);
   }
 
-  Status on_end(Output&) override {
+  Status on_end(Output& out) override {
+    if (run_) {
+      // Lines after the last checkpoint: no checkpoint covers them, so the
+      // next run reads them again. The command must not take them.
+      run_.reset();
+      io_.reporter.warning(fmt::format(
+          "{} line{} after {} came without a checkpoint: '{}' was stopped before the end of its "
+          "input, and the next run reads them again",
+          since_checkpoint_, since_checkpoint_ == 1 ? "" : "s",
+          last_id_ > 0 ? fmt::format("checkpoint {}", last_id_) : "the start", each_));
+    }
+    if (!pending_.empty()) {
+      // The end of input: wait for the reader to read the rest.
+      auto drained = out.wait_delivered(pending_.back().end);
+      if (!drained) return drained.take_error();
+      KPIPE_TRY(complete_delivered(out));
+      if (!pending_.empty())
+        io_.reporter.info(fmt::format(
+            "checkpoint {} is not complete: the reader of standard output {} before reading all "
+            "its lines",
+            pending_.front().checkpoint.id,
+            *drained == Output::Drain::kClosed ? "closed the pipe"
+                                               : "was still reading when asked to stop"));
+    }
     if (completed_ == 0 && since_checkpoint_ > 0)
       io_.reporter.warning(fmt::format(
           "{} records arrived but no checkpoint line: run kconsume with --state, and make sure every stage in "
@@ -122,8 +344,69 @@ class CommitStage final : public LineStage {
   void fill_counters(Counters& c) const override { c.out = counters_out_; }
 
  private:
+  struct Pending {
+    uint64_t end = 0;  // where the lines before the checkpoint end in the output
+    Checkpoint checkpoint;
+  };
+
+  Status complete(const Checkpoint& c) {
+    KPIPE_TRY(store_.complete(c, stage_, io_.clock.now()));
+    ++completed_;
+    return {};
+  }
+
+  // Completes, in order, the checkpoints whose lines the reader has read.
+  Status complete_delivered(Output& out) {
+    if (pending_.empty()) return {};
+    looked_at_ = out.bytes_written();
+    uint64_t delivered = out.bytes_delivered();
+    while (!pending_.empty() && pending_.front().end <= delivered) {
+      KPIPE_TRY(complete(pending_.front().checkpoint));
+      pending_.pop_front();
+    }
+    return {};
+  }
+
+  Status feed_command(std::string_view text) {
+    if (!run_) {
+      auto started = EachRun::start(each_, io_, tick_);
+      if (!started) return started.take_error();
+      run_ = std::move(*started);
+    }
+    Output& in = run_->input();
+    in.write_line(text);
+    return in.end_record();
+  }
+
+  Status finish_command(const Checkpoint& c) {
+    // A checkpoint without lines is complete: there is nothing to deliver.
+    if (!run_) return complete(c);
+    Millis start = io_.clock.steady();
+    auto result = run_->finish();
+    finished_blocked_ += run_->blocked_ms() + (io_.clock.steady() - start);
+    run_.reset();
+    if (!result) return result.take_error();
+    if (result->wait_status != 0)
+      return failure("command '{}' {}: checkpoint {} is not complete", each_,
+                     describe_exit(result->wait_status), c.id);
+    if (!result->read_all)
+      return failure(
+          "command '{}' exited with status 0 without reading all its input: "
+          "checkpoint {} is not complete",
+          each_, c.id);
+    return complete(c);
+  }
+
+  // Time spent waiting for the reader or the command: checkpoints arrive
+  // late then because this stage reads slowly, not because a stage in
+  // between drops them.
+  Millis blocked_total() const {
+    return io_.out.blocked_ms() + finished_blocked_ + (run_ ? run_->blocked_ms() : 0);
+  }
+
   void check_silence() {
-    Millis quiet = io_.clock.steady() - last_checkpoint_;
+    Millis quiet =
+        io_.clock.steady() - last_checkpoint_ - (blocked_total() - blocked_at_checkpoint_);
     if (warned_ || since_checkpoint_ == 0 || quiet < 3 * interval_) return;
     warned_ = true;
     io_.reporter.warning(fmt::format(
@@ -135,8 +418,16 @@ class CommitStage final : public LineStage {
   StateStore& store_;
   std::string stage_;
   bool passthrough_;
+  std::string each_;
   Millis interval_;
   Io& io_;
+  std::function<Status()> tick_;
+  std::deque<Pending> pending_;  // --passthrough: read up to, not yet completed
+  uint64_t looked_at_ = 0;
+  std::unique_ptr<EachRun> run_;  // --each: the command for the lines since the last checkpoint
+  Millis finished_blocked_ = 0;
+  Millis blocked_at_checkpoint_ = 0;
+  int64_t last_id_ = 0;
   Millis last_checkpoint_;
   uint64_t since_checkpoint_ = 0;
   uint64_t completed_ = 0;
@@ -169,6 +460,9 @@ Expected<std::vector<Scope>> parse_scopes(const std::vector<std::string>& specs)
 }  // namespace
 
 Status run_checkpoint_commit(const CheckpointOptions& o, Io& io) {
+  if (!o.each.empty() && o.passthrough)
+    return usage_error("--each and --passthrough cannot be combined: the lines go to COMMAND");
+  if (o.each_given && o.each.empty()) return usage_error("--each: the command is empty");
   auto store = open_state(o);
   if (!store) return store.take_error();
   auto interval = parse_duration(o.checkpoint_interval);
@@ -176,7 +470,7 @@ Status run_checkpoint_commit(const CheckpointOptions& o, Io& io) {
   ErrorOptions errors;  // the commit stage reads any line: nothing is bad input
   auto bad = make_bad_input_handler(errors, stage_name(io.program, o.name), io);
   if (!bad) return bad.take_error();
-  CommitStage stage(**store, stage_name(io.program, o.name), o.passthrough, *interval, io);
+  CommitStage stage(**store, stage_name(io.program, o.name), o, *interval, io);
   FilterSettings settings{o.input, 0};
   return run_filter(stage, settings, **bad, io);
 }

@@ -18,6 +18,10 @@ struct CheckpointOptions {
   std::string format;  // table|ndjson; empty: table on a terminal
   // commit
   bool passthrough = false;
+  // Runs through /bin/sh -c once per checkpoint with its lines on standard
+  // input; the checkpoint completes when it exits 0.
+  std::string each;
+  bool each_given = false;                 // --each '' is a usage error
   std::string checkpoint_interval = "5s";  // what kconsume was given
   InputOptions input;
   // reset

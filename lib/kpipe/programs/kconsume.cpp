@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <deque>
 #include <map>
 #include <thread>
 
@@ -85,6 +86,15 @@ int64_t resolve_start(const StartPosition& from, int64_t low, int64_t high, int6
 }
 
 namespace {
+
+// How long kconsume waits, at exit and before a rebalance takes partitions
+// away, for its reader to read what was written, so that their offsets can
+// be committed. What is still unread then is read again by the next run.
+constexpr Millis kDrainWait = 10 * kSecond;
+// How often (in records) the records the reader has passed are folded
+// into the offsets to commit. Records not yet read are at most what the
+// pipe and the output buffer hold, since writes block once the pipe is full.
+constexpr size_t kFoldEvery = 4096;
 
 class ConsumeLoop {
  public:
@@ -210,9 +220,12 @@ class ConsumeLoop {
             if (written_since_checkpoint_ || last_emitted_ == 0) KPIPE_TRY(emit_checkpoint());
             KPIPE_TRY(await_and_mirror(last_emitted_));
           } else {
-            KPIPE_TRY(commit_written(/*revoking=*/true));
+            // After the final commit (close() revokes too), what is
+            // unread now stays so: the final commit waited already.
+            KPIPE_TRY(finished_ ? commit_delivered(/*revoking=*/true)
+                                : commit_delivered_at_end(/*revoking=*/true));
           }
-          for (const auto& tp : parts) positions_.erase(tp);
+          for (const auto& tp : parts) forget(tp);
           last_ = positions_.end();
           std::vector<PartitionOffset> gone;
           for (const auto& tp : parts) gone.push_back({tp.topic, tp.partition, 0});
@@ -226,6 +239,14 @@ class ConsumeLoop {
     Output& out = io_.out;
     last_commit_ = io_.clock.steady();
     last_checkpoint_ = last_commit_;
+    last_mirror_ = last_commit_;
+    // Timers fire while a slow reader holds a write up (kpipe(7), CONTROL
+    // LINES AND CHECKPOINTS): commits and --stats keep their pace.
+    out.set_tick_hook([this] { return on_tick(); });
+    struct Unhook {
+      Output& out;
+      ~Unhook() { out.set_tick_hook(nullptr); }
+    } unhook{out};
     auto handler = [this, &out](const ConsumerEvent& e) -> Status {
       if (done_) return {};
       auto it = find(e.record.topic, e.record.partition);
@@ -238,16 +259,23 @@ class ConsumeLoop {
       if (it == positions_.end()) return {};
       it->second.at_end = false;
       it->second.next = e.record.offset + 1;
-      it->second.dirty = true;
       written_since_checkpoint_ = true;
       if (value_only_) {
         writer_.append_value(out.buffer(), e.record);
       } else {
         writer_.append(out.buffer(), e.record);
       }
+      if (grouped() && state_ == nullptr) {
+        unread_.push_back({out.end_position(), &it->second, it->second.next});
+        if (unread_.size() % kFoldEvery == 0) fold_read();
+      }
       ++counters_.in;
       ++counters_.out;
+      uint64_t written = out.bytes_written();
       KPIPE_TRY(out.end_record());
+      // A flush may have waited for a slow reader: timers are due now, not
+      // after a batch of 4096 records.
+      if (out.bytes_written() != written) KPIPE_TRY(timers());
       if (options_.count > 0 && counters_.out >= static_cast<uint64_t>(options_.count)) done_ = true;
       return {};
     };
@@ -264,19 +292,7 @@ class ConsumeLoop {
         if (out.check_closed()) break;
       }
       if (options_.exit_at_end && all_at_end()) break;
-      Millis now = io_.clock.steady();
-      if (state_ != nullptr) {
-        if (now - last_checkpoint_ >= checkpoint_interval_) {
-          KPIPE_TRY(emit_checkpoint());
-          if (grouped()) KPIPE_TRY(mirror_complete());
-        }
-      } else if (grouped() && now - last_commit_ >= commit_interval_) {
-        KPIPE_TRY(commit_written());
-      }
-      if (ticker_active()) {
-        counters_.state_size = positions_.size();
-        ticker_.tick_now(counters_);
-      }
+      KPIPE_TRY(timers());
     }
     KPIPE_TRY(out.flush());
     if (state_ != nullptr) {
@@ -284,7 +300,8 @@ class ConsumeLoop {
       KPIPE_TRY(emit_checkpoint());
       if (grouped()) KPIPE_TRY(await_and_mirror(last_emitted_));
     } else if (grouped()) {
-      KPIPE_TRY(commit_written());
+      KPIPE_TRY(commit_delivered_at_end());
+      finished_ = true;
     }
     ticker_.finish(counters_);
     io_.reporter.info(fmt::format("consumed {} records", counters_.out));
@@ -293,10 +310,56 @@ class ConsumeLoop {
 
  private:
   struct Position {
-    int64_t next = 0;  // the next offset to read; committed once written
+    int64_t next = 0;  // the next offset to read
     bool at_end = false;
-    bool dirty = false;
+    int64_t read = -1;       // the offset after the last record the reader has read
+    int64_t committed = -1;  // the offset last committed
   };
+
+  // A record written: where it ends in the output, and the offset after
+  // it. It counts as read once the reader has read up to `end`
+  // (Output::bytes_delivered), never before.
+  struct Written {
+    uint64_t end;
+    Position* position;
+    int64_t next;
+  };
+
+  // Checkpoints, commits and --stats, between records.
+  Status timers() {
+    Millis now = io_.clock.steady();
+    if (state_ != nullptr) {
+      if (now - last_checkpoint_ >= checkpoint_interval_) {
+        KPIPE_TRY(emit_checkpoint());
+        if (grouped()) KPIPE_TRY(mirror_complete());
+      }
+    } else if (grouped() && now - last_commit_ >= commit_interval_) {
+      KPIPE_TRY(commit_delivered());
+    }
+    if (ticker_active()) {
+      counters_.state_size = positions_.size();
+      ticker_.tick_now(counters_);
+    }
+    return {};
+  }
+
+  // Called while a write or a wait for the reader is held up: commits and
+  // --stats keep their intervals. It must not write (Output's rule).
+  Status on_tick() {
+    Millis now = io_.clock.steady();
+    if (state_ == nullptr) {
+      if (grouped() && !committing_ && now - last_commit_ >= commit_interval_)
+        KPIPE_TRY(commit_delivered());
+    } else if (grouped() && now - last_mirror_ >= checkpoint_interval_) {
+      last_mirror_ = now;
+      KPIPE_TRY(mirror_complete());
+    }
+    if (ticker_active()) {
+      counters_.state_size = positions_.size();
+      ticker_.tick_now(counters_);
+    }
+    return {};
+  }
 
   // Tells event-time stages downstream which partitions to wait for.
   void announce(PartitionEvent::Kind kind, const std::vector<PartitionOffset>& parts) {
@@ -366,7 +429,19 @@ class ConsumeLoop {
   }
 
   void track(const PartitionOffset& p) {
-    positions_[{p.topic, p.partition}] = {p.offset, false, false};
+    TopicPartition tp{p.topic, p.partition};
+    if (auto it = positions_.find(tp); it != positions_.end()) forget(tp);
+    positions_[tp] = {p.offset, false, -1, -1};
+    last_ = positions_.end();
+  }
+
+  // A partition taken away: none of its offsets may be committed any more.
+  void forget(const TopicPartition& tp) {
+    auto it = positions_.find(tp);
+    if (it == positions_.end()) return;
+    Position* gone = &it->second;
+    std::erase_if(unread_, [gone](const Written& w) { return w.position == gone; });
+    positions_.erase(it);
     last_ = positions_.end();
   }
 
@@ -388,36 +463,65 @@ class ConsumeLoop {
     return std::all_of(positions_.begin(), positions_.end(), [](const auto& kv) { return kv.second.at_end; });
   }
 
-  // Commits the offsets after the records written so far, and only those:
-  // the output is flushed first, so a committed record has left the process.
+  // Moves what the reader has read (in output order) into the offsets to
+  // commit.
+  void fold_read() {
+    if (unread_.empty()) return;
+    uint64_t delivered = io_.out.bytes_delivered();
+    while (!unread_.empty() && unread_.front().end <= delivered) {
+      unread_.front().position->read = unread_.front().next;
+      unread_.pop_front();
+    }
+  }
+
+  // Commits the offsets after the records the reader has read, and only
+  // those: a record that only reached the pipe is not delivered, since a
+  // reader that dies takes the pipe's contents with it (kpipe(7), CONTROL
+  // LINES AND CHECKPOINTS). Nothing waits here: what the reader has read
+  // by now is committed, the rest at later ticks.
   // A group in the middle of a rebalance may refuse: the offsets are tried
   // again next time, or, when the partitions are being taken away, their
   // next owner reads those records again (at least once).
-  Status commit_written(bool revoking = false) {
+  Status commit_delivered(bool revoking = false) {
     last_commit_ = io_.clock.steady();
-    KPIPE_TRY(io_.out.flush());
-    if (io_.out.closed()) return {};  // what the pipe lost is not ours to commit
+    fold_read();
     std::vector<PartitionOffset> offsets;
-    for (auto& [tp, pos] : positions_) {
-      if (!pos.dirty) continue;
-      offsets.push_back({tp.topic, tp.partition, pos.next});
-      pos.dirty = false;
-    }
+    for (const auto& [tp, pos] : positions_)
+      if (pos.read > pos.committed) offsets.push_back({tp.topic, tp.partition, pos.read});
+    if (offsets.empty()) return {};
     bool committed = true;
-    KPIPE_TRY(consumer_.commit(offsets, &committed));
-    if (committed) return {};
+    committing_ = true;
+    Status s = consumer_.commit(offsets, &committed);
+    committing_ = false;
+    KPIPE_TRY(s);
+    if (committed) {
+      for (const auto& o : offsets) positions_[{o.topic, o.partition}].committed = o.offset;
+      return {};
+    }
     if (revoking) {
-      io_.reporter.warning(fmt::format("the group was rebalancing and refused the offsets of {} partitions: "
-                                       "their next owner reads their last records again",
-                                       offsets.size()));
+      io_.reporter.warning(
+          fmt::format("the group was rebalancing and refused the offsets of {} partitions: "
+                      "their next owner reads their last records again",
+                      offsets.size()));
       return {};
     }
     io_.reporter.info("the group is rebalancing: offsets will be committed later");
-    for (const auto& o : offsets) {
-      auto it = positions_.find({o.topic, o.partition});
-      if (it != positions_.end()) it->second.dirty = true;
-    }
     return {};
+  }
+
+  // At exit, or before partitions are taken away: waits (bounded) for the
+  // reader to read what was written, then commits what it has read.
+  Status commit_delivered_at_end(bool revoking = false) {
+    committing_ = true;
+    auto drained = io_.out.wait_delivered(io_.out.end_position(), kDrainWait);
+    committing_ = false;
+    if (!drained) return drained.take_error();
+    Status s = commit_delivered(revoking);
+    if (*drained == Output::Drain::kTimedOut)
+      io_.reporter.info(fmt::format(
+          "the reader did not read the last {} bytes within {}: their records are not committed",
+          io_.out.bytes_written() - io_.out.bytes_delivered(), format_duration(kDrainWait)));
+    return s;
   }
 
   const ConsumeOptions& options_;
@@ -434,6 +538,12 @@ class ConsumeLoop {
   TopicPartition key_;
   Counters counters_;
   Millis last_commit_ = 0;
+  Millis last_mirror_ = 0;
+  // Records written that the reader has not read yet, oldest first (with
+  // -g and without --state: what commits wait for).
+  std::deque<Written> unread_;
+  bool committing_ = false;
+  bool finished_ = false;  // the final commit is done
   bool done_ = false;
   StateStore* state_;
   Millis checkpoint_interval_;

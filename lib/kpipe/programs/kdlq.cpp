@@ -153,8 +153,12 @@ Status run_dlq_stats(const DlqOptions& o, Io& io) {
 
 namespace {
 
-// Standard output as a replay target: an entry is delivered when the
-// write of its line returned.
+// Standard output as a replay target: an entry is delivered once the
+// reader has read its line, not when write() returned: a line that only
+// reached the pipe dies with a reader that dies (kpipe(7), CONTROL LINES
+// AND CHECKPOINTS). One line at a time is in the pipe, so that even a
+// reader that reads ahead (head) gets no line it did not ask for, and a
+// kill repeats at most that one line.
 class StdoutTarget final : public ReplayTarget {
  public:
   explicit StdoutTarget(Output& out) : out_(out) {}
@@ -163,8 +167,9 @@ class StdoutTarget final : public ReplayTarget {
   Expected<bool> send(const ReplayItem& item, uint64_t) override {
     if (out_.closed()) return false;
     out_.write_line(item.entry.payload);
-    KPIPE_TRY(out_.flush());
-    return !out_.closed();
+    auto read = out_.wait_delivered(out_.end_position());
+    if (!read) return read.take_error();
+    return *read == Output::Drain::kDelivered;
   }
   Status flush(std::vector<uint64_t>&) override { return {}; }
   Expected<std::string> mark() override { return std::string(); }

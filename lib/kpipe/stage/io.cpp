@@ -2,13 +2,16 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstring>
+#include <thread>
 
 namespace kpipe {
 
@@ -16,18 +19,31 @@ namespace {
 
 // How long a program asked to stop waits for a reader that does not read.
 constexpr int kStopWriteGraceMs = 5000;
+// The longest nap of wait_delivered(): nothing wakes a writer when a pipe
+// drains, so it looks again this often (and at once when the reader goes).
+constexpr int kDrainPollMs = 20;
+constexpr int kDrainSpins = 100;
 
 std::string errno_text(int err) { return std::strerror(err); }
+
+Millis steady_ms() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+}
 
 }  // namespace
 
 Output::Output(int fd, std::string name, size_t flush_at)
     : fd_(fd), name_(std::move(name)), flush_at_(flush_at) {
   buf_.reserve(flush_at_ + (flush_at_ >> 1));
+  struct stat st {};
+  is_pipe_ = ::fstat(fd_, &st) == 0 && S_ISFIFO(st.st_mode);
 }
 
 Output::~Output() {
+  tick_ = nullptr;  // what the hook refers to may be gone already
   (void)flush();
+  if (nb_fd_ >= 0) ::close(nb_fd_);
   if (owns_fd_) ::close(fd_);
 }
 
@@ -40,17 +56,40 @@ Expected<std::unique_ptr<Output>> Output::open_append(const std::string& path) {
   return out;
 }
 
+std::unique_ptr<Output> Output::owning(int fd, std::string name) {
+  auto out = std::make_unique<Output>(fd, std::move(name));
+  out->owns_fd_ = true;
+  return out;
+}
+
 Status Output::flush() {
+  if (!hook_error_.ok()) {
+    Status s = std::move(hook_error_);
+    hook_error_ = Status();
+    return s;
+  }
   if (buf_.empty()) return {};
   if (closed_) {
     buf_.clear();
     return {};
   }
-  const char* p = buf_.data();
-  size_t left = buf_.size();
+  // A hook must not write; what it added anyway waits for the next flush.
+  if (in_tick_) return {};
+  return write_buffer();
+}
+
+Status Output::write_buffer() {
+  // Offsets, not pointers: a hook that writes anyway must not make this
+  // read freed memory. What it added stays for the next flush.
+  const size_t total = buf_.size();
+  size_t done = 0;
+  size_t left = total;
+  // On an early return, what was written must not be written again.
+  auto keep_unwritten = [&] { buf_.erase(0, done); };
   int grace_ms = kStopWriteGraceMs;
   while (left > 0) {
     size_t chunk = left;
+    int fd = fd_;
     if (stop_ && stop_()) {
       // Asked to stop: a slow reader still gets what is buffered, but a
       // reader that stopped reading must not keep the program alive. A
@@ -65,24 +104,88 @@ Status Output::flush() {
         return failure("stopped with {} bytes of output not written: '{}' is not reading", left, name_);
       }
       chunk = std::min<size_t>(left, PIPE_BUF);
+    } else if (tick_ && is_pipe_) {
+      // The hook runs while the reader holds the write up: write without
+      // blocking, and wait in poll().
+      fd = nonblocking_fd();
+      if (fd < 0) {
+        fd = fd_;
+        pollfd pfd{fd_, POLLOUT, 0};
+        if (::poll(&pfd, 1, 0) == 0) {
+          Status s = wait_writable();
+          if (!s.ok()) {
+            keep_unwritten();
+            return s;
+          }
+          continue;
+        }
+        chunk = std::min<size_t>(left, PIPE_BUF);
+      }
     }
-    ssize_t n = ::write(fd_, p, chunk);
+    ssize_t n = ::write(fd, buf_.data() + done, chunk);
     if (n >= 0) {
-      p += n;
+      done += static_cast<size_t>(n);
       left -= static_cast<size_t>(n);
       bytes_written_ += static_cast<uint64_t>(n);
       continue;
     }
-    if (errno == EINTR || errno == EAGAIN) continue;
-    buf_.clear();
-    if (errno == EPIPE) {
-      closed_ = true;
-      return {};
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN) {
+      Status s = wait_writable();
+      if (!s.ok()) {
+        keep_unwritten();
+        return s;
+      }
+      continue;
     }
+    if (errno == EPIPE) return reader_gone();
+    buf_.clear();
     return failure("cannot write '{}': {}", name_, errno_text(errno));
   }
-  buf_.clear();
+  buf_.erase(0, total);
   return {};
+}
+
+int Output::nonblocking_fd() {
+  if (nb_fd_ == -1) {
+    // Opening the pipe again gives a file description of its own, so that
+    // O_NONBLOCK does not change the one this process shares with others
+    // (the shell, a process writing into the same pipe).
+    std::string path = "/proc/self/fd/" + std::to_string(fd_);
+    int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    nb_fd_ = fd >= 0 ? fd : -2;
+  }
+  return nb_fd_;
+}
+
+Status Output::wait_writable() {
+  pollfd pfd{fd_, POLLOUT, 0};
+  Millis start = steady_ms();
+  (void)::poll(&pfd, 1, kTickMs);
+  blocked_ms_ += steady_ms() - start;
+  return tick();
+}
+
+Status Output::tick() {
+  if (!tick_ || in_tick_) return {};
+  Millis now = steady_ms();
+  if (now - last_tick_ < kTickMs) return {};
+  last_tick_ = now;
+  in_tick_ = true;
+  Status s = tick_();
+  in_tick_ = false;
+  return s;
+}
+
+Status Output::reader_gone() {
+  closed_ = true;
+  buf_.clear();
+  // The last chance to settle what the reader took before it went.
+  if (!tick_ || in_tick_) return {};
+  in_tick_ = true;
+  Status s = tick_();
+  in_tick_ = false;
+  return s;
 }
 
 bool Output::check_closed() {
@@ -90,10 +193,54 @@ bool Output::check_closed() {
   // A pipe's write end polls POLLERR once its read end is closed.
   pollfd pfd{fd_, 0, 0};
   if (::poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLERR) != 0) {
-    closed_ = true;
-    buf_.clear();
+    Status s = reader_gone();
+    if (!s.ok() && hook_error_.ok()) hook_error_ = std::move(s);
   }
   return closed_;
+}
+
+uint64_t Output::bytes_delivered() const {
+  if (!is_pipe_) return bytes_written_;
+  int unread = 0;
+  if (::ioctl(fd_, FIONREAD, &unread) != 0 || unread <= 0) return bytes_written_;
+  // Bytes another process wrote into the same pipe count as ours: the
+  // count errs on the side of not delivered.
+  return bytes_written_ - std::min<uint64_t>(bytes_written_, static_cast<uint64_t>(unread));
+}
+
+Expected<Output::Drain> Output::wait_delivered(uint64_t position, Millis limit) {
+  KPIPE_TRY(flush());
+  Millis start = steady_ms();
+  Millis stop_deadline = -1;
+  int nap = 1;
+  int spins = 0;
+  for (;;) {
+    if (bytes_delivered() >= position) return Drain::kDelivered;
+    if (closed_ || check_closed()) {
+      KPIPE_TRY(flush());  // the hook's error, if any
+      return Drain::kClosed;
+    }
+    Millis now = steady_ms();
+    if (stop_ && stop_()) {
+      if (stop_deadline < 0) stop_deadline = now + kStopWriteGraceMs;
+      if (now >= stop_deadline) return Drain::kStopped;
+    }
+    if (limit >= 0 && now - start >= limit) return Drain::kTimedOut;
+    // A reader on another core usually takes what it was given within
+    // microseconds: look again at once a few times before napping.
+    if (spins < kDrainSpins) {
+      ++spins;
+      std::this_thread::yield();
+      continue;
+    }
+    // Nothing wakes a writer when a pipe drains: look again soon. POLLERR
+    // (the reader gone) ends the nap at once.
+    pollfd pfd{fd_, 0, 0};
+    (void)::poll(&pfd, 1, nap);
+    blocked_ms_ += steady_ms() - now;
+    nap = std::min(nap * 2, kDrainPollMs);
+    KPIPE_TRY(tick());
+  }
 }
 
 Status write_all(int fd, std::string_view bytes, const std::string& name) {

@@ -21,6 +21,13 @@ namespace kpipe {
 
 // A buffered writer. A closed downstream pipe (EPIPE) is a normal end:
 // closed() turns true and writes are dropped, so callers stop quietly.
+//
+// Written is not delivered: a pipe holds what it was given until its
+// reader reads it, and a reader that dies takes the pipe's contents with
+// it. bytes_delivered() counts what the reader of a pipe or FIFO has taken
+// (kpipe(7), CONTROL LINES AND CHECKPOINTS); a program marks records done
+// (an offset committed, a checkpoint completed, an entry replayed) only
+// once their bytes are delivered.
 class Output {
  public:
   explicit Output(int fd, std::string name = "<stdout>", size_t flush_at = 1u << 16);
@@ -30,6 +37,9 @@ class Output {
 
   // Opens (creating or appending) a file, or standard output for "-".
   static Expected<std::unique_ptr<Output>> open_append(const std::string& path);
+  // An Output that closes `fd` when destroyed (a pipe to a child process:
+  // the child sees the end of its input then).
+  static std::unique_ptr<Output> owning(int fd, std::string name);
 
   // The buffer, for writers that build a record in place.
   std::string& buffer() { return buf_; }
@@ -47,24 +57,67 @@ class Output {
   // forever on a full pipe.
   void set_stop_check(std::function<bool()> stop) { stop_ = std::move(stop); }
 
+  // Timers must fire while a slow reader holds a write up (commits, --stats):
+  // with a hook set, a write into a full pipe or FIFO waits in poll(), and
+  // the hook is called about every kTickMs while it waits, while
+  // wait_delivered() waits, and once when the reader is found gone. It must
+  // not write to this Output. Its error ends the flush or the wait.
+  static constexpr int kTickMs = 100;
+  void set_tick_hook(std::function<Status()> hook) { tick_ = std::move(hook); }
+
   bool closed() const { return closed_; }
   // Checks, without writing, whether the reader of a pipe has gone (so
   // that a program waiting for input notices `| head` ending). Sets
   // closed() when it has.
   bool check_closed();
   uint64_t bytes_written() const { return bytes_written_; }
+  // Where the output ends once the buffer is written: the position of the
+  // end of the last record, for bytes_delivered() to reach.
+  uint64_t end_position() const { return bytes_written_ + buf_.size(); }
+  // What the reader has taken: the bytes written minus those the pipe or
+  // FIFO still holds (Linux's FIONREAD). A regular file, a terminal or a
+  // socket takes what is written. Still right after the reader has gone.
+  uint64_t bytes_delivered() const;
+
+  enum class Drain { kDelivered, kClosed, kStopped, kTimedOut };
+  static constexpr Millis kNoLimit = -1;
+  // Flushes, then waits until bytes_delivered() reaches `position`, the
+  // reader goes (kClosed), a stop was asked for and the reader did not
+  // catch up within the grace period (kStopped), or `limit` passes.
+  Expected<Drain> wait_delivered(uint64_t position, Millis limit = kNoLimit);
+  // How long waits for the reader took, in total: wait_delivered(), and
+  // writes into a full pipe while a tick hook is set.
+  Millis blocked_ms() const { return blocked_ms_; }
+
   const std::string& name() const { return name_; }
   int fd() const { return fd_; }
 
  private:
+  Status write_buffer();
+  Status wait_writable();
+  // Calls the hook if kTickMs passed since it last ran.
+  Status tick();
+  // EPIPE, or POLLERR: closed(), the buffer dropped, the hook called once.
+  Status reader_gone();
+  int nonblocking_fd();
+
   int fd_;
   bool owns_fd_ = false;
+  bool is_pipe_ = false;
+  // The pipe opened a second time, non-blocking, for writes that must not
+  // hold up the tick hook; -1 until needed, -2 when it cannot be had.
+  int nb_fd_ = -1;
   std::string name_;
   size_t flush_at_;
   std::string buf_;
   bool closed_ = false;
+  bool in_tick_ = false;
   uint64_t bytes_written_ = 0;
+  Millis blocked_ms_ = 0;
+  Millis last_tick_ = 0;
+  Status hook_error_;  // from a hook called where no Status can be returned
   std::function<bool()> stop_;
+  std::function<Status()> tick_;
 };
 
 // Writes all of `bytes` to `fd`, retrying short writes and EINTR.

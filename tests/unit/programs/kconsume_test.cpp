@@ -1,10 +1,20 @@
 // The pure parts of kconsume: --from, --partitions and where a partition
-// starts. The loop itself needs a broker and is tested in integration/.
+// starts; and what -g commits, against librdkafka's mock cluster. The rest
+// of the loop is tested in integration/.
 #include "kpipe/programs/kconsume.h"
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
+#include <csignal>
 #include <limits>
+#include <thread>
+
+#include "fakes.h"
+#include "helpers.h"
+#include "kpipe/kafka/client.h"
 
 using namespace kpipe;
 using Kind = StartPosition::Kind;
@@ -138,4 +148,64 @@ TEST_CASE("resolve_start: each --from against the watermarks", "[consume]") {
   // An empty partition.
   for (Kind k : {Kind::kEarliest, Kind::kLatest, Kind::kOffset, Kind::kFromEnd, Kind::kTime})
     CHECK(resolve_start(at(k, 3), 0, 0, 0) == 0);
+}
+
+TEST_CASE("kconsume -g commits the records its reader has read, not those left in the pipe",
+          "[consume]") {
+  // The reader takes 5 lines and dies while 45 more sit in the pipe: the
+  // group must resume after the 5th record, where nothing is lost.
+  auto previous = std::signal(SIGPIPE, SIG_IGN);
+  RecordingReporter reporter;
+  auto mock = MockCluster::create(1, reporter);
+  REQUIRE(mock.ok());
+  REQUIRE((*mock)->create_topic("t", 1).ok());
+  KafkaOptions k;
+  k.brokers = (*mock)->bootstraps();
+  auto config = resolve_kafka_config(k, nullptr);
+  REQUIRE(config.ok());
+  {
+    auto producer = Producer::create(*config, reporter);
+    REQUIRE(producer.ok());
+    for (int n = 0; n < 50; ++n) {
+      std::string value = "{\"n\":" + std::to_string(n) + "}";
+      REQUIRE((*producer)->produce("t", 0, std::nullopt, value, {}, 0).ok());
+    }
+    REQUIRE((*producer)->flush(10 * kSecond).ok());
+  }
+
+  ConsumeOptions o;
+  o.kafka = k;
+  o.topics = {"t"};
+  o.group = "g";
+  o.count = 50;
+  o.format = "value";
+  test::Pipe pipe;
+  std::string got;
+  std::thread reader([&] {
+    char ch;
+    int lines = 0;
+    while (lines < 5 && ::read(pipe.read_end, &ch, 1) == 1) {
+      got.push_back(ch);
+      if (ch == '\n') ++lines;
+    }
+    pipe.close_read();
+  });
+  FakeClock clock(1795946400000);  // no commit interval passes: only the final commit
+  Status s;
+  {
+    Output out(pipe.write_end);
+    Io io{out, reporter, clock, nullptr, "kconsume", nullptr, false};
+    s = run_consume(o, io);
+  }
+  reader.join();
+  std::signal(SIGPIPE, previous);
+  REQUIRE(s.ok());
+  CHECK(got == "{\"n\":0}\n{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n{\"n\":4}\n");
+
+  auto group = Consumer::create(*config, "g", reporter);
+  REQUIRE(group.ok());
+  auto committed = (*group)->committed({{"t", 0}});
+  REQUIRE(committed.ok());
+  REQUIRE((*committed)[0].has_value());
+  CHECK(*(*committed)[0] == 5);
 }

@@ -5,11 +5,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "kpipe/guard.h"
 #include "kpipe/store/dlq_store.h"
@@ -347,6 +349,46 @@ TEST_CASE("a guard writes good lines exactly as read and refuses bad ones withou
   ::close(fds[0]);
   ::close(fds[1]);
   CHECK(std::string(buf, static_cast<size_t>(n)) == "{ \"a\" : 1 ,\"b\":\"\xc3\xa9\"}  \n");
+}
+
+TEST_CASE("kdlq replay to a pipe marks only the entries whose lines the reader read",
+          "[dlq_tool]") {
+  // The reader takes two lines, asking for many bytes at a time as head
+  // does, and dies: the third entry stays pending, whatever the pipe held.
+  auto previous = std::signal(SIGPIPE, SIG_IGN);
+  TempDir dir;
+  Run run(dir);
+  DlqOptions o;
+  o.dlq = make_store(dir);
+  int fds[2];
+  REQUIRE(::pipe2(fds, O_CLOEXEC) == 0);
+  std::string got;
+  std::thread reader([&] {
+    char buf[65536];
+    while (std::count(got.begin(), got.end(), '\n') < 2) {
+      ssize_t n = ::read(fds[0], buf, sizeof buf);
+      if (n <= 0) break;
+      got.append(buf, static_cast<size_t>(n));
+    }
+    ::close(fds[0]);
+  });
+  Status s;
+  {
+    Output out(fds[1]);
+    Io io{out, run.reporter, run.clock, nullptr, "kdlq", nullptr, false};
+    s = run_dlq_replay(o, io);
+  }
+  reader.join();
+  ::close(fds[1]);
+  std::signal(SIGPIPE, previous);
+  REQUIRE(s.ok());
+  CHECK(got == "{\"a\":\n{\"topic\":\"events\",\"partition\":1,\"offset\":7,\"value\":1}\n");
+  CHECK(run.reporter.infos.back() == "replayed 2 entries to <stdout>");
+
+  // The next replay sends the one the reader never got.
+  auto [again, out] = run(run_dlq_replay, o);
+  REQUIRE(again.ok());
+  CHECK(out == "bin\xff\0\n"s);
 }
 
 }  // namespace

@@ -5,9 +5,11 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <csignal>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "helpers.h"
@@ -127,4 +129,165 @@ TEST_CASE("write_all writes everything, however large", "[io]") {
   REQUIRE(write_all(fd, data, "big").ok());
   ::close(fd);
   CHECK(test::read_file(path) == data);
+}
+
+namespace {
+
+// Reads exactly `n` bytes from `fd` (the test's reader).
+std::string read_exactly(int fd, size_t n) {
+  std::string got(n, '\0');
+  size_t have = 0;
+  while (have < n) {
+    ssize_t r = ::read(fd, got.data() + have, n - have);
+    if (r <= 0) break;
+    have += static_cast<size_t>(r);
+  }
+  got.resize(have);
+  return got;
+}
+
+}  // namespace
+
+TEST_CASE("Output: a line in a pipe its reader has not read is not delivered", "[io]") {
+  Pipe pipe;
+  Output out(pipe.write_end);
+  out.write_line("{\"n\":1}");
+  out.write_line("{\"n\":2}");
+  CHECK(out.end_position() == 16);
+  REQUIRE(out.flush().ok());
+  CHECK(out.bytes_written() == 16);
+  CHECK(out.bytes_delivered() == 0);
+  auto waited = out.wait_delivered(8, 0);
+  REQUIRE(waited.ok());
+  CHECK(*waited == Output::Drain::kTimedOut);
+
+  CHECK(read_exactly(pipe.read_end, 8) == "{\"n\":1}\n");
+  CHECK(out.bytes_delivered() == 8);
+  waited = out.wait_delivered(8, 0);
+  REQUIRE(waited.ok());
+  CHECK(*waited == Output::Drain::kDelivered);
+  CHECK(read_exactly(pipe.read_end, 8) == "{\"n\":2}\n");
+  CHECK(out.bytes_delivered() == 16);
+}
+
+TEST_CASE("Output: what a reader read before it died stays delivered, the rest does not", "[io]") {
+  auto previous = std::signal(SIGPIPE, SIG_IGN);
+  Pipe pipe;
+  Output out(pipe.write_end);
+  out.write("0123456789");
+  REQUIRE(out.flush().ok());
+  CHECK(read_exactly(pipe.read_end, 3) == "012");
+  pipe.close_read();
+  auto waited = out.wait_delivered(10);
+  REQUIRE(waited.ok());
+  CHECK(*waited == Output::Drain::kClosed);
+  CHECK(out.closed());
+  CHECK(out.bytes_delivered() == 3);
+  std::signal(SIGPIPE, previous);
+}
+
+TEST_CASE("Output: wait_delivered returns once the reader has read", "[io]") {
+  Pipe pipe;
+  Output out(pipe.write_end);
+  std::string line(1000, 'x');
+  for (int i = 0; i < 50; ++i) out.write_line(line);
+  uint64_t end = out.end_position();
+  std::string got;
+  std::thread reader([&] { got = read_exactly(pipe.read_end, end); });
+  auto waited = out.wait_delivered(end);  // flushes, then waits
+  reader.join();
+  REQUIRE(waited.ok());
+  CHECK(*waited == Output::Drain::kDelivered);
+  CHECK(got.size() == end);
+  CHECK(out.bytes_delivered() == end);
+}
+
+TEST_CASE("Output: a regular file takes what is written", "[io]") {
+  TempDir dir;
+  std::string path = dir.file("out");
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  REQUIRE(fd >= 0);
+  {
+    Output out(fd, "out");
+    out.write_line("x");
+    CHECK(out.bytes_delivered() == 0);
+    auto waited = out.wait_delivered(out.end_position(), 0);
+    REQUIRE(waited.ok());
+    CHECK(*waited == Output::Drain::kDelivered);
+    CHECK(out.bytes_delivered() == 2);
+  }
+  ::close(fd);
+}
+
+TEST_CASE("Output: the tick hook runs while a write waits for a slow reader", "[io]") {
+  Pipe pipe;
+  // The smallest pipe, so that a 64 KiB flush has to wait.
+  (void)::fcntl(pipe.write_end, F_SETPIPE_SZ, 4096);
+  Output out(pipe.write_end);
+  std::atomic<int> ticks{0};
+  out.set_tick_hook([&]() -> Status {
+    // A hook must not write: what it adds anyway waits for the next flush.
+    if (++ticks == 1) out.write("the hook must not write");
+    return {};
+  });
+  std::string data(1u << 16, 'q');
+  // The reader starts reading only once the hook has run twice: a write
+  // that blocked in write() instead of poll() would never let it.
+  std::string got;
+  std::thread reader([&] {
+    while (ticks.load() < 2) std::this_thread::yield();
+    got = read_exactly(pipe.read_end, data.size());
+  });
+  out.write(data);
+  Status s = out.flush();
+  reader.join();
+  REQUIRE(s.ok());
+  CHECK(ticks.load() >= 2);
+  CHECK(got == data);
+  CHECK(out.bytes_written() == data.size());
+  CHECK(out.blocked_ms() > 0);
+  CHECK(out.buffer() == "the hook must not write");
+  out.buffer().clear();
+}
+
+TEST_CASE("Output: a tick hook's error ends the flush, and what was written is not written again",
+          "[io]") {
+  Pipe pipe;
+  (void)::fcntl(pipe.write_end, F_SETPIPE_SZ, 4096);
+  Output out(pipe.write_end);
+  out.set_tick_hook([]() -> Status { return failure("cannot commit offsets: broker down"); });
+  std::string data(1u << 16, 'q');
+  out.write(data);
+  Status s = out.flush();
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().message == "cannot commit offsets: broker down");
+  CHECK(out.bytes_written() + out.buffer().size() == data.size());
+  out.set_tick_hook(nullptr);
+  std::string got;
+  std::thread reader([&] { got = read_exactly(pipe.read_end, data.size()); });
+  REQUIRE(out.flush().ok());
+  reader.join();
+  CHECK(got == data);
+}
+
+TEST_CASE("Output: the tick hook runs once when the reader is found gone", "[io]") {
+  auto previous = std::signal(SIGPIPE, SIG_IGN);
+  Pipe pipe;
+  Output out(pipe.write_end);
+  int calls = 0;
+  out.set_tick_hook([&]() -> Status {
+    ++calls;
+    CHECK(out.closed());
+    return {};
+  });
+  pipe.close_read();
+  out.write_line("x");
+  REQUIRE(out.flush().ok());
+  CHECK(out.closed());
+  CHECK(calls == 1);
+  out.write_line("y");
+  REQUIRE(out.flush().ok());
+  CHECK(out.check_closed());
+  CHECK(calls == 1);
+  std::signal(SIGPIPE, previous);
 }
