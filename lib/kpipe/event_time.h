@@ -1,6 +1,6 @@
 // Event times read from records (kpipe(7), TIMES AND DURATIONS): a number of
 // --time-unit units since the epoch, or an RFC 3339 string. Every program
-// that takes a time from a field (kwindow, kdedup, kguard's :time) reads it
+// that takes a time from a field (kwindow, kdedup, kdlq guard's :time) reads it
 // here, so that they agree on what a time is. Pure.
 #pragma once
 

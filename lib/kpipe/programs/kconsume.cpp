@@ -13,6 +13,7 @@
 #include "kpipe/envelope.h"
 #include "kpipe/kafka/client.h"
 #include "kpipe/store/state_store.h"
+#include "kpipe/kafka/topic.h"
 
 namespace kpipe {
 
@@ -559,6 +560,7 @@ class ConsumeLoop {
 
 Status run_consume(const ConsumeOptions& options, Io& io) {
   if (options.topics.empty()) return usage_error("at least one topic is required: -t TOPIC");
+  for (const auto& topic : options.topics) KPIPE_TRY(check_topic_name(topic));
   auto format = parse_choice("--format", options.format, {"envelope", "value"});
   if (!format) return format.take_error();
   if (options.count < 0) return usage_error("-c must not be negative");
