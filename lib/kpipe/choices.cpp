@@ -37,7 +37,8 @@ std::string closest_choice(std::string_view word, const std::vector<std::string>
   return best;
 }
 
-Error unknown_choice(std::string_view what, std::string_view word, const std::vector<std::string>& choices) {
+Error unknown_choice(std::string_view what, std::string_view word,
+                     const std::vector<std::string>& choices) {
   std::string best = closest_choice(word, choices);
   if (!best.empty()) return usage_error("unknown {} '{}', did you mean '{}'?", what, word, best);
   std::string list;
@@ -48,7 +49,8 @@ Error unknown_choice(std::string_view what, std::string_view word, const std::ve
   return usage_error("unknown {} '{}' (expected {})", what, word, list);
 }
 
-Expected<size_t> parse_choice(std::string_view what, std::string_view word, const std::vector<std::string>& choices) {
+Expected<size_t> parse_choice(std::string_view what, std::string_view word,
+                              const std::vector<std::string>& choices) {
   for (size_t i = 0; i < choices.size(); ++i)
     if (choices[i] == word) return i;
   return unknown_choice(what, word, choices);

@@ -15,9 +15,11 @@ namespace kpipe {
 std::string closest_choice(std::string_view word, const std::vector<std::string>& choices);
 
 // "unknown WHAT 'tumblin', did you mean 'tumble'?" or "... (expected a, b or c)".
-Error unknown_choice(std::string_view what, std::string_view word, const std::vector<std::string>& choices);
+Error unknown_choice(std::string_view what, std::string_view word,
+                     const std::vector<std::string>& choices);
 
 // The index of `word` in `choices`, or a usage_error from unknown_choice.
-Expected<size_t> parse_choice(std::string_view what, std::string_view word, const std::vector<std::string>& choices);
+Expected<size_t> parse_choice(std::string_view what, std::string_view word,
+                              const std::vector<std::string>& choices);
 
 }  // namespace kpipe

@@ -21,7 +21,8 @@ Expected<std::optional<Checkpoint>> parse_checkpoint(std::string_view line) {
   if (at != nullptr && at->is_integer) c.at = at->integer;
   const JsonValue* offsets = tree->find("offsets");
   if (offsets != nullptr) {
-    if (offsets->type != JsonType::kArray) return data_error("checkpoint line: 'offsets' must be an array");
+    if (offsets->type != JsonType::kArray)
+      return data_error("checkpoint line: 'offsets' must be an array");
     for (const JsonValue& o : offsets->items) {
       const JsonValue* topic = o.find("topic");
       const JsonValue* partition = o.find("partition");
@@ -88,7 +89,8 @@ Expected<std::optional<PartitionEvent>> parse_partition_event(std::string_view l
   for (const JsonValue& p : parts->items) {
     const JsonValue* topic = p.find("topic");
     const JsonValue* partition = p.find("partition");
-    if (topic == nullptr || topic->type != JsonType::kString || partition == nullptr || !partition->is_integer)
+    if (topic == nullptr || topic->type != JsonType::kString || partition == nullptr ||
+        !partition->is_integer)
       return data_error("partitions line: each partition needs 'topic' and 'partition'");
     e.partitions.push_back({topic->str, static_cast<int32_t>(partition->integer)});
   }

@@ -63,7 +63,8 @@ class KeyRing {
     block.hashes[off] = h;
     if (has_times_) set_time(block, off, time);
     if (has_keys_) {
-      block.key_refs[off] = {static_cast<uint32_t>(block.keys.size()), static_cast<uint32_t>(key.size())};
+      block.key_refs[off] = {static_cast<uint32_t>(block.keys.size()),
+                             static_cast<uint32_t>(key.size())};
       block.keys.append(key);
     }
     return tail_++;
@@ -163,7 +164,9 @@ struct Shard {
   uint32_t count = 0;
 };
 
-uint32_t shard_of(const Hash128& h) { return static_cast<uint32_t>(h.hi >> (64 - kShardBits)); }
+uint32_t shard_of(const Hash128& h) {
+  return static_cast<uint32_t>(h.hi >> (64 - kShardBits));
+}
 
 uint32_t fragment_of(const Hash128& h) {
   auto f = static_cast<uint32_t>(h.lo >> 32);
@@ -174,14 +177,18 @@ uint32_t home(uint32_t fragment, uint32_t cap) {
   return static_cast<uint32_t>((static_cast<uint64_t>(fragment) * cap) >> 32);
 }
 
-uint32_t next(uint32_t i, uint32_t cap) { return i + 1 == cap ? 0 : i + 1; }
+uint32_t next(uint32_t i, uint32_t cap) {
+  return i + 1 == cap ? 0 : i + 1;
+}
 
 uint64_t slot_value(uint32_t fragment, uint64_t pos) {
   return (static_cast<uint64_t>(fragment) << 32) | static_cast<uint32_t>(pos);
 }
 
 // Above 80% full, linear probing's unsuccessful searches get long.
-bool needs_growth(const Shard& s) { return (uint64_t{s.count} + 1) * 5 > uint64_t{s.cap} * 4; }
+bool needs_growth(const Shard& s) {
+  return (uint64_t{s.count} + 1) * 5 > uint64_t{s.cap} * 4;
+}
 
 void init_shard(Shard& s, uint32_t cap) {
   s.slots = std::make_unique<uint64_t[]>(cap);  // zeroed: empty
@@ -243,7 +250,8 @@ void put_u64(std::string& out, uint64_t v) {
 
 uint64_t get_u64(std::string_view in) {
   uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(in[i])) << (8 * i);
+  for (int i = 0; i < 8; ++i)
+    v |= static_cast<uint64_t>(static_cast<unsigned char>(in[i])) << (8 * i);
   return v;
 }
 
@@ -327,7 +335,9 @@ struct DedupEngine::Impl {
 
   uint64_t live() const { return ring.size() - dead; }
 
-  bool expired(Millis t) const { return config.within && max_time != kNoTime && max_time - t > *config.within; }
+  bool expired(Millis t) const {
+    return config.within && max_time != kNoTime && max_time - t > *config.within;
+  }
 
   uint64_t ring_pos(uint64_t slot) const {
     uint64_t head = ring.head();
@@ -489,9 +499,11 @@ struct DedupEngine::Impl {
   }
 
   Status restore_entry(std::string_view key, std::string_view value) {
-    if (ring.tail() != 0 || ring.size() != 0) return failure("cannot restore into a dedup engine in use");
+    if (ring.tail() != 0 || ring.size() != 0)
+      return failure("cannot restore into a dedup engine in use");
     auto pair = parse_pair(value);
-    if (!pair) return failure("malformed kdedup state entry: its value is not a position and a time");
+    if (!pair)
+      return failure("malformed kdedup state entry: its value is not a position and a time");
     auto [a, b] = *pair;
     if (key == "m") {
       restoring_meta = std::pair{a, b};
@@ -499,7 +511,8 @@ struct DedupEngine::Impl {
     }
     if (key.size() == 17 && key[0] == 'h') {
       if (config.exact)
-        return failure("the saved kdedup state holds hashes, not keys (it was saved without --exact)");
+        return failure(
+            "the saved kdedup state holds hashes, not keys (it was saved without --exact)");
       Hash128 h{get_u64(key.substr(1)), get_u64(key.substr(9))};
       if (h.dead()) return failure("malformed kdedup state entry: a zero hash");
       restoring.push_back({a, b, h, {}});
@@ -519,7 +532,8 @@ struct DedupEngine::Impl {
       return failure("the saved kdedup state has keys but no metadata entry");
     }
     auto [tail, max] = *restoring_meta;
-    std::sort(restoring.begin(), restoring.end(), [](const Restored& x, const Restored& y) { return x.pos < y.pos; });
+    std::sort(restoring.begin(), restoring.end(),
+              [](const Restored& x, const Restored& y) { return x.pos < y.pos; });
     uint64_t n = restoring.size();
     if (tail < n || (n > 0 && restoring.back().pos >= tail))
       return failure("the saved kdedup state is inconsistent: positions beyond the next position");
@@ -550,7 +564,8 @@ struct DedupEngine::Impl {
   }
 };
 
-DedupEngine::DedupEngine(DedupConfig config, Clock& clock) : impl_(std::make_unique<Impl>(config, clock)) {}
+DedupEngine::DedupEngine(DedupConfig config, Clock& clock)
+    : impl_(std::make_unique<Impl>(config, clock)) {}
 DedupEngine::~DedupEngine() = default;
 
 DedupEngine::Prepared DedupEngine::prepare(std::string_view key) {
@@ -564,7 +579,9 @@ bool DedupEngine::offer(std::string_view key) {
   return impl_->offer(hash_key(key), key, impl_->config.within ? impl_->clock.now() : 0);
 }
 
-bool DedupEngine::offer(std::string_view key, Millis time) { return impl_->offer(hash_key(key), key, time); }
+bool DedupEngine::offer(std::string_view key, Millis time) {
+  return impl_->offer(hash_key(key), key, time);
+}
 
 bool DedupEngine::offer(const Prepared& p, std::string_view key) {
   return impl_->offer(Hash128{p.lo, p.hi}, key, impl_->config.within ? impl_->clock.now() : 0);
@@ -578,18 +595,26 @@ void DedupEngine::tick() {
   if (impl_->config.within) impl_->advance(impl_->clock.now());
 }
 
-uint64_t DedupEngine::remembered() const { return impl_->live(); }
-uint64_t DedupEngine::evicted() const { return impl_->evicted; }
+uint64_t DedupEngine::remembered() const {
+  return impl_->live();
+}
+uint64_t DedupEngine::evicted() const {
+  return impl_->evicted;
+}
 
 std::optional<Millis> DedupEngine::max_time() const {
   if (impl_->max_time == kNoTime) return std::nullopt;
   return impl_->max_time;
 }
 
-void DedupEngine::take_changes(StateChanges& out) { impl_->take_changes(out); }
+void DedupEngine::take_changes(StateChanges& out) {
+  impl_->take_changes(out);
+}
 Status DedupEngine::restore_entry(std::string_view key, std::string_view value) {
   return impl_->restore_entry(key, value);
 }
-Status DedupEngine::finish_restore() { return impl_->finish_restore(); }
+Status DedupEngine::finish_restore() {
+  return impl_->finish_restore();
+}
 
 }  // namespace kpipe

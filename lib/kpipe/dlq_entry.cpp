@@ -10,7 +10,8 @@
 namespace kpipe {
 
 bool is_context_header(std::string_view name) {
-  return name.starts_with("kpipe.error.") || name.starts_with("kpipe.source.") || name.starts_with("kpipe.dlq.");
+  return name.starts_with("kpipe.error.") || name.starts_with("kpipe.source.") ||
+         name.starts_with("kpipe.dlq.");
 }
 
 std::string DlqEntry::id_text() const {
@@ -21,7 +22,8 @@ std::string DlqEntry::id_text() const {
 bool DlqFilter::matches(const DlqEntry& e) const {
   if (!reason.empty() && e.reason.find(reason) == std::string::npos) return false;
   if (!stage.empty() && e.stage != stage &&
-      !(e.stage.size() > stage.size() && e.stage.starts_with(stage) && e.stage[stage.size()] == '/'))
+      !(e.stage.size() > stage.size() && e.stage.starts_with(stage) &&
+        e.stage[stage.size()] == '/'))
     return false;
   if (!source_topic.empty() && (!e.source || e.source->topic != source_topic)) return false;
   if (since && e.at < *since) return false;
@@ -128,7 +130,9 @@ void append_entry_ndjson(std::string& out, const DlqEntry& e) {
   out.append("}\n");
 }
 
-TextTable make_entry_table() { return TextTable({"ID", "AT", "STAGE", "SOURCE", "REPLAYED", "REASON", "PAYLOAD"}); }
+TextTable make_entry_table() {
+  return TextTable({"ID", "AT", "STAGE", "SOURCE", "REPLAYED", "REASON", "PAYLOAD"});
+}
 
 void add_entry_row(TextTable& table, const DlqEntry& e) {
   std::string replayed = "-";
@@ -180,10 +184,14 @@ Expected<DlqStats::By> DlqStats::parse_by(std::string_view text) {
 
 const char* DlqStats::key_name() const {
   switch (by_) {
-    case By::kReason: return "reason";
-    case By::kStage: return "stage";
-    case By::kTopic: return "topic";
-    case By::kHour: return "hour";
+    case By::kReason:
+      return "reason";
+    case By::kStage:
+      return "stage";
+    case By::kTopic:
+      return "topic";
+    case By::kHour:
+      return "hour";
   }
   return "?";
 }
@@ -192,13 +200,19 @@ void DlqStats::add(const DlqEntry& e) {
   std::string key;
   bool null_key = false;
   switch (by_) {
-    case By::kReason: key = reason_cause(e.reason); break;
-    case By::kStage: key = e.stage; break;
+    case By::kReason:
+      key = reason_cause(e.reason);
+      break;
+    case By::kStage:
+      key = e.stage;
+      break;
     case By::kTopic:
       null_key = !e.source;
       if (e.source) key = e.source->topic;
       break;
-    case By::kHour: key = format_rfc3339(floor_div(e.at, kHour) * kHour); break;
+    case By::kHour:
+      key = format_rfc3339(floor_div(e.at, kHour) * kHour);
+      break;
   }
   Group& g = groups_[null_key ? std::string() : key];
   g.null_key = null_key;
@@ -217,8 +231,9 @@ std::vector<std::pair<std::string, const DlqStats::Group*>> DlqStats::sorted() c
   for (const auto& [k, g] : groups_) out.emplace_back(k, &g);
   // Hours read as a timeline; everything else most frequent first.
   if (by_ != By::kHour) {
-    std::stable_sort(out.begin(), out.end(),
-                     [](const auto& a, const auto& b) { return a.second->count > b.second->count; });
+    std::stable_sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+      return a.second->count > b.second->count;
+    });
   }
   return out;
 }
@@ -229,8 +244,8 @@ void DlqStats::render_table(std::string& out) const {
   TextTable table({name, "COUNT", "PENDING", "FIRST", "LAST"});
   for (const auto& [key, g] : sorted()) {
     std::string shown = g->null_key ? "-" : preview(key, 100);
-    table.add_row({shown, std::to_string(g->count), std::to_string(g->pending), format_rfc3339(g->first),
-                   format_rfc3339(g->last)});
+    table.add_row({shown, std::to_string(g->count), std::to_string(g->pending),
+                   format_rfc3339(g->first), format_rfc3339(g->last)});
   }
   table.add_row({"total", std::to_string(total_), std::to_string(pending_), "", ""});
   out.append(table.render());
@@ -269,7 +284,8 @@ std::string envelope_line(const OwnedRecord& record, const SourcePosition& sourc
   if (record.key) v.key = *record.key;
   if (record.value) v.value = *record.value;
   for (const auto& h : record.headers)
-    v.headers.push_back({h.name, h.value ? std::optional<std::string_view>(*h.value) : std::nullopt});
+    v.headers.push_back(
+        {h.name, h.value ? std::optional<std::string_view>(*h.value) : std::nullopt});
   EnvelopeWriter writer;
   std::string out;
   writer.append(out, v);
@@ -337,20 +353,31 @@ DlqEntry decode_dead_letter(const RecordView& r) {
   for (const Header& h : r.headers) {
     std::string_view v = h.value.value_or(std::string_view());
     if (!is_context_header(h.name)) {
-      record.headers.push_back({std::string(h.name),
-                                h.value ? std::optional<std::string>(std::string(*h.value)) : std::nullopt});
+      record.headers.push_back(
+          {std::string(h.name),
+           h.value ? std::optional<std::string>(std::string(*h.value)) : std::nullopt});
       continue;
     }
-    if (h.name == dlq_header::kReason) e.reason = v;
-    else if (h.name == dlq_header::kStage) e.stage = v;
-    else if (h.name == dlq_header::kAt) at = v;
-    else if (h.name == dlq_header::kInput) e.input = v;
-    else if (h.name == dlq_header::kLine) e.line = parse_number<int64_t>(v);
-    else if (h.name == dlq_header::kSourceTopic) topic = v;
-    else if (h.name == dlq_header::kSourcePartition) partition = v;
-    else if (h.name == dlq_header::kSourceOffset) offset = v;
-    else if (h.name == dlq_header::kValue) value_kind = v;
-    else if (h.name == dlq_header::kSourceLine) source_line = v;
+    if (h.name == dlq_header::kReason)
+      e.reason = v;
+    else if (h.name == dlq_header::kStage)
+      e.stage = v;
+    else if (h.name == dlq_header::kAt)
+      at = v;
+    else if (h.name == dlq_header::kInput)
+      e.input = v;
+    else if (h.name == dlq_header::kLine)
+      e.line = parse_number<int64_t>(v);
+    else if (h.name == dlq_header::kSourceTopic)
+      topic = v;
+    else if (h.name == dlq_header::kSourcePartition)
+      partition = v;
+    else if (h.name == dlq_header::kSourceOffset)
+      offset = v;
+    else if (h.name == dlq_header::kValue)
+      value_kind = v;
+    else if (h.name == dlq_header::kSourceLine)
+      source_line = v;
   }
   if (at) {
     auto t = parse_rfc3339(*at);

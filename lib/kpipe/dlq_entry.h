@@ -104,9 +104,9 @@ struct DlqEntry {
 
 // kdlq's filters. Each is applied the same way to both kinds of store.
 struct DlqFilter {
-  std::string reason;        // a substring of the reason, case-sensitive
-  std::string stage;         // "kdedup" matches "kdedup" and "kdedup/NAME"
-  std::string source_topic;  // exact
+  std::string reason;           // a substring of the reason, case-sensitive
+  std::string stage;            // "kdedup" matches "kdedup" and "kdedup/NAME"
+  std::string source_topic;     // exact
   std::optional<Millis> since;  // at >= since
   std::optional<Millis> until;  // at < until
   bool pending_only = false;    // not replayed yet

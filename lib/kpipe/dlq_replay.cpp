@@ -6,11 +6,14 @@ namespace kpipe {
 
 namespace {
 
-bool stop_requested(const ReplaySettings& s) { return s.stop != nullptr && s.stop->load(std::memory_order_relaxed); }
+bool stop_requested(const ReplaySettings& s) {
+  return s.stop != nullptr && s.stop->load(std::memory_order_relaxed);
+}
 
 }  // namespace
 
-Expected<ReplayReport> run_replay(ReplayLedger& ledger, ReplayTarget& target, const ReplaySettings& settings) {
+Expected<ReplayReport> run_replay(ReplayLedger& ledger, ReplayTarget& target,
+                                  const ReplaySettings& settings) {
   ReplayReport report;
   const std::string where = target.describe();
   auto doubts = ledger.in_doubt();
@@ -18,7 +21,8 @@ Expected<ReplayReport> run_replay(ReplayLedger& ledger, ReplayTarget& target, co
   for (const auto& d : *doubts) {
     if (d.target != where)
       return failure(
-          "a replay to '{}' was interrupted before its deliveries were acknowledged: replay to '{}' again "
+          "a replay to '{}' was interrupted before its deliveries were acknowledged: replay to "
+          "'{}' again "
           "first, so that it can tell what arrived and send nothing twice",
           d.target, d.target);
   }
@@ -80,8 +84,9 @@ Expected<ReplayReport> run_replay(ReplayLedger& ledger, ReplayTarget& target, co
     KPIPE_TRY(sending);
     KPIPE_TRY(flushed);
     if (done.size() < batch->size())
-      return failure("{} of {} entries not acknowledged by '{}'; the next replay will check which arrived",
-                     batch->size() - done.size(), batch->size(), where);
+      return failure(
+          "{} of {} entries not acknowledged by '{}'; the next replay will check which arrived",
+          batch->size() - done.size(), batch->size(), where);
   }
   report.stopped = stop_requested(settings);
   return report;

@@ -50,7 +50,8 @@ class ReplayTarget {
   // Where the target ends now (its end offsets), as text for the ledger.
   virtual Expected<std::string> mark() = 0;
   // The replay ids starting with `prefix` found in the target after `mark`.
-  virtual Expected<std::set<std::string>> delivered_since(const std::string& mark, const std::string& prefix) = 0;
+  virtual Expected<std::set<std::string>> delivered_since(const std::string& mark,
+                                                          const std::string& prefix) = 0;
 };
 
 class ReplayLedger {
@@ -95,6 +96,7 @@ struct ReplayReport {
   bool stopped = false;           // SIGINT or SIGTERM
 };
 
-Expected<ReplayReport> run_replay(ReplayLedger& ledger, ReplayTarget& target, const ReplaySettings& settings);
+Expected<ReplayReport> run_replay(ReplayLedger& ledger, ReplayTarget& target,
+                                  const ReplaySettings& settings);
 
 }  // namespace kpipe

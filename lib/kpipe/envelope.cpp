@@ -7,11 +7,22 @@ namespace kpipe {
 namespace {
 
 // Slots of EnvelopeReader's field set, in the order added.
-enum Slot : size_t { kTopic, kPartition, kOffset, kTimestamp, kKey, kKeyB64, kValue, kValueB64, kHeaders };
+enum Slot : size_t {
+  kTopic,
+  kPartition,
+  kOffset,
+  kTimestamp,
+  kKey,
+  kKeyB64,
+  kValue,
+  kValueB64,
+  kHeaders
+};
 
 }  // namespace
 
-void append_bytes_field(std::string& out, std::string_view name, std::string_view bytes, PayloadEncoder* encoder) {
+void append_bytes_field(std::string& out, std::string_view name, std::string_view bytes,
+                        PayloadEncoder* encoder) {
   out.push_back('"');
   out.append(name);
   if (encoder != nullptr) {
@@ -137,7 +148,8 @@ Status EnvelopeReader::read(std::string_view line, EnvelopeRecord& out) {
   out = EnvelopeRecord{};
   KPIPE_TRY(reader_.read(line, fields_, values_));
   if (reader_.root_type() != JsonType::kObject)
-    return data_error("expected an envelope object, found {}", json_type_phrase(reader_.root_type()));
+    return data_error("expected an envelope object, found {}",
+                      json_type_phrase(reader_.root_type()));
 
   const JsonField& topic = values_[kTopic];
   if (topic.type == JsonType::kString) out.topic = std::string(topic.str);

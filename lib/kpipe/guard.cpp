@@ -11,7 +11,8 @@ namespace kpipe {
 
 namespace {
 
-const std::vector<std::string> kTypeNames = {"string", "number", "integer", "bool", "object", "array", "time"};
+const std::vector<std::string> kTypeNames = {"string", "number", "integer", "bool",
+                                             "object", "array",  "time"};
 
 // "a string", "an integer": for reasons.
 std::string with_article(std::string_view noun) {
@@ -100,14 +101,22 @@ bool is_integral(std::string_view number) {
 
 const char* field_type_name(FieldType t) {
   switch (t) {
-    case FieldType::kAny: return "any";
-    case FieldType::kString: return "string";
-    case FieldType::kNumber: return "number";
-    case FieldType::kInteger: return "integer";
-    case FieldType::kBool: return "bool";
-    case FieldType::kObject: return "object";
-    case FieldType::kArray: return "array";
-    case FieldType::kTime: return "time";
+    case FieldType::kAny:
+      return "any";
+    case FieldType::kString:
+      return "string";
+    case FieldType::kNumber:
+      return "number";
+    case FieldType::kInteger:
+      return "integer";
+    case FieldType::kBool:
+      return "bool";
+    case FieldType::kObject:
+      return "object";
+    case FieldType::kArray:
+      return "array";
+    case FieldType::kTime:
+      return "time";
   }
   return "?";
 }
@@ -168,12 +177,18 @@ Status Guard::check_field(const Requirement& r, const JsonField& f) {
                       with_article(field_type_name(r.type)));
   };
   switch (r.type) {
-    case FieldType::kAny: return {};
-    case FieldType::kString: return f.type == JsonType::kString ? Status() : wrong();
-    case FieldType::kNumber: return f.type == JsonType::kNumber ? Status() : wrong();
-    case FieldType::kBool: return f.type == JsonType::kBool ? Status() : wrong();
-    case FieldType::kObject: return f.type == JsonType::kObject ? Status() : wrong();
-    case FieldType::kArray: return f.type == JsonType::kArray ? Status() : wrong();
+    case FieldType::kAny:
+      return {};
+    case FieldType::kString:
+      return f.type == JsonType::kString ? Status() : wrong();
+    case FieldType::kNumber:
+      return f.type == JsonType::kNumber ? Status() : wrong();
+    case FieldType::kBool:
+      return f.type == JsonType::kBool ? Status() : wrong();
+    case FieldType::kObject:
+      return f.type == JsonType::kObject ? Status() : wrong();
+    case FieldType::kArray:
+      return f.type == JsonType::kArray ? Status() : wrong();
     case FieldType::kInteger:
       if (f.type != JsonType::kNumber) return wrong();
       // JSON Schema's reading: 3.0 is an integer, 3.5 is not.
@@ -198,10 +213,11 @@ Error Guard::explain_missing(size_t index, std::string_view line) {
       const JsonField& f = prefix_values_[n];
       if (f.type == JsonType::kMissing) continue;
       const PathStep& next = r.path.steps()[n + 1];
-      bool holds = (f.type == JsonType::kObject && next.has_key) || (f.type == JsonType::kArray && next.has_index);
+      bool holds = (f.type == JsonType::kObject && next.has_key) ||
+                   (f.type == JsonType::kArray && next.has_index);
       if (holds) break;
-      return data_error("field '{}' is {}, not {}", prefixes.path(n).text(), json_type_phrase(f.type),
-                        next.has_key ? "an object" : "an array");
+      return data_error("field '{}' is {}, not {}", prefixes.path(n).text(),
+                        json_type_phrase(f.type), next.has_key ? "an object" : "an array");
     }
   }
   return data_error("field '{}' is missing", r.path.text());

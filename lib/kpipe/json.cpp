@@ -15,26 +15,40 @@ namespace od = simdjson::ondemand;
 
 const char* json_type_name(JsonType t) {
   switch (t) {
-    case JsonType::kMissing: return "missing";
-    case JsonType::kNull: return "null";
-    case JsonType::kBool: return "bool";
-    case JsonType::kNumber: return "number";
-    case JsonType::kString: return "string";
-    case JsonType::kObject: return "object";
-    case JsonType::kArray: return "array";
+    case JsonType::kMissing:
+      return "missing";
+    case JsonType::kNull:
+      return "null";
+    case JsonType::kBool:
+      return "bool";
+    case JsonType::kNumber:
+      return "number";
+    case JsonType::kString:
+      return "string";
+    case JsonType::kObject:
+      return "object";
+    case JsonType::kArray:
+      return "array";
   }
   return "?";
 }
 
 const char* json_type_phrase(JsonType t) {
   switch (t) {
-    case JsonType::kMissing: return "missing";
-    case JsonType::kNull: return "null";
-    case JsonType::kBool: return "a bool";
-    case JsonType::kNumber: return "a number";
-    case JsonType::kString: return "a string";
-    case JsonType::kObject: return "an object";
-    case JsonType::kArray: return "an array";
+    case JsonType::kMissing:
+      return "missing";
+    case JsonType::kNull:
+      return "null";
+    case JsonType::kBool:
+      return "a bool";
+    case JsonType::kNumber:
+      return "a number";
+    case JsonType::kString:
+      return "a string";
+    case JsonType::kObject:
+      return "an object";
+    case JsonType::kArray:
+      return "an array";
   }
   return "?";
 }
@@ -109,7 +123,8 @@ Expected<FieldPath> FieldPath::parse(std::string_view text) {
       PathStep step;
       step.has_key = false;
       step.has_index = true;
-      if (std::from_chars(digits.data(), digits.data() + digits.size(), step.index).ec != std::errc())
+      if (std::from_chars(digits.data(), digits.data() + digits.size(), step.index).ec !=
+          std::errc())
         return bad_path(text, "an index is too large");
       path.steps_.push_back(std::move(step));
       i = close + 1;
@@ -140,7 +155,8 @@ Expected<FieldPath> FieldPath::parse(std::string_view text) {
       if (!closed) return bad_path(text, "unterminated quoted segment");
     } else {
       while (i < text.size() && text[i] != '.' && text[i] != '[') {
-        if (text[i] == '"' || text[i] == ']') return bad_path(text, "quote or ']' inside a segment");
+        if (text[i] == '"' || text[i] == ']')
+          return bad_path(text, "quote or ']' inside a segment");
         step.key.push_back(text[i++]);
       }
     }
@@ -166,7 +182,9 @@ FieldSet::~FieldSet() = default;
 FieldSet::FieldSet(FieldSet&&) noexcept = default;
 FieldSet& FieldSet::operator=(FieldSet&&) noexcept = default;
 
-const std::vector<FieldSet::Node>& FieldSet::nodes() const { return *nodes_; }
+const std::vector<FieldSet::Node>& FieldSet::nodes() const {
+  return *nodes_;
+}
 
 size_t FieldSet::add(const FieldPath& path) {
   auto& nodes = *nodes_;
@@ -203,7 +221,8 @@ size_t FieldSet::add(const FieldPath& path) {
 namespace {
 
 std::string_view trim_right(std::string_view s) {
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r'))
+  while (!s.empty() &&
+         (s.back() == ' ' || s.back() == '\t' || s.back() == '\n' || s.back() == '\r'))
     s.remove_suffix(1);
   return s;
 }
@@ -211,20 +230,32 @@ std::string_view trim_right(std::string_view s) {
 const char* reason(simdjson::error_code e) {
   using simdjson::error_code;
   switch (e) {
-    case error_code::UTF8_ERROR: return "not valid JSON: invalid UTF-8";
-    case error_code::UNCLOSED_STRING: return "not valid JSON: unclosed string";
-    case error_code::UNESCAPED_CHARS: return "not valid JSON: unescaped control character in a string";
-    case error_code::DEPTH_ERROR: return "not valid JSON: nesting deeper than 1024";
-    case error_code::NUMBER_ERROR: return "not valid JSON: malformed number";
-    case error_code::NUMBER_OUT_OF_RANGE: return "not valid JSON: number out of range";
-    case error_code::STRING_ERROR: return "not valid JSON: malformed string escape";
+    case error_code::UTF8_ERROR:
+      return "not valid JSON: invalid UTF-8";
+    case error_code::UNCLOSED_STRING:
+      return "not valid JSON: unclosed string";
+    case error_code::UNESCAPED_CHARS:
+      return "not valid JSON: unescaped control character in a string";
+    case error_code::DEPTH_ERROR:
+      return "not valid JSON: nesting deeper than 1024";
+    case error_code::NUMBER_ERROR:
+      return "not valid JSON: malformed number";
+    case error_code::NUMBER_OUT_OF_RANGE:
+      return "not valid JSON: number out of range";
+    case error_code::STRING_ERROR:
+      return "not valid JSON: malformed string escape";
     case error_code::T_ATOM_ERROR:
     case error_code::F_ATOM_ERROR:
-    case error_code::N_ATOM_ERROR: return "not valid JSON: invalid literal";
-    case error_code::EMPTY: return "not valid JSON: empty";
-    case error_code::TRAILING_CONTENT: return "not valid JSON: content after the value";
-    case error_code::INCOMPLETE_ARRAY_OR_OBJECT: return "not valid JSON: truncated object or array";
-    default: return "not valid JSON: malformed structure";
+    case error_code::N_ATOM_ERROR:
+      return "not valid JSON: invalid literal";
+    case error_code::EMPTY:
+      return "not valid JSON: empty";
+    case error_code::TRAILING_CONTENT:
+      return "not valid JSON: content after the value";
+    case error_code::INCOMPLETE_ARRAY_OR_OBJECT:
+      return "not valid JSON: truncated object or array";
+    default:
+      return "not valid JSON: malformed structure";
   }
 }
 
@@ -232,7 +263,9 @@ const char* reason(simdjson::error_code e) {
 constexpr size_t kMaxDepth = simdjson::DEFAULT_MAX_DEPTH;
 static_assert(kMaxDepth == 1024, "reason() names the depth");
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 // RFC 8259's number grammar. simdjson refuses integers beyond 64 bits and
 // numbers beyond a double (1e400) as it refuses malformed ones; this tells
@@ -267,10 +300,21 @@ bool is_json_number(std::string_view s) {
 // tokens do: at whitespace, structure, a quote, or a NUL.
 bool ends_word(char c) {
   switch (c) {
-    case ' ': case '\t': case '\n': case '\r': case '{': case '}': case '[': case ']':
-    case ',': case ':': case '"': case '\0':
+    case ' ':
+    case '\t':
+    case '\n':
+    case '\r':
+    case '{':
+    case '}':
+    case '[':
+    case ']':
+    case ',':
+    case ':':
+    case '"':
+    case '\0':
       return true;
-    default: return false;
+    default:
+      return false;
   }
 }
 
@@ -447,8 +491,10 @@ std::string explain(simdjson::error_code e, std::string_view line) {
     case error_code::UNESCAPED_CHARS:
     case error_code::EMPTY:
     case error_code::CAPACITY:
-    case error_code::MEMALLOC: return reason(e);
-    default: break;
+    case error_code::MEMALLOC:
+      return reason(e);
+    default:
+      break;
   }
   std::string fault = find_fault(line);
   if (fault.empty()) return reason(e);
@@ -464,12 +510,18 @@ bool valid_but_for_numbers(simdjson::error_code e, std::string_view text) {
 
 JsonType to_type(od::json_type t) {
   switch (t) {
-    case od::json_type::array: return JsonType::kArray;
-    case od::json_type::object: return JsonType::kObject;
-    case od::json_type::number: return JsonType::kNumber;
-    case od::json_type::string: return JsonType::kString;
-    case od::json_type::boolean: return JsonType::kBool;
-    case od::json_type::null: return JsonType::kNull;
+    case od::json_type::array:
+      return JsonType::kArray;
+    case od::json_type::object:
+      return JsonType::kObject;
+    case od::json_type::number:
+      return JsonType::kNumber;
+    case od::json_type::string:
+      return JsonType::kString;
+    case od::json_type::boolean:
+      return JsonType::kBool;
+    case od::json_type::null:
+      return JsonType::kNull;
   }
   return JsonType::kMissing;
 }
@@ -480,7 +532,9 @@ simdjson::error_code raw_token(od::value& v, std::string_view& out) {
   out = v.raw_json_token();
   return simdjson::SUCCESS;
 }
-simdjson::error_code raw_token(od::document& d, std::string_view& out) { return d.raw_json_token().get(out); }
+simdjson::error_code raw_token(od::document& d, std::string_view& out) {
+  return d.raw_json_token().get(out);
+}
 
 namespace {
 
@@ -540,8 +594,12 @@ struct JsonReader::Impl {
         f.is_integer = true;
         f.number = static_cast<double>(f.integer);
         return true;
-      case od::number_type::unsigned_integer: f.number = static_cast<double>(n.get_uint64()); return true;
-      default: f.number = n.get_double(); return true;
+      case od::number_type::unsigned_integer:
+        f.number = static_cast<double>(n.get_uint64());
+        return true;
+      default:
+        f.number = n.get_double();
+        return true;
     }
   }
 
@@ -566,7 +624,8 @@ struct JsonReader::Impl {
         f.raw = trim_right(f.raw);
         return true;
       }
-      default: break;
+      default:
+        break;
     }
     std::string_view token;
     if ((error = raw_token(v, token))) return false;
@@ -583,15 +642,18 @@ struct JsonReader::Impl {
           return true;
         }
         return !(error = v.get_string().get(f.str));
-      case od::json_type::number: return read_number(v, f);
-      case od::json_type::boolean: return !(error = v.get_bool().get(f.boolean));
+      case od::json_type::number:
+        return read_number(v, f);
+      case od::json_type::boolean:
+        return !(error = v.get_bool().get(f.boolean));
       case od::json_type::null: {
         bool is_null;
         if ((error = v.is_null().get(is_null))) return false;
         if (!is_null) error = simdjson::N_ATOM_ERROR;
         return is_null;
       }
-      default: return true;
+      default:
+        return true;
     }
   }
 
@@ -686,7 +748,8 @@ struct JsonReader::Impl {
 JsonReader::JsonReader() : impl_(std::make_unique<Impl>()) {}
 JsonReader::~JsonReader() = default;
 
-Status JsonReader::read(std::string_view line, const FieldSet& fields, std::vector<JsonField>& out) {
+Status JsonReader::read(std::string_view line, const FieldSet& fields,
+                        std::vector<JsonField>& out) {
   out.resize(fields.size());
   return read(line, fields, out.data());
 }
@@ -879,8 +942,10 @@ bool from_ondemand(od::value v, JsonValue& out) {
       out.str = std::string(str);
       return true;
     }
-    case od::json_type::boolean: return v.get_bool().get(out.boolean) == simdjson::SUCCESS;
-    case od::json_type::null: return true;
+    case od::json_type::boolean:
+      return v.get_bool().get(out.boolean) == simdjson::SUCCESS;
+    case od::json_type::null:
+      return true;
   }
   return false;
 }
@@ -928,7 +993,9 @@ Status JsonValidator::check(std::string_view line) {
 
 // --- writing -----------------------------------------------------------------
 
-bool is_valid_utf8(std::string_view bytes) { return simdjson::validate_utf8(bytes.data(), bytes.size()); }
+bool is_valid_utf8(std::string_view bytes) {
+  return simdjson::validate_utf8(bytes.data(), bytes.size());
+}
 
 namespace {
 
@@ -943,12 +1010,18 @@ constexpr auto kEscape = [] {
 
 char short_escape(char c) {
   switch (c) {
-    case '\b': return 'b';
-    case '\f': return 'f';
-    case '\n': return 'n';
-    case '\r': return 'r';
-    case '\t': return 't';
-    default: return c;
+    case '\b':
+      return 'b';
+    case '\f':
+      return 'f';
+    case '\n':
+      return 'n';
+    case '\r':
+      return 'r';
+    case '\t':
+      return 't';
+    default:
+      return c;
   }
 }
 

@@ -133,8 +133,8 @@ class JsonReader {
   JsonType root_type_ = JsonType::kMissing;
 };
 
-// Whether a line is a control line (kpipe(7), CONTROL LINES AND CHECKPOINTS): an object whose first key
-// is "$kpipe". Cheap: looks at the first bytes only.
+// Whether a line is a control line (kpipe(7), CONTROL LINES AND CHECKPOINTS): an object whose first
+// key is "$kpipe". Cheap: looks at the first bytes only.
 bool is_control_line(std::string_view line);
 
 // A parsed JSON value that owns its data, for the few places off the hot
@@ -145,8 +145,8 @@ struct JsonValue {
   bool is_integer = false;
   int64_t integer = 0;
   double number = 0;
-  std::string str;  // kString; for kNumber, the number's text
-  std::vector<JsonValue> items;                             // kArray
+  std::string str;               // kString; for kNumber, the number's text
+  std::vector<JsonValue> items;  // kArray
   std::vector<std::pair<std::string, JsonValue>> members;  // kObject, in order
 
   // The member named `key`, or nullptr.

@@ -14,23 +14,36 @@ namespace kpipe {
 
 namespace {
 
-int64_t lag_of(const PartitionPoint& p) { return std::max<int64_t>(0, p.end - *p.committed); }
+int64_t lag_of(const PartitionPoint& p) {
+  return std::max<int64_t>(0, p.end - *p.committed);
+}
 
-std::string where(const PartitionSample& p) { return fmt::format("{} [{}]", p.topic, p.partition); }
+std::string where(const PartitionSample& p) {
+  return fmt::format("{} [{}]", p.topic, p.partition);
+}
 
-double millis_to_seconds(Millis ms) { return static_cast<double>(std::max<Millis>(0, ms)) / 1000.0; }
+double millis_to_seconds(Millis ms) {
+  return static_cast<double>(std::max<Millis>(0, ms)) / 1000.0;
+}
 
 }  // namespace
 
-std::string subject_text(const LagSubject& s) { return fmt::format("{} '{}'", s.kind_name(), s.name); }
+std::string subject_text(const LagSubject& s) {
+  return fmt::format("{} '{}'", s.kind_name(), s.name);
+}
 
 const char* lag_status_name(LagStatus s) {
   switch (s) {
-    case LagStatus::kOk: return "OK";
-    case LagStatus::kWarn: return "WARN";
-    case LagStatus::kStall: return "STALL";
-    case LagStatus::kStop: return "STOP";
-    case LagStatus::kRewind: return "REWIND";
+    case LagStatus::kOk:
+      return "OK";
+    case LagStatus::kWarn:
+      return "WARN";
+    case LagStatus::kStall:
+      return "STALL";
+    case LagStatus::kStop:
+      return "STOP";
+    case LagStatus::kRewind:
+      return "REWIND";
   }
   return "OK";
 }
@@ -54,7 +67,8 @@ std::optional<int64_t> PartitionSample::lag() const {
 
 std::optional<Millis> estimate_produce_time(std::vector<EndOffsetSeen> points, int64_t offset) {
   // One point per offset, seen from its first to its last sight.
-  std::sort(points.begin(), points.end(), [](const auto& a, const auto& b) { return a.offset < b.offset; });
+  std::sort(points.begin(), points.end(),
+            [](const auto& a, const auto& b) { return a.offset < b.offset; });
   std::vector<EndOffsetSeen> merged;
   for (const auto& p : points) {
     if (!merged.empty() && merged.back().offset == p.offset) {
@@ -88,8 +102,8 @@ std::optional<Millis> estimate_produce_time(std::vector<EndOffsetSeen> points, i
   return static_cast<Millis>(std::llround(t));
 }
 
-LagSample LagEngine::sample(const LagSubject& subject, std::optional<int64_t> members, std::string group_state,
-                            const std::vector<PartitionReading>& readings,
+LagSample LagEngine::sample(const LagSubject& subject, std::optional<int64_t> members,
+                            std::string group_state, const std::vector<PartitionReading>& readings,
                             const std::map<TopicPartition, std::vector<EndOffsetSeen>>& timelines) {
   LagSample s;
   s.subject = subject;
@@ -126,7 +140,8 @@ LagSample LagEngine::sample(const LagSubject& subject, std::optional<int64_t> me
 
 // --- Burrow's rules --------------------------------------------------------
 
-std::optional<PartitionVerdict> judge_partition(const std::vector<PartitionPoint>& all, std::optional<int64_t> members,
+std::optional<PartitionVerdict> judge_partition(const std::vector<PartitionPoint>& all,
+                                                std::optional<int64_t> members,
                                                 const RuleSettings& rules) {
   std::vector<const PartitionPoint*> v;
   for (const auto& p : all)
@@ -146,25 +161,29 @@ std::optional<PartitionVerdict> judge_partition(const std::vector<PartitionPoint
   for (size_t i = first + 1; i < v.size(); ++i) {
     if (*v[i]->committed >= *v[i - 1]->committed) continue;
     verdict.status = LagStatus::kRewind;
-    verdict.reason = fmt::format("the committed offset went back from {} to {}", *v[i - 1]->committed, *v[i]->committed);
+    verdict.reason = fmt::format("the committed offset went back from {} to {}",
+                                 *v[i - 1]->committed, *v[i]->committed);
     return verdict;
   }
 
-  bool moved = std::any_of(v.begin() + static_cast<long>(first), v.end(),
-                           [&](const PartitionPoint* p) { return *p->committed != *oldest.committed; });
+  bool moved =
+      std::any_of(v.begin() + static_cast<long>(first), v.end(),
+                  [&](const PartitionPoint* p) { return *p->committed != *oldest.committed; });
   if (!moved) {
     // Unmoved for longer than the window spans: the point before the
     // window had the same offset.
     bool before_too = first > 0 && *v[first - 1]->committed == *oldest.committed;
     Millis span = latest.at - oldest.at;
     if (before_too) {
-      std::string base = fmt::format("offset {} has not moved for longer than the window ({}), lag {}",
-                                     *latest.committed, over, lag_of(latest));
+      std::string base =
+          fmt::format("offset {} has not moved for longer than the window ({}), lag {}",
+                      *latest.committed, over, lag_of(latest));
       if (latest.committed_at) {
         Millis quiet = latest.at - *latest.committed_at;
         if (quiet > span) {
           verdict.status = LagStatus::kStop;
-          verdict.reason = fmt::format("{}, and nothing was committed for {}", base, format_duration(quiet));
+          verdict.reason =
+              fmt::format("{}, and nothing was committed for {}", base, format_duration(quiet));
           return verdict;
         }
       } else if (members) {
@@ -175,22 +194,24 @@ std::optional<PartitionVerdict> judge_partition(const std::vector<PartitionPoint
         }
       } else {
         verdict.status = LagStatus::kStop;
-        verdict.reason = fmt::format("{} (the broker cannot tell whether the group has active members)", base);
+        verdict.reason =
+            fmt::format("{} (the broker cannot tell whether the group has active members)", base);
         verdict.stop_without_members = true;
         return verdict;
       }
     }
     verdict.status = LagStatus::kStall;
-    verdict.reason = fmt::format("offset {} did not move in {} while lag stayed above 0 (now {})", *latest.committed,
-                                 over, lag_of(latest));
+    verdict.reason = fmt::format("offset {} did not move in {} while lag stayed above 0 (now {})",
+                                 *latest.committed, over, lag_of(latest));
     return verdict;
   }
 
   for (size_t i = first + 1; i < v.size(); ++i)
     if (lag_of(*v[i]) < lag_of(*v[i - 1])) return verdict;
   verdict.status = LagStatus::kWarn;
-  verdict.reason = fmt::format("the offset moved from {} to {} in {} but the lag never decreased ({} to {})",
-                               *oldest.committed, *latest.committed, over, lag_of(oldest), lag_of(latest));
+  verdict.reason =
+      fmt::format("the offset moved from {} to {} in {} but the lag never decreased ({} to {})",
+                  *oldest.committed, *latest.committed, over, lag_of(oldest), lag_of(latest));
   return verdict;
 }
 
@@ -221,22 +242,27 @@ GroupReport LagEngine::report(const std::vector<LagSample>& history) const {
       r.stop_without_members = r.stop_without_members || verdict->stop_without_members;
       if (!judged || verdict->status > r.status) {
         r.status = verdict->status;
-        r.reason = verdict->status == LagStatus::kOk ? "" : fmt::format("{}: {}", where(p), verdict->reason);
+        r.reason = verdict->status == LagStatus::kOk
+                       ? ""
+                       : fmt::format("{}: {}", where(p), verdict->reason);
       }
       judged = true;
     }
     if (auto lag = p.lag()) r.total_lag += *lag;
-    if (p.lag_seconds && (!r.max_lag_seconds || *p.lag_seconds > *r.max_lag_seconds)) r.max_lag_seconds = p.lag_seconds;
+    if (p.lag_seconds && (!r.max_lag_seconds || *p.lag_seconds > *r.max_lag_seconds))
+      r.max_lag_seconds = p.lag_seconds;
     r.partitions.push_back(std::move(pr));
   }
   return r;
 }
 
-std::vector<std::string> check_alerts(const std::vector<GroupReport>& reports, const AlertSettings& alerts) {
+std::vector<std::string> check_alerts(const std::vector<GroupReport>& reports,
+                                      const AlertSettings& alerts) {
   std::vector<std::string> out;
   for (const auto& r : reports) {
     if (alerts.max_lag && r.total_lag > *alerts.max_lag)
-      out.push_back(fmt::format("{}: lag {} is over --max-lag {}", subject_text(r.subject), r.total_lag, *alerts.max_lag));
+      out.push_back(fmt::format("{}: lag {} is over --max-lag {}", subject_text(r.subject),
+                                r.total_lag, *alerts.max_lag));
     if (alerts.max_lag_seconds) {
       const PartitionReport* worst = nullptr;
       for (const auto& p : r.partitions)
@@ -244,12 +270,14 @@ std::vector<std::string> check_alerts(const std::vector<GroupReport>& reports, c
             (worst == nullptr || *p.sample.lag_seconds > *worst->sample.lag_seconds))
           worst = &p;
       if (worst != nullptr)
-        out.push_back(fmt::format("{}: {} is {:.1f}s behind, over --max-lag-seconds {}", subject_text(r.subject),
-                                  where(worst->sample), *worst->sample.lag_seconds, *alerts.max_lag_seconds));
+        out.push_back(fmt::format("{}: {} is {:.1f}s behind, over --max-lag-seconds {}",
+                                  subject_text(r.subject), where(worst->sample),
+                                  *worst->sample.lag_seconds, *alerts.max_lag_seconds));
     }
     if (alerts.fail_on && r.status >= *alerts.fail_on)
-      out.push_back(fmt::format("{} is {} (--fail-on {}): {}", subject_text(r.subject), lag_status_name(r.status),
-                                lag_status_name(*alerts.fail_on), r.reason));
+      out.push_back(fmt::format("{} is {} (--fail-on {}): {}", subject_text(r.subject),
+                                lag_status_name(r.status), lag_status_name(*alerts.fail_on),
+                                r.reason));
   }
   return out;
 }

@@ -21,8 +21,8 @@ namespace kpipe {
 // In order of severity: the group's status is its worst partition's, and
 // --fail-on S fires at S or worse.
 enum class LagStatus : uint8_t { kOk, kWarn, kStall, kStop, kRewind };
-inline constexpr LagStatus kLagStatuses[] = {LagStatus::kOk, LagStatus::kWarn, LagStatus::kStall, LagStatus::kStop,
-                                             LagStatus::kRewind};
+inline constexpr LagStatus kLagStatuses[] = {LagStatus::kOk, LagStatus::kWarn, LagStatus::kStall,
+                                             LagStatus::kStop, LagStatus::kRewind};
 
 const char* lag_status_name(LagStatus s);  // "OK", "WARN", "STALL", "STOP", "REWIND"
 // For --fail-on: WARN, STALL, STOP or REWIND (any case).
@@ -58,7 +58,7 @@ struct LagSample {
   // Active members of the group; none where the broker cannot tell
   // (kbroker cannot: librdkafka's mock cluster answers no DescribeGroups).
   std::optional<int64_t> members;
-  std::string group_state;                 // "Stable", "Empty", ... when known
+  std::string group_state;                  // "Stable", "Empty", ... when known
   std::vector<PartitionSample> partitions;  // by topic, then partition
 };
 
@@ -98,8 +98,8 @@ struct RuleSettings {
 
 struct PartitionReport {
   PartitionSample sample;
-  std::optional<LagStatus> status;  // none: no committed offset to judge
-  std::string reason;               // why, when not OK
+  std::optional<LagStatus> status;    // none: no committed offset to judge
+  std::string reason;                 // why, when not OK
   bool stop_without_members = false;  // STOP judged without knowing the members
   std::vector<int64_t> recent_lags;   // oldest first, for sparklines
 };
@@ -126,8 +126,8 @@ class LagEngine {
   // A sample taken now. Lag in seconds is now minus the fetched record's
   // timestamp (0 when caught up); where no timestamp was fetched it is
   // estimated from `timelines` (end offsets seen before, by partition).
-  LagSample sample(const LagSubject& subject, std::optional<int64_t> members, std::string group_state,
-                   const std::vector<PartitionReading>& readings,
+  LagSample sample(const LagSubject& subject, std::optional<int64_t> members,
+                   std::string group_state, const std::vector<PartitionReading>& readings,
                    const std::map<TopicPartition, std::vector<EndOffsetSeen>>& timelines = {});
 
   // Judges the latest of `history` (one subject's samples, oldest first,
@@ -171,15 +171,17 @@ struct PartitionVerdict {
 //   OK      otherwise, and with fewer than two points
 // None when no point has a committed offset.
 std::optional<PartitionVerdict> judge_partition(const std::vector<PartitionPoint>& points,
-                                                std::optional<int64_t> members, const RuleSettings& rules);
+                                                std::optional<int64_t> members,
+                                                const RuleSettings& rules);
 
 struct AlertSettings {
-  std::optional<int64_t> max_lag;        // a group's total lag above this
+  std::optional<int64_t> max_lag;         // a group's total lag above this
   std::optional<double> max_lag_seconds;  // a partition's time lag above this
   std::optional<LagStatus> fail_on;       // a group's status at this or worse
 };
 
 // One line per breach, naming the group and the threshold; empty: none.
-std::vector<std::string> check_alerts(const std::vector<GroupReport>& reports, const AlertSettings& alerts);
+std::vector<std::string> check_alerts(const std::vector<GroupReport>& reports,
+                                      const AlertSettings& alerts);
 
 }  // namespace kpipe

@@ -35,7 +35,8 @@ struct TopicTotals {
 std::vector<TopicTotals> topic_totals(const GroupReport& r) {
   std::vector<TopicTotals> out;
   for (const auto& p : r.partitions) {
-    if (out.empty() || out.back().topic != p.sample.topic) out.push_back({p.sample.topic, 0, 0, std::nullopt});
+    if (out.empty() || out.back().topic != p.sample.topic)
+      out.push_back({p.sample.topic, 0, 0, std::nullopt});
     TopicTotals& t = out.back();
     ++t.partitions;
     if (auto lag = p.sample.lag()) t.lag += *lag;
@@ -45,7 +46,9 @@ std::vector<TopicTotals> topic_totals(const GroupReport& r) {
   return out;
 }
 
-std::string seconds_cell(std::optional<double> s) { return s ? fmt::format("{:.1f}", *s) : "-"; }
+std::string seconds_cell(std::optional<double> s) {
+  return s ? fmt::format("{:.1f}", *s) : "-";
+}
 
 }  // namespace
 
@@ -120,8 +123,9 @@ void write_ndjson(std::string& out, const GroupReport& r) {
 
 std::string render_table(const std::vector<GroupReport>& reports, bool trend) {
   bool state = !reports.empty() && reports.front().subject.kind == LagSubject::Kind::kState;
-  std::vector<std::string> header = {state ? "STATE" : "GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET",
-                                     "LOG-END-OFFSET", "LAG", "LAG-SECONDS", "STATUS"};
+  std::vector<std::string> header = {
+      state ? "STATE" : "GROUP", "TOPIC", "PARTITION",   "CURRENT-OFFSET",
+      "LOG-END-OFFSET",          "LAG",   "LAG-SECONDS", "STATUS"};
   if (trend) header.push_back("TREND");
   TextTable table(header);
   std::vector<std::string> notes;
@@ -145,17 +149,18 @@ std::string render_table(const std::vector<GroupReport>& reports, bool trend) {
       bool topic_ends = i + 1 == r.partitions.size() || r.partitions[i + 1].sample.topic != p.topic;
       if (topic_ends && totals.size() > 1) {
         const TopicTotals& tt = totals[t];
-        table.add_row({r.subject.name, tt.topic, "TOTAL", "", "", std::to_string(tt.lag), seconds_cell(tt.lag_seconds),
-                       ""});
+        table.add_row({r.subject.name, tt.topic, "TOTAL", "", "", std::to_string(tt.lag),
+                       seconds_cell(tt.lag_seconds), ""});
       }
       if (topic_ends) ++t;
     }
-    table.add_row({r.subject.name, "TOTAL", "", "", "", std::to_string(r.total_lag), seconds_cell(r.max_lag_seconds),
-                   lag_status_name(r.status)});
+    table.add_row({r.subject.name, "TOTAL", "", "", "", std::to_string(r.total_lag),
+                   seconds_cell(r.max_lag_seconds), lag_status_name(r.status)});
     if (r.stop_without_members)
-      notes.push_back(fmt::format("note: {}: STOP judged from the offsets alone: the broker cannot tell whether the "
-                                  "group has active members",
-                                  subject_text(r.subject)));
+      notes.push_back(fmt::format(
+          "note: {}: STOP judged from the offsets alone: the broker cannot tell whether the "
+          "group has active members",
+          subject_text(r.subject)));
   }
   std::string out = table.render();
   for (const auto& n : notes) out += n + "\n";
@@ -207,12 +212,16 @@ void write_prometheus(std::string& out, const std::vector<GroupReport>& reports)
       {"kpipe_consumer_lag_seconds",
        "Seconds since the record at the committed offset was produced; 0 when caught up.",
        [](const PartitionSample& p) { return p.lag_seconds; }},
-      {"kpipe_consumer_committed_offset", "The committed offset: the next offset the consumer reads.",
+      {"kpipe_consumer_committed_offset",
+       "The committed offset: the next offset the consumer reads.",
        [](const PartitionSample& p) -> std::optional<double> {
-         return p.committed ? std::optional<double>(static_cast<double>(*p.committed)) : std::nullopt;
+         return p.committed ? std::optional<double>(static_cast<double>(*p.committed))
+                            : std::nullopt;
        }},
       {"kpipe_log_end_offset", "The log end offset (high watermark) of the partition.",
-       [](const PartitionSample& p) -> std::optional<double> { return static_cast<double>(p.end); }},
+       [](const PartitionSample& p) -> std::optional<double> {
+         return static_cast<double>(p.end);
+       }},
   };
   for (const auto& m : kPartitionMetrics) {
     append_help(out, m.name, m.help);
@@ -251,18 +260,25 @@ void write_prometheus(std::string& out, const std::vector<GroupReport>& reports)
     }
   };
   per_group("kpipe_consumer_group_lag", "Records behind, summed over the partitions.",
-            [](const GroupReport& r) -> std::optional<double> { return static_cast<double>(r.total_lag); });
+            [](const GroupReport& r) -> std::optional<double> {
+              return static_cast<double>(r.total_lag);
+            });
   per_group("kpipe_consumer_group_lag_seconds", "The largest lag in seconds of the partitions.",
             [](const GroupReport& r) { return r.max_lag_seconds; });
-  per_group("kpipe_consumer_group_members", "Active members of the group (absent: the broker cannot tell).",
+  per_group("kpipe_consumer_group_members",
+            "Active members of the group (absent: the broker cannot tell).",
             [](const GroupReport& r) -> std::optional<double> {
               if (!r.members) return std::nullopt;
               return static_cast<double>(*r.members);
             });
-  per_group("kpipe_lag_sample_timestamp_seconds", "When klag took the sample, in seconds since the epoch.",
-            [](const GroupReport& r) -> std::optional<double> { return static_cast<double>(r.at) / 1000.0; });
+  per_group("kpipe_lag_sample_timestamp_seconds",
+            "When klag took the sample, in seconds since the epoch.",
+            [](const GroupReport& r) -> std::optional<double> {
+              return static_cast<double>(r.at) / 1000.0;
+            });
   if (reports.empty()) return;
-  append_help(out, "kpipe_consumer_group_status", "The status by Burrow's rules: 1 for the current one, else 0.");
+  append_help(out, "kpipe_consumer_group_status",
+              "The status by Burrow's rules: 1 for the current one, else 0.");
   for (const auto& r : reports) {
     for (LagStatus s : kLagStatuses) {
       out.append("kpipe_consumer_group_status{");
@@ -280,7 +296,9 @@ std::string sparkline(const std::vector<int64_t>& values) {
   for (int64_t v : values) top = std::max(top, v);
   std::string out;
   for (int64_t v : values) {
-    long i = top <= 0 ? 0 : std::lround(7.0 * static_cast<double>(std::max<int64_t>(v, 0)) / static_cast<double>(top));
+    long i = top <= 0 ? 0
+                      : std::lround(7.0 * static_cast<double>(std::max<int64_t>(v, 0)) /
+                                    static_cast<double>(top));
     out += kBars[std::clamp<long>(i, 0, 7)];
   }
   return out;

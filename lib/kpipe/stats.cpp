@@ -22,7 +22,8 @@ std::string StatsTicker::line(const Counters& c, Millis now) const {
   append_uint(out, c.out);
   double seconds = static_cast<double>(now - start_) / 1000.0;
   out.append(",\"rate\":");
-  append_double(out, seconds > 0 ? static_cast<double>(static_cast<uint64_t>(static_cast<double>(c.in) / seconds))
+  append_double(out, seconds > 0 ? static_cast<double>(
+                                       static_cast<uint64_t>(static_cast<double>(c.in) / seconds))
                                  : 0.0);
   out.append(",\"dropped\":");
   append_uint(out, c.dropped);
@@ -48,9 +49,10 @@ void StatsTicker::tick_now(const Counters& c) {
     last_progress_ = now;
     double seconds = static_cast<double>(now - start_) / 1000.0;
     double rate = seconds > 0 ? static_cast<double>(c.in) / seconds : 0;
-    reporter_.progress(fmt::format("{}: {} in, {} out, {:.0f}/s{}{}", program_, c.in, c.out, rate,
-                                   c.dropped ? fmt::format(", {} dropped", c.dropped) : "",
-                                   c.dead_lettered ? fmt::format(", {} dead-lettered", c.dead_lettered) : ""));
+    reporter_.progress(
+        fmt::format("{}: {} in, {} out, {:.0f}/s{}{}", program_, c.in, c.out, rate,
+                    c.dropped ? fmt::format(", {} dropped", c.dropped) : "",
+                    c.dead_lettered ? fmt::format(", {} dead-lettered", c.dead_lettered) : ""));
   }
 }
 

@@ -19,10 +19,18 @@ struct Error {
   std::string message;
 };
 
-inline Error failure(std::string message) { return {ExitStatus::kFailure, std::move(message)}; }
-inline Error usage_error(std::string message) { return {ExitStatus::kUsage, std::move(message)}; }
-inline Error data_error(std::string message) { return {ExitStatus::kDataError, std::move(message)}; }
-inline Error alert(std::string message) { return {ExitStatus::kAlert, std::move(message)}; }
+inline Error failure(std::string message) {
+  return {ExitStatus::kFailure, std::move(message)};
+}
+inline Error usage_error(std::string message) {
+  return {ExitStatus::kUsage, std::move(message)};
+}
+inline Error data_error(std::string message) {
+  return {ExitStatus::kDataError, std::move(message)};
+}
+inline Error alert(std::string message) {
+  return {ExitStatus::kAlert, std::move(message)};
+}
 
 template <typename... Args>
 Error failure(fmt::format_string<Args...> f, Args&&... args) {
@@ -57,8 +65,8 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Expected {
  public:
-  Expected(T value) : v_(std::move(value)) {}   // NOLINT: implicit by design
-  Expected(Error e) : v_(std::move(e)) {}       // NOLINT: implicit by design
+  Expected(T value) : v_(std::move(value)) {}                   // NOLINT: implicit by design
+  Expected(Error e) : v_(std::move(e)) {}                       // NOLINT: implicit by design
   Expected(Status s) : v_(s.take_error()) { assert(!s.ok()); }  // NOLINT
 
   bool ok() const { return v_.index() == 0; }
@@ -81,8 +89,8 @@ class [[nodiscard]] Expected {
 }  // namespace kpipe
 
 // Propagates a failed Status or Expected to the caller.
-#define KPIPE_TRY(expr)                                  \
-  do {                                                   \
-    auto kpipe_try_result_ = (expr);                     \
+#define KPIPE_TRY(expr)                                                 \
+  do {                                                                  \
+    auto kpipe_try_result_ = (expr);                                    \
     if (!kpipe_try_result_.ok()) return kpipe_try_result_.take_error(); \
   } while (0)

@@ -16,7 +16,8 @@ bool numeric(const std::string& s) {
 
 // Display width: UTF-8 continuation bytes take no column.
 size_t width(const std::string& s) {
-  return static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
+  return static_cast<size_t>(
+      std::count_if(s.begin(), s.end(), [](char c) { return (c & 0xC0) != 0x80; }));
 }
 
 }  // namespace

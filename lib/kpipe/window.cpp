@@ -26,8 +26,9 @@ constexpr Millis kMaxWindowsPerRecord = 10000;
 
 const char* const kFnNames[] = {"count", "sum", "min", "max", "avg", "distinct"};
 
-
-uint64_t hash_bytes(std::string_view s) { return XXH3_64bits(s.data(), s.size()); }
+uint64_t hash_bytes(std::string_view s) {
+  return XXH3_64bits(s.data(), s.size());
+}
 
 struct StringHash {
   using is_transparent = void;
@@ -56,7 +57,9 @@ struct AggState {
   uint8_t mode = 0;  // see kSum* and kVal*
   std::unique_ptr<AggExtra> extra;
 
-  std::string_view text() const { return extra ? std::string_view(extra->text) : std::string_view(); }
+  std::string_view text() const {
+    return extra ? std::string_view(extra->text) : std::string_view();
+  }
   AggExtra& ensure_extra() {
     if (!extra) extra = std::make_unique<AggExtra>();
     return *extra;
@@ -81,7 +84,9 @@ Val val_of(const JsonField& f) {
   if (f.type == JsonType::kString) return {kValString, 0, 0, f.str};
   return {f.is_integer ? kValInt : kValDouble, f.integer, f.number, f.raw};
 }
-Val val_of(const AggState& s) { return {s.mode, s.i, s.d, s.text()}; }
+Val val_of(const AggState& s) {
+  return {s.mode, s.i, s.d, s.text()};
+}
 
 int compare_val(const Val& a, const Val& b) {
   bool sa = a.mode == kValString, sb = b.mode == kValString;
@@ -218,7 +223,8 @@ Status check_input(const AggSpec& a, const JsonField& f) {
     case AggFn::kSum:
     case AggFn::kAvg:
       if (f.type != JsonType::kNumber)
-        return data_error("field '{}' is {}, not a number ({})", a.path, json_type_phrase(f.type), kFnNames[int(a.fn)]);
+        return data_error("field '{}' is {}, not a number ({})", a.path, json_type_phrase(f.type),
+                          kFnNames[int(a.fn)]);
       // A number beyond what a double holds (1e400) reaches a stage as its
       // text alone: there is nothing to add.
       if (!f.is_integer && !std::isfinite(f.number))
@@ -228,14 +234,17 @@ Status check_input(const AggSpec& a, const JsonField& f) {
     case AggFn::kMin:
     case AggFn::kMax:
       if (f.type != JsonType::kNumber && f.type != JsonType::kString)
-        return data_error("field '{}' is {}, not a number or a string ({})", a.path, json_type_phrase(f.type),
-                          kFnNames[int(a.fn)]);
+        return data_error("field '{}' is {}, not a number or a string ({})", a.path,
+                          json_type_phrase(f.type), kFnNames[int(a.fn)]);
       return {};
-    default: return {};
+    default:
+      return {};
   }
 }
 
-std::string format_double_exact(double d) { return fmt::format("{}", d); }
+std::string format_double_exact(double d) {
+  return fmt::format("{}", d);
+}
 
 }  // namespace
 
@@ -254,23 +263,27 @@ Expected<AggSpec> parse_agg_spec(std::string_view text) {
   }
   colon = rest.find(':');
   std::string_view fn_text = rest.substr(0, colon);
-  auto fn = parse_choice("aggregate function", fn_text, {"count", "sum", "min", "max", "avg", "distinct"});
+  auto fn = parse_choice("aggregate function", fn_text,
+                         {"count", "sum", "min", "max", "avg", "distinct"});
   if (!fn) return fn.take_error();
   spec.fn = static_cast<AggFn>(*fn);
   if (spec.fn == AggFn::kCount) {
-    if (colon != std::string_view::npos) return usage_error("--agg '{}': count takes no field path", text);
+    if (colon != std::string_view::npos)
+      return usage_error("--agg '{}': count takes no field path", text);
     if (spec.name.empty()) spec.name = "count";
     return spec;
   }
   if (colon == std::string_view::npos || colon + 1 == rest.size())
-    return usage_error("--agg '{}': {} needs a field path, e.g. {}:.value.amount", text, fn_text, fn_text);
+    return usage_error("--agg '{}': {} needs a field path, e.g. {}:.value.amount", text, fn_text,
+                       fn_text);
   spec.path = std::string(rest.substr(colon + 1));
   auto path = FieldPath::parse(spec.path);
   if (!path) return path.take_error();
   if (spec.name.empty()) {
     std::string last = path->last_key();
     if (last.empty())
-      return usage_error("--agg '{}': the path ends without a field name; name the output: NAME={}", text, rest);
+      return usage_error("--agg '{}': the path ends without a field name; name the output: NAME={}",
+                         text, rest);
     spec.name = fmt::format("{}_{}", fn_text, last);
   }
   return spec;
@@ -285,14 +298,19 @@ Status validate_window_config(const WindowConfig& c) {
     return {};
   };
   switch (s.kind) {
-    case WindowKind::kTumble: KPIPE_TRY(check("--tumble", s.size, true)); break;
-    case WindowKind::kSession: KPIPE_TRY(check("--session", s.size, true)); break;
+    case WindowKind::kTumble:
+      KPIPE_TRY(check("--tumble", s.size, true));
+      break;
+    case WindowKind::kSession:
+      KPIPE_TRY(check("--session", s.size, true));
+      break;
     case WindowKind::kSlide:
       KPIPE_TRY(check("--slide", s.size, true));
       KPIPE_TRY(check("--every", s.every, true));
       if (s.every > s.size)
-        return usage_error("--every {} is longer than --slide {}: some records would be in no window",
-                           format_duration(s.every), format_duration(s.size));
+        return usage_error(
+            "--every {} is longer than --slide {}: some records would be in no window",
+            format_duration(s.every), format_duration(s.size));
       if ((s.size + s.every - 1) / s.every > kMaxWindowsPerRecord)
         return usage_error("--slide {} --every {} puts each record in more than {} windows",
                            format_duration(s.size), format_duration(s.every), kMaxWindowsPerRecord);
@@ -305,7 +323,8 @@ Status validate_window_config(const WindowConfig& c) {
   for (size_t i = 0; i < c.aggs.size(); ++i) {
     const std::string& name = c.aggs[i].name;
     if (name == "window_start" || name == "window_end" || name == "key" || name == "emit")
-      return usage_error("--agg: '{}' is a field of every output line; name the aggregate with NAME=SPEC", name);
+      return usage_error(
+          "--agg: '{}' is a field of every output line; name the aggregate with NAME=SPEC", name);
     for (size_t j = 0; j < i; ++j)
       if (c.aggs[j].name == name)
         return usage_error("--agg: two aggregates are named '{}'; name one with NAME=SPEC", name);
@@ -344,13 +363,15 @@ struct Bucket {
   Millis start = 0;
   Millis end = 0;
   bool fired = false;
-  bool dirty = false;  // changed since take_changes() (with track_changes)
-  bool saved = false;  // in a snapshot: its removal must be recorded
+  bool dirty = false;          // changed since take_changes() (with track_changes)
+  bool saved = false;          // in a snapshot: its removal must be recorded
   std::vector<Entry> entries;  // in the order they were opened
   std::string keys;            // the entries' keys, end to end
   std::vector<AggState> aggs;
 
-  std::string_view key(const Entry& e) const { return std::string_view(keys).substr(e.key_at, e.key_size); }
+  std::string_view key(const Entry& e) const {
+    return std::string_view(keys).substr(e.key_at, e.key_size);
+  }
   std::vector<Slot> slots;  // open addressing, a power of two
   std::string head;         // {"window_start":...,"window_end":...
 };
@@ -424,8 +445,8 @@ struct WindowEngine::Impl {
   std::map<Millis, Bucket> buckets;
   Bucket* last_bucket = nullptr;
   std::vector<std::map<Millis, Bucket>::node_type> spare;  // freed buckets, reused
-  Millis next_fire = kNever;  // end of the first bucket not fired
-  Millis next_free = kNever;  // when the first bucket is freed
+  Millis next_fire = kNever;                               // end of the first bucket not fired
+  Millis next_free = kNever;                               // when the first bucket is freed
 
   // Session windows.
   std::unordered_map<std::string, KeySessions, StringHash, std::equal_to<>> sessions;
@@ -468,9 +489,15 @@ struct WindowEngine::Impl {
   std::string make_fingerprint() const {
     std::string f;
     switch (kind) {
-      case WindowKind::kTumble: f = "tumble " + format_duration(size); break;
-      case WindowKind::kSlide: f = "slide " + format_duration(size) + " every " + format_duration(every); break;
-      case WindowKind::kSession: f = "session " + format_duration(size); break;
+      case WindowKind::kTumble:
+        f = "tumble " + format_duration(size);
+        break;
+      case WindowKind::kSlide:
+        f = "slide " + format_duration(size) + " every " + format_duration(every);
+        break;
+      case WindowKind::kSession:
+        f = "session " + format_duration(size);
+        break;
     }
     f += "; key";
     for (const std::string& k : cfg.keys) f += " " + k;
@@ -492,9 +519,12 @@ struct WindowEngine::Impl {
       AggState& s = st[k];
       const JsonField& f = *in[a];
       switch (cfg.aggs[a].fn) {
-        case AggFn::kCount: break;
+        case AggFn::kCount:
+          break;
         case AggFn::kSum:
-        case AggFn::kAvg: sum_add(s, f.is_integer, f.integer, f.number); break;
+        case AggFn::kAvg:
+          sum_add(s, f.is_integer, f.integer, f.number);
+          break;
         case AggFn::kMin: {
           Val v = val_of(f);
           if (s.mode == kValNone || compare_val(v, val_of(s)) < 0) assign_val(s, v);
@@ -521,9 +551,12 @@ struct WindowEngine::Impl {
       AggState& s = into[k];
       AggState& o = from[k];
       switch (cfg.aggs[a].fn) {
-        case AggFn::kCount: break;
+        case AggFn::kCount:
+          break;
         case AggFn::kSum:
-        case AggFn::kAvg: sum_merge(s, o); break;
+        case AggFn::kAvg:
+          sum_merge(s, o);
+          break;
         case AggFn::kMin:
           if (o.mode != kValNone && (s.mode == kValNone || compare_val(val_of(o), val_of(s)) < 0))
             assign_val(s, val_of(o));
@@ -588,7 +621,8 @@ struct WindowEngine::Impl {
       }
       const AggState& s = st[state_index[a]];
       switch (cfg.aggs[a].fn) {
-        case AggFn::kCount: break;
+        case AggFn::kCount:
+          break;
         case AggFn::kSum:
           if (s.mode == kSumInt) {
             Int128 v = int_sum(s);
@@ -617,7 +651,9 @@ struct WindowEngine::Impl {
             out += s.text();
           }
           break;
-        case AggFn::kDistinct: append_uint(out, s.extra ? s.extra->distinct.size() : 0); break;
+        case AggFn::kDistinct:
+          append_uint(out, s.extra ? s.extra->distinct.size() : 0);
+          break;
       }
     }
   }
@@ -785,7 +821,8 @@ struct WindowEngine::Impl {
       }
       next_fire = it == buckets.end() ? kNever : it->second.end;
     }
-    while (!buckets.empty() && buckets.begin()->second.end + lateness <= watermark) free_bucket(buckets.begin());
+    while (!buckets.empty() && buckets.begin()->second.end + lateness <= watermark)
+      free_bucket(buckets.begin());
     next_free = buckets.empty() ? kNever : buckets.begin()->second.end + lateness;
   }
 
@@ -850,14 +887,16 @@ struct WindowEngine::Impl {
       merged.end = std::max(merged.end, end);
       merged.dirty = false;
       merged.saved = false;
-      ks.list.erase(ks.list.begin() + static_cast<ptrdiff_t>(lo), ks.list.begin() + static_cast<ptrdiff_t>(hi));
+      ks.list.erase(ks.list.begin() + static_cast<ptrdiff_t>(lo),
+                    ks.list.begin() + static_cast<ptrdiff_t>(hi));
     }
     ++merged.count;
     agg_add(merged.aggs.data(), in.aggs);
     Session& s = *ks.list.insert(ks.list.begin() + static_cast<ptrdiff_t>(lo), std::move(merged));
     queue_session(ks, s);
     mark_dirty(ks, s);
-    next_timer = std::min(next_timer, std::min(s.end + lateness, s.end > watermark ? s.end : kNever));
+    next_timer =
+        std::min(next_timer, std::min(s.end + lateness, s.end > watermark ? s.end : kNever));
     if (s.end > watermark) return Placement::kOnTime;
     emit_session(ks, s, true, out);
     return Placement::kLate;
@@ -882,7 +921,8 @@ struct WindowEngine::Impl {
       KeySessions& ks = *it->second;
       uint64_t seq = it->first.second;
       free_queue.erase(it);
-      auto pos = std::find_if(ks.list.begin(), ks.list.end(), [&](const Session& s) { return s.seq == seq; });
+      auto pos = std::find_if(ks.list.begin(), ks.list.end(),
+                              [&](const Session& s) { return s.seq == seq; });
       if (pos == ks.list.end()) continue;
       if (track && pos->saved) removed.insert(entry_key(pos->start, ks.key));
       --states;
@@ -894,7 +934,8 @@ struct WindowEngine::Impl {
   // --- watermark ---
 
   size_t partition(std::string_view topic, int64_t id) {
-    if (last_part < parts.size() && parts[last_part].id == id && parts[last_part].topic == topic) return last_part;
+    if (last_part < parts.size() && parts[last_part].id == id && parts[last_part].topic == topic)
+      return last_part;
     for (size_t i = 0; i < parts.size(); ++i) {
       if (parts[i].id == id && parts[i].topic == topic) return last_part = i;
     }
@@ -910,7 +951,8 @@ struct WindowEngine::Impl {
   // back but the delay. An assigned partition that has sent nothing holds
   // it where it is.
   Millis compute_watermark(Millis now) const {
-    if (parts.size() == 1 && !parts[0].waiting && parts[0].max != kNoWatermark) return parts[0].max - delay;
+    if (parts.size() == 1 && !parts[0].waiting && parts[0].max != kNoWatermark)
+      return parts[0].max - delay;
     Millis low = kNever;
     for (const Partition& p : parts) {
       if (idle > 0 && now - p.last_seen >= idle) continue;
@@ -965,8 +1007,10 @@ struct WindowEngine::Impl {
     std::string path = cfg.time_path.empty() ? std::string("the event time")
                                              : fmt::format("field '{}'", cfg.time_path);
     if (t < kMinTime || t > kMaxTime)
-      return data_error("{}: time {} ms is outside RFC 3339's range, 0000-01-01T00:00:00Z to "
-                        "9999-12-31T23:59:59.999Z", path, t);
+      return data_error(
+          "{}: time {} ms is outside RFC 3339's range, 0000-01-01T00:00:00Z to "
+          "9999-12-31T23:59:59.999Z",
+          path, t);
     const char* which = end > kMaxTime
                             ? "ends after 9999-12-31T23:59:59.999Z, RFC 3339's last time"
                             : "starts before 0000-01-01T00:00:00Z, RFC 3339's first time";
@@ -1086,7 +1130,8 @@ struct WindowEngine::Impl {
     return k;
   }
 
-  void encode_entry(std::string& v, Millis end, uint64_t seq, uint64_t count, const AggState* st) const {
+  void encode_entry(std::string& v, Millis end, uint64_t seq, uint64_t count,
+                    const AggState* st) const {
     v.clear();
     v.push_back('[');
     append_int(v, end);
@@ -1102,7 +1147,8 @@ struct WindowEngine::Impl {
       }
       const AggState& s = st[state_index[a]];
       switch (cfg.aggs[a].fn) {
-        case AggFn::kCount: break;
+        case AggFn::kCount:
+          break;
         case AggFn::kSum:
         case AggFn::kAvg:
           // An integer sum as a number, or beyond 64 bits as its [high, low]
@@ -1132,7 +1178,8 @@ struct WindowEngine::Impl {
           bool first = true;
           if (s.extra) {
             // Sorted, so that equal states give equal snapshots.
-            std::vector<std::string_view> values(s.extra->distinct.begin(), s.extra->distinct.end());
+            std::vector<std::string_view> values(s.extra->distinct.begin(),
+                                                 s.extra->distinct.end());
             std::sort(values.begin(), values.end());
             for (std::string_view d : values) {
               if (!first) v.push_back(',');
@@ -1221,13 +1268,15 @@ struct WindowEngine::Impl {
   static Expected<int64_t> to_int(std::string_view text) {
     int64_t v = 0;
     auto r = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (r.ec != std::errc() || r.ptr != text.data() + text.size()) return failure("'{}' is not an integer", text);
+    if (r.ec != std::errc() || r.ptr != text.data() + text.size())
+      return failure("'{}' is not an integer", text);
     return v;
   }
 
   Status decode_agg(const AggSpec& spec, const JsonValue& v, AggState& s) {
     switch (spec.fn) {
-      case AggFn::kCount: return {};
+      case AggFn::kCount:
+        return {};
       case AggFn::kSum:
       case AggFn::kAvg:
         if (v.type == JsonType::kNumber && v.is_integer) {
@@ -1251,7 +1300,8 @@ struct WindowEngine::Impl {
         return failure("bad sum");
       case AggFn::kMin:
       case AggFn::kMax: {
-        if (v.type != JsonType::kString || v.str.empty()) return failure("bad {}", kFnNames[int(spec.fn)]);
+        if (v.type != JsonType::kString || v.str.empty())
+          return failure("bad {}", kFnNames[int(spec.fn)]);
         s.ensure_extra().text = v.str.substr(1);
         if (v.str[0] == 's') {
           s.mode = kValString;
@@ -1276,20 +1326,23 @@ struct WindowEngine::Impl {
   }
 
   Status restore_entry(std::string_view key, std::string_view value) {
-    auto bad = [&](std::string_view why) { return failure("saved state entry '{}': {}", key, why); };
+    auto bad = [&](std::string_view why) {
+      return failure("saved state entry '{}': {}", key, why);
+    };
     if (key == "meta") {
       auto v = parse_json(value);
       if (!v || v->type != JsonType::kObject) return bad("not a JSON object");
       const JsonValue* config = v->find("config");
       const JsonValue* w = v->find("watermark");
       const JsonValue* seq = v->find("seq");
-      if (config == nullptr || config->type != JsonType::kString || w == nullptr || seq == nullptr ||
-          seq->type != JsonType::kNumber || !seq->is_integer ||
+      if (config == nullptr || config->type != JsonType::kString || w == nullptr ||
+          seq == nullptr || seq->type != JsonType::kNumber || !seq->is_integer ||
           !(w->type == JsonType::kNull || (w->type == JsonType::kNumber && w->is_integer)))
         return bad("malformed");
       if (config->str != fingerprint)
         return failure(
-            "the saved state was made with other options ({}), not these ({}): give another --name or state file",
+            "the saved state was made with other options ({}), not these ({}): give another --name "
+            "or state file",
             config->str, fingerprint);
       watermark = w->type == JsonType::kNull ? kNoWatermark : w->integer;
       next_seq = static_cast<uint64_t>(seq->integer);
@@ -1339,13 +1392,16 @@ struct WindowEngine::Impl {
   // One window-and-key entry of a snapshot.
   Status restore_window_entry(std::string_view key, Millis start, std::string_view entry_key_text,
                               std::string_view value) {
-    auto bad = [&](std::string_view why) { return failure("saved state entry '{}': {}", key, why); };
+    auto bad = [&](std::string_view why) {
+      return failure("saved state entry '{}': {}", key, why);
+    };
     {
       auto v = parse_json(value);
       if (!v || v->type != JsonType::kArray || v->items.size() != 3 + cfg.aggs.size())
         return bad("malformed");
       for (size_t i = 0; i < 3; ++i)
-        if (v->items[i].type != JsonType::kNumber || !v->items[i].is_integer) return bad("malformed");
+        if (v->items[i].type != JsonType::kNumber || !v->items[i].is_integer)
+          return bad("malformed");
       Restored& r = restored.emplace_back();
       r.start = start;
       r.key = std::string(entry_key_text);
@@ -1439,13 +1495,19 @@ WindowEngine::WindowEngine(WindowConfig config, Clock& clock, Reporter* reporter
     : impl_(std::make_unique<Impl>(std::move(config), clock, reporter)) {}
 WindowEngine::~WindowEngine() = default;
 
-Expected<Placement> WindowEngine::add(const WindowInput& in, std::string& out) { return impl_->add(in, out); }
-Status WindowEngine::check(const WindowInput& in) const { return impl_->check(in); }
+Expected<Placement> WindowEngine::add(const WindowInput& in, std::string& out) {
+  return impl_->add(in, out);
+}
+Status WindowEngine::check(const WindowInput& in) const {
+  return impl_->check(in);
+}
 std::optional<Placement> WindowEngine::placement(const WindowInput& in) const {
   if (impl_->kind == WindowKind::kSession) return std::nullopt;
   return impl_->aligned_placement(in);
 }
-void WindowEngine::on_idle(std::string& out) { impl_->on_idle(out); }
+void WindowEngine::on_idle(std::string& out) {
+  impl_->on_idle(out);
+}
 
 void WindowEngine::partition_assigned(std::string_view topic, int64_t partition, std::string& out) {
   impl_->partition_event(topic, partition, true, out);
@@ -1454,14 +1516,26 @@ void WindowEngine::partition_assigned(std::string_view topic, int64_t partition,
 void WindowEngine::partition_revoked(std::string_view topic, int64_t partition, std::string& out) {
   impl_->partition_event(topic, partition, false, out);
 }
-void WindowEngine::flush(std::string& out) { impl_->flush(out); }
-Millis WindowEngine::watermark() const { return impl_->watermark; }
-uint64_t WindowEngine::states() const { return impl_->states; }
-uint64_t WindowEngine::emitted() const { return impl_->emitted; }
-void WindowEngine::take_changes(StateChanges& out) { impl_->take_changes(out); }
+void WindowEngine::flush(std::string& out) {
+  impl_->flush(out);
+}
+Millis WindowEngine::watermark() const {
+  return impl_->watermark;
+}
+uint64_t WindowEngine::states() const {
+  return impl_->states;
+}
+uint64_t WindowEngine::emitted() const {
+  return impl_->emitted;
+}
+void WindowEngine::take_changes(StateChanges& out) {
+  impl_->take_changes(out);
+}
 Status WindowEngine::restore_entry(std::string_view key, std::string_view value) {
   return impl_->restore_entry(key, value);
 }
-Status WindowEngine::finish_restore() { return impl_->finish_restore(); }
+Status WindowEngine::finish_restore() {
+  return impl_->finish_restore();
+}
 
 }  // namespace kpipe

@@ -21,7 +21,8 @@ class NameStage final : public kpipe::LineStage {
   kpipe::Status on_line(const kpipe::Line& line, kpipe::Output& out) override {
     KPIPE_TRY(reader_.read(line.text, fields_, values_));
     const kpipe::JsonField& name = values_[0];
-    if (name.type != kpipe::JsonType::kString) return kpipe::data_error("field '.name' is not a string");
+    if (name.type != kpipe::JsonType::kString)
+      return kpipe::data_error("field '.name' is not a string");
     std::string upper(name.str);
     for (char& c : upper)
       if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
@@ -37,7 +38,9 @@ class NameStage final : public kpipe::LineStage {
 
 class StderrReporter final : public kpipe::Reporter {
  public:
-  void warning(std::string_view m) override { std::fprintf(stderr, "stage_only: warning: %.*s\n", int(m.size()), m.data()); }
+  void warning(std::string_view m) override {
+    std::fprintf(stderr, "stage_only: warning: %.*s\n", int(m.size()), m.data());
+  }
   void info(std::string_view) override {}
   void stats(std::string_view) override {}
 };

@@ -39,7 +39,7 @@ TEST_CASE("closest_choice: distance grows with the word, ties go to the first", 
   CHECK(closest_choice("chekpoitn", {"checkpoint", "commit"}) == "checkpoint");
   // 4 edits for 14 letters
   CHECK(closest_choice("checkpointzzzz", {"checkpoint"}) == "checkpoint");
-  CHECK(closest_choice("cxxxxpoint", {"checkpoint"}).empty());              // 4 edits for 10
+  CHECK(closest_choice("cxxxxpoint", {"checkpoint"}).empty());  // 4 edits for 10
   CHECK(closest_choice("ab", {"ax", "bb"}) == "ax");
   CHECK(closest_choice("anything", {}).empty());
 }

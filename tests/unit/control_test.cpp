@@ -30,9 +30,8 @@ std::string parse_error(std::string_view line) {
 }  // namespace
 
 TEST_CASE("parse_checkpoint: the example of kpipe(7), CONTROL LINES AND CHECKPOINTS", "[control]") {
-  Checkpoint c = parsed(
-      R"({"$kpipe":"checkpoint","id":7,"at":1764412345123,)"
-      R"("offsets":[{"topic":"events","partition":0,"offset":1043}]})");
+  Checkpoint c = parsed(R"({"$kpipe":"checkpoint","id":7,"at":1764412345123,)"
+                        R"("offsets":[{"topic":"events","partition":0,"offset":1043}]})");
   CHECK(c.id == 7);
   CHECK(c.at == 1764412345123);
   REQUIRE(c.offsets.size() == 1);
@@ -77,12 +76,11 @@ TEST_CASE("parse_checkpoint: errors", "[control]") {
   }
   CHECK(parse_error(R"({"$kpipe":"checkpoint","id":1,"offsets":{}})") ==
         "checkpoint line: 'offsets' must be an array");
-  for (const char* entry : {R"({"partition":0,"offset":1})", R"({"topic":"t","offset":1})",
-                            R"({"topic":"t","partition":0})",
-                            R"({"topic":1,"partition":0,"offset":1})",
-                            R"({"topic":"t","partition":"0","offset":1})",
-                            R"({"topic":"t","partition":0,"offset":1.5})",
-                            R"(["t",0,1])", "null"}) {
+  for (const char* entry :
+       {R"({"partition":0,"offset":1})", R"({"topic":"t","offset":1})",
+        R"({"topic":"t","partition":0})", R"({"topic":1,"partition":0,"offset":1})",
+        R"({"topic":"t","partition":"0","offset":1})",
+        R"({"topic":"t","partition":0,"offset":1.5})", R"(["t",0,1])", "null"}) {
     INFO(entry);
     CHECK(parse_error(std::string(R"({"$kpipe":"checkpoint","id":1,"offsets":[)") + entry + "]}") ==
           "checkpoint line: each offset needs 'topic', 'partition' and 'offset'");

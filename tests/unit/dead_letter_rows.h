@@ -41,8 +41,8 @@ inline std::vector<DeadLetterRow> dead_letter_rows(const std::string& path) {
     if (!*more) break;
     out.push_back({s->column_int(0), std::string(s->column_text(1)), std::string(s->column_text(2)),
                    std::string(s->column_text(3)), s->column_int(4), s->column_optional_text(5),
-                   s->column_optional_int(6), s->column_optional_int(7), std::string(s->column_text(8)),
-                   s->column_type(8)});
+                   s->column_optional_int(6), s->column_optional_int(7),
+                   std::string(s->column_text(8)), s->column_type(8)});
   }
   return out;
 }

@@ -76,7 +76,9 @@ class Model {
 };
 
 // Appended, not added: GCC 12 warns falsely (-Wrestrict) on "k" + s.
-std::string numbered(std::string prefix, long i) { return prefix.append(std::to_string(i)); }
+std::string numbered(std::string prefix, long i) {
+  return prefix.append(std::to_string(i));
+}
 
 struct Event {
   std::string key;
@@ -91,7 +93,8 @@ std::vector<Event> random_stream(uint32_t seed, size_t n, uint32_t keys, Millis 
   Millis t = 1'000'000;
   for (size_t i = 0; i < n; ++i) {
     t += rng() % 4;
-    Millis jittered = jitter > 0 ? t - static_cast<Millis>(rng() % static_cast<uint32_t>(jitter)) : t;
+    Millis jittered =
+        jitter > 0 ? t - static_cast<Millis>(rng() % static_cast<uint32_t>(jitter)) : t;
     std::string key = numbered("{\"id\":", rng() % keys);
     key.push_back('}');
     out.push_back({std::move(key), jittered});
@@ -102,7 +105,8 @@ std::vector<Event> random_stream(uint32_t seed, size_t n, uint32_t keys, Millis 
 std::vector<bool> run(DedupEngine& e, const std::vector<Event>& events, size_t from = 0,
                       size_t to = SIZE_MAX) {
   std::vector<bool> out;
-  for (size_t i = from; i < std::min(to, events.size()); ++i) out.push_back(e.offer(events[i].key, events[i].t));
+  for (size_t i = from; i < std::min(to, events.size()); ++i)
+    out.push_back(e.offer(events[i].key, events[i].t));
   return out;
 }
 
@@ -153,7 +157,7 @@ TEST_CASE("dedup: horizon edges") {
   CHECK(e.offer("k", 1000));
   CHECK_FALSE(e.offer("k", 1100));  // 1000 + 100 is not exceeded yet
   CHECK(e.max_time() == 1100);
-  CHECK(e.offer("k", 1101));        // exceeded: passes, remembered from 1101
+  CHECK(e.offer("k", 1101));  // exceeded: passes, remembered from 1101
   CHECK_FALSE(e.offer("k", 1150));
   CHECK_FALSE(e.offer("k", 1201));  // 1101 + 100
   CHECK(e.offer("k", 1202));
@@ -294,7 +298,8 @@ TEST_CASE("dedup: the engine agrees with the model, hashed and exact") {
     DedupConfig cfg = config(c.within, c.max_keys, exact);
     DedupEngine e(cfg, clock);
     Model m(cfg);
-    auto events = random_stream(static_cast<uint32_t>(c.keys + c.max_keys), 60'000, c.keys, c.jitter);
+    auto events =
+        random_stream(static_cast<uint32_t>(c.keys + c.max_keys), 60'000, c.keys, c.jitter);
     size_t passed = 0;
     for (size_t i = 0; i < events.size(); ++i) {
       bool want = m.offer(events[i].key, events[i].t);
@@ -349,7 +354,8 @@ TEST_CASE("dedup: snapshots are incremental") {
   e.take_changes(next);
   CHECK(next.removed.size() == 2);
   CHECK(next.put.size() == 4);  // d, e, f, metadata
-  for (const auto& [k, v] : next.put) CHECK(std::find(next.removed.begin(), next.removed.end(), k) == next.removed.end());
+  for (const auto& [k, v] : next.put)
+    CHECK(std::find(next.removed.begin(), next.removed.end(), k) == next.removed.end());
 }
 
 TEST_CASE("dedup: a key removed and remembered again between snapshots is put, not removed") {
@@ -378,11 +384,13 @@ TEST_CASE("dedup: snapshot, restore and the rest of the stream give the uninterr
     Millis jitter;
     bool exact;
   };
-  auto c = GENERATE(Case{std::nullopt, kDefaultMaxKeys, 4000, 0, false}, Case{std::nullopt, 500, 3000, 0, false},
+  auto c = GENERATE(Case{std::nullopt, kDefaultMaxKeys, 4000, 0, false},
+                    Case{std::nullopt, 500, 3000, 0, false},
                     Case{200, kDefaultMaxKeys, 3000, 150, false}, Case{60, 300, 1000, 100, false},
                     Case{60, 300, 1000, 100, true}, Case{std::nullopt, 800, 2000, 0, true},
                     Case{3'000'000'000, 700, 1000, 4'000'000'000, false});
-  auto events = random_stream(static_cast<uint32_t>(c.keys * 7 + c.max_keys), 40'000, c.keys, c.jitter);
+  auto events =
+      random_stream(static_cast<uint32_t>(c.keys * 7 + c.max_keys), 40'000, c.keys, c.jitter);
   FakeClock clock;
   DedupConfig cfg = config(c.within, c.max_keys, c.exact);
   DedupEngine whole(cfg, clock);
@@ -458,7 +466,8 @@ TEST_CASE("dedup: restore refuses what it cannot use") {
     if (!s.ok()) break;
   }
   REQUIRE_FALSE(s.ok());
-  CHECK(s.error().message == "the saved kdedup state holds hashes, not keys (it was saved without --exact)");
+  CHECK(s.error().message ==
+        "the saved kdedup state holds hashes, not keys (it was saved without --exact)");
 
   DedupEngine other(config(), clock);
   CHECK(other.restore_entry("zz", std::string(2, '\0')).error().message ==
@@ -471,7 +480,8 @@ TEST_CASE("dedup: restore refuses what it cannot use") {
   DedupEngine no_meta(config(), clock);
   for (const auto& [k, v] : store)
     if (k != "m") REQUIRE(no_meta.restore_entry(k, v).ok());
-  CHECK(no_meta.finish_restore().error().message == "the saved kdedup state has keys but no metadata entry");
+  CHECK(no_meta.finish_restore().error().message ==
+        "the saved kdedup state has keys but no metadata entry");
 }
 
 TEST_CASE("dedup: an exact state restores into a hashed engine") {

@@ -49,7 +49,8 @@ TEST_CASE("reason_cause drops the line number, and only a well-formed one", "[dl
   CHECK(reason_cause("late by 5s") == "late by 5s");
 }
 
-TEST_CASE("filters: reason substring, stage and its named instances, topic, time range, pending", "[dlq_entry]") {
+TEST_CASE("filters: reason substring, stage and its named instances, topic, time range, pending",
+          "[dlq_entry]") {
   DlqEntry e = entry(1, "kdedup/orders", "line 3: field '.ts' is missing", 1000);
   e.source = SourcePosition{"events", 2, 40};
   DlqFilter f;
@@ -116,7 +117,8 @@ TEST_CASE("an NDJSON entry holds every field and the payload byte for byte", "[d
         "\"replayed\":false,\"replayed_at\":null,\"payload\":\"{\\\"a\\\":\\\"b\"}\n");
 
   SECTION("binary payloads and NUL bytes") {
-    for (std::string bytes : {"\xff\xfe{\"x\":1}"s, "a\0b\0"s, "tab\there\x01"s, "caf\xc3\xa9"s, "\xc3"s}) {
+    for (std::string bytes :
+         {"\xff\xfe{\"x\":1}"s, "a\0b\0"s, "tab\there\x01"s, "caf\xc3\xa9"s, "\xc3"s}) {
       e.payload = bytes;
       out.clear();
       append_entry_ndjson(out, e);
@@ -156,7 +158,8 @@ TEST_CASE("preview escapes what a terminal should not see and cuts long text", "
   CHECK(preview("abcde", 5) == "abcde");
 }
 
-TEST_CASE("stats group by the reason without its line number, by stage, topic and hour", "[dlq_entry]") {
+TEST_CASE("stats group by the reason without its line number, by stage, topic and hour",
+          "[dlq_entry]") {
   std::vector<DlqEntry> entries = {
       entry(1, "kdedup", "line 1: field '.ts' is missing", 3 * kHour + 5),
       entry(2, "kdedup", "line 9: field '.ts' is missing", 3 * kHour + 7),
@@ -176,11 +179,12 @@ TEST_CASE("stats group by the reason without its line number, by stage, topic an
         "\"first\":\"1970-01-01T05:00:00.000Z\",\"last\":\"1970-01-01T05:00:00.000Z\"}\n");
   out.clear();
   by_reason.render_table(out);
-  CHECK(out ==
-        "REASON                  COUNT  PENDING  FIRST                     LAST\n"
-        "field '.ts' is missing      2        1  1970-01-01T03:00:00.005Z  1970-01-01T03:00:00.007Z\n"
-        "not valid JSON: empty       1        1  1970-01-01T05:00:00.000Z  1970-01-01T05:00:00.000Z\n"
-        "total                       3        2\n");
+  CHECK(
+      out ==
+      "REASON                  COUNT  PENDING  FIRST                     LAST\n"
+      "field '.ts' is missing      2        1  1970-01-01T03:00:00.005Z  1970-01-01T03:00:00.007Z\n"
+      "not valid JSON: empty       1        1  1970-01-01T05:00:00.000Z  1970-01-01T05:00:00.000Z\n"
+      "total                       3        2\n");
 
   DlqStats by_topic(DlqStats::By::kTopic);
   for (const auto& e : entries) by_topic.add(e);
@@ -194,7 +198,8 @@ TEST_CASE("stats group by the reason without its line number, by stage, topic an
   out.clear();
   by_hour.render_ndjson(out);
   // A timeline: in time order, whatever the counts.
-  CHECK(out.find("\"hour\":\"1970-01-01T03:00:00.000Z\",\"count\":2") < out.find("\"hour\":\"1970-01-01T05:00"));
+  CHECK(out.find("\"hour\":\"1970-01-01T03:00:00.000Z\",\"count\":2") <
+        out.find("\"hour\":\"1970-01-01T05:00"));
 
   DlqStats by_stage(DlqStats::By::kStage);
   for (const auto& e : entries) by_stage.add(e);
@@ -207,7 +212,8 @@ TEST_CASE("stats group by the reason without its line number, by stage, topic an
 
 // --- Kafka records -------------------------------------------------------------------------
 
-RecordView view_of(const OwnedRecord& r, std::string_view topic, int32_t partition, int64_t offset) {
+RecordView view_of(const OwnedRecord& r, std::string_view topic, int32_t partition,
+                   int64_t offset) {
   RecordView v;
   v.topic = topic;
   v.partition = partition;
@@ -216,7 +222,8 @@ RecordView view_of(const OwnedRecord& r, std::string_view topic, int32_t partiti
   if (r.key) v.key = *r.key;
   if (r.value) v.value = *r.value;
   for (const auto& h : r.headers)
-    v.headers.push_back({h.name, h.value ? std::optional<std::string_view>(*h.value) : std::nullopt});
+    v.headers.push_back(
+        {h.name, h.value ? std::optional<std::string_view>(*h.value) : std::nullopt});
   return v;
 }
 
@@ -268,14 +275,16 @@ TEST_CASE("a plain line becomes the record's value, with the context headers", "
   CHECK(e.id_text() == "0:3");
 }
 
-TEST_CASE("an envelope goes back as its record, and its line is rebuilt byte for byte", "[dlq_entry]") {
+TEST_CASE("an envelope goes back as its record, and its line is rebuilt byte for byte",
+          "[dlq_entry]") {
   // What kconsume writes: rebuilding gives the same bytes, so the line does
   // not travel along.
   OwnedRecord original;
   original.key = "k1";
   original.value = "{\"ts\":\"late\"}";
   original.timestamp = 1764412345123;
-  original.headers = {{"trace", "a1"}, {"trace", "a2"}, {"empty", std::nullopt}, {"bin", "\xff\x00"s}};
+  original.headers = {
+      {"trace", "a1"}, {"trace", "a2"}, {"empty", std::nullopt}, {"bin", "\xff\x00"s}};
   std::string line = envelope_line(original, SourcePosition{"events", 3, 42});
   DeadLetter d = letter(line);
   REQUIRE(d.source);
@@ -309,15 +318,18 @@ TEST_CASE("an envelope goes back as its record, and its line is rebuilt byte for
 
 TEST_CASE("an envelope kconsume did not write keeps its exact line in a header", "[dlq_entry]") {
   EnvelopeReader reader;
-  for (std::string line : {
-           // pretty-printed value, extra field, no timestamp, key as base64
-           "{\"topic\":\"events\",\"partition\":0,\"offset\":1,\"timestamp\":1764412345123,\"key\":null,"
-           "\"value\":{ \"ts\" : 1 }}"s,
-           "{\"topic\":\"events\",\"partition\":0,\"offset\":1,\"timestamp\":1764412345123,\"key\":null,"
-           "\"value\":1,\"note\":\"added by jq\"}"s,
-           "{\"topic\":\"events\",\"partition\":0,\"offset\":1,\"key\":\"k\",\"value\":\"v\"}"s,
-           "{\"offset\":1,\"partition\":0,\"topic\":\"events\",\"timestamp\":5,\"key\":\"k\",\"value\":\"v\"}"s,
-       }) {
+  for (
+      std::string line : {
+          // pretty-printed value, extra field, no timestamp, key as base64
+          "{\"topic\":\"events\",\"partition\":0,\"offset\":1,\"timestamp\":1764412345123,\"key\":"
+          "null,"
+          "\"value\":{ \"ts\" : 1 }}"s,
+          "{\"topic\":\"events\",\"partition\":0,\"offset\":1,\"timestamp\":1764412345123,\"key\":"
+          "null,"
+          "\"value\":1,\"note\":\"added by jq\"}"s,
+          "{\"topic\":\"events\",\"partition\":0,\"offset\":1,\"key\":\"k\",\"value\":\"v\"}"s,
+          "{\"offset\":1,\"partition\":0,\"topic\":\"events\",\"timestamp\":5,\"key\":\"k\",\"value\":\"v\"}"s,
+      }) {
     INFO(line);
     DeadLetter d = letter(line);
     REQUIRE(d.source);
@@ -328,8 +340,10 @@ TEST_CASE("an envelope kconsume did not write keeps its exact line in a header",
   }
 }
 
-TEST_CASE("an envelope that cannot be read goes as its line, with its source position", "[dlq_entry]") {
-  std::string line = "{\"topic\":\"events\",\"partition\":0,\"offset\":1,\"headers\":7,\"value\":1}";
+TEST_CASE("an envelope that cannot be read goes as its line, with its source position",
+          "[dlq_entry]") {
+  std::string line =
+      "{\"topic\":\"events\",\"partition\":0,\"offset\":1,\"headers\":7,\"value\":1}";
   DeadLetter d = letter(line);
   REQUIRE(d.source);
   EnvelopeReader reader;

@@ -5,8 +5,8 @@
 #include <map>
 #include <string>
 
-#include "kpipe/store/dlq_store.h"
 #include "fakes.h"
+#include "kpipe/store/dlq_store.h"
 
 namespace kpipe {
 namespace {
@@ -58,7 +58,8 @@ class FakeTopic final : public ReplayTarget {
     return {};
   }
   Expected<std::string> mark() override { return std::to_string(records.size()); }
-  Expected<std::set<std::string>> delivered_since(const std::string& mark, const std::string& prefix) override {
+  Expected<std::set<std::string>> delivered_since(const std::string& mark,
+                                                  const std::string& prefix) override {
     ++scans;
     std::set<std::string> out;
     for (size_t i = std::stoul(mark); i < records.size(); ++i)
@@ -93,8 +94,8 @@ std::unique_ptr<DlqStore> memory_store(size_t entries) {
   return std::move(*s);
 }
 
-Expected<ReplayReport> replay(DlqStore& store, ReplayTarget& target, size_t batch, bool again = false,
-                              const DlqFilter& filter = {}, size_t limit = 0) {
+Expected<ReplayReport> replay(DlqStore& store, ReplayTarget& target, size_t batch,
+                              bool again = false, const DlqFilter& filter = {}, size_t limit = 0) {
   FakeClock clock(5000);
   auto ledger = make_store_ledger(store, filter, limit, clock);
   REQUIRE(ledger.ok());
@@ -120,19 +121,24 @@ size_t pending(DlqStore& store) {
   DlqFilter f;
   f.pending_only = true;
   size_t n = 0;
-  REQUIRE(store.scan(f, 0, false, [&](const DlqEntry&) -> Status {
-    ++n;
-    return {};
-  }).ok());
+  REQUIRE(store
+              .scan(f, 0, false,
+                    [&](const DlqEntry&) -> Status {
+                      ++n;
+                      return {};
+                    })
+              .ok());
   return n;
 }
 
-TEST_CASE("a replay killed anywhere and run again delivers every entry exactly once", "[dlq_replay]") {
+TEST_CASE("a replay killed anywhere and run again delivers every entry exactly once",
+          "[dlq_replay]") {
   const size_t n = 7;
   for (size_t batch : {1, 3, 10}) {
     for (size_t arrivals = 0; arrivals <= n; ++arrivals) {
       for (size_t acks = 0; acks <= arrivals; ++acks) {
-        INFO("batch " << batch << ", killed after " << arrivals << " arrived and " << acks << " acknowledged");
+        INFO("batch " << batch << ", killed after " << arrivals << " arrived and " << acks
+                      << " acknowledged");
         auto store = memory_store(n);
         FakeTopic topic;
         topic.arrivals = arrivals;
@@ -168,7 +174,7 @@ TEST_CASE("a killed replay killed again while settling still ends exactly once",
   topic.arrivals = 6;
   topic.acks = 2;
   REQUIRE_FALSE(replay(*store, topic, 4).ok());  // batch 1: 4 arrived, 2 acked; batch 2 never began
-  topic.arrivals = 3;  // the second run dies too, after settling
+  topic.arrivals = 3;                            // the second run dies too, after settling
   topic.acks = 0;
   REQUIRE_FALSE(replay(*store, topic, 4).ok());
   topic.arrivals = topic.acks = SIZE_MAX;
@@ -177,7 +183,8 @@ TEST_CASE("a killed replay killed again while settling still ends exactly once",
   CHECK(pending(*store) == 0);
 }
 
-TEST_CASE("standard output: each entry is marked as its write returns; a closed pipe stops", "[dlq_replay]") {
+TEST_CASE("standard output: each entry is marked as its write returns; a closed pipe stops",
+          "[dlq_replay]") {
   auto store = memory_store(5);
   FakeTopic out(false);
   out.close_after = 3;
@@ -204,12 +211,14 @@ TEST_CASE("a batch in doubt is settled only by its own target", "[dlq_replay]") 
   auto elsewhere = replay(*store, out, 10);
   REQUIRE_FALSE(elsewhere.ok());
   CHECK(elsewhere.error().message ==
-        "a replay to 'kafka:fake' was interrupted before its deliveries were acknowledged: replay to 'kafka:fake' "
+        "a replay to 'kafka:fake' was interrupted before its deliveries were acknowledged: replay "
+        "to 'kafka:fake' "
         "again first, so that it can tell what arrived and send nothing twice");
   CHECK(out.records.empty());
 }
 
-TEST_CASE("replay --again sends replayed entries once more, and resumes without --again", "[dlq_replay]") {
+TEST_CASE("replay --again sends replayed entries once more, and resumes without --again",
+          "[dlq_replay]") {
   auto store = memory_store(6);
   FakeTopic topic;
   REQUIRE(replay(*store, topic, 4).ok());

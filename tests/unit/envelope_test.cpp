@@ -86,12 +86,14 @@ TEST_CASE("EnvelopeWriter: key forms", "[envelope]") {
   r.value = "1";
   SECTION("absent") {
     CHECK(envelope(r) ==
-          R"({"topic":"t","partition":3,"offset":7,"timestamp":5,"key":null,"value":1})" "\n");
+          R"({"topic":"t","partition":3,"offset":7,"timestamp":5,"key":null,"value":1})"
+          "\n");
   }
   SECTION("empty") {
     r.key = "";
     CHECK(envelope(r) ==
-          R"({"topic":"t","partition":3,"offset":7,"timestamp":5,"key":"","value":1})" "\n");
+          R"({"topic":"t","partition":3,"offset":7,"timestamp":5,"key":"","value":1})"
+          "\n");
   }
   SECTION("text that looks like JSON stays a string") {
     r.key = R"({"id":1})";
@@ -113,44 +115,55 @@ TEST_CASE("EnvelopeWriter: value forms", "[envelope]") {
   std::string head = R"({"topic":"t","partition":0,"offset":0,"timestamp":0,"key":"k",)";
   SECTION("JSON, minified") {
     r.value = "{ \"a\" : [1, 2],\n \"s\":\"x y\" }\n";
-    CHECK(envelope(r) == head + R"("value":{"a":[1,2],"s":"x y"}})" "\n");
+    CHECK(envelope(r) == head + R"("value":{"a":[1,2],"s":"x y"}})"
+                                "\n");
   }
   SECTION("a JSON number") {
     r.value = "-1.50";
-    CHECK(envelope(r) == head + R"("value":-1.50})" "\n");
+    CHECK(envelope(r) == head + R"("value":-1.50})"
+                                "\n");
   }
   SECTION("text") {
     r.value = "plain text, not JSON\twith a tab";
-    CHECK(envelope(r) == head + R"("value":"plain text, not JSON\twith a tab"})" "\n");
+    CHECK(envelope(r) == head + R"("value":"plain text, not JSON\twith a tab"})"
+                                "\n");
   }
   SECTION("almost JSON") {
     r.value = R"({"a":1} x)";
-    CHECK(envelope(r) == head + R"("value":"{\"a\":1} x"})" "\n");
+    CHECK(envelope(r) == head + R"("value":"{\"a\":1} x"})"
+                                "\n");
   }
   SECTION("empty") {
     r.value = "";
-    CHECK(envelope(r) == head + R"("value":""})" "\n");
+    CHECK(envelope(r) == head + R"("value":""})"
+                                "\n");
   }
   SECTION("not UTF-8") {
     r.value = kBinary;
-    CHECK(envelope(r) == head + R"("value_base64":"/wD+"})" "\n");
+    CHECK(envelope(r) == head + R"("value_base64":"/wD+"})"
+                                "\n");
   }
   SECTION("a tombstone") {
-    CHECK(envelope(r) == head + R"("value":null})" "\n");
+    CHECK(envelope(r) == head + R"("value":null})"
+                                "\n");
   }
   SECTION("a JSON string is written as the string of its bytes") {
     // Embedded as JSON it would read back as its content, without quotes:
     // indistinguishable from the payload hello.
     r.value = R"("hello")";
-    CHECK(envelope(r) == head + R"("value":"\"hello\""})" "\n");
+    CHECK(envelope(r) == head + R"("value":"\"hello\""})"
+                                "\n");
     r.value = R"( "spaced" )";
-    CHECK(envelope(r) == head + R"("value":" \"spaced\" "})" "\n");
+    CHECK(envelope(r) == head + R"("value":" \"spaced\" "})"
+                                "\n");
   }
   SECTION("the payload null is written as a string, not as a tombstone") {
     r.value = "null";
-    CHECK(envelope(r) == head + R"("value":"null"})" "\n");
+    CHECK(envelope(r) == head + R"("value":"null"})"
+                                "\n");
     r.value = " null\n";
-    CHECK(envelope(r) == head + R"("value":" null\n"})" "\n");
+    CHECK(envelope(r) == head + R"("value":" null\n"})"
+                                "\n");
   }
 }
 
@@ -159,11 +172,11 @@ TEST_CASE("EnvelopeWriter: headers", "[envelope]") {
   r.value = "{}";
   r.headers = {
       {"trace", "a1"}, {"trace", "a2"}, {"empty", std::nullopt}, {"bin", kBinary}, {"q\"", ""}};
-  CHECK(envelope(r) ==
-        R"({"topic":"t","partition":1,"offset":2,"timestamp":3,"key":null,)"
-        R"("headers":[["trace","a1"],["trace","a2"],["empty",null],)"
-        R"(["bin",{"base64":"/wD+"}],["q\"",""]],)"
-        R"("value":{}})" "\n");
+  CHECK(envelope(r) == R"({"topic":"t","partition":1,"offset":2,"timestamp":3,"key":null,)"
+                       R"("headers":[["trace","a1"],["trace","a2"],["empty",null],)"
+                       R"(["bin",{"base64":"/wD+"}],["q\"",""]],)"
+                       R"("value":{}})"
+                       "\n");
 }
 
 TEST_CASE("EnvelopeWriter: a header name that is not UTF-8 is shown as base64 text", "[envelope]") {
@@ -179,7 +192,8 @@ TEST_CASE("EnvelopeWriter: a record without a timestamp", "[envelope]") {
   RecordView r = record("t", 0, 0, -1);
   r.value = "{}";
   CHECK(envelope(r) ==
-        R"({"topic":"t","partition":0,"offset":0,"timestamp":null,"key":null,"value":{}})" "\n");
+        R"({"topic":"t","partition":0,"offset":0,"timestamp":null,"key":null,"value":{}})"
+        "\n");
 }
 
 TEST_CASE("EnvelopeWriter: topics are escaped and the cache follows topic changes", "[envelope]") {
@@ -190,11 +204,14 @@ TEST_CASE("EnvelopeWriter: topics are escaped and the cache follows topic change
     r.value = "{}";
     w.append(out, r);
   }
-  CHECK(out ==
-        R"({"topic":"a","partition":0,"offset":0,"timestamp":0,"key":null,"value":{}})" "\n"
-        R"({"topic":"b\"c","partition":0,"offset":0,"timestamp":0,"key":null,"value":{}})" "\n"
-        R"({"topic":"a","partition":0,"offset":0,"timestamp":0,"key":null,"value":{}})" "\n"
-        R"({"topic":"a","partition":0,"offset":0,"timestamp":0,"key":null,"value":{}})" "\n");
+  CHECK(out == R"({"topic":"a","partition":0,"offset":0,"timestamp":0,"key":null,"value":{}})"
+               "\n"
+               R"({"topic":"b\"c","partition":0,"offset":0,"timestamp":0,"key":null,"value":{}})"
+               "\n"
+               R"({"topic":"a","partition":0,"offset":0,"timestamp":0,"key":null,"value":{}})"
+               "\n"
+               R"({"topic":"a","partition":0,"offset":0,"timestamp":0,"key":null,"value":{}})"
+               "\n");
 }
 
 TEST_CASE("EnvelopeWriter: an empty topic name still makes a JSON line", "[envelope]") {
@@ -202,7 +219,8 @@ TEST_CASE("EnvelopeWriter: an empty topic name still makes a JSON line", "[envel
   r.value = "{}";
   std::string out = envelope(r);
   checked_line(out);
-  CHECK(out == R"({"topic":"","partition":0,"offset":0,"timestamp":0,"key":null,"value":{}})" "\n");
+  CHECK(out == R"({"topic":"","partition":0,"offset":0,"timestamp":0,"key":null,"value":{}})"
+               "\n");
 }
 
 TEST_CASE("EnvelopeWriter: append_value for --format value", "[envelope]") {
@@ -390,14 +408,30 @@ std::string random_bytes(std::mt19937& rng, size_t max_len) {
 }
 
 std::string random_payload(std::mt19937& rng) {
-  static const std::vector<std::string> kSamples = {
-      R"({"user_id":"u1","n":[1,2.5,null]})", "42", "-0.5e3", "true", "null", R"("a json string")",
-      "[]", "{}", "plain text", "", "é😀 unicode", "{\"unterminated", "1 2", "line\nbreak",
-      "tab\there",
-      R"("quoted" then more)", "\\", "\"", "  {\"spaced\":1}"};
+  static const std::vector<std::string> kSamples = {R"({"user_id":"u1","n":[1,2.5,null]})",
+                                                    "42",
+                                                    "-0.5e3",
+                                                    "true",
+                                                    "null",
+                                                    R"("a json string")",
+                                                    "[]",
+                                                    "{}",
+                                                    "plain text",
+                                                    "",
+                                                    "é😀 unicode",
+                                                    "{\"unterminated",
+                                                    "1 2",
+                                                    "line\nbreak",
+                                                    "tab\there",
+                                                    R"("quoted" then more)",
+                                                    "\\",
+                                                    "\"",
+                                                    "  {\"spaced\":1}"};
   switch (rng() % 3) {
-    case 0: return random_bytes(rng, 12);
-    default: return kSamples[rng() % kSamples.size()];
+    case 0:
+      return random_bytes(rng, 12);
+    default:
+      return kSamples[rng() % kSamples.size()];
   }
 }
 

@@ -60,7 +60,8 @@ TEST_CASE("a requirement takes a path and an optional type after the last colon"
   auto typo = parse_requirement(".ts:strng");
   REQUIRE_FALSE(typo.ok());
   CHECK(typo.error().status == ExitStatus::kUsage);
-  CHECK(typo.error().message == "--require '.ts:strng': unknown type 'strng', did you mean 'string'?");
+  CHECK(typo.error().message ==
+        "--require '.ts:strng': unknown type 'strng', did you mean 'string'?");
 
   auto root = parse_requirement(".");
   REQUIRE_FALSE(root.ok());
@@ -72,13 +73,16 @@ TEST_CASE("a requirement takes a path and an optional type after the last colon"
 }
 
 TEST_CASE("a field must be there, not null, and of its type", "[guard]") {
-  Guard g(requirements({".user_id:string", ".ts:time", ".amount:integer", ".tags:array", ".meta:object",
-                        ".ok:bool", ".score:number", ".note"}));
+  Guard g(requirements({".user_id:string", ".ts:time", ".amount:integer", ".tags:array",
+                        ".meta:object", ".ok:bool", ".score:number", ".note"}));
   const std::string good =
       R"({"user_id":"u1","ts":1795946400010,"amount":3,"tags":[],"meta":{},"ok":true,"score":1.5,"note":0})";
   CHECK(verdict(g, good) == "");
-  CHECK(verdict(g, R"({"user_id":"u1","ts":"2026-11-29T10:15:30+02:00","amount":3.0,"tags":[1],"meta":{"a":1},)"
-                   R"("ok":false,"score":-2,"note":"x"})") == "");
+  CHECK(
+      verdict(
+          g,
+          R"({"user_id":"u1","ts":"2026-11-29T10:15:30+02:00","amount":3.0,"tags":[1],"meta":{"a":1},)"
+          R"("ok":false,"score":-2,"note":"x"})") == "");
 
   auto with = [&](std::string field, std::string value) {
     std::string line = good;
@@ -112,7 +116,8 @@ TEST_CASE("a missing field is explained by the scalar in its way", "[guard]") {
   Guard g(requirements({".value.user.id", ".value.items[0]"}));
   CHECK(verdict(g, R"({"value":{"user":{"id":1},"items":[0]}})") == "");
   CHECK(verdict(g, R"({"value":{"user":{},"items":[0]}})") == "field '.value.user.id' is missing");
-  CHECK(verdict(g, R"({"value":{"user":"u1","items":[0]}})") == "field '.value.user' is a string, not an object");
+  CHECK(verdict(g, R"({"value":{"user":"u1","items":[0]}})") ==
+        "field '.value.user' is a string, not an object");
   CHECK(verdict(g, R"({"value":7})") == "field '.value' is a number, not an object");
   CHECK(verdict(g, R"({"other":1})") == "field '.value.user.id' is missing");
   CHECK(verdict(g, R"({"value":{"user":{"id":1},"items":{"0":1}}})") ==
@@ -126,7 +131,8 @@ TEST_CASE("the guard checks the whole line, not just the fields it reads", "[gua
   Guard g(requirements({".id"}));
   std::string deep = "{\"id\":1,\"deep\":" + std::string(2000, '[') + std::string(2000, ']') + "}";
   CHECK(verdict(g, deep) == "not valid JSON: nesting deeper than 1024");
-  CHECK(verdict(g, "{\"id\":1,\"note\":\"a\tb\"}") == "not valid JSON: unescaped control character in a string");
+  CHECK(verdict(g, "{\"id\":1,\"note\":\"a\tb\"}") ==
+        "not valid JSON: unescaped control character in a string");
   CHECK(verdict(g, "{\"id\":1,\"x\":\"\xff\"}") == "not valid JSON: invalid UTF-8");
   CHECK(verdict(g, "{\"id\":1,\"n\":NaN}") == "not valid JSON: NaN is not JSON");
   CHECK(verdict(g, "{\"id\":1,\"n\":[1,2}") != "");

@@ -21,7 +21,9 @@ namespace kpipe::test {
 class Padded {
  public:
   explicit Padded(std::string_view text) : buf_(text) { buf_.append(kJsonPadding, 'x'); }
-  std::string_view view() const { return std::string_view(buf_.data(), buf_.size() - kJsonPadding); }
+  std::string_view view() const {
+    return std::string_view(buf_.data(), buf_.size() - kJsonPadding);
+  }
   operator std::string_view() const { return view(); }  // NOLINT: a test convenience
 
  private:
@@ -33,7 +35,8 @@ class TempDir {
  public:
   TempDir() {
     const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/kpipe-unit-XXXXXX";
+    std::string tmpl =
+        std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/kpipe-unit-XXXXXX";
     if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
     path_ = tmpl;
   }

@@ -49,9 +49,15 @@ std::ostream& operator<<(std::ostream& os, const Step& s) {
   return os << "}";
 }
 
-Step key(std::string k) { return {std::move(k), true, false, 0}; }
-Step index(uint64_t i) { return {"", false, true, i}; }
-Step either(std::string k, uint64_t i) { return {std::move(k), true, true, i}; }
+Step key(std::string k) {
+  return {std::move(k), true, false, 0};
+}
+Step index(uint64_t i) {
+  return {"", false, true, i};
+}
+Step either(std::string k, uint64_t i) {
+  return {std::move(k), true, true, i};
+}
 
 std::string path_error(std::string_view text) {
   auto p = FieldPath::parse(text);
@@ -105,13 +111,27 @@ std::string reference_escape(std::string_view s) {
   std::string out = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -149,11 +169,21 @@ std::string random_text(std::mt19937& rng, size_t max_len) {
   size_t len = rng() % (max_len + 1);
   for (size_t i = 0; i < len; ++i) {
     switch (rng() % 6) {
-      case 0: out.push_back(static_cast<char>(rng() % 0x20)); break;
-      case 1: out.push_back("\"\\/ \x7f"[rng() % 5]); break;
-      case 2: append_utf8(out, 0x80 + rng() % (0xD800 - 0x80)); break;
-      case 3: append_utf8(out, 0x10000 + rng() % 0x100000); break;
-      default: out.push_back(static_cast<char>(0x20 + rng() % 0x5f)); break;
+      case 0:
+        out.push_back(static_cast<char>(rng() % 0x20));
+        break;
+      case 1:
+        out.push_back("\"\\/ \x7f"[rng() % 5]);
+        break;
+      case 2:
+        append_utf8(out, 0x80 + rng() % (0xD800 - 0x80));
+        break;
+      case 3:
+        append_utf8(out, 0x10000 + rng() % 0x100000);
+        break;
+      default:
+        out.push_back(static_cast<char>(0x20 + rng() % 0x5f));
+        break;
     }
   }
   return out;
@@ -453,8 +483,7 @@ TEST_CASE("JsonReader: numbers that do not fit", "[json][reader]") {
 
 TEST_CASE("JsonReader: strings with escapes and unicode", "[json][reader]") {
   Fixture fx;
-  auto f = fx.ok(R"({"s":"a\"b\\c\/d\n\t\u00e9\ud83d\ude00\u0000end","raw":"é😀"})",
-                 {".s", ".raw"});
+  auto f = fx.ok(R"({"s":"a\"b\\c\/d\n\t\u00e9\ud83d\ude00\u0000end","raw":"é😀"})", {".s", ".raw"});
   CHECK(f[0].type == JsonType::kString);
   CHECK(f[0].str == std::string("a\"b\\c/d\n\t\xc3\xa9\xf0\x9f\x98\x80\0end", 19));
   CHECK(f[0].raw == R"("a\"b\\c\/d\n\t\u00e9\ud83d\ude00\u0000end")");
@@ -670,8 +699,12 @@ TEST_CASE("append_json_string escapes every control character", "[json][write]")
     CHECK(back->str == in);
   }
   std::string out = "keep:";
-  append_json_string(out, "a\"b\\c/d\x7f" "é");
-  CHECK(out == "keep:\"a\\\"b\\\\c/d\x7f" "é\"");
+  append_json_string(out,
+                     "a\"b\\c/d\x7f"
+                     "é");
+  CHECK(out ==
+        "keep:\"a\\\"b\\\\c/d\x7f"
+        "é\"");
 }
 
 TEST_CASE("append_json_string round-trips random text through a JSON parser", "[json][write]") {
@@ -722,16 +755,16 @@ TEST_CASE("append_double: shortest text, integers without a fraction", "[json][w
 TEST_CASE("append_double: integral values beyond 64 bits stay readable by simdjson",
           "[json][write]") {
   // Expected texts from Python's repr() where they have an exponent.
-  CHECK(dbl(9223372036854775808.0) == "9223372036854775808");     // 2^63: a uint64
-  CHECK(dbl(18446744073709549568.0) == "18446744073709549568");   // the last double below 2^64
+  CHECK(dbl(9223372036854775808.0) == "9223372036854775808");      // 2^63: a uint64
+  CHECK(dbl(18446744073709549568.0) == "18446744073709549568");    // the last double below 2^64
   CHECK(dbl(18446744073709551616.0) == "1.8446744073709552e+19");  // 2^64
-  CHECK(dbl(-9223372036854775808.0) == "-9223372036854775808");   // -2^63: an int64
+  CHECK(dbl(-9223372036854775808.0) == "-9223372036854775808");    // -2^63: an int64
   CHECK(dbl(-9223372036854777856.0) == "-9.223372036854778e+18");  // the next double down
   CHECK(dbl(-39403956888804933632.0) == "-3.940395688880493e+19");
   CHECK(dbl(1e20) == "1e+20");
-  for (double v : {9223372036854775808.0, 18446744073709549568.0, 18446744073709551616.0,
-                   -9223372036854775808.0, -9223372036854777856.0, 1e20, -39403956888804933632.0,
-                   1.7e308}) {
+  for (double v :
+       {9223372036854775808.0, 18446744073709549568.0, 18446744073709551616.0,
+        -9223372036854775808.0, -9223372036854777856.0, 1e20, -39403956888804933632.0, 1.7e308}) {
     std::string text = dbl(v);
     INFO(text);
     auto parsed = parse_json(text);
@@ -839,9 +872,15 @@ void random_json(std::mt19937& rng, int depth, std::string& spaced, std::string&
   };
   int kind = depth > 3 ? static_cast<int>(rng() % 3) : static_cast<int>(rng() % 5);
   switch (kind) {
-    case 0: token(std::to_string(static_cast<int>(rng() % 2000) - 1000)); break;
-    case 1: token(reference_escape(random_text(rng, 12))); break;
-    case 2: token(rng() % 2 ? "true" : "null"); break;
+    case 0:
+      token(std::to_string(static_cast<int>(rng() % 2000) - 1000));
+      break;
+    case 1:
+      token(reference_escape(random_text(rng, 12)));
+      break;
+    case 2:
+      token(rng() % 2 ? "true" : "null");
+      break;
     case 3: {
       token("[");
       int n = static_cast<int>(rng() % 4);
@@ -1090,9 +1129,15 @@ TEST_CASE("the validator agrees with simdjson on damaged JSON", "[json][reasons]
       size_t at = rng() % (text.size() + 1);
       char c = kDamage[rng() % (sizeof kDamage - 1)];
       switch (rng() % 3) {
-        case 0: text.insert(at, 1, c); break;
-        case 1: if (at < text.size()) text.erase(at, 1); break;
-        default: if (at < text.size()) text[at] = c; break;
+        case 0:
+          text.insert(at, 1, c);
+          break;
+        case 1:
+          if (at < text.size()) text.erase(at, 1);
+          break;
+        default:
+          if (at < text.size()) text[at] = c;
+          break;
       }
     }
     simdjson::padded_string padded(text);

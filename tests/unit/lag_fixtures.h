@@ -37,9 +37,9 @@ inline std::vector<LagSample> billing_history() {
                       part("events", 1, 30, 30)}),
       sample_at(kT0 + kMinute, {part("audit", 0, std::nullopt, 6), part("events", 0, 10, 30),
                                 part("events", 1, 38, 40)}),
-      sample_at(kT0 + 2 * kMinute, {part("audit", 0, std::nullopt, 7),
-                                    part("events", 0, 10, 40, 125.5),
-                                    part("events", 1, 50, 50, 0.0)}),
+      sample_at(kT0 + 2 * kMinute,
+                {part("audit", 0, std::nullopt, 7), part("events", 0, 10, 40, 125.5),
+                 part("events", 1, 50, 50, 0.0)}),
   };
 }
 

@@ -17,16 +17,23 @@ TEST_CASE("write_ndjson: partitions, topic totals, then the group", "[lag][outpu
   std::string out;
   write_ndjson(out, engine.report(billing_history()));
   CHECK(out ==
-        "{\"group\":\"billing\",\"topic\":\"audit\",\"partition\":0,\"committed\":null,\"end\":7,\"lag\":null,"
+        "{\"group\":\"billing\",\"topic\":\"audit\",\"partition\":0,\"committed\":null,\"end\":7,"
+        "\"lag\":null,"
         "\"lag_seconds\":null,\"status\":null}\n"
-        "{\"group\":\"billing\",\"topic\":\"events\",\"partition\":0,\"committed\":10,\"end\":40,\"lag\":30,"
+        "{\"group\":\"billing\",\"topic\":\"events\",\"partition\":0,\"committed\":10,\"end\":40,"
+        "\"lag\":30,"
         "\"lag_seconds\":125.5,\"status\":\"STALL\"}\n"
-        "{\"group\":\"billing\",\"topic\":\"events\",\"partition\":1,\"committed\":50,\"end\":50,\"lag\":0,"
+        "{\"group\":\"billing\",\"topic\":\"events\",\"partition\":1,\"committed\":50,\"end\":50,"
+        "\"lag\":0,"
         "\"lag_seconds\":0,\"status\":\"OK\"}\n"
-        "{\"group\":\"billing\",\"topic\":\"audit\",\"partitions\":1,\"lag\":0,\"lag_seconds\":null}\n"
-        "{\"group\":\"billing\",\"topic\":\"events\",\"partitions\":2,\"lag\":30,\"lag_seconds\":125.5}\n"
-        "{\"group\":\"billing\",\"at\":\"2026-11-29T10:02:00.000Z\",\"partitions\":3,\"lag\":30,\"lag_seconds\":125.5,"
-        "\"status\":\"STALL\",\"reason\":\"events [0]: offset 10 did not move in 3 samples over 2m while lag stayed "
+        "{\"group\":\"billing\",\"topic\":\"audit\",\"partitions\":1,\"lag\":0,\"lag_seconds\":"
+        "null}\n"
+        "{\"group\":\"billing\",\"topic\":\"events\",\"partitions\":2,\"lag\":30,\"lag_seconds\":"
+        "125.5}\n"
+        "{\"group\":\"billing\",\"at\":\"2026-11-29T10:02:00.000Z\",\"partitions\":3,\"lag\":30,"
+        "\"lag_seconds\":125.5,"
+        "\"status\":\"STALL\",\"reason\":\"events [0]: offset 10 did not move in 3 samples over 2m "
+        "while lag stayed "
         "above 0 (now 30)\",\"members\":null}\n");
 }
 
@@ -43,12 +50,15 @@ TEST_CASE("write_ndjson: a state file's partitions carry their commit time", "[l
   r.members = 3;  // never written for a state file
   std::string out;
   write_ndjson(out, r);
-  CHECK(out ==
-        "{\"state\":\"pipe.db\",\"topic\":\"events\",\"partition\":0,\"committed\":5,\"end\":9,\"lag\":4,"
-        "\"lag_seconds\":1,\"committed_at\":\"2026-11-29T09:59:59.000Z\",\"status\":\"OK\"}\n"
-        "{\"state\":\"pipe.db\",\"topic\":\"events\",\"partitions\":1,\"lag\":4,\"lag_seconds\":1}\n"
-        "{\"state\":\"pipe.db\",\"at\":\"2026-11-29T10:00:00.000Z\",\"partitions\":1,\"lag\":4,\"lag_seconds\":1,"
-        "\"status\":\"OK\"}\n");
+  CHECK(
+      out ==
+      "{\"state\":\"pipe.db\",\"topic\":\"events\",\"partition\":0,\"committed\":5,\"end\":9,"
+      "\"lag\":4,"
+      "\"lag_seconds\":1,\"committed_at\":\"2026-11-29T09:59:59.000Z\",\"status\":\"OK\"}\n"
+      "{\"state\":\"pipe.db\",\"topic\":\"events\",\"partitions\":1,\"lag\":4,\"lag_seconds\":1}\n"
+      "{\"state\":\"pipe.db\",\"at\":\"2026-11-29T10:00:00.000Z\",\"partitions\":1,\"lag\":4,\"lag_"
+      "seconds\":1,"
+      "\"status\":\"OK\"}\n");
 }
 
 TEST_CASE("render_table: aligned columns, topic and group totals, trend", "[lag][output]") {
@@ -74,7 +84,8 @@ TEST_CASE("render_table: a STOP judged without members says so", "[lag][output]"
   auto h = billing_history();
   std::string out = render_table({engine.report(h)}, false);
   CHECK(out.find("STOP") != std::string::npos);
-  CHECK(out.find("note: group 'billing': STOP judged from the offsets alone: the broker cannot tell whether the "
+  CHECK(out.find("note: group 'billing': STOP judged from the offsets alone: the broker cannot "
+                 "tell whether the "
                  "group has active members\n") != std::string::npos);
   // With the member count known, no note.
   for (auto& s : h) s.members = 0;
@@ -105,13 +116,15 @@ TEST_CASE("write_prometheus: HELP and TYPE once per metric, labels escaped", "[l
         "kpipe_consumer_lag{group=\"billing\",topic=\"events\",partition=\"0\"} 30\n"
         "kpipe_consumer_lag{group=\"billing\",topic=\"events\",partition=\"1\"} 0\n"
         "kpipe_consumer_lag{group=\"a\\\"b\\\\c\\nd\",topic=\"t\",partition=\"3\"} 2\n"
-        "# HELP kpipe_consumer_lag_seconds Seconds since the record at the committed offset was produced; 0 when "
+        "# HELP kpipe_consumer_lag_seconds Seconds since the record at the committed offset was "
+        "produced; 0 when "
         "caught up.\n"
         "# TYPE kpipe_consumer_lag_seconds gauge\n"
         "kpipe_consumer_lag_seconds{group=\"billing\",topic=\"events\",partition=\"0\"} 125.5\n"
         "kpipe_consumer_lag_seconds{group=\"billing\",topic=\"events\",partition=\"1\"} 0\n"
         "kpipe_consumer_lag_seconds{group=\"a\\\"b\\\\c\\nd\",topic=\"t\",partition=\"3\"} 0.25\n"
-        "# HELP kpipe_consumer_committed_offset The committed offset: the next offset the consumer reads.\n"
+        "# HELP kpipe_consumer_committed_offset The committed offset: the next offset the consumer "
+        "reads.\n"
         "# TYPE kpipe_consumer_committed_offset gauge\n"
         "kpipe_consumer_committed_offset{group=\"billing\",topic=\"events\",partition=\"0\"} 10\n"
         "kpipe_consumer_committed_offset{group=\"billing\",topic=\"events\",partition=\"1\"} 50\n"
@@ -130,14 +143,17 @@ TEST_CASE("write_prometheus: HELP and TYPE once per metric, labels escaped", "[l
         "# TYPE kpipe_consumer_group_lag_seconds gauge\n"
         "kpipe_consumer_group_lag_seconds{group=\"billing\"} 125.5\n"
         "kpipe_consumer_group_lag_seconds{group=\"a\\\"b\\\\c\\nd\"} 0.25\n"
-        "# HELP kpipe_consumer_group_members Active members of the group (absent: the broker cannot tell).\n"
+        "# HELP kpipe_consumer_group_members Active members of the group (absent: the broker "
+        "cannot tell).\n"
         "# TYPE kpipe_consumer_group_members gauge\n"
         "kpipe_consumer_group_members{group=\"a\\\"b\\\\c\\nd\"} 2\n"
-        "# HELP kpipe_lag_sample_timestamp_seconds When klag took the sample, in seconds since the epoch.\n"
+        "# HELP kpipe_lag_sample_timestamp_seconds When klag took the sample, in seconds since the "
+        "epoch.\n"
         "# TYPE kpipe_lag_sample_timestamp_seconds gauge\n"
         "kpipe_lag_sample_timestamp_seconds{group=\"billing\"} 1795946520\n"
         "kpipe_lag_sample_timestamp_seconds{group=\"a\\\"b\\\\c\\nd\"} 1795946400\n"
-        "# HELP kpipe_consumer_group_status The status by Burrow's rules: 1 for the current one, else 0.\n"
+        "# HELP kpipe_consumer_group_status The status by Burrow's rules: 1 for the current one, "
+        "else 0.\n"
         "# TYPE kpipe_consumer_group_status gauge\n"
         "kpipe_consumer_group_status{group=\"billing\",status=\"OK\"} 0\n"
         "kpipe_consumer_group_status{group=\"billing\",status=\"WARN\"} 0\n"

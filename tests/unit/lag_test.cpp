@@ -22,7 +22,9 @@ std::vector<PartitionPoint> points(const std::vector<std::pair<int64_t, int64_t>
   return out;
 }
 
-RuleSettings window(size_t n, int64_t allowed = 0) { return {n, allowed}; }
+RuleSettings window(size_t n, int64_t allowed = 0) {
+  return {n, allowed};
+}
 
 LagStatus judge(const std::vector<PartitionPoint>& p, std::optional<int64_t> members = std::nullopt,
                 RuleSettings rules = window(10)) {
@@ -101,7 +103,8 @@ TEST_CASE("rule STOP: unmoved for longer than the window, no active member", "[l
   REQUIRE(none);
   CHECK(none->status == LagStatus::kStop);
   CHECK(none->reason ==
-        "offset 10 has not moved for longer than the window (3 samples over 2m), lag 25, and the group has no "
+        "offset 10 has not moved for longer than the window (3 samples over 2m), lag 25, and the "
+        "group has no "
         "active member");
   CHECK_FALSE(none->stop_without_members);
   // Members still in the group: stuck, not stopped.
@@ -112,7 +115,8 @@ TEST_CASE("rule STOP: unmoved for longer than the window, no active member", "[l
   CHECK(unknown->status == LagStatus::kStop);
   CHECK(unknown->stop_without_members);
   CHECK(unknown->reason ==
-        "offset 10 has not moved for longer than the window (3 samples over 2m), lag 25 (the broker cannot tell "
+        "offset 10 has not moved for longer than the window (3 samples over 2m), lag 25 (the "
+        "broker cannot tell "
         "whether the group has active members)");
 }
 
@@ -125,7 +129,8 @@ TEST_CASE("rule STOP: a state file's commit times tell whether it still commits"
   REQUIRE(v);
   CHECK(v->status == LagStatus::kStop);
   CHECK(v->reason ==
-        "offset 10 has not moved for longer than the window (3 samples over 2m), lag 25, and nothing was committed "
+        "offset 10 has not moved for longer than the window (3 samples over 2m), lag 25, and "
+        "nothing was committed "
         "for 10m");
   // Committing (the same offset) a minute ago: running, but stuck.
   p.back().committed_at = p.back().at - kMinute;
@@ -139,7 +144,8 @@ TEST_CASE("rule STALL: the offset never moved while lag stayed above zero", "[la
   auto v = judge_partition(p, std::nullopt, window(3));
   REQUIRE(v);
   CHECK(v->status == LagStatus::kStall);
-  CHECK(v->reason == "offset 10 did not move in 3 samples over 2m while lag stayed above 0 (now 20)");
+  CHECK(v->reason ==
+        "offset 10 did not move in 3 samples over 2m while lag stayed above 0 (now 20)");
   // It moved just before the window: stalled, not stopped.
   auto moved = points({{5, 20}, {10, 20}, {10, 25}, {10, 30}});
   CHECK(judge(moved, std::nullopt, window(3)) == LagStatus::kStall);
@@ -153,7 +159,9 @@ TEST_CASE("rule WARN: the offset moved but the lag never decreased", "[lag][rule
   auto v = judge_partition(p, 1, window(10));
   REQUIRE(v);
   CHECK(v->status == LagStatus::kWarn);
-  CHECK(v->reason == "the offset moved from 10 to 30 in 3 samples over 2m but the lag never decreased (5 to 10)");
+  CHECK(
+      v->reason ==
+      "the offset moved from 10 to 30 in 3 samples over 2m but the lag never decreased (5 to 10)");
   // One decrease anywhere in the window: OK.
   CHECK(judge(points({{10, 15}, {20, 24}, {30, 40}}), 1) == LagStatus::kOk);
   CHECK(judge(points({{10, 20}, {20, 26}, {30, 40}}), 1) == LagStatus::kOk);
@@ -186,10 +194,12 @@ TEST_CASE("estimate_produce_time interpolates the end offsets seen", "[lag][time
   CHECK(*estimate_produce_time({{100, 1000, 1400}, {200, 2000, 2600}}, 150) == 1700);
   CHECK(*estimate_produce_time({{100, 1000, 1400}, {200, 2000, 2600}}, 100) == 1400);
   // Unsorted, and the same offset seen by several samples.
-  CHECK(*estimate_produce_time({{200, 2500, 2600}, {100, 1000, 1000}, {200, 2000, 2000}, {100, 1200, 1400}}, 150) ==
+  CHECK(*estimate_produce_time(
+            {{200, 2500, 2600}, {100, 1000, 1000}, {200, 2000, 2000}, {100, 1200, 1400}}, 150) ==
         1700);
   // Older than every sight: the first two points' rate, extrapolated.
-  CHECK(*estimate_produce_time({{100, 1000, 1900}, {200, 2000, 2000}, {400, 9000, 9000}}, 50) == 500);
+  CHECK(*estimate_produce_time({{100, 1000, 1900}, {200, 2000, 2000}, {400, 9000, 9000}}, 50) ==
+        500);
   // Not yet produced when last seen, or too few points to tell.
   CHECK_FALSE(estimate_produce_time({{100, 1000, 1000}, {200, 2000, 2000}}, 200));
   CHECK_FALSE(estimate_produce_time({{200, 2000, 2000}}, 100));
@@ -200,11 +210,11 @@ TEST_CASE("LagEngine::sample stamps the clock's time and measures lag in seconds
   FakeClock clock(kT0);
   LagEngine engine(clock, {});
   std::vector<PartitionReading> readings = {
-      {"events", 1, 100, 150, std::nullopt, kT0 - 2500},  // 2.5 s behind
-      {"events", 0, 150, 150, std::nullopt, std::nullopt},   // caught up
-      {"audit", 0, 10, 20, std::nullopt, kT0 + 5000},        // a timestamp from the future
+      {"events", 1, 100, 150, std::nullopt, kT0 - 2500},            // 2.5 s behind
+      {"events", 0, 150, 150, std::nullopt, std::nullopt},          // caught up
+      {"audit", 0, 10, 20, std::nullopt, kT0 + 5000},               // a timestamp from the future
       {"events", 2, std::nullopt, 80, std::nullopt, std::nullopt},  // nothing committed
-      {"events", 3, 40, 60, std::nullopt, std::nullopt},     // not fetched, no history
+      {"events", 3, 40, 60, std::nullopt, std::nullopt},            // not fetched, no history
   };
   LagSample s = engine.sample({LagSubject::Kind::kGroup, "g"}, 2, "Stable", readings);
   CHECK(s.at == kT0);
@@ -250,7 +260,9 @@ TEST_CASE("LagEngine::report judges each partition and takes the worst", "[lag]"
   CHECK(r.total_lag == 30);
   CHECK(*r.max_lag_seconds == 125.5);
   CHECK(r.status == LagStatus::kStall);
-  CHECK(r.reason == "events [0]: offset 10 did not move in 3 samples over 2m while lag stayed above 0 (now 30)");
+  CHECK(
+      r.reason ==
+      "events [0]: offset 10 did not move in 3 samples over 2m while lag stayed above 0 (now 30)");
 }
 
 TEST_CASE("check_alerts: thresholds each way", "[lag][alerts]") {
@@ -263,12 +275,14 @@ TEST_CASE("check_alerts: thresholds each way", "[lag][alerts]") {
         std::vector<std::string>{"group 'billing': lag 30 is over --max-lag 29"});
   CHECK(check_alerts(reports, {std::nullopt, 125.5, std::nullopt}).empty());
   CHECK(check_alerts(reports, {std::nullopt, 60, std::nullopt}) ==
-        std::vector<std::string>{"group 'billing': events [0] is 125.5s behind, over --max-lag-seconds 60"});
+        std::vector<std::string>{
+            "group 'billing': events [0] is 125.5s behind, over --max-lag-seconds 60"});
   CHECK(check_alerts(reports, {std::nullopt, std::nullopt, LagStatus::kStop}).empty());
   auto stall = check_alerts(reports, {std::nullopt, std::nullopt, LagStatus::kWarn});
   REQUIRE(stall.size() == 1);
   CHECK(stall[0] ==
-        "group 'billing' is STALL (--fail-on WARN): events [0]: offset 10 did not move in 3 samples over 2m while lag "
+        "group 'billing' is STALL (--fail-on WARN): events [0]: offset 10 did not move in 3 "
+        "samples over 2m while lag "
         "stayed above 0 (now 30)");
   CHECK(check_alerts(reports, {1, 1, LagStatus::kStall}).size() == 3);
 }

@@ -2,8 +2,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "kpipe/json.h"
 #include "fakes.h"
+#include "kpipe/json.h"
 
 using namespace kpipe;
 

@@ -238,13 +238,15 @@ TEST_CASE("window: aggregate specs and their default names", "[window]") {
     return s.error().message;
   };
   CHECK(error("summ:.a") == "unknown aggregate function 'summ', did you mean 'sum'?");
-  CHECK(error("median:.a") == "unknown aggregate function 'median' (expected count, sum, min, max, avg or distinct)");
+  CHECK(error("median:.a") ==
+        "unknown aggregate function 'median' (expected count, sum, min, max, avg or distinct)");
   CHECK(error("sum") == "--agg 'sum': sum needs a field path, e.g. sum:.value.amount");
   CHECK(error("sum:") == "--agg 'sum:': sum needs a field path, e.g. sum:.value.amount");
   CHECK(error("count:.a") == "--agg 'count:.a': count takes no field path");
   CHECK(error("=count") == "--agg '=count': the name before '=' is empty");
   CHECK(error("sum:.items[0]") ==
-        "--agg 'sum:.items[0]': the path ends without a field name; name the output: NAME=sum:.items[0]");
+        "--agg 'sum:.items[0]': the path ends without a field name; name the output: "
+        "NAME=sum:.items[0]");
   CHECK(error("sum:.a..b").starts_with("invalid field path '.a..b'"));
 }
 
@@ -257,10 +259,13 @@ TEST_CASE("window: configurations that cannot work are refused", "[window]") {
   };
   CHECK(error(tumble(0)) == "--tumble: the duration must be positive");
   CHECK(error(session(0)) == "--session: the duration must be positive");
-  CHECK(error(slide(kMin, 5 * kMin)) == "--every 5m is longer than --slide 1m: some records would be in no window");
-  CHECK(error(slide(kDay, 1)) == "--slide 1d --every 1ms puts each record in more than 10000 windows");
+  CHECK(error(slide(kMin, 5 * kMin)) ==
+        "--every 5m is longer than --slide 1m: some records would be in no window");
+  CHECK(error(slide(kDay, 1)) ==
+        "--slide 1d --every 1ms puts each record in more than 10000 windows");
   CHECK(error(tumble(Millis{1} << 54)) == "--tumble: the duration is too long");
-  CHECK(error(tumble(kMin, {"count", "count"})) == "--agg: two aggregates are named 'count'; name one with NAME=SPEC");
+  CHECK(error(tumble(kMin, {"count", "count"})) ==
+        "--agg: two aggregates are named 'count'; name one with NAME=SPEC");
   CHECK(error(tumble(kMin, {"key=count"})) ==
         "--agg: 'key' is a field of every output line; name the aggregate with NAME=SPEC");
   CHECK(error(tumble(kMin, {"emit=sum:.a"})) ==
@@ -274,7 +279,10 @@ TEST_CASE("window: configurations that cannot work are refused", "[window]") {
 
 // --- tumbling windows ----------------------------------------------------------------
 
-TEST_CASE("window: tumbling windows are half-open, aligned to the epoch, and fire once the watermark passes", "[window]") {
+TEST_CASE(
+    "window: tumbling windows are half-open, aligned to the epoch, and fire once the watermark "
+    "passes",
+    "[window]") {
   Run run(tumble(10));
   CHECK(run.add(0) == Placement::kOnTime);
   CHECK(run.add(9) == Placement::kOnTime);
@@ -297,21 +305,25 @@ TEST_CASE("window: negative event times are floored into their window", "[window
   run.add(-10);
   run.add(-11);
   run.flush();
-  CHECK(run.take() == Lines{line(-20, -10, "\"a\"", "\"count\":1"), line(-10, 0, "\"a\"", "\"count\":2")});
+  CHECK(run.take() ==
+        Lines{line(-20, -10, "\"a\"", "\"count\":1"), line(-10, 0, "\"a\"", "\"count\":2")});
 }
 
-TEST_CASE("window: the lines of one window come one per key, in the order the keys were first seen", "[window]") {
+TEST_CASE("window: the lines of one window come one per key, in the order the keys were first seen",
+          "[window]") {
   Run run(tumble(10));
   run.add(1, "\"b\"");
   run.add(2, "\"a\"");
   run.add(3, "\"b\"");
   run.add(4, "[1,\"x\"]");
   run.add(30, "\"z\"");
-  CHECK(run.take() == Lines{line(0, 10, "\"b\"", "\"count\":2"), line(0, 10, "\"a\"", "\"count\":1"),
+  CHECK(run.take() == Lines{line(0, 10, "\"b\"", "\"count\":2"),
+                            line(0, 10, "\"a\"", "\"count\":1"),
                             line(0, 10, "[1,\"x\"]", "\"count\":1")});
 }
 
-TEST_CASE("window: out-of-order records within the watermark delay land in their windows", "[window]") {
+TEST_CASE("window: out-of-order records within the watermark delay land in their windows",
+          "[window]") {
   WindowConfig c = tumble(10);
   c.watermark_delay = 5;
   Run run(c);
@@ -339,11 +351,15 @@ TEST_CASE("window: windows fire in order of end when the watermark jumps", "[win
   jump.add(15, "\"b\"");
   jump.add(5, "\"a\"");
   jump.add(200, "\"d\"");  // W = 100
-  CHECK(jump.take() == Lines{line(0, 10, "\"a\"", "\"count\":1"), line(10, 20, "\"b\"", "\"count\":1"),
+  CHECK(jump.take() == Lines{line(0, 10, "\"a\"", "\"count\":1"),
+                             line(10, 20, "\"b\"", "\"count\":1"),
                              line(30, 40, "\"c\"", "\"count\":1")});
 }
 
-TEST_CASE("window: a late record within the allowed lateness fires its window again with the full aggregate", "[window]") {
+TEST_CASE(
+    "window: a late record within the allowed lateness fires its window again with the full "
+    "aggregate",
+    "[window]") {
   WindowConfig c = tumble(10, {"count", "sum:.v"});
   c.allowed_lateness = 20;
   Run run(c);
@@ -374,7 +390,10 @@ TEST_CASE("window: a late record within the allowed lateness fires its window ag
   CHECK(run.take() == Lines{line(30, 40, "\"z\"", "\"count\":1,\"sum_v\":0")});
 }
 
-TEST_CASE("window: without allowed lateness a record behind the watermark is too late and changes nothing", "[window]") {
+TEST_CASE(
+    "window: without allowed lateness a record behind the watermark is too late and changes "
+    "nothing",
+    "[window]") {
   Run run(tumble(10));
   run.add(5);
   run.add(10);
@@ -409,14 +428,16 @@ TEST_CASE("window: state is freed when the watermark passes end plus lateness", 
 
 // --- sliding windows ------------------------------------------------------------
 
-TEST_CASE("window: a sliding record belongs to every window with start <= t < start + size", "[window]") {
+TEST_CASE("window: a sliding record belongs to every window with start <= t < start + size",
+          "[window]") {
   Run run(slide(10, 5));
   run.add(12);  // [5, 15) and [10, 20)
   run.add(14);
   run.add(15);  // [10, 20) and [15, 25); W = 15: [5, 15) fires
   CHECK(run.take() == Lines{line(5, 15, "\"a\"", "\"count\":2")});
   run.flush();
-  CHECK(run.take() == Lines{line(10, 20, "\"a\"", "\"count\":3"), line(15, 25, "\"a\"", "\"count\":1")});
+  CHECK(run.take() ==
+        Lines{line(10, 20, "\"a\"", "\"count\":3"), line(15, 25, "\"a\"", "\"count\":1")});
 
   // A size that is not a multiple of the step.
   Run odd(slide(7, 5));
@@ -428,19 +449,24 @@ TEST_CASE("window: a sliding record belongs to every window with start <= t < st
   Run neg(slide(10, 5));
   neg.add(-1);  // [-10, 0) and [-5, 5)
   neg.flush();
-  CHECK(neg.take() == Lines{line(-10, 0, "\"a\"", "\"count\":1"), line(-5, 5, "\"a\"", "\"count\":1")});
+  CHECK(neg.take() ==
+        Lines{line(-10, 0, "\"a\"", "\"count\":1"), line(-5, 5, "\"a\"", "\"count\":1")});
 }
 
-TEST_CASE("window: a late sliding record fires each of its windows behind the watermark, in order of end", "[window]") {
+TEST_CASE(
+    "window: a late sliding record fires each of its windows behind the watermark, in order of end",
+    "[window]") {
   WindowConfig c = slide(10, 5);
   c.allowed_lateness = 7;
   Run run(c);
   run.add(12);
   run.add(21);  // W = 21: [5, 15) and [10, 20) fire
-  CHECK(run.take() == Lines{line(5, 15, "\"a\"", "\"count\":1"), line(10, 20, "\"a\"", "\"count\":1")});
+  CHECK(run.take() ==
+        Lines{line(5, 15, "\"a\"", "\"count\":1"), line(10, 20, "\"a\"", "\"count\":1")});
   // 14 is in [5, 15) (late, 15 + 7 > 21) and [10, 20) (late).
   CHECK(run.add(14) == Placement::kLate);
-  CHECK(run.take() == Lines{line(5, 15, "\"a\"", "\"count\":2", true), line(10, 20, "\"a\"", "\"count\":2", true)});
+  CHECK(run.take() == Lines{line(5, 15, "\"a\"", "\"count\":2", true),
+                            line(10, 20, "\"a\"", "\"count\":2", true)});
   // 11 once [5, 15) is gone: late for [10, 20) only.
   run.add(22);  // W = 22 = 15 + 7: [5, 15) freed
   CHECK(run.add(11) == Placement::kLate);
@@ -459,41 +485,52 @@ TEST_CASE("window: a session ends one gap after its last record, per key", "[win
   run.add(9, "\"a\"");   // [0, 19)
   run.add(19, "\"a\"");  // touches [0, 19): [0, 29)
   run.add(16, "\"b\"");  // W = 19: [5, 15) of b fires; 16 opens [16, 26)
-  CHECK(run.take() == Lines{"{\"window_start\":5,\"window_end\":15,\"key\":\"b\",\"count\":1,\"emit\":\"on_time\"}"});
+  CHECK(
+      run.take() ==
+      Lines{
+          "{\"window_start\":5,\"window_end\":15,\"key\":\"b\",\"count\":1,\"emit\":\"on_time\"}"});
   run.add(40, "\"c\"");  // W = 40: sessions fire in order of end
-  CHECK(run.take() == Lines{line(16, 26, "\"b\"", "\"count\":1"), line(0, 29, "\"a\"", "\"count\":3")});
+  CHECK(run.take() ==
+        Lines{line(16, 26, "\"b\"", "\"count\":1"), line(0, 29, "\"a\"", "\"count\":3")});
   run.flush();
   CHECK(run.take() == Lines{line(40, 50, "\"c\"", "\"count\":1")});
 }
 
-TEST_CASE("window: a late record bridging two fired sessions merges them and fires the whole", "[window]") {
+TEST_CASE("window: a late record bridging two fired sessions merges them and fires the whole",
+          "[window]") {
   WindowConfig c = session(10, {"count", "sum:.v", "min:.v", "distinct:.v"});
   c.allowed_lateness = 100;
   Run run(c);
-  run.add(0, "\"a\"", {integer(1), integer(1), integer(1)});    // [0, 10)
-  run.add(25, "\"a\"", {integer(2), integer(2), integer(2)});   // [25, 35)
-  run.add(50, "\"z\"", {integer(0), integer(0), integer(0)});   // W = 50
-  CHECK(run.take() == Lines{line(0, 10, "\"a\"", "\"count\":1,\"sum_v\":1,\"min_v\":1,\"distinct_v\":1"),
-                            line(25, 35, "\"a\"", "\"count\":1,\"sum_v\":2,\"min_v\":2,\"distinct_v\":1")});
+  run.add(0, "\"a\"", {integer(1), integer(1), integer(1)});   // [0, 10)
+  run.add(25, "\"a\"", {integer(2), integer(2), integer(2)});  // [25, 35)
+  run.add(50, "\"z\"", {integer(0), integer(0), integer(0)});  // W = 50
+  CHECK(run.take() ==
+        Lines{line(0, 10, "\"a\"", "\"count\":1,\"sum_v\":1,\"min_v\":1,\"distinct_v\":1"),
+              line(25, 35, "\"a\"", "\"count\":1,\"sum_v\":2,\"min_v\":2,\"distinct_v\":1")});
   // 12 touches neither ([12, 22) against [0, 10) and [25, 35)): a late session of its own.
   CHECK(run.add(12, "\"a\"", {integer(5), integer(5), integer(5)}) == Placement::kLate);
-  CHECK(run.take() == Lines{line(12, 22, "\"a\"", "\"count\":1,\"sum_v\":5,\"min_v\":5,\"distinct_v\":1", true)});
+  CHECK(run.take() ==
+        Lines{line(12, 22, "\"a\"", "\"count\":1,\"sum_v\":5,\"min_v\":5,\"distinct_v\":1", true)});
   // [15, 25) overlaps [12, 22) and touches [25, 35): all three merge.
   CHECK(run.add(15, "\"a\"", {integer(1), integer(1), integer(1)}) == Placement::kLate);
-  CHECK(run.take() == Lines{line(12, 35, "\"a\"", "\"count\":3,\"sum_v\":8,\"min_v\":1,\"distinct_v\":3", true)});
+  CHECK(run.take() ==
+        Lines{line(12, 35, "\"a\"", "\"count\":3,\"sum_v\":8,\"min_v\":1,\"distinct_v\":3", true)});
   // [10, 20) touches [0, 10) and overlaps [12, 35): two fired sessions bridged.
   CHECK(run.add(10, "\"a\"", {integer(3), integer(3), integer(3)}) == Placement::kLate);
-  CHECK(run.take() == Lines{line(0, 35, "\"a\"", "\"count\":5,\"sum_v\":12,\"min_v\":1,\"distinct_v\":4", true)});
+  CHECK(run.take() ==
+        Lines{line(0, 35, "\"a\"", "\"count\":5,\"sum_v\":12,\"min_v\":1,\"distinct_v\":4", true)});
   CHECK(run.engine().states() == 2);
 }
 
-TEST_CASE("window: a late record can merge a fired session into an open one, which then fires on time", "[window]") {
+TEST_CASE(
+    "window: a late record can merge a fired session into an open one, which then fires on time",
+    "[window]") {
   WindowConfig c = session(10);
   c.allowed_lateness = 100;
   c.watermark_delay = 5;
   Run run(c);
-  run.add(0, "\"a\"");    // [0, 10)
-  run.add(20, "\"a\"");   // [20, 30), W = 15: [0, 10) fires
+  run.add(0, "\"a\"");   // [0, 10)
+  run.add(20, "\"a\"");  // [20, 30), W = 15: [0, 10) fires
   CHECK(run.take() == Lines{line(0, 10, "\"a\"", "\"count\":1")});
   CHECK(run.add(10, "\"a\"") == Placement::kOnTime);  // [0, 30) ends after W
   CHECK(run.take().empty());
@@ -501,7 +538,8 @@ TEST_CASE("window: a late record can merge a fired session into an open one, whi
   CHECK(run.take() == Lines{line(0, 30, "\"a\"", "\"count\":3")});
 }
 
-TEST_CASE("window: a session record is too late only when it would open a session already freed", "[window]") {
+TEST_CASE("window: a session record is too late only when it would open a session already freed",
+          "[window]") {
   WindowConfig c = session(10);
   c.allowed_lateness = 5;
   Run run(c);
@@ -544,7 +582,8 @@ TEST_CASE("window: the watermark is the minimum over the partitions seen", "[win
   CHECK(run.engine().watermark() == 65);
 }
 
-TEST_CASE("window: an idle partition stops holding the watermark back until it speaks again", "[window]") {
+TEST_CASE("window: an idle partition stops holding the watermark back until it speaks again",
+          "[window]") {
   WindowConfig c = tumble(10);
   c.idle_timeout = 1000;
   Run run(c);
@@ -577,7 +616,9 @@ TEST_CASE("window: an idle partition stops holding the watermark back until it s
   CHECK(run.take() == Lines{line(200, 210, "\"a\"", "\"count\":1")});
 }
 
-TEST_CASE("window: an announced partition holds the watermark until it sends, a revoked one no longer", "[window]") {
+TEST_CASE(
+    "window: an announced partition holds the watermark until it sends, a revoked one no longer",
+    "[window]") {
   // kconsume reads a backlog a partition at a time: without its partition
   // events, the first partition's records would run the watermark ahead
   // and make the others' records too late.
@@ -604,7 +645,9 @@ TEST_CASE("window: an announced partition holds the watermark until it sends, a 
   CHECK(run.engine().watermark() == 96);
 }
 
-TEST_CASE("window: an announcement after a restore holds the watermark for the partitions not yet seen", "[window]") {
+TEST_CASE(
+    "window: an announcement after a restore holds the watermark for the partitions not yet seen",
+    "[window]") {
   // The restored state knows partition 0 only; kconsume then announces 0
   // to 3. The first partition of the announcement must not move the
   // watermark on its own.
@@ -670,13 +713,17 @@ TEST_CASE("window: each aggregate, and the types it writes", "[window]") {
   };
   // Integers: integer sum, min, max; avg a number.
   CHECK(one({integer(3), integer(-7), integer(10)}) ==
-        line(0, 10, "\"a\"", "\"count\":3,\"sum_v\":6,\"avg_v\":2,\"min_v\":-7,\"max_v\":10,\"distinct_v\":3"));
+        line(0, 10, "\"a\"",
+             "\"count\":3,\"sum_v\":6,\"avg_v\":2,\"min_v\":-7,\"max_v\":10,\"distinct_v\":3"));
   CHECK(one({integer(1), integer(2)}) ==
-        line(0, 10, "\"a\"", "\"count\":2,\"sum_v\":3,\"avg_v\":1.5,\"min_v\":1,\"max_v\":2,\"distinct_v\":2"));
+        line(0, 10, "\"a\"",
+             "\"count\":2,\"sum_v\":3,\"avg_v\":1.5,\"min_v\":1,\"max_v\":2,\"distinct_v\":2"));
   // Min and max keep the number as it was written; 1 and 1.0 are one value
   // for distinct.
-  CHECK(one({number(1.5, "1.50"), integer(1), number(1.0, "1.0"), number(2.0, "2.0")}) ==
-        line(0, 10, "\"a\"", "\"count\":4,\"sum_v\":5.5,\"avg_v\":1.375,\"min_v\":1,\"max_v\":2.0,\"distinct_v\":3"));
+  CHECK(
+      one({number(1.5, "1.50"), integer(1), number(1.0, "1.0"), number(2.0, "2.0")}) ==
+      line(0, 10, "\"a\"",
+           "\"count\":4,\"sum_v\":5.5,\"avg_v\":1.375,\"min_v\":1,\"max_v\":2.0,\"distinct_v\":3"));
   // An integer sum beyond 64 bits is written as a float, with an exponent.
   CHECK(one({integer(INT64_MAX), integer(1)}) ==
         line(0, 10, "\"a\"",
@@ -695,11 +742,11 @@ TEST_CASE("window: an integer sum is exact while it fits in 64 bits, whatever it
   for (int i = 0; i < 5; ++i) run.add(1, "\"far\"", {integer(INT64_MAX), integer(INT64_MAX)});
   for (int i = 0; i < 5; ++i) run.add(1, "\"far\"", {integer(-INT64_MAX), integer(-INT64_MAX)});
   run.flush();
-  CHECK(run.take() ==
-        Lines{line(0, 10, "\"max\"", "\"sum_v\":9223372036854775807,\"avg_v\":3074457345618258432"),
-              line(0, 10, "\"min\"",
-                   "\"sum_v\":-9223372036854775808,\"avg_v\":-3074457345618258432"),
-              line(0, 10, "\"far\"", "\"sum_v\":0,\"avg_v\":0")});
+  CHECK(
+      run.take() ==
+      Lines{line(0, 10, "\"max\"", "\"sum_v\":9223372036854775807,\"avg_v\":3074457345618258432"),
+            line(0, 10, "\"min\"", "\"sum_v\":-9223372036854775808,\"avg_v\":-3074457345618258432"),
+            line(0, 10, "\"far\"", "\"sum_v\":0,\"avg_v\":0")});
   CHECK(run.reporter().warnings.empty());
 }
 
@@ -729,9 +776,10 @@ TEST_CASE("window: a sum beyond a 64-bit float is null, said once", "[window]") 
   run.flush();
   CHECK(run.take() == Lines{line(0, 10, "\"a\"", "\"sum_v\":null,\"avg_v\":null"),
                             line(0, 10, "\"b\"", "\"sum_v\":1e+308,\"avg_v\":1e+308")});
-  CHECK(run.reporter().warnings ==
-        std::vector<std::string>{"sum 'sum_v' of the window at 0 with key \"a\": the sum is "
-                                 "beyond the range of a 64-bit float: written as null (said once)"});
+  CHECK(
+      run.reporter().warnings ==
+      std::vector<std::string>{"sum 'sum_v' of the window at 0 with key \"a\": the sum is "
+                               "beyond the range of a 64-bit float: written as null (said once)"});
 }
 
 TEST_CASE("window: a number a 64-bit float cannot hold is bad input to sum and avg", "[window]") {
@@ -825,10 +873,12 @@ TEST_CASE("window: min and max of strings, and of strings mixed with numbers", "
   Run run(c);
   for (const Value& v : {string("pear"), string("apple"), string("fig"), string("apple")})
     run.add(1, "\"a\"", {v, v, v});
-  for (const Value& v : {string("b"), integer(100), string("a\\\"")}) run.add(1, "\"b\"", {v, v, v});
+  for (const Value& v : {string("b"), integer(100), string("a\\\"")})
+    run.add(1, "\"b\"", {v, v, v});
   run.flush();
-  CHECK(run.take() == Lines{line(0, 10, "\"a\"", "\"min_v\":\"apple\",\"max_v\":\"pear\",\"distinct_v\":3"),
-                            line(0, 10, "\"b\"", "\"min_v\":100,\"max_v\":\"b\",\"distinct_v\":3")});
+  CHECK(run.take() ==
+        Lines{line(0, 10, "\"a\"", "\"min_v\":\"apple\",\"max_v\":\"pear\",\"distinct_v\":3"),
+              line(0, 10, "\"b\"", "\"min_v\":100,\"max_v\":\"b\",\"distinct_v\":3")});
 }
 
 TEST_CASE("window: distinct counts values of any type exactly", "[window]") {
@@ -843,7 +893,8 @@ TEST_CASE("window: distinct counts values of any type exactly", "[window]") {
   CHECK(run.take() == Lines{line(0, 10, "\"a\"", "\"distinct_v\":7")});
 }
 
-TEST_CASE("window: an aggregate input of the wrong type is bad input and changes nothing", "[window]") {
+TEST_CASE("window: an aggregate input of the wrong type is bad input and changes nothing",
+          "[window]") {
   WindowConfig c = tumble(10, {"count", "sum:.value.amount", "min:.m", "distinct:.d"});
   Run run(c);
   auto error = [&](std::vector<Value> values) {
@@ -857,7 +908,8 @@ TEST_CASE("window: an aggregate input of the wrong type is bad input and changes
     return placed.error().message;
   };
   Value missing;
-  CHECK(error({string("5"), integer(1), integer(1)}) == "field '.value.amount' is a string, not a number (sum)");
+  CHECK(error({string("5"), integer(1), integer(1)}) ==
+        "field '.value.amount' is a string, not a number (sum)");
   CHECK(error({missing, integer(1), integer(1)}) == "field '.value.amount' is missing");
   CHECK(error({of_type(JsonType::kNull, "null"), integer(1), integer(1)}) ==
         "field '.value.amount' is null, not a number (sum)");
@@ -883,9 +935,9 @@ TEST_CASE("window: output lines as the issue pins them", "[window]") {
   run.add(t0 + 2000, "\"u1\"", {integer(1)});
   run.add(t0 + 3000, "\"u1\"", {integer(0)});
   run.flush();
-  CHECK(run.take() ==
-        Lines{"{\"window_start\":\"2026-11-29T10:00:00.000Z\",\"window_end\":\"2026-11-29T10:05:00.000Z\","
-              "\"key\":\"u1\",\"count\":3,\"sum_amount\":41,\"emit\":\"on_time\"}"});
+  CHECK(run.take() == Lines{"{\"window_start\":\"2026-11-29T10:00:00.000Z\",\"window_end\":\"2026-"
+                            "11-29T10:05:00.000Z\","
+                            "\"key\":\"u1\",\"count\":3,\"sum_amount\":41,\"emit\":\"on_time\"}"});
 
   // Without --key there is no "key"; names given with NAME=SPEC.
   WindowConfig nokey = tumble(10, {"n=count", "total=sum:.v"});
@@ -893,18 +945,21 @@ TEST_CASE("window: output lines as the issue pins them", "[window]") {
   Run run2(nokey);
   run2.add(-5, "", {integer(2)});
   run2.flush();
-  CHECK(run2.take() == Lines{"{\"window_start\":-10,\"window_end\":0,\"n\":1,\"total\":2,\"emit\":\"on_time\"}"});
+  CHECK(run2.take() ==
+        Lines{"{\"window_start\":-10,\"window_end\":0,\"n\":1,\"total\":2,\"emit\":\"on_time\"}"});
 }
 
 // --- snapshots ----------------------------------------------------------------------
 
-std::map<std::string, std::string> apply_changes(std::map<std::string, std::string> store, const StateChanges& c) {
+std::map<std::string, std::string> apply_changes(std::map<std::string, std::string> store,
+                                                 const StateChanges& c) {
   for (const auto& [k, v] : c.put) store[k] = v;
   for (const std::string& k : c.removed) store.erase(k);
   return store;
 }
 
-TEST_CASE("window: take_changes returns only the windows changed since the previous call", "[window]") {
+TEST_CASE("window: take_changes returns only the windows changed since the previous call",
+          "[window]") {
   // Aligned windows are saved a window at a time: one entry per window
   // ("b/START"), with every key of it.
   WindowConfig c = tumble(10, {"count", "sum:.v"});
@@ -982,8 +1037,9 @@ TEST_CASE("window: sums beyond 64 bits survive a snapshot, and the older forms s
     std::string value = "[10,0,2," + std::string(saved) + "]";
     std::string blob = "\x03\"a\"" + std::string(1, static_cast<char>(value.size())) + value;
     REQUIRE(old.engine()
-                .restore_entry("meta", "{\"config\":\"tumble 10ms; key .k; agg sum:.v\","
-                                       "\"watermark\":null,\"seq\":1}")
+                .restore_entry("meta",
+                               "{\"config\":\"tumble 10ms; key .k; agg sum:.v\","
+                               "\"watermark\":null,\"seq\":1}")
                 .ok());
     REQUIRE(old.engine().restore_entry("b/0", blob).ok());
     REQUIRE(old.engine().finish_restore().ok());
@@ -1013,7 +1069,8 @@ TEST_CASE("window: a snapshot made with other window options is refused on resto
   REQUIRE_FALSE(s.ok());
   CHECK(s.error().status == ExitStatus::kFailure);
   CHECK(s.error().message ==
-        "the saved state was made with other options (tumble 10ms; key .k; agg count), not these (tumble 20ms; key "
+        "the saved state was made with other options (tumble 10ms; key .k; agg count), not these "
+        "(tumble 20ms; key "
         ".k; agg count): give another --name or state file");
 
   WindowEngine garbage(c, clock);
@@ -1045,14 +1102,17 @@ class Reference {
       if (touching.empty() && r.t + size + c_.allowed_lateness <= watermark_) {
         placed = Placement::kTooLate;
       } else {
-        Window merged{r.t, r.t + size, r.key, touching.empty() ? seq_++ : UINT64_MAX, {records_.size()}};
+        Window merged{
+            r.t, r.t + size, r.key, touching.empty() ? seq_++ : UINT64_MAX, {records_.size()}};
         for (size_t i : touching) {
           merged.start = std::min(merged.start, windows_[i].start);
           merged.end = std::max(merged.end, windows_[i].end);
           merged.seq = std::min(merged.seq, windows_[i].seq);
-          merged.records.insert(merged.records.end(), windows_[i].records.begin(), windows_[i].records.end());
+          merged.records.insert(merged.records.end(), windows_[i].records.begin(),
+                                windows_[i].records.end());
         }
-        for (size_t n = touching.size(); n-- > 0;) windows_.erase(windows_.begin() + static_cast<long>(touching[n]));
+        for (size_t n = touching.size(); n-- > 0;)
+          windows_.erase(windows_.begin() + static_cast<long>(touching[n]));
         merged.fired = merged.end <= watermark_;
         windows_.push_back(merged);
         records_.push_back(r);
@@ -1116,8 +1176,9 @@ class Reference {
     std::vector<Window*> due;
     for (Window& w : windows_)
       if (!w.fired && (all || w.end <= watermark_)) due.push_back(&w);
-    std::sort(due.begin(), due.end(),
-              [](const Window* a, const Window* b) { return a->end != b->end ? a->end < b->end : a->seq < b->seq; });
+    std::sort(due.begin(), due.end(), [](const Window* a, const Window* b) {
+      return a->end != b->end ? a->end < b->end : a->seq < b->seq;
+    });
     for (Window* w : due) {
       w->fired = true;
       render(*w, false);
@@ -1134,8 +1195,8 @@ class Reference {
   }
 
   void render(const Window& w, bool late) {
-    std::string s = "{\"window_start\":" + std::to_string(w.start) + ",\"window_end\":" + std::to_string(w.end) +
-                    ",\"key\":" + w.key;
+    std::string s = "{\"window_start\":" + std::to_string(w.start) +
+                    ",\"window_end\":" + std::to_string(w.end) + ",\"key\":" + w.key;
     size_t input = 0;
     for (const AggSpec& a : c_.aggs) {
       s += ",\"" + a.name + "\":";
@@ -1156,23 +1217,30 @@ class Reference {
       }
       auto fmt_double = [](double d) { return fmt::format("{}", d); };
       switch (a.fn) {
-        case AggFn::kSum: s += all_int ? std::to_string(isum) : fmt_double(dsum); break;
-        case AggFn::kAvg: s += fmt_double((all_int ? static_cast<double>(isum) : dsum) / values.size()); break;
+        case AggFn::kSum:
+          s += all_int ? std::to_string(isum) : fmt_double(dsum);
+          break;
+        case AggFn::kAvg:
+          s += fmt_double((all_int ? static_cast<double>(isum) : dsum) / values.size());
+          break;
         case AggFn::kMin:
         case AggFn::kMax: {
-          const Value& best = a.fn == AggFn::kMin ? *std::min_element(values.begin(), values.end(), less)
-                                                  : *std::max_element(values.begin(), values.end(), less);
+          const Value& best = a.fn == AggFn::kMin
+                                  ? *std::min_element(values.begin(), values.end(), less)
+                                  : *std::max_element(values.begin(), values.end(), less);
           s += best.raw;
           break;
         }
         case AggFn::kDistinct: {
           std::set<std::string> seen;
           for (const Value& v : values)
-            seen.insert(v.field.type == JsonType::kString ? "s" + v.str : "n" + fmt_double(v.field.number));
+            seen.insert(v.field.type == JsonType::kString ? "s" + v.str
+                                                          : "n" + fmt_double(v.field.number));
           s += std::to_string(seen.size());
           break;
         }
-        case AggFn::kCount: break;
+        case AggFn::kCount:
+          break;
       }
     }
     s += late ? ",\"emit\":\"late\"}" : ",\"emit\":\"on_time\"}";
@@ -1202,7 +1270,8 @@ Value random_value(std::mt19937& rng) {
   return string(kWords[rng() % 5]);
 }
 
-std::vector<Record> random_stream(std::mt19937& rng, size_t n, int keys, int partitions, Millis spread) {
+std::vector<Record> random_stream(std::mt19937& rng, size_t n, int keys, int partitions,
+                                  Millis spread) {
   std::vector<Record> stream;
   Millis clock = static_cast<Millis>(rng() % 1000) - 500;
   for (size_t i = 0; i < n; ++i) {
@@ -1214,7 +1283,8 @@ std::vector<Record> random_stream(std::mt19937& rng, size_t n, int keys, int par
       r.partition = static_cast<int64_t>(rng() % static_cast<uint32_t>(partitions));
       r.topic = "t";
     }
-    r.aggs = {random_number(rng), random_number(rng), random_value(rng), random_value(rng), random_value(rng)};
+    r.aggs = {random_number(rng), random_number(rng), random_value(rng), random_value(rng),
+              random_value(rng)};
     stream.push_back(std::move(r));
   }
   return stream;
@@ -1224,13 +1294,17 @@ WindowConfig random_config(std::mt19937& rng) {
   std::vector<std::string> aggs = {"count", "sum:.n", "avg:.n", "min:.v", "max:.v", "distinct:.v"};
   WindowConfig c;
   switch (rng() % 3) {
-    case 0: c = tumble(1 + rng() % 40, aggs); break;
+    case 0:
+      c = tumble(1 + rng() % 40, aggs);
+      break;
     case 1: {
       Millis every = 1 + rng() % 15;
       c = slide(every * (1 + rng() % 4) + rng() % every, every, aggs);
       break;
     }
-    default: c = session(1 + rng() % 20, aggs); break;
+    default:
+      c = session(1 + rng() % 20, aggs);
+      break;
   }
   c.watermark_delay = rng() % 2 == 0 ? 0 : rng() % 30;
   c.allowed_lateness = rng() % 2 == 0 ? 0 : rng() % 40;
@@ -1238,8 +1312,8 @@ WindowConfig random_config(std::mt19937& rng) {
 }
 
 std::string describe(const WindowConfig& c) {
-  return fmt::format("kind {} size {} every {} delay {} lateness {}", int(c.shape.kind), c.shape.size, c.shape.every,
-                     c.watermark_delay, c.allowed_lateness);
+  return fmt::format("kind {} size {} every {} delay {} lateness {}", int(c.shape.kind),
+                     c.shape.size, c.shape.every, c.watermark_delay, c.allowed_lateness);
 }
 
 TEST_CASE("window: the engine agrees with the reference on random streams", "[window][property]") {
@@ -1285,8 +1359,10 @@ TEST_CASE("window: the engine agrees with the reference on random streams", "[wi
 
 // Feeds `stream` to a fresh engine, snapshotting after every record in
 // `cuts` and going on in a new engine restored from the store.
-std::vector<std::string> run_with_restores(const WindowConfig& base, const std::vector<Record>& stream,
-                                           const std::set<size_t>& cuts, std::vector<Placement>& placements) {
+std::vector<std::string> run_with_restores(const WindowConfig& base,
+                                           const std::vector<Record>& stream,
+                                           const std::set<size_t>& cuts,
+                                           std::vector<Placement>& placements) {
   WindowConfig c = base;
   c.track_changes = true;
   auto run = std::make_unique<Run>(c);
@@ -1310,7 +1386,8 @@ std::vector<std::string> run_with_restores(const WindowConfig& base, const std::
   return lines;
 }
 
-TEST_CASE("window: snapshots at any point restore into an engine that goes on exactly as before", "[window][property]") {
+TEST_CASE("window: snapshots at any point restore into an engine that goes on exactly as before",
+          "[window][property]") {
   for (uint32_t seed = 1; seed <= 200; ++seed) {
     std::mt19937 rng(seed * 7919);
     WindowConfig c = random_config(rng);
@@ -1328,10 +1405,13 @@ TEST_CASE("window: snapshots at any point restore into an engine that goes on ex
   }
 }
 
-TEST_CASE("window: snapshots are incremental: the store after many calls equals one snapshot of the whole", "[window]") {
+TEST_CASE(
+    "window: snapshots are incremental: the store after many calls equals one snapshot of the "
+    "whole",
+    "[window]") {
   std::mt19937 rng(42);
   for (WindowKind kind : {WindowKind::kTumble, WindowKind::kSlide, WindowKind::kSession}) {
-    WindowConfig c = kind == WindowKind::kTumble ? tumble(20, {"count", "sum:.n"})
+    WindowConfig c = kind == WindowKind::kTumble  ? tumble(20, {"count", "sum:.n"})
                      : kind == WindowKind::kSlide ? slide(20, 5, {"count", "sum:.n"})
                                                   : session(8, {"count", "sum:.n"});
     c.allowed_lateness = 10;

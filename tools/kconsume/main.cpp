@@ -8,21 +8,30 @@ int main(int argc, char** argv) {
   program.add_kafka(o.kafka);
   app.add_option("-t,--topic", o.topics, "Topic to consume (repeatable)")->required();
   app.add_option("-g,--group", o.group, "Join this consumer group and commit what was written");
-  app.add_option("--from", o.from, "Where to start without a committed offset: earliest, latest, OFFSET, -N, @TIME")
+  app.add_option("--from", o.from,
+                 "Where to start without a committed offset: earliest, latest, OFFSET, -N, @TIME")
       ->default_val("earliest")
       ->type_name("POS");
   app.add_option("--partitions", o.partitions, "Only these partitions, e.g. 0,2-5 (not with -g)")
       ->type_name("LIST");
   app.add_option("-c,--count", o.count, "Exit after N records")->type_name("N");
-  app.add_flag("-e,--exit", o.exit_at_end, "Exit once every assigned partition has reached its end");
-  app.add_option("--format", o.format, "Output: envelope or value")->default_val("envelope")->type_name("FORMAT");
-  app.add_option("--commit-interval", o.commit_interval, "With -g, commit written offsets this often")
+  app.add_flag("-e,--exit", o.exit_at_end,
+               "Exit once every assigned partition has reached its end");
+  app.add_option("--format", o.format, "Output: envelope or value")
+      ->default_val("envelope")
+      ->type_name("FORMAT");
+  app.add_option("--commit-interval", o.commit_interval,
+                 "With -g, commit written offsets this often")
       ->default_val("1s")
       ->type_name("D");
-  app.add_flag("--announce", o.announce, "Write control lines naming assigned partitions and those at their end (for kwindow)");
-  app.add_option("--state", o.state, "Emit checkpoints and resume from the pipeline's state database FILE")
+  app.add_flag(
+      "--announce", o.announce,
+      "Write control lines naming assigned partitions and those at their end (for kwindow)");
+  app.add_option("--state", o.state,
+                 "Emit checkpoints and resume from the pipeline's state database FILE")
       ->type_name("FILE");
-  app.add_option("--checkpoint-interval", o.checkpoint_interval, "With --state, emit a checkpoint this often")
+  app.add_option("--checkpoint-interval", o.checkpoint_interval,
+                 "With --state, emit a checkpoint this often")
       ->default_val("5s")
       ->type_name("D");
   program.add_stats(o.stats);

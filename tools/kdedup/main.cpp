@@ -9,9 +9,11 @@ int main(int argc, char** argv) {
   app.add_option("-k,--key", o.keys, "Field path of the key (repeatable; default: the whole line)")
       ->allow_extra_args(false)
       ->type_name("PATH");
-  app.add_option("--within", o.within, "Remember a key for D after its record's time (default: for good)")
+  app.add_option("--within", o.within,
+                 "Remember a key for D after its record's time (default: for good)")
       ->type_name("D");
-  app.add_option("--time", o.time, "With --within, the event time's field (default: processing time)")
+  app.add_option("--time", o.time,
+                 "With --within, the event time's field (default: processing time)")
       ->type_name("PATH");
   app.add_option("--time-unit", o.time_unit, "Unit of numeric event times: s, ms, us or ns")
       ->default_val("ms")
@@ -22,9 +24,11 @@ int main(int argc, char** argv) {
   app.add_option("--dups", o.dups, "Write duplicates to FILE, or to the --dlq store with 'dlq'")
       ->type_name("FILE|dlq");
   app.add_flag("--exact", o.exact, "Remember full keys instead of 128-bit hashes");
-  app.add_option("--state", o.state, "The pipeline's state database: snapshot at checkpoints, restore on start")
+  app.add_option("--state", o.state,
+                 "The pipeline's state database: snapshot at checkpoints, restore on start")
       ->type_name("FILE");
-  app.add_option("--name", o.name, "This stage's name in the state database (default: kdedup)")->type_name("N");
+  app.add_option("--name", o.name, "This stage's name in the state database (default: kdedup)")
+      ->type_name("N");
   program.add_inputs(o.input);
   program.add_errors(o.errors);
   program.add_kafka(o.kafka);

@@ -2,33 +2,47 @@
 #include "kpipe/programs/klag.h"
 
 int main(int argc, char** argv) {
-  kpipe::cli::Program program("klag", "Consumer lag per partition, in records and in seconds, with history and alerts");
+  kpipe::cli::Program program(
+      "klag", "Consumer lag per partition, in records and in seconds, with history and alerts");
   kpipe::LagOptions o;
   auto& app = program.app();
-  CLI::App* status = program.add_subcommand("status", "Judge the samples of --history by Burrow's rules");
+  CLI::App* status =
+      program.add_subcommand("status", "Judge the samples of --history by Burrow's rules");
   status->callback([&o] { o.status_only = true; });
   // Options both forms take; only the sampling form asks a broker.
   for (CLI::App* a : {&app, status}) {
     a->add_option("-g,--group", o.groups, "Consumer group (repeatable)")->type_name("GROUP");
-    a->add_option("--state", o.state, "A kpipe pipeline's state database instead of a group")->type_name("FILE");
-    a->add_option("--history", o.history, "SQLite file of samples: each run appends one")->type_name("FILE");
-    a->add_option("--format", o.format, "table, ndjson or prometheus (default: table on a terminal)")
+    a->add_option("--state", o.state, "A kpipe pipeline's state database instead of a group")
+        ->type_name("FILE");
+    a->add_option("--history", o.history, "SQLite file of samples: each run appends one")
+        ->type_name("FILE");
+    a->add_option("--format", o.format,
+                  "table, ndjson or prometheus (default: table on a terminal)")
         ->type_name("FORMAT");
-    a->add_option("--window", o.window, "Samples judged by the status rules")->default_val(10)->type_name("N");
+    a->add_option("--window", o.window, "Samples judged by the status rules")
+        ->default_val(10)
+        ->type_name("N");
     a->add_option("--allowed-lag", o.allowed_lag, "A lag up to N is OK whatever its trend")
         ->default_val(0)
         ->type_name("N");
-    a->add_option("--max-lag", o.max_lag, "Exit 3 when a group's total lag is over N")->type_name("N");
-    a->add_option("--max-lag-seconds", o.max_lag_seconds, "Exit 3 when a partition is more than S seconds behind")
+    a->add_option("--max-lag", o.max_lag, "Exit 3 when a group's total lag is over N")
+        ->type_name("N");
+    a->add_option("--max-lag-seconds", o.max_lag_seconds,
+                  "Exit 3 when a partition is more than S seconds behind")
         ->type_name("S");
-    a->add_option("--fail-on", o.fail_on, "Exit 3 when a group's status is this or worse: WARN, STALL, STOP, REWIND")
+    a->add_option("--fail-on", o.fail_on,
+                  "Exit 3 when a group's status is this or worse: WARN, STALL, STOP, REWIND")
         ->type_name("STATUS");
   }
   program.add_kafka(o.kafka);
-  app.add_option("-t,--topic", o.topics, "Only this topic (repeatable; default: every topic the group committed on)")
+  app.add_option("-t,--topic", o.topics,
+                 "Only this topic (repeatable; default: every topic the group committed on)")
       ->type_name("TOPIC");
-  app.add_flag("--no-fetch", o.no_fetch, "Estimate lag seconds from --history instead of reading one record each");
+  app.add_flag("--no-fetch", o.no_fetch,
+               "Estimate lag seconds from --history instead of reading one record each");
   app.add_option("--watch", o.watch, "Sample again every D until interrupted")->type_name("D");
-  app.add_option("--keep", o.keep, "Drop history samples older than D")->default_val("7d")->type_name("D");
+  app.add_option("--keep", o.keep, "Drop history samples older than D")
+      ->default_val("7d")
+      ->type_name("D");
   return program.run(argc, argv, [&](kpipe::Io& io) { return kpipe::run_lag(o, io); });
 }

@@ -2,13 +2,16 @@
 #include "kpipe/programs/kupsert.h"
 
 int main(int argc, char** argv) {
-  kpipe::cli::Program program("kupsert", "NDJSON objects in, rows upserted into an SQLite table by key");
+  kpipe::cli::Program program("kupsert",
+                              "NDJSON objects in, rows upserted into an SQLite table by key");
   kpipe::UpsertOptions o;
   auto& app = program.app();
   app.add_option("--db", o.db, "The SQLite database to write (created when missing)")
       ->required()
       ->type_name("FILE");
-  app.add_option("--table", o.table, "The table (created when missing)")->required()->type_name("NAME");
+  app.add_option("--table", o.table, "The table (created when missing)")
+      ->required()
+      ->type_name("NAME");
   // Split by run_upsert, not by CLI11, which drops empty names ("a,,b").
   app.add_option("--key", o.key, "The natural key: the table's primary key columns")
       ->required()
@@ -22,12 +25,14 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->type_name("COL[,COL]");
-  app.add_flag("--strict", o.strict, "A field that is not a column is bad input (default: add the column)");
+  app.add_flag("--strict", o.strict,
+               "A field that is not a column is bad input (default: add the column)");
   app.add_option("--batch", o.batch, "Commit at least every N rows (and every 500ms)")
       ->default_val(50000)
       ->type_name("N");
-  app.add_option("--state", o.state,
-                 "Complete checkpoints in the pipeline's state database (exactly-once if it is --db)")
+  app.add_option(
+         "--state", o.state,
+         "Complete checkpoints in the pipeline's state database (exactly-once if it is --db)")
       ->type_name("FILE");
   app.add_option("--name", o.name, "This stage's name in the state database")->type_name("NAME");
   program.add_inputs(o.input);

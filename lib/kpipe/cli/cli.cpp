@@ -8,8 +8,8 @@
 #include <cstdlib>
 
 #include "kpipe/choices.h"
-#include "kpipe/kafka/client.h"
 #include "kpipe/cli/signals.h"
+#include "kpipe/kafka/client.h"
 
 namespace kpipe::cli {
 
@@ -84,7 +84,8 @@ Program::Program(std::string name, std::string description)
   app_.add_flag_callback(
       "--version",
       [this] {
-        std::string v = fmt::format("{} (kpipe) {}\nlibrdkafka {}\n", name_, KPIPE_VERSION, kafka_library_version());
+        std::string v = fmt::format("{} (kpipe) {}\nlibrdkafka {}\n", name_, KPIPE_VERSION,
+                                    kafka_library_version());
         (void)write_all(1, v, "<stdout>");
         throw CLI::Success();
       },
@@ -93,7 +94,8 @@ Program::Program(std::string name, std::string description)
 }
 
 void Program::add_common(CLI::App& app) {
-  app.add_flag("-v,--verbose", verbose_, "Say more on standard error (twice: librdkafka's log too)");
+  app.add_flag("-v,--verbose", verbose_,
+               "Say more on standard error (twice: librdkafka's log too)");
   app.add_flag("-q,--quiet", quiet_, "Only errors on standard error");
 }
 
@@ -105,7 +107,8 @@ CLI::App* Program::add_subcommand(const std::string& name, const std::string& de
 }
 
 void Program::add_inputs(CLI::App& app, InputOptions& o) {
-  app.add_option("inputs", o.inputs, "Input files (default, or '-': standard input)")->type_name("FILE");
+  app.add_option("inputs", o.inputs, "Input files (default, or '-': standard input)")
+      ->type_name("FILE");
   // CLI11's PositiveNumber would print its whole range, 309 digits long.
   CLI::Validator at_least_one(
       [](std::string& text) -> std::string {
@@ -124,25 +127,30 @@ void Program::add_inputs(CLI::App& app, InputOptions& o) {
 }
 
 void Program::add_errors(CLI::App& app, ErrorOptions& o) {
-  app.add_option("--on-error", o.on_error,
-                 "What to do with bad input: fail, dlq or skip (default: dlq with --dlq, else fail)")
+  app.add_option(
+         "--on-error", o.on_error,
+         "What to do with bad input: fail, dlq or skip (default: dlq with --dlq, else fail)")
       ->type_name("MODE");
-  app.add_option("--dlq", o.dlq, "Dead-letter store: FILE.db (SQLite) or kafka:TOPIC")->type_name("TARGET");
+  app.add_option("--dlq", o.dlq, "Dead-letter store: FILE.db (SQLite) or kafka:TOPIC")
+      ->type_name("TARGET");
 }
 
 void Program::add_stats(CLI::App& app, StatsOptions& o) {
-  app.add_option("--stats", o.stats, "Write a line of counters to standard error every D and at exit")
+  app.add_option("--stats", o.stats,
+                 "Write a line of counters to standard error every D and at exit")
       ->type_name("D");
 }
 
 void Program::add_kafka(CLI::App& app, KafkaOptions& o) {
-  app.add_option("-b,--brokers", o.brokers, "Bootstrap brokers host:port,... (default: $KPIPE_BROKERS)")
+  app.add_option("-b,--brokers", o.brokers,
+                 "Bootstrap brokers host:port,... (default: $KPIPE_BROKERS)")
       ->type_name("LIST");
   // One value per -X: `kproduce -X linger.ms=5 in.ndjson` reads in.ndjson.
   app.add_option("-X,--property", o.properties, "Set a librdkafka property key=value (repeatable)")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
-  app.add_option("--config", o.config_file, "Read Kafka client properties from a Java .properties file")
+  app.add_option("--config", o.config_file,
+                 "Read Kafka client properties from a Java .properties file")
       ->type_name("FILE");
   app.add_option("--timeout", o.timeout, "How long to wait for a broker before failing")
       ->default_val("10s")
@@ -211,8 +219,8 @@ int Program::run(int argc, char** argv, const std::function<Status(Io&)>& body) 
   for (const CLI::App* sub : app_.get_subcommands({})) subcommands.push_back(sub->get_name());
   if (!subcommands.empty() && argc > 1 && argv[1][0] != '-' &&
       std::find(subcommands.begin(), subcommands.end(), argv[1]) == subcommands.end()) {
-    reporter_.error(fmt::format("{}; see '{} --help'", unknown_choice("subcommand", argv[1], subcommands).message,
-                                name_));
+    reporter_.error(fmt::format("{}; see '{} --help'",
+                                unknown_choice("subcommand", argv[1], subcommands).message, name_));
     return to_int(ExitStatus::kUsage);
   }
   try {

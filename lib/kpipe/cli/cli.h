@@ -10,9 +10,9 @@
 
 #include <CLI/CLI.hpp>
 
-#include "kpipe/stage/filter.h"
 #include "kpipe/kafka/config.h"
 #include "kpipe/report.h"
+#include "kpipe/stage/filter.h"
 #include "kpipe/status.h"
 
 namespace kpipe::cli {

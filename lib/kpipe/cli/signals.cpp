@@ -29,8 +29,14 @@ void install_signal_handlers() {
   sigaction(SIGPIPE, &ignore, nullptr);
 }
 
-const std::atomic<bool>* stop_flag() { return &g_stop; }
-bool stop_requested() { return g_stop.load(std::memory_order_relaxed); }
-int stop_signal() { return g_signal.load(std::memory_order_relaxed); }
+const std::atomic<bool>* stop_flag() {
+  return &g_stop;
+}
+bool stop_requested() {
+  return g_stop.load(std::memory_order_relaxed);
+}
+int stop_signal() {
+  return g_signal.load(std::memory_order_relaxed);
+}
 
 }  // namespace kpipe

@@ -14,7 +14,8 @@ namespace kpipe {
 namespace {
 
 Millis steady_now() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }
 
@@ -22,8 +23,10 @@ Millis steady_now() {
 
 Expected<std::map<std::string, std::vector<int32_t>>> KafkaClient::topic_partitions() {
   const rd_kafka_metadata_t* md = nullptr;
-  rd_kafka_resp_err_t err = rd_kafka_metadata(handle_->rk, 1, nullptr, &md, timeout_ms(config_.timeout));
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return broker_error("cannot list topics", rd_kafka_err2str(err));
+  rd_kafka_resp_err_t err =
+      rd_kafka_metadata(handle_->rk, 1, nullptr, &md, timeout_ms(config_.timeout));
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return broker_error("cannot list topics", rd_kafka_err2str(err));
   std::map<std::string, std::vector<int32_t>> out;
   for (int i = 0; i < md->topic_cnt; ++i) {
     const auto& t = md->topics[i];
@@ -36,14 +39,16 @@ Expected<std::map<std::string, std::vector<int32_t>>> KafkaClient::topic_partiti
   return out;
 }
 
-GroupReader::GroupReader(const KafkaConfig& config, Reporter& reporter) : KafkaClient(config, reporter) {}
+GroupReader::GroupReader(const KafkaConfig& config, Reporter& reporter)
+    : KafkaClient(config, reporter) {}
 
 GroupReader::~GroupReader() {
   // Never subscribed: closing leaves no group, it only stops the fetcher.
   if (handle_->rk != nullptr) rd_kafka_consumer_close(handle_->rk);
 }
 
-Expected<std::unique_ptr<GroupReader>> GroupReader::create(const KafkaConfig& base, const std::string& group,
+Expected<std::unique_ptr<GroupReader>> GroupReader::create(const KafkaConfig& base,
+                                                           const std::string& group,
                                                            Reporter& reporter) {
   // The group id only names whose offsets OffsetFetch returns: without
   // subscribe() the reader never joins, and it never commits.
@@ -64,18 +69,20 @@ Expected<std::unique_ptr<GroupReader>> GroupReader::create(const KafkaConfig& ba
   return reader;
 }
 
-Expected<std::vector<std::optional<int64_t>>> GroupReader::committed(const std::vector<TopicPartition>& parts) {
+Expected<std::vector<std::optional<int64_t>>> GroupReader::committed(
+    const std::vector<TopicPartition>& parts) {
   std::vector<std::optional<int64_t>> out(parts.size());
   if (parts.empty()) return out;
   ListGuard g{to_list(parts)};
   rd_kafka_resp_err_t err = rd_kafka_committed(handle_->rk, g.list, timeout_ms(config_.timeout));
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
-    return broker_error(fmt::format("cannot fetch the committed offsets of group '{}'", group_), rd_kafka_err2str(err));
+    return broker_error(fmt::format("cannot fetch the committed offsets of group '{}'", group_),
+                        rd_kafka_err2str(err));
   for (size_t i = 0; i < parts.size(); ++i) {
     const auto& e = g.list->elems[i];
     if (e.err != RD_KAFKA_RESP_ERR_NO_ERROR)
-      return failure("cannot fetch the committed offset of group '{}' for {} [{}]: {}", group_, e.topic, e.partition,
-                     rd_kafka_err2str(e.err));
+      return failure("cannot fetch the committed offset of group '{}' for {} [{}]: {}", group_,
+                     e.topic, e.partition, rd_kafka_err2str(e.err));
     if (e.offset >= 0) out[i] = e.offset;
   }
   return out;
@@ -87,7 +94,8 @@ Expected<GroupDescription> GroupReader::describe() {
   // The legacy call: it answers at once that a broker lacks ListGroups
   // (the mock cluster), where the admin API's DescribeConsumerGroups waits
   // out its whole timeout.
-  rd_kafka_resp_err_t err = rd_kafka_list_groups(handle_->rk, group_.c_str(), &list, timeout_ms(config_.timeout));
+  rd_kafka_resp_err_t err =
+      rd_kafka_list_groups(handle_->rk, group_.c_str(), &list, timeout_ms(config_.timeout));
   if (err == RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE) return d;
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR__PARTIAL)
     return broker_error(fmt::format("cannot describe group '{}'", group_), rd_kafka_err2str(err));
@@ -109,7 +117,8 @@ Expected<GroupDescription> GroupReader::describe() {
   return d;
 }
 
-Expected<std::vector<std::optional<Millis>>> GroupReader::record_timestamps(const std::vector<PartitionOffset>& parts) {
+Expected<std::vector<std::optional<Millis>>> GroupReader::record_timestamps(
+    const std::vector<PartitionOffset>& parts) {
   std::vector<std::optional<Millis>> out(parts.size());
   if (parts.empty()) return out;
   std::map<TopicPartition, size_t> index;
@@ -119,7 +128,8 @@ Expected<std::vector<std::optional<Millis>>> GroupReader::record_timestamps(cons
   // The pause of an earlier call (--watch) outlives its assignment.
   rd_kafka_resume_partitions(rk, all.list);
   rd_kafka_resp_err_t err = rd_kafka_assign(rk, all.list);
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return failure("cannot assign partitions: {}", rd_kafka_err2str(err));
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return failure("cannot assign partitions: {}", rd_kafka_err2str(err));
   rd_kafka_queue_t* queue = rd_kafka_queue_get_consumer(rk);
   std::vector<bool> done(parts.size(), false);
   size_t left = parts.size();
@@ -132,7 +142,8 @@ Expected<std::vector<std::optional<Millis>>> GroupReader::record_timestamps(cons
     if (wait <= 0) break;
     // A batch read waits until the batch is full or the time is out: wait
     // for one record, then take whatever else has arrived without waiting.
-    rd_kafka_message_t* first = rd_kafka_consume_queue(queue, timeout_ms(std::min<Millis>(wait, 100)));
+    rd_kafka_message_t* first =
+        rd_kafka_consume_queue(queue, timeout_ms(std::min<Millis>(wait, 100)));
     if (first == nullptr) continue;
     batch[0] = first;
     ssize_t more = rd_kafka_consume_batch_queue(queue, 0, batch.data() + 1, batch.size() - 1);
@@ -151,7 +162,8 @@ Expected<std::vector<std::optional<Millis>>> GroupReader::record_timestamps(cons
             int64_t ts = rd_kafka_message_timestamp(m, &type);
             if (type != RD_KAFKA_TIMESTAMP_NOT_AVAILABLE) out[i] = ts;
           } else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-            reporter_.warning(fmt::format("{} [{}]: {}", key.topic, key.partition, rd_kafka_message_errstr(m)));
+            reporter_.warning(
+                fmt::format("{} [{}]: {}", key.topic, key.partition, rd_kafka_message_errstr(m)));
           }
           done[i] = true;
           --left;
@@ -167,8 +179,9 @@ Expected<std::vector<std::optional<Millis>>> GroupReader::record_timestamps(cons
   rd_kafka_assign(rk, nullptr);
   KPIPE_TRY(problem);
   if (left > 0)
-    reporter_.warning(fmt::format("no record arrived within {} from {} partition{}: their lag in seconds is unknown",
-                                  format_duration(config_.timeout), left, left == 1 ? "" : "s"));
+    reporter_.warning(fmt::format(
+        "no record arrived within {} from {} partition{}: their lag in seconds is unknown",
+        format_duration(config_.timeout), left, left == 1 ? "" : "s"));
   return out;
 }
 

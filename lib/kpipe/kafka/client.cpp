@@ -16,7 +16,9 @@
 
 namespace kpipe {
 
-std::string kafka_library_version() { return rd_kafka_version_str(); }
+std::string kafka_library_version() {
+  return rd_kafka_version_str();
+}
 
 // --- configuration and errors -------------------------------------------------
 
@@ -202,7 +204,8 @@ KafkaClient::~KafkaClient() = default;
 Error KafkaClient::broker_error(std::string_view what, std::string_view detail) const {
   std::string seen = handle_->take_error();
   if (!seen.empty())
-    return failure("cannot reach broker '{}': {}", config_.brokers(), config_.redact(connection_reason(seen)));
+    return failure("cannot reach broker '{}': {}", config_.brokers(),
+                   config_.redact(connection_reason(seen)));
   return failure("{}: {}", what, config_.redact(detail));
 }
 
@@ -240,22 +243,26 @@ void KafkaClient::watch_brokers() {
 
 Status KafkaClient::wait_until_reachable() {
   const rd_kafka_metadata_t* md = nullptr;
-  rd_kafka_resp_err_t err = rd_kafka_metadata(handle_->rk, 0, nullptr, &md, timeout_ms(config_.timeout));
+  rd_kafka_resp_err_t err =
+      rd_kafka_metadata(handle_->rk, 0, nullptr, &md, timeout_ms(config_.timeout));
   if (err == RD_KAFKA_RESP_ERR_NO_ERROR) {
     rd_kafka_metadata_destroy(md);
     return {};
   }
   std::string seen = handle_->take_error();
   if (!seen.empty())
-    return failure("cannot reach broker '{}': {}", config_.brokers(), config_.redact(connection_reason(seen)));
+    return failure("cannot reach broker '{}': {}", config_.brokers(),
+                   config_.redact(connection_reason(seen)));
   return failure("cannot reach broker '{}': no answer within {}", config_.brokers(),
                  format_duration(config_.timeout));
 }
 
 Expected<std::vector<std::string>> KafkaClient::topics() {
   const rd_kafka_metadata_t* md = nullptr;
-  rd_kafka_resp_err_t err = rd_kafka_metadata(handle_->rk, 1, nullptr, &md, timeout_ms(config_.timeout));
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return broker_error("cannot list topics", rd_kafka_err2str(err));
+  rd_kafka_resp_err_t err =
+      rd_kafka_metadata(handle_->rk, 1, nullptr, &md, timeout_ms(config_.timeout));
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return broker_error("cannot list topics", rd_kafka_err2str(err));
   std::vector<std::string> out;
   for (int i = 0; i < md->topic_cnt; ++i) out.emplace_back(md->topics[i].topic);
   rd_kafka_metadata_destroy(md);
@@ -269,16 +276,19 @@ Expected<std::vector<int32_t>> KafkaClient::partitions(const std::string& topic)
   KPIPE_TRY(check_topic_name(topic));
   rd_kafka_topic_t* rkt = rd_kafka_topic_new(handle_->rk, topic.c_str(), nullptr);
   const rd_kafka_metadata_t* md = nullptr;
-  rd_kafka_resp_err_t err = rd_kafka_metadata(handle_->rk, 0, rkt, &md, timeout_ms(config_.timeout));
+  rd_kafka_resp_err_t err =
+      rd_kafka_metadata(handle_->rk, 0, rkt, &md, timeout_ms(config_.timeout));
   rd_kafka_topic_destroy(rkt);
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
-    return broker_error(fmt::format("cannot read metadata of topic '{}'", topic), rd_kafka_err2str(err));
+    return broker_error(fmt::format("cannot read metadata of topic '{}'", topic),
+                        rd_kafka_err2str(err));
   std::vector<int32_t> out;
   rd_kafka_resp_err_t topic_err = RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
   for (int i = 0; i < md->topic_cnt; ++i) {
     if (topic != md->topics[i].topic) continue;
     topic_err = md->topics[i].err;
-    for (int p = 0; p < md->topics[i].partition_cnt; ++p) out.push_back(md->topics[i].partitions[p].id);
+    for (int p = 0; p < md->topics[i].partition_cnt; ++p)
+      out.push_back(md->topics[i].partitions[p].id);
   }
   rd_kafka_metadata_destroy(md);
   if (topic_err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || (topic_err == 0 && out.empty()))
@@ -300,7 +310,8 @@ Expected<std::vector<Millis>> list_offsets(rd_kafka_t* rk, const std::vector<Top
   std::vector<Millis> out(parts.size());
   for (size_t i = 0; i < parts.size(); ++i) {
     if (g.list->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR)
-      return failure("{} [{}]: {}", parts[i].topic, parts[i].partition, rd_kafka_err2str(g.list->elems[i].err));
+      return failure("{} [{}]: {}", parts[i].topic, parts[i].partition,
+                     rd_kafka_err2str(g.list->elems[i].err));
     out[i] = g.list->elems[i].offset;
   }
   return out;
@@ -308,7 +319,8 @@ Expected<std::vector<Millis>> list_offsets(rd_kafka_t* rk, const std::vector<Top
 
 }  // namespace
 
-Expected<std::vector<Watermarks>> KafkaClient::watermarks(const std::vector<TopicPartition>& parts) {
+Expected<std::vector<Watermarks>> KafkaClient::watermarks(
+    const std::vector<TopicPartition>& parts) {
   std::vector<Watermarks> out(parts.size());
   if (parts.empty()) return out;
   // ListOffsets with the special times -2 (earliest) and -1 (latest): one
@@ -324,16 +336,17 @@ Expected<std::vector<Watermarks>> KafkaClient::watermarks(const std::vector<Topi
     // A broker that answers without an offset (-1) would make a reader
     // take the partition for empty and skip it: say so instead.
     if ((*low)[i] < 0 || (*high)[i] < (*low)[i])
-      return broker_error("cannot list offsets",
-                          fmt::format("{} [{}]: the broker gave no usable offsets (earliest {}, latest {})",
-                                      parts[i].topic, parts[i].partition, (*low)[i], (*high)[i]));
+      return broker_error(
+          "cannot list offsets",
+          fmt::format("{} [{}]: the broker gave no usable offsets (earliest {}, latest {})",
+                      parts[i].topic, parts[i].partition, (*low)[i], (*high)[i]));
     out[i] = {(*low)[i], (*high)[i]};
   }
   return out;
 }
 
-Expected<std::vector<int64_t>> KafkaClient::offsets_for_times(const std::vector<TopicPartition>& parts,
-                                                              const std::vector<Millis>& times) {
+Expected<std::vector<int64_t>> KafkaClient::offsets_for_times(
+    const std::vector<TopicPartition>& parts, const std::vector<Millis>& times) {
   auto found = list_offsets(handle_->rk, parts, times, timeout_ms(config_.timeout));
   if (!found) return broker_error("cannot look up offsets by time", found.error().message);
   std::vector<int64_t> out = *found;
@@ -374,7 +387,8 @@ Expected<std::vector<int64_t>> KafkaClient::offsets_for_times(const std::vector<
   return out;
 }
 
-Expected<std::vector<std::optional<Millis>>> KafkaClient::timestamps_at(const std::vector<PartitionOffset>& at) {
+Expected<std::vector<std::optional<Millis>>> KafkaClient::timestamps_at(
+    const std::vector<PartitionOffset>& at) {
   // A reader of its own: this client's assignment (if it consumes) stays
   // untouched.
   auto reader = GroupReader::create(config_, "", reporter_);
@@ -391,10 +405,12 @@ Status KafkaClient::delete_records(const std::vector<PartitionOffset>& before) {
   } queue_guard{queue};
   ListGuard g{to_list(before)};
   rd_kafka_DeleteRecords_t* request = rd_kafka_DeleteRecords_new(g.list);
-  rd_kafka_AdminOptions_t* options = rd_kafka_AdminOptions_new(handle_->rk, RD_KAFKA_ADMIN_OP_DELETERECORDS);
+  rd_kafka_AdminOptions_t* options =
+      rd_kafka_AdminOptions_new(handle_->rk, RD_KAFKA_ADMIN_OP_DELETERECORDS);
   char err[512];
   rd_kafka_AdminOptions_set_request_timeout(options, timeout_ms(config_.timeout), err, sizeof err);
-  rd_kafka_AdminOptions_set_operation_timeout(options, timeout_ms(config_.timeout), err, sizeof err);
+  rd_kafka_AdminOptions_set_operation_timeout(options, timeout_ms(config_.timeout), err,
+                                              sizeof err);
   rd_kafka_DeleteRecords(handle_->rk, &request, 1, options, queue);
   rd_kafka_DeleteRecords_destroy(request);
   rd_kafka_AdminOptions_destroy(options);
@@ -407,14 +423,17 @@ Status KafkaClient::delete_records(const std::vector<PartitionOffset>& before) {
   if (rd_kafka_event_error(event) != RD_KAFKA_RESP_ERR_NO_ERROR)
     return broker_error("cannot delete records", rd_kafka_event_error_string(event));
   const rd_kafka_DeleteRecords_result_t* result = rd_kafka_event_DeleteRecords_result(event);
-  const rd_kafka_topic_partition_list_t* offsets = result != nullptr ? rd_kafka_DeleteRecords_result_offsets(result) : nullptr;
+  const rd_kafka_topic_partition_list_t* offsets =
+      result != nullptr ? rd_kafka_DeleteRecords_result_offsets(result) : nullptr;
   if (offsets == nullptr) return failure("cannot delete records: no result");
   for (int i = 0; i < offsets->cnt; ++i) {
     const rd_kafka_topic_partition_t& e = offsets->elems[i];
     if (e.err == RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE)
-      return failure("cannot delete records of '{}': the broker does not support DeleteRecords", e.topic);
+      return failure("cannot delete records of '{}': the broker does not support DeleteRecords",
+                     e.topic);
     if (e.err != RD_KAFKA_RESP_ERR_NO_ERROR)
-      return failure("cannot delete records of {} [{}]: {}", e.topic, e.partition, rd_kafka_err2str(e.err));
+      return failure("cannot delete records of {} [{}]: {}", e.topic, e.partition,
+                     rd_kafka_err2str(e.err));
   }
   return {};
 }
@@ -462,8 +481,8 @@ Consumer::~Consumer() {
   if (handle_->rk != nullptr) rd_kafka_consumer_close(handle_->rk);
 }
 
-Expected<std::unique_ptr<Consumer>> Consumer::create(const KafkaConfig& base, const std::string& group,
-                                                     Reporter& reporter) {
+Expected<std::unique_ptr<Consumer>> Consumer::create(const KafkaConfig& base,
+                                                     const std::string& group, Reporter& reporter) {
   KafkaConfig config = consumer_config(base, group);
   set_default(config, "auto.offset.reset", "earliest");
   // With the consumer queue shared by every partition, librdkafka counts
@@ -477,8 +496,9 @@ Expected<std::unique_ptr<Consumer>> Consumer::create(const KafkaConfig& base, co
   set_default(config, "fetch.message.max.bytes", "4194304");
   for (int attempt = 0;; ++attempt) {
     std::unique_ptr<Consumer> consumer(new Consumer(config, reporter));
-    KPIPE_TRY(new_handle(RD_KAFKA_CONSUMER, config, *consumer->handle_,
-                         [](rd_kafka_conf_t* conf) { rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb); }));
+    KPIPE_TRY(new_handle(RD_KAFKA_CONSUMER, config, *consumer->handle_, [](rd_kafka_conf_t* conf) {
+      rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb);
+    }));
     KPIPE_TRY(consumer->wait_until_reachable());
     // librdkafka's mock (kbroker) holds a group's next rebalance for the
     // session timeout after its last member leaves, so a group restarted
@@ -508,7 +528,8 @@ bool KafkaClient::is_mock_cluster() {
 Status Consumer::assign(const std::vector<PartitionOffset>& parts) {
   ListGuard g{to_list(parts)};
   rd_kafka_resp_err_t err = rd_kafka_assign(handle_->rk, g.list);
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return failure("cannot assign partitions: {}", rd_kafka_err2str(err));
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return failure("cannot assign partitions: {}", rd_kafka_err2str(err));
   return {};
 }
 
@@ -526,22 +547,26 @@ Status Consumer::subscribe(const std::vector<std::string>& topics, AssignHandler
         parts.push_back({list->elems[i].topic, list->elems[i].partition, kOffsetInvalid});
       Status s = state->on_assign ? state->on_assign(parts) : Status();
       if (!s.ok() && state->pending.ok()) state->pending = s;
-      for (int i = 0; i < list->cnt; ++i) list->elems[i].offset = parts[static_cast<size_t>(i)].offset;
+      for (int i = 0; i < list->cnt; ++i)
+        list->elems[i].offset = parts[static_cast<size_t>(i)].offset;
       rd_kafka_assign(rk, list);
       return;
     }
     if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
       std::vector<TopicPartition> parts;
-      for (int i = 0; i < list->cnt; ++i) parts.push_back({list->elems[i].topic, list->elems[i].partition});
+      for (int i = 0; i < list->cnt; ++i)
+        parts.push_back({list->elems[i].topic, list->elems[i].partition});
       Status s = state->on_revoke ? state->on_revoke(parts) : Status();
       if (!s.ok() && state->pending.ok()) state->pending = s;
     }
     rd_kafka_assign(rk, nullptr);
   };
   ListGuard g{rd_kafka_topic_partition_list_new(static_cast<int>(topics.size()))};
-  for (const auto& t : topics) rd_kafka_topic_partition_list_add(g.list, t.c_str(), RD_KAFKA_PARTITION_UA);
+  for (const auto& t : topics)
+    rd_kafka_topic_partition_list_add(g.list, t.c_str(), RD_KAFKA_PARTITION_UA);
   rd_kafka_resp_err_t err = rd_kafka_subscribe(handle_->rk, g.list);
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return failure("cannot subscribe: {}", rd_kafka_err2str(err));
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return failure("cannot subscribe: {}", rd_kafka_err2str(err));
   state_->subscribed = true;
   return {};
 }
@@ -560,7 +585,8 @@ Status Consumer::poll(Millis timeout, size_t max_events, const EventHandler& han
     batch[0] = first;
     n = 1;
     if (batch.size() > 1) {
-      ssize_t more = rd_kafka_consume_batch_queue(state_->queue, 0, batch.data() + 1, batch.size() - 1);
+      ssize_t more =
+          rd_kafka_consume_batch_queue(state_->queue, 0, batch.data() + 1, batch.size() - 1);
       if (more > 0) n += static_cast<size_t>(more);
     }
   }
@@ -593,9 +619,13 @@ Status Consumer::poll(Millis timeout, size_t max_events, const EventHandler& han
     }
     if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
       std::string text = rd_kafka_message_errstr(m);
-      if (m->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || m->err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
-          m->err == RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED || m->err == RD_KAFKA_RESP_ERR__FATAL)
-        return failure("{}", config_.redact(m->rkt != nullptr ? fmt::format("topic '{}': {}", *name, text) : text));
+      if (m->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+          m->err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
+          m->err == RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED ||
+          m->err == RD_KAFKA_RESP_ERR__FATAL)
+        return failure(
+            "{}",
+            config_.redact(m->rkt != nullptr ? fmt::format("topic '{}': {}", *name, text) : text));
       reporter_.warning(fmt::format("kafka: {}", config_.redact(text)));
       continue;
     }
@@ -619,7 +649,8 @@ Status Consumer::poll(Millis timeout, size_t max_events, const EventHandler& han
       const char* hname;
       const void* hval;
       size_t hsize;
-      for (size_t h = 0; rd_kafka_header_get_all(hdrs, h, &hname, &hval, &hsize) == RD_KAFKA_RESP_ERR_NO_ERROR;
+      for (size_t h = 0;
+           rd_kafka_header_get_all(hdrs, h, &hname, &hval, &hsize) == RD_KAFKA_RESP_ERR_NO_ERROR;
            ++h) {
         Header header;
         header.name = hname;
@@ -636,13 +667,15 @@ namespace {
 
 // The group's answers to a member whose generation is over or about to be.
 bool is_group_change(rd_kafka_resp_err_t err) {
-  return err == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS || err == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION ||
+  return err == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS ||
+         err == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION ||
          err == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID || err == RD_KAFKA_RESP_ERR__STATE;
 }
 
 }  // namespace
 
-Status Consumer::commit(const std::vector<PartitionOffset>& offsets, bool* committed, const std::string& metadata) {
+Status Consumer::commit(const std::vector<PartitionOffset>& offsets, bool* committed,
+                        const std::string& metadata) {
   if (committed != nullptr) *committed = true;
   if (offsets.empty()) return {};
   ListGuard g{to_list(offsets)};
@@ -667,21 +700,22 @@ Status Consumer::commit(const std::vector<PartitionOffset>& offsets, bool* commi
       refused = true;
       continue;
     }
-    return failure("cannot commit offset of {} [{}]: {}", g.list->elems[i].topic, g.list->elems[i].partition,
-                   rd_kafka_err2str(e));
+    return failure("cannot commit offset of {} [{}]: {}", g.list->elems[i].topic,
+                   g.list->elems[i].partition, rd_kafka_err2str(e));
   }
   if (refused && committed != nullptr) *committed = false;
   return {};
 }
 
-Expected<std::vector<std::optional<int64_t>>> Consumer::committed(const std::vector<TopicPartition>& parts,
-                                                                  std::vector<std::string>* metadata) {
+Expected<std::vector<std::optional<int64_t>>> Consumer::committed(
+    const std::vector<TopicPartition>& parts, std::vector<std::string>* metadata) {
   std::vector<std::optional<int64_t>> out(parts.size());
   if (metadata != nullptr) metadata->assign(parts.size(), std::string());
   if (parts.empty()) return out;
   ListGuard g{to_list(parts)};
   rd_kafka_resp_err_t err = rd_kafka_committed(handle_->rk, g.list, timeout_ms(config_.timeout));
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return broker_error("cannot fetch committed offsets", rd_kafka_err2str(err));
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return broker_error("cannot fetch committed offsets", rd_kafka_err2str(err));
   for (size_t i = 0; i < parts.size(); ++i) {
     const rd_kafka_topic_partition_t& e = g.list->elems[i];
     if (e.offset >= 0) out[i] = e.offset;
@@ -696,7 +730,8 @@ std::vector<TopicPartition> Consumer::assignment() {
   rd_kafka_topic_partition_list_t* list = nullptr;
   if (rd_kafka_assignment(handle_->rk, &list) != RD_KAFKA_RESP_ERR_NO_ERROR) return out;
   ListGuard g{list};
-  for (int i = 0; i < list->cnt; ++i) out.push_back({list->elems[i].topic, list->elems[i].partition});
+  for (int i = 0; i < list->cnt; ++i)
+    out.push_back({list->elems[i].topic, list->elems[i].partition});
   return out;
 }
 
@@ -705,7 +740,8 @@ Status Consumer::close() {
   Status s = state_->pending;
   state_->pending = Status();
   if (!s.ok()) return s;
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return failure("cannot leave the group: {}", rd_kafka_err2str(err));
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return failure("cannot leave the group: {}", rd_kafka_err2str(err));
   return {};
 }
 
@@ -832,17 +868,20 @@ Expected<std::unique_ptr<Producer>> Producer::create(const KafkaConfig& base, Re
   solo.ignored.clear();  // warned of once, by the main handle
   producer->state_->solo_config = std::move(solo);
   producer->state_->reporter = &reporter;
-  KPIPE_TRY(new_handle(RD_KAFKA_PRODUCER, config, *producer->handle_,
-                       [](rd_kafka_conf_t* conf) { rd_kafka_conf_set_dr_msg_cb(conf, delivery_cb); }));
+  KPIPE_TRY(new_handle(RD_KAFKA_PRODUCER, config, *producer->handle_, [](rd_kafka_conf_t* conf) {
+    rd_kafka_conf_set_dr_msg_cb(conf, delivery_cb);
+  }));
   KPIPE_TRY(producer->wait_until_reachable());
   return producer;
 }
 
-void Producer::set_delivery_handler(DeliveryHandler handler) { state_->on_delivery = std::move(handler); }
+void Producer::set_delivery_handler(DeliveryHandler handler) {
+  state_->on_delivery = std::move(handler);
+}
 
-Status Producer::produce(const std::string& topic, int32_t partition, std::optional<std::string_view> key,
-                         std::optional<std::string_view> value, const std::vector<Header>& headers,
-                         int64_t timestamp, uint64_t tag) {
+Status Producer::produce(const std::string& topic, int32_t partition,
+                         std::optional<std::string_view> key, std::optional<std::string_view> value,
+                         const std::vector<Header>& headers, int64_t timestamp, uint64_t tag) {
   for (;;) {
     rd_kafka_headers_t* hdrs = nullptr;
     if (!headers.empty()) {
@@ -857,7 +896,8 @@ Status Producer::produce(const std::string& topic, int32_t partition, std::optio
         handle_->rk, RD_KAFKA_V_TOPIC(topic.c_str()), RD_KAFKA_V_PARTITION(partition),
         RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
         RD_KAFKA_V_KEY((key ? key->data() : nullptr), (key ? key->size() : 0)),
-        RD_KAFKA_V_VALUE((value ? const_cast<char*>(value->data()) : nullptr), (value ? value->size() : 0)),
+        RD_KAFKA_V_VALUE((value ? const_cast<char*>(value->data()) : nullptr),
+                         (value ? value->size() : 0)),
         RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_TIMESTAMP(timestamp),
         RD_KAFKA_V_OPAQUE(reinterpret_cast<void*>(static_cast<uintptr_t>(tag))), RD_KAFKA_V_END);
     if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return {};
@@ -909,9 +949,15 @@ Status Producer::flush(Millis timeout) {
   return {};
 }
 
-uint64_t Producer::delivered() const { return state_->delivered; }
-uint64_t Producer::failed() const { return state_->failed; }
-std::string Producer::first_failure() const { return state_->first_failure; }
+uint64_t Producer::delivered() const {
+  return state_->delivered;
+}
+uint64_t Producer::failed() const {
+  return state_->failed;
+}
+std::string Producer::first_failure() const {
+  return state_->first_failure;
+}
 
 // --- MockCluster ------------------------------------------------------------------
 
@@ -954,7 +1000,9 @@ Expected<std::unique_ptr<MockCluster>> MockCluster::create(int brokers, Reporter
   return mock;
 }
 
-std::string MockCluster::bootstraps() const { return rd_kafka_mock_cluster_bootstraps(state_->cluster); }
+std::string MockCluster::bootstraps() const {
+  return rd_kafka_mock_cluster_bootstraps(state_->cluster);
+}
 
 void MockCluster::set_brokers_up(bool up) {
   // The mock numbers its brokers from 1.
@@ -969,8 +1017,10 @@ void MockCluster::set_brokers_up(bool up) {
 
 Status MockCluster::create_topic(const std::string& name, int partitions) {
   KPIPE_TRY(check_topic_name(name));
-  rd_kafka_resp_err_t err = rd_kafka_mock_topic_create(state_->cluster, name.c_str(), partitions, 1);
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return failure("cannot create topic '{}': {}", name, rd_kafka_err2str(err));
+  rd_kafka_resp_err_t err =
+      rd_kafka_mock_topic_create(state_->cluster, name.c_str(), partitions, 1);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return failure("cannot create topic '{}': {}", name, rd_kafka_err2str(err));
   return {};
 }
 

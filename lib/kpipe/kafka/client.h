@@ -56,7 +56,8 @@ class KafkaClient {
   // The timestamp of the record at each offset (nullopt where there is no
   // record: past the end, or deleted), read with one small fetch per
   // partition through a short-lived consumer of its own.
-  Expected<std::vector<std::optional<Millis>>> timestamps_at(const std::vector<PartitionOffset>& at);
+  Expected<std::vector<std::optional<Millis>>> timestamps_at(
+      const std::vector<PartitionOffset>& at);
   // Deletes each partition's records before the given offset (Kafka's
   // DeleteRecords, what kafka-delete-records.sh does); kbroker's mock
   // cluster does not support it and says so.
@@ -93,8 +94,8 @@ class Consumer final : public KafkaClient {
  public:
   // `group` empty: no consumer group (partitions are assigned by the
   // caller). Offsets are never committed automatically.
-  static Expected<std::unique_ptr<Consumer>> create(const KafkaConfig& config, const std::string& group,
-                                                    Reporter& reporter);
+  static Expected<std::unique_ptr<Consumer>> create(const KafkaConfig& config,
+                                                    const std::string& group, Reporter& reporter);
   ~Consumer() override;
 
   Status assign(const std::vector<PartitionOffset>& parts);
@@ -124,8 +125,8 @@ class Consumer final : public KafkaClient {
                 const std::string& metadata = {});
   // The group's committed offsets; nullopt where there is none. With
   // `metadata`, also each offset's metadata ("" where none).
-  Expected<std::vector<std::optional<int64_t>>> committed(const std::vector<TopicPartition>& parts,
-                                                          std::vector<std::string>* metadata = nullptr);
+  Expected<std::vector<std::optional<int64_t>>> committed(
+      const std::vector<TopicPartition>& parts, std::vector<std::string>* metadata = nullptr);
   std::vector<TopicPartition> assignment();
   // Leaves the group (revoking first), so that the rest rebalance at once.
   Status close();
@@ -193,7 +194,8 @@ struct GroupDescription {
 class GroupReader final : public KafkaClient {
  public:
   // `group` empty: only the record timestamps and watermarks are read.
-  static Expected<std::unique_ptr<GroupReader>> create(const KafkaConfig& config, const std::string& group,
+  static Expected<std::unique_ptr<GroupReader>> create(const KafkaConfig& config,
+                                                       const std::string& group,
                                                        Reporter& reporter);
   ~GroupReader() override;
 
@@ -205,7 +207,8 @@ class GroupReader final : public KafkaClient {
   // offset: the partitions are read together, a small fetch each, and each
   // is paused once its first record has arrived. nullopt where none came
   // within the timeout.
-  Expected<std::vector<std::optional<Millis>>> record_timestamps(const std::vector<PartitionOffset>& parts);
+  Expected<std::vector<std::optional<Millis>>> record_timestamps(
+      const std::vector<PartitionOffset>& parts);
 
  private:
   GroupReader(const KafkaConfig& config, Reporter& reporter);

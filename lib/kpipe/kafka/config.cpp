@@ -166,10 +166,14 @@ Status read_hex4(std::string_view s, size_t at, std::string_view name, size_t li
   for (size_t k = 1; k <= 4; ++k) {
     char h = s[at + k];
     cp <<= 4;
-    if (h >= '0' && h <= '9') cp |= static_cast<unsigned>(h - '0');
-    else if (h >= 'a' && h <= 'f') cp |= static_cast<unsigned>(h - 'a' + 10);
-    else if (h >= 'A' && h <= 'F') cp |= static_cast<unsigned>(h - 'A' + 10);
-    else return usage_error("{}: line {}: malformed \\u escape", name, line);
+    if (h >= '0' && h <= '9')
+      cp |= static_cast<unsigned>(h - '0');
+    else if (h >= 'a' && h <= 'f')
+      cp |= static_cast<unsigned>(h - 'a' + 10);
+    else if (h >= 'A' && h <= 'F')
+      cp |= static_cast<unsigned>(h - 'A' + 10);
+    else
+      return usage_error("{}: line {}: malformed \\u escape", name, line);
   }
   return {};
 }
@@ -218,12 +222,24 @@ Status unescape(std::string_view s, std::string_view name, size_t line, std::str
     }
     char c = s[++i];
     switch (c) {
-      case 't': dst.push_back('\t'); break;
-      case 'n': dst.push_back('\n'); break;
-      case 'r': dst.push_back('\r'); break;
-      case 'f': dst.push_back('\f'); break;
-      case 'u': KPIPE_TRY(unescape_unicode(s, i, name, line, dst)); break;
-      default: dst.push_back(c); break;
+      case 't':
+        dst.push_back('\t');
+        break;
+      case 'n':
+        dst.push_back('\n');
+        break;
+      case 'r':
+        dst.push_back('\r');
+        break;
+      case 'f':
+        dst.push_back('\f');
+        break;
+      case 'u':
+        KPIPE_TRY(unescape_unicode(s, i, name, line, dst));
+        break;
+      default:
+        dst.push_back(c);
+        break;
     }
   }
   return {};
@@ -307,8 +323,9 @@ std::vector<std::string> translate_java_properties(KafkaConfig& config) {
     // Java client settings with no librdkafka meaning: serializers, JKS
     // stores and the like. Passing them on would fail the whole start.
     bool keystore = k == "ssl.keystore.location" || k == "ssl.keystore.password";
-    if (k.ends_with(".serializer") || k.ends_with(".deserializer") || k.starts_with("ssl.truststore.") ||
-        k == "ssl.keystore.type" || (keystore && jks) || k == "ssl.key.password.type" || k == "interceptor.classes" ||
+    if (k.ends_with(".serializer") || k.ends_with(".deserializer") ||
+        k.starts_with("ssl.truststore.") || k == "ssl.keystore.type" || (keystore && jks) ||
+        k == "ssl.key.password.type" || k == "interceptor.classes" ||
         k == "sasl.login.callback.handler.class" || k == "sasl.client.callback.handler.class" ||
         k == "ssl.protocol") {
       dropped.push_back(k);
@@ -318,7 +335,8 @@ std::vector<std::string> translate_java_properties(KafkaConfig& config) {
   }
   config.properties = std::move(kept);
   if (!user.empty() && config.get("sasl.username") == nullptr) config.set("sasl.username", user);
-  if (!password.empty() && config.get("sasl.password") == nullptr) config.set("sasl.password", password);
+  if (!password.empty() && config.get("sasl.password") == nullptr)
+    config.set("sasl.password", password);
   return dropped;
 }
 

@@ -9,7 +9,9 @@
 
 namespace kpipe {
 
-std::string default_replay_group(const std::string& topic) { return "kdlq-replay." + topic; }
+std::string default_replay_group(const std::string& topic) {
+  return "kdlq-replay." + topic;
+}
 
 namespace {
 
@@ -39,8 +41,9 @@ Expected<std::map<int32_t, int64_t>> parse_mark(const std::string& text) {
 
 // Reads a topic from given offsets up to the high watermarks of the
 // moment, calling `fn` for each record.
-Status read_until_end(Consumer& consumer, const std::string& topic, const std::map<int32_t, int64_t>& from,
-                      Clock& clock, const std::function<Status(const RecordView&)>& fn) {
+Status read_until_end(Consumer& consumer, const std::string& topic,
+                      const std::map<int32_t, int64_t>& from, Clock& clock,
+                      const std::function<Status(const RecordView&)>& fn) {
   auto parts = consumer.partitions(topic);
   if (!parts) return parts.take_error();
   std::vector<TopicPartition> tps;
@@ -65,14 +68,17 @@ Status read_until_end(Consumer& consumer, const std::string& topic, const std::m
       auto it = end.find(e.record.partition);
       if (it == end.end()) return {};
       progress = true;
-      if (e.kind == ConsumerEvent::Kind::kRecord && e.record.offset < it->second) KPIPE_TRY(fn(e.record));
-      if (e.record.offset + (e.kind == ConsumerEvent::Kind::kRecord ? 1 : 0) >= it->second) end.erase(it);
+      if (e.kind == ConsumerEvent::Kind::kRecord && e.record.offset < it->second)
+        KPIPE_TRY(fn(e.record));
+      if (e.record.offset + (e.kind == ConsumerEvent::Kind::kRecord ? 1 : 0) >= it->second)
+        end.erase(it);
       return {};
     }));
     Millis now = clock.steady();
     if (progress) last_progress = now;
     if (now - last_progress > consumer.config().timeout)
-      return failure("reading topic '{}' made no progress within {}", topic, format_duration(consumer.config().timeout));
+      return failure("reading topic '{}' made no progress within {}", topic,
+                     format_duration(consumer.config().timeout));
   }
   return consumer.assign({});
 }
@@ -81,8 +87,10 @@ Status read_until_end(Consumer& consumer, const std::string& topic, const std::m
 
 // --- the dead-letter topic -----------------------------------------------------
 
-Expected<std::unique_ptr<KafkaDlq>> KafkaDlq::open(const std::string& topic, const KafkaConfig& config,
-                                                   const std::string& group, Reporter& reporter, Clock& clock) {
+Expected<std::unique_ptr<KafkaDlq>> KafkaDlq::open(const std::string& topic,
+                                                   const KafkaConfig& config,
+                                                   const std::string& group, Reporter& reporter,
+                                                   Clock& clock) {
   std::unique_ptr<KafkaDlq> dlq(new KafkaDlq());
   dlq->topic_ = topic;
   dlq->group_ = group.empty() ? default_replay_group(topic) : group;
@@ -124,7 +132,9 @@ Status KafkaDlq::commit(const std::map<int32_t, int64_t>& next, const std::strin
   bool stored = true;
   KPIPE_TRY(consumer_->commit(offsets, &stored, metadata));
   if (!stored)
-    return failure("group '{}' refused the replay position: consumers use it; give kdlq its own --group", group_);
+    return failure(
+        "group '{}' refused the replay position: consumers use it; give kdlq its own --group",
+        group_);
   return {};
 }
 
@@ -163,8 +173,9 @@ Expected<std::vector<DlqEntry>> KafkaDlq::read(size_t max) {
     }));
     if (done) {
       ++current_;
-      KPIPE_TRY(consumer_->assign(current_ < queue_.size() ? std::vector<PartitionOffset>{queue_[current_]}
-                                                            : std::vector<PartitionOffset>{}));
+      KPIPE_TRY(consumer_->assign(current_ < queue_.size()
+                                      ? std::vector<PartitionOffset>{queue_[current_]}
+                                      : std::vector<PartitionOffset>{}));
     }
     Millis now = clock_->steady();
     if (progress) last_progress = now;
@@ -201,8 +212,10 @@ class GroupLedger final : public ReplayLedger {
     auto v = parse_json(position_.metadata);
     const JsonValue* target = v ? v->find("target") : nullptr;
     const JsonValue* mark = v ? v->find("mark") : nullptr;
-    if (target == nullptr || mark == nullptr || target->type != JsonType::kString || mark->type != JsonType::kString)
-      return failure("group '{}' holds unreadable replay metadata '{}'", dlq_.group(), position_.metadata);
+    if (target == nullptr || mark == nullptr || target->type != JsonType::kString ||
+        mark->type != JsonType::kString)
+      return failure("group '{}' holds unreadable replay metadata '{}'", dlq_.group(),
+                     position_.metadata);
     mark_ = mark->str;
     target_ = target->str;
     out.push_back({target->str, mark->str, 0, 0});
@@ -246,12 +259,14 @@ class GroupLedger final : public ReplayLedger {
     }
     std::vector<ReplayItem> out;
     while (out.size() < max && (limit_ == 0 || handed_out_ < limit_)) {
-      auto entries = dlq_.read(limit_ == 0 ? max - out.size() : std::min(max - out.size(), limit_ - handed_out_));
+      auto entries = dlq_.read(limit_ == 0 ? max - out.size()
+                                           : std::min(max - out.size(), limit_ - handed_out_));
       if (!entries) return entries.take_error();
       if (entries->empty()) break;
       for (DlqEntry& e : *entries) {
         auto& reads = reads_[e.position->partition];
-        bool pass = found_.count({e.position->partition, e.position->offset}) > 0 || !filter_.matches(e);
+        bool pass =
+            found_.count({e.position->partition, e.position->offset}) > 0 || !filter_.matches(e);
         reads.push_back({e.position->offset, pass});
         if (pass) continue;
         std::string id = prefix_ + e.id_text();
@@ -270,7 +285,8 @@ class GroupLedger final : public ReplayLedger {
     return out;
   }
 
-  Status begin(const std::vector<ReplayItem>&, const std::string& target, const std::string& mark) override {
+  Status begin(const std::vector<ReplayItem>&, const std::string& target,
+               const std::string& mark) override {
     // An older mark still in force covers this batch as well (everything
     // sent now lands after it), so it is kept until it is no longer needed.
     if (mark_.empty() || !pending_found()) {
@@ -351,7 +367,8 @@ class GroupLedger final : public ReplayLedger {
 
 }  // namespace
 
-Expected<std::unique_ptr<ReplayLedger>> make_group_ledger(KafkaDlq& dlq, const DlqFilter& filter, size_t limit) {
+Expected<std::unique_ptr<ReplayLedger>> make_group_ledger(KafkaDlq& dlq, const DlqFilter& filter,
+                                                          size_t limit) {
   auto position = dlq.position();
   if (!position) return position.take_error();
   return std::unique_ptr<ReplayLedger>(new GroupLedger(dlq, filter, limit, std::move(*position)));
@@ -382,8 +399,8 @@ namespace {
 
 class KafkaTarget final : public ReplayTarget {
  public:
-  KafkaTarget(std::string topic, std::unique_ptr<Producer> producer, KafkaConfig config, Reporter& reporter,
-              Clock& clock)
+  KafkaTarget(std::string topic, std::unique_ptr<Producer> producer, KafkaConfig config,
+              Reporter& reporter, Clock& clock)
       : topic_(std::move(topic)),
         producer_(std::move(producer)),
         config_(std::move(config)),
@@ -408,7 +425,8 @@ class KafkaTarget final : public ReplayTarget {
       // A record replayed before carries the id of that replay: this one
       // names the entry replayed now.
       if (h.name == dlq_header::kReplayId) continue;
-      headers_.push_back({h.name, h.value ? std::optional<std::string_view>(*h.value) : std::nullopt});
+      headers_.push_back(
+          {h.name, h.value ? std::optional<std::string_view>(*h.value) : std::nullopt});
     }
     headers_.push_back({dlq_header::kReplayId, item.replay_id});
     std::optional<std::string_view> key, value;
@@ -446,14 +464,16 @@ class KafkaTarget final : public ReplayTarget {
     }
     // The special time kOffsetEnd asks for the end itself: one request,
     // never a search by timestamp.
-    auto ends = producer_->offsets_for_times(parts_, std::vector<Millis>(parts_.size(), kOffsetEnd));
+    auto ends =
+        producer_->offsets_for_times(parts_, std::vector<Millis>(parts_.size(), kOffsetEnd));
     if (!ends) return ends.take_error();
     std::map<int32_t, int64_t> high;
     for (size_t i = 0; i < parts_.size(); ++i) high[parts_[i].partition] = (*ends)[i];
     return format_mark(high);
   }
 
-  Expected<std::set<std::string>> delivered_since(const std::string& mark, const std::string& prefix) override {
+  Expected<std::set<std::string>> delivered_since(const std::string& mark,
+                                                  const std::string& prefix) override {
     auto from = parse_mark(mark);
     if (!from) return from.take_error();
     if (!consumer_) {
@@ -489,13 +509,15 @@ class KafkaTarget final : public ReplayTarget {
 
 }  // namespace
 
-Expected<std::unique_ptr<ReplayTarget>> make_kafka_target(const std::string& topic, const KafkaConfig& config,
+Expected<std::unique_ptr<ReplayTarget>> make_kafka_target(const std::string& topic,
+                                                          const KafkaConfig& config,
                                                           Reporter& reporter, Clock& clock) {
   auto producer = Producer::create(config, reporter);
   if (!producer) return producer.take_error();
   auto parts = (*producer)->partitions(topic);
   if (!parts) return failure("replay target 'kafka:{}': {}", topic, parts.error().message);
-  return std::unique_ptr<ReplayTarget>(new KafkaTarget(topic, std::move(*producer), config, reporter, clock));
+  return std::unique_ptr<ReplayTarget>(
+      new KafkaTarget(topic, std::move(*producer), config, reporter, clock));
 }
 
 // --- The sink: dead letters written to a topic ------------------------------
@@ -515,7 +537,8 @@ class KafkaDeadLetters final : public DeadLetterSink {
     OwnedRecord r = encode_dead_letter(d, reader_);
     headers_.clear();
     for (const auto& h : r.headers)
-      headers_.push_back({h.name, h.value ? std::optional<std::string_view>(*h.value) : std::nullopt});
+      headers_.push_back(
+          {h.name, h.value ? std::optional<std::string_view>(*h.value) : std::nullopt});
     std::optional<std::string_view> key, value;
     if (r.key) key = *r.key;
     if (r.value) value = *r.value;

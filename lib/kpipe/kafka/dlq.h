@@ -34,8 +34,10 @@ std::string default_replay_group(const std::string& topic);
 
 class KafkaDlq {
  public:
-  static Expected<std::unique_ptr<KafkaDlq>> open(const std::string& topic, const KafkaConfig& config,
-                                                   const std::string& group, Reporter& reporter, Clock& clock);
+  static Expected<std::unique_ptr<KafkaDlq>> open(const std::string& topic,
+                                                  const KafkaConfig& config,
+                                                  const std::string& group, Reporter& reporter,
+                                                  Clock& clock);
 
   const std::string& topic() const { return topic_; }
   const std::string& group() const { return group_; }
@@ -70,11 +72,13 @@ class KafkaDlq {
 };
 
 // The consumer group as the replay ledger of a Kafka dead-letter topic.
-Expected<std::unique_ptr<ReplayLedger>> make_group_ledger(KafkaDlq& dlq, const DlqFilter& filter, size_t limit);
+Expected<std::unique_ptr<ReplayLedger>> make_group_ledger(KafkaDlq& dlq, const DlqFilter& filter,
+                                                          size_t limit);
 
 // A topic as a replay target: records go back with their original key,
 // headers and timestamp when the entry was an envelope, plus kReplayId.
-Expected<std::unique_ptr<ReplayTarget>> make_kafka_target(const std::string& topic, const KafkaConfig& config,
+Expected<std::unique_ptr<ReplayTarget>> make_kafka_target(const std::string& topic,
+                                                          const KafkaConfig& config,
                                                           Reporter& reporter, Clock& clock);
 
 // What a replay produces for an entry (kReplayId aside): the record it

@@ -71,7 +71,9 @@ KafkaConfig consumer_config(const KafkaConfig& base, const std::string& group);
 // A timeout as librdkafka takes it: an int of milliseconds, at least 1,
 // since a request given 0 fails at once without asking the broker
 // (--timeout 0) and a negative one would wait forever.
-inline int timeout_ms(Millis t) { return static_cast<int>(std::clamp<Millis>(t, 1, INT32_MAX)); }
+inline int timeout_ms(Millis t) {
+  return static_cast<int>(std::clamp<Millis>(t, 1, INT32_MAX));
+}
 
 // Sets a default unless the user gave the property.
 inline void set_default(KafkaConfig& config, const char* key, const char* value) {

@@ -12,7 +12,8 @@ Expected<std::unique_ptr<DeadLetterSink>> open_dead_letter_sink(const std::strin
   if (target.starts_with("kafka:")) {
     std::string topic = target.substr(6);
     if (topic.empty()) return usage_error("--dlq 'kafka:': the topic name is missing");
-    if (kafka == nullptr) return usage_error("--dlq '{}' needs brokers: use -b or set KPIPE_BROKERS", target);
+    if (kafka == nullptr)
+      return usage_error("--dlq '{}' needs brokers: use -b or set KPIPE_BROKERS", target);
     return open_kafka_dead_letters(topic, *kafka, reporter);
   }
   auto store = DlqStore::open(target);
@@ -52,7 +53,8 @@ Expected<std::unique_ptr<BadInputHandler>> make_bad_input_handler(const ErrorOpt
 Expected<std::unique_ptr<BadInputHandler>> make_bad_input_handler(const ErrorOptions& options,
                                                                   const std::string& stage, Io& io,
                                                                   const KafkaOptions& kafka) {
-  if (!options.dlq.starts_with("kafka:")) return make_bad_input_handler(options, stage, io, nullptr);
+  if (!options.dlq.starts_with("kafka:"))
+    return make_bad_input_handler(options, stage, io, nullptr);
   auto config = resolve_kafka_config(kafka, io.env_brokers);
   if (!config) return config.take_error();
   return make_bad_input_handler(options, stage, io, &*config);

@@ -24,9 +24,9 @@ Expected<std::unique_ptr<DeadLetterSink>> open_dead_letter_sink(const std::strin
 // The state of --on-error and --dlq for a program, resolved once. Without
 // --on-error, --dlq means dlq. Without `kafka`, a kafka: target takes its
 // brokers from KPIPE_BROKERS.
-Expected<std::unique_ptr<BadInputHandler>> make_bad_input_handler(const ErrorOptions& options,
-                                                                  const std::string& stage, Io& io,
-                                                                  const KafkaConfig* kafka = nullptr);
+Expected<std::unique_ptr<BadInputHandler>> make_bad_input_handler(
+    const ErrorOptions& options, const std::string& stage, Io& io,
+    const KafkaConfig* kafka = nullptr);
 // The same for a program whose only use of Kafka is --dlq kafka:TOPIC: its
 // -b, -X, --config and --timeout, resolved only for such a target.
 Expected<std::unique_ptr<BadInputHandler>> make_bad_input_handler(const ErrorOptions& options,

@@ -26,7 +26,8 @@ Expected<TopicSpec> parse_topic_spec(const std::string& text, int default_partit
     auto r = std::from_chars(count.data(), count.data() + count.size(), spec.partitions);
     if (r.ec != std::errc() || r.ptr != count.data() + count.size() || spec.partitions < 1 ||
         spec.partitions > 10000)
-      return usage_error("--topic '{}': the partition count must be a number from 1 to 10000", text);
+      return usage_error("--topic '{}': the partition count must be a number from 1 to 10000",
+                         text);
   }
   if (spec.name.empty()) return usage_error("--topic '{}': the topic name is missing", text);
   if (Status valid = check_topic_name(spec.name); !valid.ok())
@@ -68,7 +69,8 @@ Status write_file_atomically(const std::string& path, const std::string& content
 }  // namespace
 
 Status run_broker(const BrokerOptions& options, Io& io) {
-  if (options.brokers < 1 || options.brokers > 16) return usage_error("--brokers must be from 1 to 16");
+  if (options.brokers < 1 || options.brokers > 16)
+    return usage_error("--brokers must be from 1 to 16");
   std::vector<TopicSpec> specs;
   for (const auto& t : options.topics) {
     auto spec = parse_topic_spec(t, options.partitions);
@@ -83,9 +85,11 @@ Status run_broker(const BrokerOptions& options, Io& io) {
   std::string bootstrap = (*cluster)->bootstraps();
   io.out.write_line(bootstrap);
   KPIPE_TRY(io.out.flush());
-  if (!options.bootstrap_file.empty()) KPIPE_TRY(write_file_atomically(options.bootstrap_file, bootstrap + "\n"));
+  if (!options.bootstrap_file.empty())
+    KPIPE_TRY(write_file_atomically(options.bootstrap_file, bootstrap + "\n"));
   io.reporter.warning(
-      "kbroker keeps records in memory, about 5 MiB and 100000 batches per partition, and silently drops "
+      "kbroker keeps records in memory, about 5 MiB and 100000 batches per partition, and silently "
+      "drops "
       "older ones: it is for demos and tests, not production");
   // Signals may land on librdkafka's threads, so the flags are polled
   // rather than waited for.

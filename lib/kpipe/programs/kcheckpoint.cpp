@@ -18,29 +18,37 @@
 #include <set>
 
 #include "kpipe/choices.h"
-#include "kpipe/programs/kconsume.h"
 #include "kpipe/control.h"
 #include "kpipe/json.h"
 #include "kpipe/kafka/client.h"
+#include "kpipe/programs/dlq_targets.h"
+#include "kpipe/programs/kconsume.h"
 #include "kpipe/stage/line_feed.h"
 #include "kpipe/table.h"
-#include "kpipe/programs/dlq_targets.h"
 
 namespace kpipe {
 
-int64_t reset_target(const ResetSpec& spec, std::optional<int64_t> current, int64_t low, int64_t high,
-                     int64_t at_time) {
+int64_t reset_target(const ResetSpec& spec, std::optional<int64_t> current, int64_t low,
+                     int64_t high, int64_t at_time) {
   int64_t target = low;
   switch (spec.kind) {
-    case ResetSpec::Kind::kEarliest: target = low; break;
-    case ResetSpec::Kind::kLatest: target = high; break;
-    case ResetSpec::Kind::kTime: target = at_time; break;
+    case ResetSpec::Kind::kEarliest:
+      target = low;
+      break;
+    case ResetSpec::Kind::kLatest:
+      target = high;
+      break;
+    case ResetSpec::Kind::kTime:
+      target = at_time;
+      break;
     case ResetSpec::Kind::kShift:
       // Saturating: the result is clamped below anyway.
       if (__builtin_add_overflow(current.value_or(low), spec.value, &target))
         target = spec.value > 0 ? INT64_MAX : INT64_MIN;
       break;
-    case ResetSpec::Kind::kOffset: target = spec.value; break;
+    case ResetSpec::Kind::kOffset:
+      target = spec.value;
+      break;
   }
   return std::clamp(target, low, high);
 }
@@ -333,10 +341,12 @@ class CommitStage final : public LineStage {
                                                : "was still reading when asked to stop"));
     }
     if (completed_ == 0 && since_checkpoint_ > 0)
-      io_.reporter.warning(fmt::format(
-          "{} records arrived but no checkpoint line: run kconsume with --state, and make sure every stage in "
-          "between lets control lines through (for jq: jq -c 'if has(\"$kpipe\") then . else ... end')",
-          since_checkpoint_));
+      io_.reporter.warning(
+          fmt::format("{} records arrived but no checkpoint line: run kconsume with --state, and "
+                      "make sure every stage in "
+                      "between lets control lines through (for jq: jq -c 'if has(\"$kpipe\") then "
+                      ". else ... end')",
+                      since_checkpoint_));
     io_.reporter.info(fmt::format("completed {} checkpoints", completed_));
     return {};
   }
@@ -409,10 +419,11 @@ class CommitStage final : public LineStage {
         io_.clock.steady() - last_checkpoint_ - (blocked_total() - blocked_at_checkpoint_);
     if (warned_ || since_checkpoint_ == 0 || quiet < 3 * interval_) return;
     warned_ = true;
-    io_.reporter.warning(fmt::format(
-        "no checkpoint line for {} while {} records arrived: a stage in between drops control lines; let them "
-        "through (for jq: jq -c 'if has(\"$kpipe\") then . else ... end')",
-        format_duration(quiet), since_checkpoint_));
+    io_.reporter.warning(
+        fmt::format("no checkpoint line for {} while {} records arrived: a stage in between drops "
+                    "control lines; let them "
+                    "through (for jq: jq -c 'if has(\"$kpipe\") then . else ... end')",
+                    format_duration(quiet), since_checkpoint_));
   }
 
   StateStore& store_;
@@ -489,7 +500,8 @@ Status run_checkpoint_show(const CheckpointOptions& o, Io& io) {
   TextTable t({"TOPIC", "PARTITION", "OFFSET", "CHECKPOINT", "COMMITTED-AT"});
   for (const auto& s : *offsets)
     t.add_row({s.topic, std::to_string(s.partition), std::to_string(s.offset),
-               s.checkpoint > 0 ? std::to_string(s.checkpoint) : "-", format_rfc3339(s.committed_at)});
+               s.checkpoint > 0 ? std::to_string(s.checkpoint) : "-",
+               format_rfc3339(s.committed_at)});
   io.out.write(t.render());
   return {};
 }
@@ -505,7 +517,8 @@ Status run_checkpoint_history(const CheckpointOptions& o, Io& io) {
   if (!snapshots) return snapshots.take_error();
   std::map<int64_t, std::vector<SnapshotRecord>> by_checkpoint;
   for (const auto& s : *snapshots) by_checkpoint[s.checkpoint].push_back(s);
-  TextTable t({"CHECKPOINT", "EMITTED-AT", "COMPLETED-AT", "BY", "PARTITIONS", "SNAPSHOTS", "ENTRIES", "BYTES"});
+  TextTable t({"CHECKPOINT", "EMITTED-AT", "COMPLETED-AT", "BY", "PARTITIONS", "SNAPSHOTS",
+               "ENTRIES", "BYTES"});
   std::string& out = io.out.buffer();
   for (const auto& c : *checkpoints) {
     const auto& snaps = by_checkpoint[c.id];
@@ -516,9 +529,9 @@ Status run_checkpoint_history(const CheckpointOptions& o, Io& io) {
     }
     if (*table) {
       t.add_row({std::to_string(c.id), format_rfc3339(c.emitted_at),
-                 c.completed_at ? format_rfc3339(*c.completed_at) : "-", c.completed_by.empty() ? "-" : c.completed_by,
-                 std::to_string(c.partitions), std::to_string(snaps.size()), std::to_string(entries),
-                 std::to_string(bytes)});
+                 c.completed_at ? format_rfc3339(*c.completed_at) : "-",
+                 c.completed_by.empty() ? "-" : c.completed_by, std::to_string(c.partitions),
+                 std::to_string(snaps.size()), std::to_string(entries), std::to_string(bytes)});
       continue;
     }
     out.append("{\"checkpoint\":");
@@ -559,11 +572,12 @@ Status run_checkpoint_history(const CheckpointOptions& o, Io& io) {
 }
 
 Status run_checkpoint_reset(const CheckpointOptions& o, Io& io) {
-  int kinds = o.to_earliest + o.to_latest + !o.to_datetime.empty() + !o.by_duration.empty() + o.shift_by.has_value() +
-              o.to_offset.has_value();
+  int kinds = o.to_earliest + o.to_latest + !o.to_datetime.empty() + !o.by_duration.empty() +
+              o.shift_by.has_value() + o.to_offset.has_value();
   if (kinds != 1)
     return usage_error(
-        "give exactly one of --to-earliest, --to-latest, --to-datetime, --by-duration, --shift-by, --to-offset");
+        "give exactly one of --to-earliest, --to-latest, --to-datetime, --by-duration, --shift-by, "
+        "--to-offset");
   if (o.dry_run && o.execute) return usage_error("--dry-run and --execute cannot be combined");
   ResetSpec spec;
   if (o.to_latest) spec.kind = ResetSpec::Kind::kLatest;
@@ -602,13 +616,15 @@ Status run_checkpoint_reset(const CheckpointOptions& o, Io& io) {
       auto ids = (*client)->partitions(scope.topic);
       if (!ids) return ids.take_error();
       for (int32_t p : *ids) {
-        if (!scope.partitions.empty() && !std::binary_search(scope.partitions.begin(), scope.partitions.end(), p))
+        if (!scope.partitions.empty() &&
+            !std::binary_search(scope.partitions.begin(), scope.partitions.end(), p))
           continue;
         parts.push_back({scope.topic, p});
       }
     }
   }
-  if (parts.empty()) return usage_error("nothing to reset: the state holds no offsets; name topics with -t");
+  if (parts.empty())
+    return usage_error("nothing to reset: the state holds no offsets; name topics with -t");
   auto marks = (*client)->watermarks(parts);
   if (!marks) return marks.take_error();
   std::vector<int64_t> at_time(parts.size(), 0);
@@ -622,12 +638,14 @@ Status run_checkpoint_reset(const CheckpointOptions& o, Io& io) {
   std::string& out = io.out.buffer();
   for (size_t i = 0; i < parts.size(); ++i) {
     auto it = current.find(parts[i]);
-    std::optional<int64_t> cur = it == current.end() ? std::nullopt : std::optional<int64_t>(it->second);
+    std::optional<int64_t> cur =
+        it == current.end() ? std::nullopt : std::optional<int64_t>(it->second);
     int64_t target = reset_target(spec, cur, (*marks)[i].low, (*marks)[i].high, at_time[i]);
     plan.push_back({parts[i].topic, parts[i].partition, target});
     if (*table) {
-      t.add_row({parts[i].topic, std::to_string(parts[i].partition), cur ? std::to_string(*cur) : "-",
-                 std::to_string(target), std::to_string((*marks)[i].low), std::to_string((*marks)[i].high)});
+      t.add_row({parts[i].topic, std::to_string(parts[i].partition),
+                 cur ? std::to_string(*cur) : "-", std::to_string(target),
+                 std::to_string((*marks)[i].low), std::to_string((*marks)[i].high)});
       continue;
     }
     out.append("{\"topic\":");
@@ -678,8 +696,12 @@ Status run_checkpoint_import(const CheckpointOptions& o, Io& io) {
     if (!more) return more.take_error();
     if (!*more) break;
     if (is_blank_line(line.text) || is_control_line(line.text)) continue;
-    auto where = [&](std::string_view why) { return data_error("{}: line {}: {}", line.input, line.number, why); };
-    if (line.too_long) return where(fmt::format("line is longer than {} bytes (--max-line-bytes)", o.input.max_line_bytes));
+    auto where = [&](std::string_view why) {
+      return data_error("{}: line {}: {}", line.input, line.number, why);
+    };
+    if (line.too_long)
+      return where(
+          fmt::format("line is longer than {} bytes (--max-line-bytes)", o.input.max_line_bytes));
     if (!parsed->status.ok()) return where(parsed->status.error().message);
     const JsonField* v = parsed->values;
     if (v[0].type != JsonType::kString) return where("field 'topic' is missing or not a string");
@@ -695,7 +717,8 @@ Status run_checkpoint_import(const CheckpointOptions& o, Io& io) {
 }
 
 Status run_checkpoint_sync(const CheckpointOptions& o, Io& io) {
-  if (o.to_group.empty() == o.from_group.empty()) return usage_error("give one of --to-group G or --from-group G");
+  if (o.to_group.empty() == o.from_group.empty())
+    return usage_error("give one of --to-group G or --from-group G");
   auto store = open_state(o);
   if (!store) return store.take_error();
   auto config = resolve_kafka_config(o.kafka, io.env_brokers);
@@ -711,8 +734,9 @@ Status run_checkpoint_sync(const CheckpointOptions& o, Io& io) {
     if (commit.empty()) return usage_error("the state holds no offsets to copy");
     Status s = (*consumer)->commit(commit);
     if (!s.ok())
-      return failure("{} (a group with active members refuses outside commits: stop its consumers first)",
-                     s.error().message);
+      return failure(
+          "{} (a group with active members refuses outside commits: stop its consumers first)",
+          s.error().message);
     io.reporter.info(fmt::format("copied {} offsets to group '{}'", commit.size(), group));
     return {};
   }
@@ -724,7 +748,8 @@ Status run_checkpoint_sync(const CheckpointOptions& o, Io& io) {
     auto ids = (*consumer)->partitions(scope.topic);
     if (!ids) return ids.take_error();
     for (int32_t p : *ids)
-      if (scope.partitions.empty() || std::binary_search(scope.partitions.begin(), scope.partitions.end(), p))
+      if (scope.partitions.empty() ||
+          std::binary_search(scope.partitions.begin(), scope.partitions.end(), p))
         parts.insert({scope.topic, p});
   }
   if (parts.empty()) return usage_error("name the topics to copy with -t TOPIC");
@@ -747,7 +772,8 @@ Status run_checkpoint_verify(const CheckpointOptions& o, Io& io) {
   if (!problems) return problems.take_error();
   for (const auto& p : *problems) io.out.write_line(p);
   if (!problems->empty())
-    return failure("state database '{}' has {} problem{}", o.state, problems->size(), problems->size() == 1 ? "" : "s");
+    return failure("state database '{}' has {} problem{}", o.state, problems->size(),
+                   problems->size() == 1 ? "" : "s");
   io.reporter.info(fmt::format("state database '{}' is sound", o.state));
   return {};
 }

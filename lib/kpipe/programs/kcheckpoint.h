@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "kpipe/stage/filter.h"
 #include "kpipe/kafka/config.h"
+#include "kpipe/stage/filter.h"
 #include "kpipe/store/state_store.h"
 
 namespace kpipe {
@@ -53,7 +53,7 @@ struct ResetSpec {
 // The new offset of a partition: clamped to [low, high], as Kafka's tool
 // does. `current` is the stored offset (absent: low); `at_time` the
 // broker's offset for the spec's time.
-int64_t reset_target(const ResetSpec& spec, std::optional<int64_t> current, int64_t low, int64_t high,
-                     int64_t at_time);
+int64_t reset_target(const ResetSpec& spec, std::optional<int64_t> current, int64_t low,
+                     int64_t high, int64_t at_time);
 
 }  // namespace kpipe

@@ -9,11 +9,11 @@
 
 #include "kpipe/choices.h"
 #include "kpipe/control.h"
-#include "kpipe/stats.h"
 #include "kpipe/envelope.h"
 #include "kpipe/kafka/client.h"
-#include "kpipe/store/state_store.h"
 #include "kpipe/kafka/topic.h"
+#include "kpipe/stats.h"
+#include "kpipe/store/state_store.h"
 
 namespace kpipe {
 
@@ -52,7 +52,8 @@ Expected<std::vector<int32_t>> parse_partition_list(std::string_view text) {
   size_t pos = 0;
   while (pos <= text.size()) {
     size_t comma = text.find(',', pos);
-    std::string_view item = text.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+    std::string_view item =
+        text.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
     pos = comma == std::string_view::npos ? text.size() + 1 : comma + 1;
     size_t dash = item.find('-');
     std::string_view a = item.substr(0, dash);
@@ -60,8 +61,8 @@ Expected<std::vector<int32_t>> parse_partition_list(std::string_view text) {
     int32_t lo = 0, hi = 0;
     auto ra = std::from_chars(a.data(), a.data() + a.size(), lo);
     auto rb = std::from_chars(b.data(), b.data() + b.size(), hi);
-    if (a.empty() || b.empty() || ra.ec != std::errc() || rb.ec != std::errc() || ra.ptr != a.data() + a.size() ||
-        rb.ptr != b.data() + b.size() || lo < 0 || hi < lo)
+    if (a.empty() || b.empty() || ra.ec != std::errc() || rb.ec != std::errc() ||
+        ra.ptr != a.data() + a.size() || rb.ptr != b.data() + b.size() || lo < 0 || hi < lo)
       return usage_error("--partitions '{}': expected a list like 0,2-5", text);
     // A typo like 0-99999999 would otherwise take gigabytes (and a range up
     // to INT32_MAX overflowed the counter and never ended).
@@ -75,13 +76,19 @@ Expected<std::vector<int32_t>> parse_partition_list(std::string_view text) {
   return out;
 }
 
-int64_t resolve_start(const StartPosition& from, int64_t low, int64_t high, int64_t offset_for_time) {
+int64_t resolve_start(const StartPosition& from, int64_t low, int64_t high,
+                      int64_t offset_for_time) {
   switch (from.kind) {
-    case StartPosition::Kind::kEarliest: return low;
-    case StartPosition::Kind::kLatest: return high;
-    case StartPosition::Kind::kOffset: return std::clamp(from.value, low, high);
-    case StartPosition::Kind::kFromEnd: return std::max(low, high - from.value);
-    case StartPosition::Kind::kTime: return std::clamp(offset_for_time, low, high);
+    case StartPosition::Kind::kEarliest:
+      return low;
+    case StartPosition::Kind::kLatest:
+      return high;
+    case StartPosition::Kind::kOffset:
+      return std::clamp(from.value, low, high);
+    case StartPosition::Kind::kFromEnd:
+      return std::max(low, high - from.value);
+    case StartPosition::Kind::kTime:
+      return std::clamp(offset_for_time, low, high);
   }
   return low;
 }
@@ -100,8 +107,8 @@ constexpr size_t kFoldEvery = 4096;
 class ConsumeLoop {
  public:
   ConsumeLoop(const ConsumeOptions& options, Consumer& consumer, Io& io, StartPosition from,
-              std::vector<int32_t> only, Millis commit_interval, Millis stats_interval, StateStore* state,
-              Millis checkpoint_interval)
+              std::vector<int32_t> only, Millis commit_interval, Millis stats_interval,
+              StateStore* state, Millis checkpoint_interval)
       : options_(options),
         consumer_(consumer),
         io_(io),
@@ -205,11 +212,13 @@ class ConsumeLoop {
           }
           if (!fresh.empty()) {
             KPIPE_TRY(resolve(fresh));
-            for (size_t k = 0; k < fresh.size(); ++k) parts[fresh_index[k]].offset = fresh[k].offset;
+            for (size_t k = 0; k < fresh.size(); ++k)
+              parts[fresh_index[k]].offset = fresh[k].offset;
           }
           for (const auto& p : parts) {
             track(p);
-            io_.reporter.info(fmt::format("assigned {} [{}] from offset {}", p.topic, p.partition, p.offset));
+            io_.reporter.info(
+                fmt::format("assigned {} [{}] from offset {}", p.topic, p.partition, p.offset));
           }
           announce(PartitionEvent::Kind::kAssigned, parts);
           return {};
@@ -277,7 +286,8 @@ class ConsumeLoop {
       // A flush may have waited for a slow reader: timers are due now, not
       // after a batch of 4096 records.
       if (out.bytes_written() != written) KPIPE_TRY(timers());
-      if (options_.count > 0 && counters_.out >= static_cast<uint64_t>(options_.count)) done_ = true;
+      if (options_.count > 0 && counters_.out >= static_cast<uint64_t>(options_.count))
+        done_ = true;
       return {};
     };
     while (!done_) {
@@ -286,7 +296,8 @@ class ConsumeLoop {
       // Do not wait while output is buffered: flush first (kpipe(7), LINES).
       Millis wait = out.buffer().empty() ? 100 : 0;
       uint64_t before = counters_.in;
-      size_t batch = options_.count > 0 ? static_cast<size_t>(std::min<int64_t>(options_.count, 4096)) : 4096;
+      size_t batch =
+          options_.count > 0 ? static_cast<size_t>(std::min<int64_t>(options_.count, 4096)) : 4096;
       KPIPE_TRY(consumer_.poll(wait, batch, handler));
       if (counters_.in == before) {
         KPIPE_TRY(out.flush());
@@ -297,7 +308,8 @@ class ConsumeLoop {
     }
     KPIPE_TRY(out.flush());
     if (state_ != nullptr) {
-      // The final checkpoint follows every record written (kpipe(7), CONTROL LINES AND CHECKPOINTS).
+      // The final checkpoint follows every record written (kpipe(7), CONTROL LINES AND
+      // CHECKPOINTS).
       KPIPE_TRY(emit_checkpoint());
       if (grouped()) KPIPE_TRY(await_and_mirror(last_emitted_));
     } else if (grouped()) {
@@ -380,7 +392,8 @@ class ConsumeLoop {
     Checkpoint c;
     c.id = next_checkpoint_++;
     c.at = io_.clock.now();
-    for (const auto& [tp, pos] : positions_) c.offsets.push_back({tp.topic, tp.partition, pos.next});
+    for (const auto& [tp, pos] : positions_)
+      c.offsets.push_back({tp.topic, tp.partition, pos.next});
     KPIPE_TRY(state_->record_emitted(c.id, c.at));
     append_checkpoint(io_.out.buffer(), c);
     KPIPE_TRY(io_.out.flush());
@@ -421,7 +434,8 @@ class ConsumeLoop {
       if (!latest) return latest.take_error();
       if (*latest && **latest >= id) break;
       if (io_.clock.steady() >= deadline || io_.out.closed()) {
-        io_.reporter.info(fmt::format("checkpoint {} not complete yet; the group keeps its last complete offsets", id));
+        io_.reporter.info(fmt::format(
+            "checkpoint {} not complete yet; the group keeps its last complete offsets", id));
         break;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -449,7 +463,8 @@ class ConsumeLoop {
   // Records arrive in runs from one partition: remember the last lookup,
   // and never build a key string per record.
   std::map<TopicPartition, Position>::iterator find(std::string_view topic, int32_t partition) {
-    if (last_ != positions_.end() && last_->first.partition == partition && last_->first.topic == topic)
+    if (last_ != positions_.end() && last_->first.partition == partition &&
+        last_->first.topic == topic)
       return last_;
     key_.topic.assign(topic);
     key_.partition = partition;
@@ -461,7 +476,8 @@ class ConsumeLoop {
 
   bool all_at_end() const {
     if (positions_.empty()) return !grouped();
-    return std::all_of(positions_.begin(), positions_.end(), [](const auto& kv) { return kv.second.at_end; });
+    return std::all_of(positions_.begin(), positions_.end(),
+                       [](const auto& kv) { return kv.second.at_end; });
   }
 
   // Moves what the reader has read (in output order) into the offsets to
@@ -568,17 +584,20 @@ Status run_consume(const ConsumeOptions& options, Io& io) {
   if (!from) return from.take_error();
   std::vector<int32_t> only;
   if (!options.partitions.empty()) {
-    if (!options.group.empty()) return usage_error("--partitions cannot be combined with -g (the group assigns)");
+    if (!options.group.empty())
+      return usage_error("--partitions cannot be combined with -g (the group assigns)");
     auto parsed = parse_partition_list(options.partitions);
     if (!parsed) return parsed.take_error();
     only = std::move(*parsed);
   }
   auto commit_interval = parse_duration(options.commit_interval);
-  if (!commit_interval) return usage_error("--commit-interval: {}", commit_interval.error().message);
+  if (!commit_interval)
+    return usage_error("--commit-interval: {}", commit_interval.error().message);
   auto stats = parse_stats_interval(options.stats);
   if (!stats) return stats.take_error();
   auto checkpoint_interval = parse_duration(options.checkpoint_interval);
-  if (!checkpoint_interval) return usage_error("--checkpoint-interval: {}", checkpoint_interval.error().message);
+  if (!checkpoint_interval)
+    return usage_error("--checkpoint-interval: {}", checkpoint_interval.error().message);
   if (*checkpoint_interval <= 0) return usage_error("--checkpoint-interval must be positive");
   std::unique_ptr<StateStore> state;
   if (!options.state.empty()) {
@@ -590,8 +609,8 @@ Status run_consume(const ConsumeOptions& options, Io& io) {
   if (!config) return config.take_error();
   auto consumer = Consumer::create(*config, options.group, io.reporter);
   if (!consumer) return consumer.take_error();
-  ConsumeLoop loop(options, **consumer, io, *from, std::move(only), *commit_interval, *stats, state.get(),
-                   *checkpoint_interval);
+  ConsumeLoop loop(options, **consumer, io, *from, std::move(only), *commit_interval, *stats,
+                   state.get(), *checkpoint_interval);
   KPIPE_TRY(loop.init_state());
   if (options.group.empty()) {
     KPIPE_TRY(loop.start_assigned());

@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
-#include "kpipe/stage/io.h"
 #include "kpipe/kafka/config.h"
+#include "kpipe/stage/io.h"
 #include "kpipe/time.h"
 
 namespace kpipe {
@@ -43,7 +43,8 @@ Expected<std::vector<int32_t>> parse_partition_list(std::string_view text);
 
 // The offset --from gives one partition, from its watermarks (and, for a
 // time, the broker's answer): pure, so the rules are tested without Kafka.
-int64_t resolve_start(const StartPosition& from, int64_t low, int64_t high, int64_t offset_for_time);
+int64_t resolve_start(const StartPosition& from, int64_t low, int64_t high,
+                      int64_t offset_for_time);
 
 Status run_consume(const ConsumeOptions& options, Io& io);
 

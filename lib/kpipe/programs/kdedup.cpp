@@ -42,9 +42,9 @@ std::vector<std::string> state_options(const DedupOptions& o) {
 struct DedupPlan {
   DedupConfig engine;
   FieldSet fields;
-  size_t key_count = 0;              // slots [0, key_count) of `fields`
-  std::vector<size_t> key_slots;     // the same, listed for encode_key
-  std::optional<size_t> time_slot;   // --time
+  size_t key_count = 0;             // slots [0, key_count) of `fields`
+  std::vector<size_t> key_slots;    // the same, listed for encode_key
+  std::optional<size_t> time_slot;  // --time
   TimeUnit time_unit = TimeUnit::kMillis;
   bool dups_to_dlq = false;
   std::string stage;
@@ -65,7 +65,8 @@ Expected<DedupPlan> make_plan(const DedupOptions& o, const std::string& program)
     plan.engine.within = *d;
   }
   if (!o.time.empty()) {
-    if (o.within.empty()) return usage_error("--time needs --within: without a horizon, times are not used");
+    if (o.within.empty())
+      return usage_error("--time needs --within: without a horizon, times are not used");
     auto path = FieldPath::parse(o.time);
     if (!path) return usage_error("--time: {}", path.error().message);
     plan.time_slot = plan.fields.add(*path);
@@ -293,14 +294,16 @@ Status run_dedup(const DedupOptions& options, Io& io) {
   Status run = run_filter(stage, settings, **bad, io);
 
   if (engine.evicted() > 0)
-    io.reporter.warning(fmt::format("evicted {} keys to stay within --max-keys {}: their duplicates pass again",
-                                    engine.evicted(), plan->engine.max_keys));
+    io.reporter.warning(
+        fmt::format("evicted {} keys to stay within --max-keys {}: their duplicates pass again",
+                    engine.evicted(), plan->engine.max_keys));
   if (!run.ok()) return run;
   uint64_t bad_lines = (*bad)->skipped() + (*bad)->dead_lettered() - stage.dead_lettered_dups();
   std::string bad_part = bad_lines > 0 ? fmt::format(", {} bad", bad_lines) : "";
-  io.reporter.info(fmt::format("{} records in, {} passed, {} dropped{}; {} keys remembered, {} evicted",
-                               stage.passed() + stage.dropped() + bad_lines, stage.passed(), stage.dropped(),
-                               bad_part, engine.remembered(), engine.evicted()));
+  io.reporter.info(
+      fmt::format("{} records in, {} passed, {} dropped{}; {} keys remembered, {} evicted",
+                  stage.passed() + stage.dropped() + bad_lines, stage.passed(), stage.dropped(),
+                  bad_part, engine.remembered(), engine.evicted()));
   return {};
 }
 

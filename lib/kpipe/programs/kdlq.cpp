@@ -5,11 +5,11 @@
 
 #include "kpipe/choices.h"
 #include "kpipe/dlq_entry.h"
-#include "kpipe/kafka/dlq.h"
 #include "kpipe/dlq_replay.h"
-#include "kpipe/store/dlq_store.h"
 #include "kpipe/guard.h"
+#include "kpipe/kafka/dlq.h"
 #include "kpipe/programs/dlq_targets.h"
+#include "kpipe/store/dlq_store.h"
 
 namespace kpipe {
 
@@ -35,7 +35,8 @@ Expected<Store> open_store(const DlqOptions& o, Io& io) {
   s.name = o.dlq;
   if (o.dlq.empty()) return usage_error("--dlq FILE.db or --dlq kafka:TOPIC is required");
   if (!o.dlq.starts_with(kKafkaPrefix)) {
-    if (!o.group.empty()) return usage_error("--group is for a Kafka dead-letter topic, not '{}'", o.dlq);
+    if (!o.group.empty())
+      return usage_error("--group is for a Kafka dead-letter topic, not '{}'", o.dlq);
     auto store = DlqStore::open(o.dlq, DlqStore::Mode::kExisting);
     if (!store) return store.take_error();
     s.sqlite = std::move(*store);
@@ -80,8 +81,8 @@ Expected<bool> parse_ndjson_format(const std::string& format, const Io& io) {
 
 // Every entry matching `filter`, at most `limit` (0: all), in order; a
 // Kafka entry is replayed when it lies before the group's position.
-Status for_each_entry(Store& store, const DlqFilter& filter, size_t limit, bool with_payload, Io& io,
-                      const std::function<Status(const DlqEntry&)>& fn) {
+Status for_each_entry(Store& store, const DlqFilter& filter, size_t limit, bool with_payload,
+                      Io& io, const std::function<Status(const DlqEntry&)>& fn) {
   if (store.sqlite) return store.sqlite->scan(filter, limit, with_payload, fn);
   auto position = store.kafka->position();
   if (!position) return position.take_error();
@@ -115,7 +116,9 @@ Status list_entries(Store& store, const DlqFilter& filter, size_t limit, bool nd
   return io.out.flush();
 }
 
-std::string count_text(int64_t n) { return fmt::format("{} entr{}", n, n == 1 ? "y" : "ies"); }
+std::string count_text(int64_t n) {
+  return fmt::format("{} entr{}", n, n == 1 ? "y" : "ies");
+}
 
 }  // namespace
 
@@ -192,12 +195,14 @@ Status run_dlq_replay(const DlqOptions& o, Io& io) {
   std::string to_topic;
   if (!o.to.empty()) {
     if (!o.to.starts_with(kKafkaPrefix) || o.to.size() == kKafkaPrefix.size())
-      return usage_error("--to '{}': expected kafka:TOPIC (without --to, entries go to standard output)", o.to);
+      return usage_error(
+          "--to '{}': expected kafka:TOPIC (without --to, entries go to standard output)", o.to);
     to_topic = o.to.substr(kKafkaPrefix.size());
   }
   if (o.dlq.starts_with(kKafkaPrefix) && filter->narrows() && o.group.empty() && !o.dry_run)
     return usage_error(
-        "a filtered replay of a Kafka dead-letter topic needs its own --group: the replay position is an offset, "
+        "a filtered replay of a Kafka dead-letter topic needs its own --group: the replay position "
+        "is an offset, "
         "and the entries the filters pass over would count as replayed");
   auto store = open_store(o, io);
   if (!store) return store.take_error();
@@ -241,16 +246,18 @@ Status run_dlq_replay(const DlqOptions& o, Io& io) {
   auto report = run_replay(*ledger, *target, settings);
   if (!report) return report.take_error();
   if (report->batches_in_doubt > 0)
-    io.reporter.info(fmt::format("settled an interrupted replay: {} found at {} and marked replayed",
-                                 count_text(static_cast<int64_t>(report->found_delivered)), target->describe()));
-  io.reporter.info(fmt::format("replayed {} to {}", count_text(static_cast<int64_t>(report->replayed)),
-                               target->describe()));
+    io.reporter.info(
+        fmt::format("settled an interrupted replay: {} found at {} and marked replayed",
+                    count_text(static_cast<int64_t>(report->found_delivered)), target->describe()));
+  io.reporter.info(fmt::format(
+      "replayed {} to {}", count_text(static_cast<int64_t>(report->replayed)), target->describe()));
   return {};
 }
 
 Status run_dlq_purge(const DlqOptions& o, Io& io) {
   if (!o.replayed && o.older_than.empty())
-    return usage_error("say what to purge: --replayed, --older-than D, or both (entries that are both)");
+    return usage_error(
+        "say what to purge: --replayed, --older-than D, or both (entries that are both)");
   std::optional<Millis> before;
   if (!o.older_than.empty()) {
     auto d = parse_duration(o.older_than);
@@ -282,7 +289,8 @@ Status run_dlq_purge(const DlqOptions& o, Io& io) {
       for (const DlqEntry& e : *entries) {
         int32_t p = e.position->partition;
         if (stopped[p]) continue;
-        bool qualifies = (!o.replayed || e.position->offset < position->next[p]) && (!before || e.at < *before);
+        bool qualifies =
+            (!o.replayed || e.position->offset < position->next[p]) && (!before || e.at < *before);
         if (!qualifies) {
           stopped[p] = true;
           continue;
@@ -298,7 +306,8 @@ Status run_dlq_purge(const DlqOptions& o, Io& io) {
     }
     if (!o.dry_run && !to_delete.empty()) KPIPE_TRY(dlq.delete_before(to_delete));
   }
-  io.out.write_line(fmt::format("{} {} from {}", o.dry_run ? "would purge" : "purged", count_text(n), store->name));
+  io.out.write_line(fmt::format("{} {} from {}", o.dry_run ? "would purge" : "purged",
+                                count_text(n), store->name));
   return io.out.flush();
 }
 
@@ -322,7 +331,8 @@ Status run_dlq_guard(const DlqOptions& o, Io& io) {
     if (!resolved) return resolved.take_error();
     config = std::move(*resolved);
   }
-  auto bad = make_bad_input_handler(errors, stage_name("kdlq-guard", o.name), io, config ? &*config : nullptr);
+  auto bad = make_bad_input_handler(errors, stage_name("kdlq-guard", o.name), io,
+                                    config ? &*config : nullptr);
   if (!bad) return bad.take_error();
   GuardStage stage(std::move(requirements));
   FilterSettings settings{o.input, *stats};

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "kpipe/stage/filter.h"
 #include "kpipe/guard.h"
 #include "kpipe/kafka/config.h"
+#include "kpipe/stage/filter.h"
 
 namespace kpipe {
 
@@ -27,7 +27,7 @@ struct DlqOptions {
   size_t limit = 0;  // 0: no limit
 
   std::string format;         // table or ndjson; empty: table on a terminal
-  std::string by = "reason";     // stats: reason, stage, topic or hour
+  std::string by = "reason";  // stats: reason, stage, topic or hour
 
   // replay
   std::string to;  // empty: standard output; else kafka:TOPIC

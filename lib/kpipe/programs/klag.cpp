@@ -36,7 +36,8 @@ struct Settings {
 Expected<Settings> resolve(const LagOptions& o, const Io& io) {
   Settings s;
   if (o.groups.empty() && o.state.empty()) return usage_error("give -g GROUP or --state FILE");
-  if (!o.groups.empty() && !o.state.empty()) return usage_error("give -g GROUP or --state FILE, not both");
+  if (!o.groups.empty() && !o.state.empty())
+    return usage_error("give -g GROUP or --state FILE, not both");
   std::set<std::string> seen;
   for (const auto& g : o.groups) {
     if (g.empty()) return usage_error("-g: the group name is empty");
@@ -55,7 +56,8 @@ Expected<Settings> resolve(const LagOptions& o, const Io& io) {
   if (o.allowed_lag < 0) return usage_error("--allowed-lag must not be negative");
   s.rules.allowed_lag = o.allowed_lag;
   if (o.max_lag && *o.max_lag < 0) return usage_error("--max-lag must not be negative");
-  if (o.max_lag_seconds && !(*o.max_lag_seconds >= 0)) return usage_error("--max-lag-seconds must not be negative");
+  if (o.max_lag_seconds && !(*o.max_lag_seconds >= 0))
+    return usage_error("--max-lag-seconds must not be negative");
   s.alerts.max_lag = o.max_lag;
   s.alerts.max_lag_seconds = o.max_lag_seconds;
   if (!o.fail_on.empty()) {
@@ -64,7 +66,8 @@ Expected<Settings> resolve(const LagOptions& o, const Io& io) {
     s.alerts.fail_on = *f;
   }
   if (o.status_only) {
-    if (o.history.empty()) return usage_error("status judges the samples of --history FILE: give one");
+    if (o.history.empty())
+      return usage_error("status judges the samples of --history FILE: give one");
     return s;
   }
   if (!o.watch.empty()) {
@@ -73,25 +76,34 @@ Expected<Settings> resolve(const LagOptions& o, const Io& io) {
     if (*w <= 0) return usage_error("--watch must be longer than 0s");
     s.watch = *w;
     if (s.format == Format::kPrometheus)
-      return usage_error("--watch cannot write --format prometheus (one file per sample: run klag from cron or a timer)");
+      return usage_error(
+          "--watch cannot write --format prometheus (one file per sample: run klag from cron or a "
+          "timer)");
   }
   auto keep = parse_duration(o.keep);
   if (!keep) return usage_error("--keep: {}", keep.error().message);
   s.keep = *keep;
   if (o.no_fetch && o.history.empty())
-    return usage_error("--no-fetch estimates the lag in seconds from the end offsets of --history FILE: give one");
+    return usage_error(
+        "--no-fetch estimates the lag in seconds from the end offsets of --history FILE: give one");
   return s;
 }
 
 // Where one subject's offsets come from, and the broker behind them.
 class Sampler {
  public:
-  Sampler(const LagOptions& options, LagSubject subject, LagEngine& engine, LagHistory* history, Io& io)
-      : options_(options), subject_(std::move(subject)), engine_(engine), history_(history), io_(io) {}
+  Sampler(const LagOptions& options, LagSubject subject, LagEngine& engine, LagHistory* history,
+          Io& io)
+      : options_(options),
+        subject_(std::move(subject)),
+        engine_(engine),
+        history_(history),
+        io_(io) {}
 
   Expected<LagSample> sample(const KafkaConfig& config) {
     if (!reader_) {
-      auto reader = GroupReader::create(config, is_group() ? subject_.name : std::string(), io_.reporter);
+      auto reader =
+          GroupReader::create(config, is_group() ? subject_.name : std::string(), io_.reporter);
       if (!reader) return reader.take_error();
       reader_ = std::move(*reader);
     }
@@ -130,7 +142,8 @@ class Sampler {
     } else {
       auto stamps = reader_->record_timestamps(lagging);
       if (!stamps) return stamps.take_error();
-      for (size_t k = 0; k < lagging.size(); ++k) readings[lagging_index[k]].record_timestamp = (*stamps)[k];
+      for (size_t k = 0; k < lagging.size(); ++k)
+        readings[lagging_index[k]].record_timestamp = (*stamps)[k];
     }
     return engine_.sample(subject_, members, std::move(group_state), readings, timelines);
   }
@@ -160,7 +173,8 @@ class Sampler {
     if (!committed) return committed.take_error();
     auto described = reader_->describe();
     if (!described) return described.take_error();
-    bool any = std::any_of(committed->begin(), committed->end(), [](const auto& c) { return c.has_value(); });
+    bool any = std::any_of(committed->begin(), committed->end(),
+                           [](const auto& c) { return c.has_value(); });
     if (described->described) {
       members = described->members;
       group_state = described->state;
@@ -172,13 +186,17 @@ class Sampler {
       if (described->described && options_.topics.empty())
         return failure("consumer group '{}' has committed no offsets yet", group);
       if (!described->described && options_.topics.empty())
-        return failure("consumer group '{}' has no committed offsets: it does not exist, or has committed none yet "
-                       "(the broker cannot tell which)",
-                       group);
+        return failure(
+            "consumer group '{}' has no committed offsets: it does not exist, or has committed "
+            "none yet "
+            "(the broker cannot tell which)",
+            group);
       if (!described->described)
-        return failure("consumer group '{}' has no committed offset on {} (the broker cannot tell whether the group "
-                       "exists)",
-                       group, topic_list());
+        return failure(
+            "consumer group '{}' has no committed offset on {} (the broker cannot tell whether the "
+            "group "
+            "exists)",
+            group, topic_list());
     }
     // Without -t: the topics the group has committed on.
     std::set<std::string> used;
@@ -215,8 +233,9 @@ class Sampler {
       readings.push_back(std::move(r));
     }
     if (readings.empty())
-      return failure("state file '{}' holds no offsets{}: no checkpoint of the pipeline is complete yet",
-                     subject_.name, wanted.empty() ? "" : fmt::format(" on {}", topic_list()));
+      return failure(
+          "state file '{}' holds no offsets{}: no checkpoint of the pipeline is complete yet",
+          subject_.name, wanted.empty() ? "" : fmt::format(" on {}", topic_list()));
     return {};
   }
 
@@ -235,8 +254,9 @@ class Sampler {
         list += std::to_string(ids[i]);
       }
       if (ids.size() > 10) list += ",...";
-      io_.reporter.warning(fmt::format("{} has no committed offset on {} partition{} of topic '{}' ({}): shown as -",
-                                       subject_text(subject_), ids.size(), ids.size() == 1 ? "" : "s", topic, list));
+      io_.reporter.warning(
+          fmt::format("{} has no committed offset on {} partition{} of topic '{}' ({}): shown as -",
+                      subject_text(subject_), ids.size(), ids.size() == 1 ? "" : "s", topic, list));
     }
   }
 
@@ -257,8 +277,8 @@ class Sampler {
   bool warned_ = false;
 };
 
-void write_reports(const Settings& s, const std::vector<GroupReport>& reports, bool trend, bool redraw, bool later,
-                   Output& out) {
+void write_reports(const Settings& s, const std::vector<GroupReport>& reports, bool trend,
+                   bool redraw, bool later, Output& out) {
   std::string& buf = out.buffer();
   switch (s.format) {
     case Format::kTable:
@@ -277,7 +297,9 @@ void write_reports(const Settings& s, const std::vector<GroupReport>& reports, b
     case Format::kNdjson:
       for (const auto& r : reports) write_ndjson(buf, r);
       break;
-    case Format::kPrometheus: write_prometheus(buf, reports); break;
+    case Format::kPrometheus:
+      write_prometheus(buf, reports);
+      break;
   }
 }
 
@@ -289,7 +311,9 @@ Status alert_status(const std::vector<GroupReport>& reports, const AlertSettings
   return alert(std::move(message));
 }
 
-bool stopped(const Io& io) { return io.stop != nullptr && io.stop->load(std::memory_order_relaxed); }
+bool stopped(const Io& io) {
+  return io.stop != nullptr && io.stop->load(std::memory_order_relaxed);
+}
 
 // Waits `d` on the steady clock, waking to notice a stop signal.
 void wait_for(Millis d, Io& io) {
@@ -309,8 +333,9 @@ Status run_status(const Settings& s, const LagOptions& o, LagEngine& engine, Io&
     auto samples = (*history)->recent(subject, s.depth());
     if (!samples) return samples.take_error();
     if (samples->empty())
-      return failure("history '{}' holds no samples of {}: run klag {} {} --history {} first", o.history,
-                     subject_text(subject), subject.kind == LagSubject::Kind::kGroup ? "-g" : "--state", subject.name,
+      return failure("history '{}' holds no samples of {}: run klag {} {} --history {} first",
+                     o.history, subject_text(subject),
+                     subject.kind == LagSubject::Kind::kGroup ? "-g" : "--state", subject.name,
                      o.history);
     reports.push_back(engine.report(*samples));
   }
@@ -330,7 +355,8 @@ Status run_lag(const LagOptions& o, Io& io) {
 
   if (!o.state.empty()) {
     struct stat st;
-    if (::stat(o.state.c_str(), &st) != 0) return failure("state file '{}' does not exist", o.state);
+    if (::stat(o.state.c_str(), &st) != 0)
+      return failure("state file '{}' does not exist", o.state);
   }
   auto config = resolve_kafka_config(o.kafka, io.env_brokers);
   if (!config) return config.take_error();
@@ -341,7 +367,8 @@ Status run_lag(const LagOptions& o, Io& io) {
     history = std::move(*opened);
   }
   std::vector<Sampler> samplers;
-  for (const auto& subject : s.subjects) samplers.emplace_back(o, subject, engine, history.get(), io);
+  for (const auto& subject : s.subjects)
+    samplers.emplace_back(o, subject, engine, history.get(), io);
   // Without a history, --watch keeps its samples in memory.
   std::map<LagSubject, std::vector<LagSample>> memory;
   bool trend = s.watch > 0 || history != nullptr;

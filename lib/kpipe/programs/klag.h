@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "kpipe/stage/io.h"
 #include "kpipe/kafka/config.h"
+#include "kpipe/stage/io.h"
 
 namespace kpipe {
 
@@ -20,15 +20,15 @@ struct LagOptions {
   std::string state;                // --state FILE: a pipeline's offsets instead of a group's
   std::string history;              // --history FILE (SQLite)
   std::string keep = "7d";          // drop samples older than this from the history
-  std::string format;               // table|ndjson|prometheus; empty: table on a terminal, else ndjson
-  bool no_fetch = false;            // estimate lag seconds from the history instead of reading records
-  std::string watch;                // repeat every D
-  int window = 10;                  // samples judged by the rules
+  std::string format;     // table|ndjson|prometheus; empty: table on a terminal, else ndjson
+  bool no_fetch = false;  // estimate lag seconds from the history instead of reading records
+  std::string watch;      // repeat every D
+  int window = 10;        // samples judged by the rules
   int64_t allowed_lag = 0;
   std::optional<int64_t> max_lag;
   std::optional<double> max_lag_seconds;
-  std::string fail_on;              // WARN|STALL|STOP|REWIND
-  bool status_only = false;         // `klag status`: judge the history, ask no broker
+  std::string fail_on;       // WARN|STALL|STOP|REWIND
+  bool status_only = false;  // `klag status`: judge the history, ask no broker
 };
 
 // Samples (or, with status_only, reads the history), writes the report,

@@ -122,16 +122,22 @@ class ProduceStage final : public LineStage {
       KPIPE_TRY(reader_.read(line.text, fields_, values_));
       const JsonField& k = values_[0];
       switch (k.type) {
-        case JsonType::kMissing: return data_error("field '{}' is missing", key_path_);
-        case JsonType::kNull: break;
-        case JsonType::kString: key = k.str; break;
+        case JsonType::kMissing:
+          return data_error("field '{}' is missing", key_path_);
+        case JsonType::kNull:
+          break;
+        case JsonType::kString:
+          key = k.str;
+          break;
         case JsonType::kObject:
         case JsonType::kArray:
           key_text_.clear();
           append_minified(key_text_, k.raw);
           key = key_text_;
           break;
-        default: key = k.raw; break;
+        default:
+          key = k.raw;
+          break;
       }
     }
     return send(line, partition_, key, line.text, {}, 0);
@@ -150,7 +156,8 @@ class ProduceStage final : public LineStage {
     KPIPE_TRY(check_producible_timestamp(record_.timestamp));
     headers_.clear();
     for (const auto& h : record_.headers)
-      headers_.push_back({h.name, h.value ? std::optional<std::string_view>(*h.value) : std::nullopt});
+      headers_.push_back(
+          {h.name, h.value ? std::optional<std::string_view>(*h.value) : std::nullopt});
     std::optional<std::string_view> key, value;
     if (record_.key) key = *record_.key;
     if (record_.value) value = *record_.value;
@@ -294,7 +301,8 @@ Status run_produce(const ProduceOptions& options, Io& io) {
   KPIPE_TRY(check_topic_name(options.topic));
   if (options.partition && (*options.partition < 0 || *options.partition > INT32_MAX))
     return usage_error("-p {}: a partition is a number from 0", *options.partition);
-  if (options.keep_partition && !options.envelope) return usage_error("--keep-partition needs --envelope");
+  if (options.keep_partition && !options.envelope)
+    return usage_error("--keep-partition needs --envelope");
   if (options.keep_partition && options.partition)
     return usage_error("--keep-partition and --partition cannot be combined");
   if (options.envelope && !options.key.empty())

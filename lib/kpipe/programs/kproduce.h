@@ -5,8 +5,8 @@
 #include <optional>
 #include <string>
 
-#include "kpipe/stage/filter.h"
 #include "kpipe/kafka/config.h"
+#include "kpipe/stage/filter.h"
 
 namespace kpipe {
 

@@ -20,7 +20,7 @@ constexpr size_t kHoldWarning = 1000000;
 // The tables of the state database (state_store.cpp): with --state naming
 // --db, kupsert must not write into them.
 const std::vector<std::string> kStateTables = {"checkpoints", "checkpoint_offsets", "offsets",
-                                                "stage_state", "stage_snapshots",    "kpipe_schema"};
+                                               "stage_state", "stage_snapshots",    "kpipe_schema"};
 
 }  // namespace
 
@@ -50,7 +50,8 @@ Status UpsertStage::on_line(const Line& line, Output&) {
     if (!warned_holding_ && writer_.pending() >= kHoldWarning) {
       warned_holding_ = true;
       io_.reporter.warning(fmt::format(
-          "holding {} rows for the next checkpoint line: they commit with it; if checkpoints do not come, a stage "
+          "holding {} rows for the next checkpoint line: they commit with it; if checkpoints do "
+          "not come, a stage "
           "in between drops control lines (for jq: jq -c 'if has(\"$kpipe\") then . else ... end')",
           writer_.pending()));
     }
@@ -68,18 +69,20 @@ Status UpsertStage::commit_batch() {
   if (!tx) return tx.take_error();
   // A row the table refuses is bad input; under --on-error fail the batch
   // is rolled back and kupsert stops, naming the row's line.
-  KPIPE_TRY(writer_.write_pending([this](const std::string& input, const Line& line, std::string_view reason) {
-    return bad_.handle(input, line, reason);
-  }));
+  KPIPE_TRY(writer_.write_pending(
+      [this](const std::string& input, const Line& line, std::string_view reason) {
+        return bad_.handle(input, line, reason);
+      }));
   return tx->commit();
 }
 
 Status UpsertStage::commit_checkpoint(const Checkpoint& c) {
   auto tx = writer_.begin();
   if (!tx) return tx.take_error();
-  KPIPE_TRY(writer_.write_pending([this](const std::string& input, const Line& line, std::string_view reason) {
-    return bad_.handle(input, line, reason);
-  }));
+  KPIPE_TRY(writer_.write_pending(
+      [this](const std::string& input, const Line& line, std::string_view reason) {
+        return bad_.handle(input, line, reason);
+      }));
   // Dead letters are durable before the checkpoint that passes them.
   KPIPE_TRY(bad_.sync());
   KPIPE_TRY(store_->complete_in_transaction(c, stage_, io_.clock.now()));
@@ -133,9 +136,10 @@ Status UpsertStage::on_end(Output&) {
   if (exactly_once() && stopped && writer_.pending() > 0) {
     // Stopped by a signal: the stages before may not have sent their last
     // checkpoint; the rows since the last one are replayed from it.
-    io_.reporter.info(fmt::format(
-        "{} rows after the last checkpoint were not written: a restart replays them from that checkpoint",
-        writer_.pending()));
+    io_.reporter.info(
+        fmt::format("{} rows after the last checkpoint were not written: a restart replays them "
+                    "from that checkpoint",
+                    writer_.pending()));
     writer_.discard_pending();
     return {};
   }
@@ -147,7 +151,8 @@ Status UpsertStage::on_end(Output&) {
   KPIPE_TRY(commit_batch());
   if (store_ != nullptr && completed_ == 0 && rows_ > 0)
     io_.reporter.warning(fmt::format(
-        "{} rows arrived but no checkpoint line: run kconsume with --state, and make sure every stage in between "
+        "{} rows arrived but no checkpoint line: run kconsume with --state, and make sure every "
+        "stage in between "
         "lets control lines through (for jq: jq -c 'if has(\"$kpipe\") then . else ... end')",
         rows_));
   return {};
@@ -184,7 +189,8 @@ Expected<std::vector<std::string>> split_names(std::string_view option,
 // Whether two paths name one file (after the first has been opened, so it
 // exists): --state and --db may be spelled differently.
 bool same_file(const std::string& a, const std::string& b) {
-  struct stat sa {}, sb {};
+  struct stat sa {
+  }, sb{};
   if (::stat(a.c_str(), &sa) != 0 || ::stat(b.c_str(), &sb) != 0) return false;
   return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
@@ -216,11 +222,13 @@ Status run_upsert(const UpsertOptions& o, Io& io) {
   if (same) {
     for (const auto& t : kStateTables)
       if (same_name(t, o.table))
-        return usage_error("--table '{}' is a table of the state database that --state names", o.table);
+        return usage_error("--table '{}' is a table of the state database that --state names",
+                           o.table);
   }
   if (!o.errors.dlq.empty() && !o.errors.dlq.starts_with("kafka:") && same_file(o.db, o.errors.dlq))
     return usage_error(
-        "--dlq must name another file than --db: kupsert holds its write lock while dead letters are written");
+        "--dlq must name another file than --db: kupsert holds its write lock while dead letters "
+        "are written");
   std::unique_ptr<StateStore> store;
   if (!o.state.empty()) {
     auto opened = same ? StateStore::attach(**db) : StateStore::open(o.state);

@@ -51,8 +51,8 @@ constexpr Millis kMaxBatchDelay = 500;
 // commit only with the next one, or at the end of the input).
 class UpsertStage final : public LineStage {
  public:
-  UpsertStage(UpsertWriter& writer, StateStore* store, bool same_file, int64_t batch, std::string stage,
-              BadInputHandler& bad, Io& io);
+  UpsertStage(UpsertWriter& writer, StateStore* store, bool same_file, int64_t batch,
+              std::string stage, BadInputHandler& bad, Io& io);
 
   Status on_line(const Line& line, Output& out) override;
   Status on_control(const Line& line, Output& out) override;

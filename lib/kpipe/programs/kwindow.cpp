@@ -20,13 +20,12 @@ Expected<Millis> option_duration(const char* option, const std::string& text) {
   return *d;
 }
 
-
 // What the stage reads from each line: one FieldSet, compiled once.
 struct Paths {
   FieldSet fields;
   size_t time = 0;
   std::vector<size_t> keys;
-  std::vector<int> aggs;  // per aggregate: its slot, -1 for count
+  std::vector<int> aggs;      // per aggregate: its slot, -1 for count
   std::vector<bool> numeric;  // per aggregate: reads only numbers (sum, avg)
   size_t partition = 0;
   size_t topic = 0;
@@ -113,7 +112,8 @@ class WindowStage final : public ParsingStage {
     KPIPE_TRY(release(out));
     KPIPE_TRY(flush_late());
     auto event = parse_partition_event(line.text);
-    if (!event) return data_error("{}: line {}: {}", line.input, line.number, event.error().message);
+    if (!event)
+      return data_error("{}: line {}: {}", line.input, line.number, event.error().message);
     if (*event) {
       for (const auto& tp : (*event)->partitions) {
         if ((*event)->kind == PartitionEvent::Kind::kAssigned) {
@@ -171,8 +171,8 @@ class WindowStage final : public ParsingStage {
     // kwindow's own words for a time of another type, older than the
     // shared reader's.
     static constexpr TimeFieldWording kWording{.expected = "a number or an RFC 3339 string"};
-    auto time = read_event_time(values_[paths_.time], paths_.fields.path(paths_.time).text(),
-                                unit_, kWording);
+    auto time = read_event_time(values_[paths_.time], paths_.fields.path(paths_.time).text(), unit_,
+                                kWording);
     if (!time) return time.take_error();
     in.time = *time;
     if (!paths_.keys.empty()) {
@@ -263,7 +263,8 @@ class WindowStage final : public ParsingStage {
 Expected<WindowConfig> window_config(const WindowOptions& o) {
   WindowConfig c;
   int kinds = !o.tumble.empty() + !o.slide.empty() + !o.session.empty();
-  if (kinds == 0) return usage_error("give one of --tumble SIZE, --slide SIZE --every STEP or --session GAP");
+  if (kinds == 0)
+    return usage_error("give one of --tumble SIZE, --slide SIZE --every STEP or --session GAP");
   if (kinds > 1) return usage_error("--tumble, --slide and --session are alternatives: give one");
   if (!o.slide.empty() && o.every.empty()) return usage_error("--slide needs --every STEP");
   if (o.slide.empty() && !o.every.empty()) return usage_error("--every goes with --slide");
@@ -327,8 +328,10 @@ Status run_window(const WindowOptions& options, Io& io) {
   if (!stats) return stats.take_error();
   if (options.late == "dlq" && options.errors.dlq.empty())
     return usage_error("--late dlq needs --dlq FILE.db or --dlq kafka:TOPIC");
-  if (options.late == "-") return usage_error("--late: late records cannot share standard output with the windows");
-  if (options.flush_at_end && options.state.empty()) return usage_error("--flush-at-end goes with --state");
+  if (options.late == "-")
+    return usage_error("--late: late records cannot share standard output with the windows");
+  if (options.flush_at_end && options.state.empty())
+    return usage_error("--flush-at-end goes with --state");
 
   std::string stage = stage_name(io.program, options.name);
   auto bad = make_bad_input_handler(options.errors, stage, io, options.kafka);
@@ -348,21 +351,22 @@ Status run_window(const WindowOptions& options, Io& io) {
   if (!restored) return restored.take_error();
   if (*restored) {
     Millis w = engine.watermark();
-    io.reporter.info(fmt::format(
-        "restored '{}' as of checkpoint {}: {} window aggregate{}, watermark {}", stage, **restored,
-        engine.states(), engine.states() == 1 ? "" : "s",
-        w == kNoWatermark ? "none" : format_rfc3339(w)));
+    io.reporter.info(
+        fmt::format("restored '{}' as of checkpoint {}: {} window aggregate{}, watermark {}", stage,
+                    **restored, engine.states(), engine.states() == 1 ? "" : "s",
+                    w == kNoWatermark ? "none" : format_rfc3339(w)));
   }
   WindowStage window(options, engine, std::move(*paths), *unit, **bad, late_out.get(), state);
   FilterSettings settings{options.input, *stats};
   if (late_out != nullptr) settings.outputs.emplace_back("the --late file", late_out.get());
   Status run = run_filter(window, settings, **bad, io);
   if (window.dropped() > 0)
-    io.reporter.warning(fmt::format("dropped {} record{} too late for every window (--late FILE keeps them)",
-                                    window.dropped(), window.dropped() == 1 ? "" : "s"));
+    io.reporter.warning(
+        fmt::format("dropped {} record{} too late for every window (--late FILE keeps them)",
+                    window.dropped(), window.dropped() == 1 ? "" : "s"));
   if (late_out != nullptr && window.late() > 0)
-    io.reporter.info(fmt::format("wrote {} late record{} to '{}'", window.late(), window.late() == 1 ? "" : "s",
-                                 options.late));
+    io.reporter.info(fmt::format("wrote {} late record{} to '{}'", window.late(),
+                                 window.late() == 1 ? "" : "s", options.late));
   return run;
 }
 

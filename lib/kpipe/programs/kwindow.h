@@ -19,18 +19,18 @@ struct WindowOptions {
   ErrorOptions errors;
   KafkaOptions kafka;  // for --dlq kafka:TOPIC
   StatsOptions stats;
-  std::string time;                // --time PATH (required)
-  std::string time_unit = "ms";    // of numeric times
-  std::vector<std::string> keys;   // --key PATH (repeatable)
-  std::string tumble;              // exactly one of --tumble SIZE,
-  std::string slide, every;        // --slide SIZE --every STEP,
-  std::string session;             // --session GAP
+  std::string time;               // --time PATH (required)
+  std::string time_unit = "ms";   // of numeric times
+  std::vector<std::string> keys;  // --key PATH (repeatable)
+  std::string tumble;             // exactly one of --tumble SIZE,
+  std::string slide, every;       // --slide SIZE --every STEP,
+  std::string session;            // --session GAP
   std::string watermark = "0s";
   std::string allowed_lateness = "0s";
-  std::string late;                // FILE, "dlq", or empty: count them
-  std::vector<std::string> aggs;   // --agg SPEC; default count
+  std::string late;               // FILE, "dlq", or empty: count them
+  std::vector<std::string> aggs;  // --agg SPEC; default count
   std::string time_format = "rfc3339";
-  std::string idle_timeout;        // empty: partitions never go idle
+  std::string idle_timeout;  // empty: partitions never go idle
   // Checkpoints (kpipe(7), CONTROL LINES AND CHECKPOINTS).
   std::string state;
   std::string name;

@@ -11,13 +11,14 @@ Expected<OnError> parse_on_error(std::string_view text) {
   return static_cast<OnError>(*i);
 }
 
-BadInputHandler::BadInputHandler(OnError mode, std::unique_ptr<DeadLetterSink> sink, std::string stage,
-                                 Clock& clock)
+BadInputHandler::BadInputHandler(OnError mode, std::unique_ptr<DeadLetterSink> sink,
+                                 std::string stage, Clock& clock)
     : mode_(mode), sink_(std::move(sink)), stage_(std::move(stage)), clock_(clock) {
   last_sync_ = clock_.steady();
 }
 
-Status BadInputHandler::handle(const std::string& input, const Line& line, std::string_view reason) {
+Status BadInputHandler::handle(const std::string& input, const Line& line,
+                               std::string_view reason) {
   switch (mode_) {
     case OnError::kFail:
       failed_ = true;
@@ -31,7 +32,8 @@ Status BadInputHandler::handle(const std::string& input, const Line& line, std::
   return {};
 }
 
-Status BadInputHandler::dead_letter(const std::string& input, const Line& line, std::string_view reason) {
+Status BadInputHandler::dead_letter(const std::string& input, const Line& line,
+                                    std::string_view reason) {
   if (sink_ == nullptr) return failure("no dead-letter store: give --dlq");
   DeadLetter d;
   d.at = clock_.now();

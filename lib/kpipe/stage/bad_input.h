@@ -26,7 +26,8 @@ Expected<OnError> parse_on_error(std::string_view text);
 class BadInputHandler {
  public:
   // `sink` is required for kDlq and may be null otherwise.
-  BadInputHandler(OnError mode, std::unique_ptr<DeadLetterSink> sink, std::string stage, Clock& clock);
+  BadInputHandler(OnError mode, std::unique_ptr<DeadLetterSink> sink, std::string stage,
+                  Clock& clock);
 
   // ok: go on. A data_error "INPUT: line N: REASON" under --on-error fail.
   Status handle(const std::string& input, const Line& line, std::string_view reason);

@@ -39,7 +39,9 @@ Status run_filter(LineStage& stage, const FilterSettings& settings, BadInputHand
     fill();
     ticker.tick_now(counters);
   });
-  inputs.set_stop_check([&] { return (io.stop != nullptr && io.stop->load(std::memory_order_relaxed)) || out.closed(); });
+  inputs.set_stop_check([&] {
+    return (io.stop != nullptr && io.stop->load(std::memory_order_relaxed)) || out.closed();
+  });
   inputs.set_idle_hook(static_cast<int>(stage.idle_interval()), [&]() -> Status {
     KPIPE_TRY(stage.on_idle(out));
     KPIPE_TRY(bad.sync());

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "kpipe/report.h"
 #include "kpipe/stage/bad_input.h"
 #include "kpipe/stage/io.h"
 #include "kpipe/stage/line_feed.h"
-#include "kpipe/report.h"
 #include "kpipe/stats.h"
 #include "kpipe/status.h"
 #include "kpipe/time.h"

@@ -24,7 +24,9 @@ constexpr int kStopWriteGraceMs = 5000;
 constexpr int kDrainPollMs = 20;
 constexpr int kDrainSpins = 100;
 
-std::string errno_text(int err) { return std::strerror(err); }
+std::string errno_text(int err) {
+  return std::strerror(err);
+}
 
 Millis steady_ms() {
   using namespace std::chrono;
@@ -101,7 +103,8 @@ Status Output::write_buffer() {
         grace_ms -= 100;
         if (grace_ms > 0) continue;
         buf_.clear();
-        return failure("stopped with {} bytes of output not written: '{}' is not reading", left, name_);
+        return failure("stopped with {} bytes of output not written: '{}' is not reading", left,
+                       name_);
       }
       chunk = std::min<size_t>(left, PIPE_BUF);
     } else if (tick_ && is_pipe_) {
@@ -269,8 +272,9 @@ Expected<Millis> parse_stats_interval(const StatsOptions& options) {
   return *d;
 }
 
-Status check_inputs_are_not_outputs(const std::vector<std::string>& inputs,
-                                    const std::vector<std::pair<std::string, const Output*>>& outputs) {
+Status check_inputs_are_not_outputs(
+    const std::vector<std::string>& inputs,
+    const std::vector<std::pair<std::string, const Output*>>& outputs) {
   for (const auto& [option, out] : outputs) {
     struct stat o {};
     // Only a regular file can be read back: a pipe or a terminal cannot.

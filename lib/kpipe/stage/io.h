@@ -130,9 +130,9 @@ struct Io {
   Reporter& reporter;
   Clock& clock;
   const std::atomic<bool>* stop = nullptr;
-  std::string program;                  // "kdedup"
-  const char* env_brokers = nullptr;    // KPIPE_BROKERS, for kafka: targets
-  bool interactive = false;             // standard output is a terminal
+  std::string program;                // "kdedup"
+  const char* env_brokers = nullptr;  // KPIPE_BROKERS, for kafka: targets
+  bool interactive = false;           // standard output is a terminal
 };
 
 // Options every line-reading program takes.
@@ -143,7 +143,7 @@ struct InputOptions {
 
 struct ErrorOptions {
   std::string on_error;  // fail, dlq or skip; empty: dlq with --dlq, else fail
-  std::string dlq;  // FILE.db or kafka:TOPIC
+  std::string dlq;       // FILE.db or kafka:TOPIC
 };
 
 struct StatsOptions {
@@ -160,7 +160,8 @@ Expected<Millis> parse_stats_interval(const StatsOptions& options);
 // `kdedup f >> f`): the program would read what it writes, and grow the
 // file without end. `outputs` pairs each output with what it is
 // ("standard output", "the --dups file").
-Status check_inputs_are_not_outputs(const std::vector<std::string>& inputs,
-                                    const std::vector<std::pair<std::string, const Output*>>& outputs);
+Status check_inputs_are_not_outputs(
+    const std::vector<std::string>& inputs,
+    const std::vector<std::pair<std::string, const Output*>>& outputs);
 
 }  // namespace kpipe

@@ -44,8 +44,8 @@ enum class ParseState : uint8_t { kUnparsed, kParsing, kParsed };
 }  // namespace
 
 bool is_blank_line(std::string_view text) {
-  return text.empty() ||
-         ((text[0] == ' ' || text[0] == '\t') && text.find_first_not_of(" \t") == std::string_view::npos);
+  return text.empty() || ((text[0] == ' ' || text[0] == '\t') &&
+                          text.find_first_not_of(" \t") == std::string_view::npos);
 }
 
 namespace {
@@ -59,8 +59,8 @@ struct alignas(64) Batch {
   // The lines, as (offset, size) in chunk: compact, since every byte the
   // reading thread writes here is a cache line moved to the other core.
   std::vector<std::pair<uint32_t, uint32_t>> lines;
-  size_t input = 0;           // all of one input
-  uint64_t first_number = 0;  // of lines[0]; the others follow
+  size_t input = 0;               // all of one input
+  uint64_t first_number = 0;      // of lines[0]; the others follow
   std::vector<JsonField> values;  // fields->size() per line
   std::vector<JsonType> roots;
   std::vector<std::pair<size_t, Status>> errors;  // (line, why), in line order
@@ -113,7 +113,8 @@ void parse_batch(Batch& b, JsonReader& reader, const FieldSet& fields, size_t ma
     }
     for (size_t k = 0; k < n; ++k) {
       std::string_view str = out[k].str;
-      if (str.empty() || (str.data() >= text.data() && str.data() < text.data() + text.size())) continue;
+      if (str.empty() || (str.data() >= text.data() && str.data() < text.data() + text.size()))
+        continue;
       b.copied.emplace_back(i * n + k, b.arena.size());
       b.arena.append(str);
     }
@@ -241,7 +242,9 @@ struct LineFeed::Shared {
       {
         std::unique_lock lk(mu);
         auto parse_work = [&] { return parse_ahead && has_unparsed(); };
-        to_worker.wait(lk, [&] { return quit || (!input_done && queue.size() < kMaxBatches) || parse_work(); });
+        to_worker.wait(lk, [&] {
+          return quit || (!input_done && queue.size() < kMaxBatches) || parse_work();
+        });
         if (quit) return;
         if (!input_done && queue.size() < kMaxBatches) {
           read = true;
@@ -304,8 +307,8 @@ struct LineFeed::Shared {
       // One line fills the chunk: grow it, so that even a line longer than
       // max_line_bytes reaches its dead-letter store whole.
       if (b.chunk.cap > kMaxChunkBytes / 2) {
-        publish_end(failure("{}: line {} is longer than {} bytes, more than a line can be", names[index],
-                            line_number + 1, kMaxChunkBytes));
+        publish_end(failure("{}: line {} is longer than {} bytes, more than a line can be",
+                            names[index], line_number + 1, kMaxChunkBytes));
         return true;
       }
       Chunk bigger;
@@ -363,7 +366,8 @@ struct LineFeed::Shared {
     }
     next->reset();
     size_t tail = b.size - start;
-    if (next->chunk.cap < tail || next->chunk.cap == 0) next->chunk.allocate(std::max(kChunkBytes, tail * 2));
+    if (next->chunk.cap < tail || next->chunk.cap == 0)
+      next->chunk.allocate(std::max(kChunkBytes, tail * 2));
     std::memcpy(next->chunk.data.get(), base + start, tail);
     next->size = tail;
     building = next;
@@ -390,7 +394,8 @@ LineFeed::LineFeed(std::vector<std::string> paths, size_t max_line_bytes, const 
   s.max_line_bytes = max_line_bytes;
   s.fields = fields;
   cpu_set_t cpus;
-  s.parse_ahead = fields != nullptr && sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) > 1;
+  s.parse_ahead =
+      fields != nullptr && sched_getaffinity(0, sizeof cpus, &cpus) == 0 && CPU_COUNT(&cpus) > 1;
 }
 
 LineFeed::~LineFeed() {
@@ -410,7 +415,8 @@ LineFeed::~LineFeed() {
 Expected<bool> LineFeed::next(Line& line, const ParsedLine*& parsed) {
   Shared& s = *shared_;
   if (!s.started) {
-    if (::pipe2(s.wake, O_CLOEXEC) != 0) return failure("cannot create a pipe: {}", std::strerror(errno));
+    if (::pipe2(s.wake, O_CLOEXEC) != 0)
+      return failure("cannot create a pipe: {}", std::strerror(errno));
     // Signals (SIGINT, SIGTERM) go to the main thread, whose loop acts on them.
     sigset_t all, old;
     sigfillset(&all);
@@ -474,7 +480,8 @@ Expected<bool> LineFeed::next(Line& line, const ParsedLine*& parsed) {
       bool arrived;
       {
         std::unique_lock lk(s.mu);
-        arrived = s.to_main.wait_for(lk, std::chrono::milliseconds(idle_ms_), [&] { return !s.queue.empty(); });
+        arrived = s.to_main.wait_for(lk, std::chrono::milliseconds(idle_ms_),
+                                     [&] { return !s.queue.empty(); });
       }
       if (!arrived && idle_hook_) KPIPE_TRY(idle_hook_());
     }

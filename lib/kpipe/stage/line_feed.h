@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "kpipe/stage/io.h"
 #include "kpipe/json.h"
+#include "kpipe/stage/io.h"
 #include "kpipe/status.h"
 
 namespace kpipe {

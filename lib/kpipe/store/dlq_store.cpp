@@ -46,7 +46,8 @@ const std::vector<std::string> kMigrations = {
     "CREATE UNIQUE INDEX dead_letters_pending_source ON dead_letters"
     "  (stage, source_topic, source_partition, source_offset)"
     "  WHERE source_topic IS NOT NULL AND replayed_at IS NULL;"
-    "CREATE INDEX dead_letters_replay_batch ON dead_letters (replay_batch) WHERE replay_batch IS NOT NULL;"
+    "CREATE INDEX dead_letters_replay_batch ON dead_letters (replay_batch) WHERE replay_batch IS "
+    "NOT NULL;"
     "CREATE TABLE dead_letter_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
     "INSERT INTO dead_letter_meta (key, value) VALUES ('store_id', lower(hex(randomblob(8))));"
     "CREATE TABLE dead_letter_replays ("
@@ -104,7 +105,8 @@ class StoreSink final : public DeadLetterSink {
   Status sync() override {
     if (letters_.empty()) return {};
     for (size_t i = 0; i < letters_.size(); ++i)
-      letters_[i].payload = std::string_view(arena_).substr(offsets_[i], letters_[i].payload.size());
+      letters_[i].payload =
+          std::string_view(arena_).substr(offsets_[i], letters_[i].payload.size());
     Status s = store_->add(letters_);
     letters_.clear();
     offsets_.clear();
@@ -167,7 +169,8 @@ Where where_for(const DlqFilter& f) {
 }
 
 constexpr std::string_view kColumns =
-    "id, at, stage, reason, input, line, source_topic, source_partition, source_offset, failures, replayed_at";
+    "id, at, stage, reason, input, line, source_topic, source_partition, source_offset, failures, "
+    "replayed_at";
 
 DlqEntry read_entry(const Statement& s, bool with_payload) {
   DlqEntry e;
@@ -214,7 +217,8 @@ Expected<std::unique_ptr<DlqStore>> DlqStore::open(const std::string& path, Mode
   auto db = Database::open(path, options);
   if (!db) return db.take_error();
   if (mode == Mode::kExisting && !memory) {
-    auto stmt = (*db)->prepare("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'dead_letters'");
+    auto stmt = (*db)->prepare(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'dead_letters'");
     if (!stmt) return failure("'{}' is not a dead-letter store: {}", path, stmt.error().message);
     auto row = stmt->step();
     if (!row) return failure("'{}' is not a dead-letter store: {}", path, row.error().message);
@@ -243,7 +247,9 @@ Status DlqStore::add(const std::vector<DeadLetter>& letters) {
     s.bind(1, d.at).bind_text(2, d.stage).bind_text(3, d.reason).bind_text(4, d.input);
     s.bind(5, static_cast<int64_t>(d.line));
     if (d.source) {
-      s.bind_text(6, d.source->topic).bind(7, static_cast<int64_t>(d.source->partition)).bind(8, d.source->offset);
+      s.bind_text(6, d.source->topic)
+          .bind(7, static_cast<int64_t>(d.source->partition))
+          .bind(8, d.source->offset);
     } else {
       s.bind_null(6).bind_null(7).bind_null(8);
     }
@@ -321,9 +327,9 @@ Status DlqStore::mark_replayed(const std::vector<Delivered>& done, Millis now) {
     KPIPE_TRY(mark_->run());
   }
   if (has_batches_) {
-    KPIPE_TRY(db_->exec(
-        "DELETE FROM dead_letter_replays WHERE NOT EXISTS"
-        " (SELECT 1 FROM dead_letters WHERE replay_batch = dead_letter_replays.id)"));
+    KPIPE_TRY(
+        db_->exec("DELETE FROM dead_letter_replays WHERE NOT EXISTS"
+                  " (SELECT 1 FROM dead_letters WHERE replay_batch = dead_letter_replays.id)"));
   }
   return tx->commit();
 }
@@ -355,7 +361,8 @@ Expected<int64_t> DlqStore::begin_batch(const std::string& target, const std::st
   auto tx = Transaction::begin(*db_);
   if (!tx) return tx.take_error();
   has_batches_ = true;
-  auto insert = db_->prepare("INSERT INTO dead_letter_replays (target, started_at, mark) VALUES (?, ?, ?)");
+  auto insert =
+      db_->prepare("INSERT INTO dead_letter_replays (target, started_at, mark) VALUES (?, ?, ?)");
   if (!insert) return insert.take_error();
   insert->bind_text(1, target).bind(2, now).bind_text(3, mark);
   KPIPE_TRY(insert->run());
@@ -382,7 +389,8 @@ Expected<std::vector<DlqStore::InDoubt>> DlqStore::in_doubt() {
     if (!*row) break;
     int64_t batch = stmt->column_int(0);
     if (out.empty() || out.back().batch != batch)
-      out.push_back({batch, std::string(stmt->column_text(1)), std::string(stmt->column_text(2)), {}});
+      out.push_back(
+          {batch, std::string(stmt->column_text(1)), std::string(stmt->column_text(2)), {}});
     out.back().ids.push_back(stmt->column_int(3));
   }
   return out;
@@ -392,7 +400,8 @@ Status DlqStore::settle(const InDoubt& batch, const std::set<int64_t>& delivered
   auto tx = Transaction::begin(*db_);
   if (!tx) return tx.take_error();
   auto stmt = db_->prepare(
-      "UPDATE dead_letters SET replayed_at = CASE WHEN ? THEN ? ELSE replayed_at END, replay_batch = NULL"
+      "UPDATE dead_letters SET replayed_at = CASE WHEN ? THEN ? ELSE replayed_at END, replay_batch "
+      "= NULL"
       " WHERE id = ? AND replay_batch = ?");
   if (!stmt) return stmt.take_error();
   for (int64_t id : batch.ids) {
@@ -412,7 +421,8 @@ Expected<int64_t> DlqStore::purge(bool replayed, std::optional<Millis> before, b
   if (before) w.add("at < ?", *before);
   auto tx = Transaction::begin(*db_);
   if (!tx) return tx.take_error();
-  auto stmt = db_->prepare((dry_run ? "SELECT count(*) FROM dead_letters" : "DELETE FROM dead_letters") + w.sql);
+  auto stmt = db_->prepare(
+      (dry_run ? "SELECT count(*) FROM dead_letters" : "DELETE FROM dead_letters") + w.sql);
   if (!stmt) return stmt.take_error();
   w.bind(*stmt);
   int64_t n = 0;
@@ -457,7 +467,8 @@ namespace {
 
 class StoreLedger final : public ReplayLedger {
  public:
-  StoreLedger(DlqStore& store, DlqFilter filter, size_t limit, Clock& clock, std::string store_id, int64_t max_id)
+  StoreLedger(DlqStore& store, DlqFilter filter, size_t limit, Clock& clock, std::string store_id,
+              int64_t max_id)
       : store_(store),
         filter_(std::move(filter)),
         limit_(limit),
@@ -520,7 +531,8 @@ class StoreLedger final : public ReplayLedger {
     return out;
   }
 
-  Status begin(const std::vector<ReplayItem>& batch, const std::string& target, const std::string& mark) override {
+  Status begin(const std::vector<ReplayItem>& batch, const std::string& target,
+               const std::string& mark) override {
     std::vector<int64_t> ids;
     for (const auto& item : batch) ids.push_back(item.entry.id);
     auto b = store_.begin_batch(target, mark, ids, clock_.now());
@@ -530,7 +542,8 @@ class StoreLedger final : public ReplayLedger {
 
   Status delivered(const std::vector<const ReplayItem*>& items) override {
     std::vector<DlqStore::Delivered> done;
-    for (const ReplayItem* item : items) done.push_back({item->entry.id, item->entry.failures.value_or(1)});
+    for (const ReplayItem* item : items)
+      done.push_back({item->entry.id, item->entry.failures.value_or(1)});
     return store_.mark_replayed(done, clock_.now());
   }
 
@@ -548,8 +561,8 @@ class StoreLedger final : public ReplayLedger {
 
 }  // namespace
 
-Expected<std::unique_ptr<ReplayLedger>> make_store_ledger(DlqStore& store, const DlqFilter& filter, size_t limit,
-                                                          Clock& clock) {
+Expected<std::unique_ptr<ReplayLedger>> make_store_ledger(DlqStore& store, const DlqFilter& filter,
+                                                          size_t limit, Clock& clock) {
   auto id = store.store_id();
   if (!id) return id.take_error();
   auto max = store.max_id();

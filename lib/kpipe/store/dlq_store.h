@@ -24,7 +24,8 @@ class DlqStore {
     kCreate,    // a program's --dlq: create the file if needed
     kExisting,  // kdlq: the store must exist already
   };
-  static Expected<std::unique_ptr<DlqStore>> open(const std::string& path, Mode mode = Mode::kCreate);
+  static Expected<std::unique_ptr<DlqStore>> open(const std::string& path,
+                                                  Mode mode = Mode::kCreate);
 
   // --- writing -------------------------------------------------------------
   // Stores dead letters in one transaction, durable when this returns. A
@@ -75,8 +76,8 @@ class DlqStore {
   // before it is sent with the target's end offsets (`mark`), so that a
   // replay killed before the acknowledgements can tell afterwards which of
   // its entries reached the target.
-  Expected<int64_t> begin_batch(const std::string& target, const std::string& mark, const std::vector<int64_t>& ids,
-                                Millis now);
+  Expected<int64_t> begin_batch(const std::string& target, const std::string& mark,
+                                const std::vector<int64_t>& ids, Millis now);
   struct InDoubt {
     int64_t batch = 0;
     std::string target;
@@ -125,7 +126,7 @@ std::unique_ptr<DeadLetterSink> make_store_sink(std::unique_ptr<DlqStore> store)
 
 // The SQLite store as a ledger: entries matching `filter` (pending ones,
 // up to the largest id when the replay starts), at most `limit` (0: all).
-Expected<std::unique_ptr<ReplayLedger>> make_store_ledger(DlqStore& store, const DlqFilter& filter, size_t limit,
-                                                          Clock& clock);
+Expected<std::unique_ptr<ReplayLedger>> make_store_ledger(DlqStore& store, const DlqFilter& filter,
+                                                          size_t limit, Clock& clock);
 
 }  // namespace kpipe

@@ -35,7 +35,9 @@ const std::vector<std::string> kMigrations = {
     "CREATE INDEX lag_partitions_end ON lag_partitions (topic, partition, end_offset, at);",
 };
 
-const char* kind_text(LagSubject::Kind k) { return k == LagSubject::Kind::kGroup ? "group" : "state"; }
+const char* kind_text(LagSubject::Kind k) {
+  return k == LagSubject::Kind::kGroup ? "group" : "state";
+}
 
 }  // namespace
 
@@ -53,9 +55,13 @@ Status LagHistory::append(const LagSample& s, Millis keep) {
   auto tx = Transaction::begin(*db_);
   if (!tx) return tx.take_error();
   auto head = db_->prepare(
-      "INSERT INTO lag_samples (subject_kind, subject, at, members, group_state) VALUES (?, ?, ?, ?, ?)");
+      "INSERT INTO lag_samples (subject_kind, subject, at, members, group_state) VALUES (?, ?, ?, "
+      "?, ?)");
   if (!head) return head.take_error();
-  head->bind_text(1, kind_text(s.subject.kind)).bind_text(2, s.subject.name).bind(3, s.at).bind(4, s.members);
+  head->bind_text(1, kind_text(s.subject.kind))
+      .bind_text(2, s.subject.name)
+      .bind(3, s.at)
+      .bind(4, s.members);
   if (s.group_state.empty()) {
     head->bind_null(5);
   } else {
@@ -64,11 +70,15 @@ Status LagHistory::append(const LagSample& s, Millis keep) {
   KPIPE_TRY(head->run());
   int64_t id = db_->last_insert_rowid();
   auto row = db_->prepare(
-      "INSERT INTO lag_partitions (sample, topic, partition, committed, end_offset, lag_seconds, committed_at, at)"
+      "INSERT INTO lag_partitions (sample, topic, partition, committed, end_offset, lag_seconds, "
+      "committed_at, at)"
       " VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
   if (!row) return row.take_error();
   for (const auto& p : s.partitions) {
-    row->bind(1, id).bind_text(2, p.topic).bind(3, static_cast<int64_t>(p.partition)).bind(4, p.committed);
+    row->bind(1, id)
+        .bind_text(2, p.topic)
+        .bind(3, static_cast<int64_t>(p.partition))
+        .bind(4, p.committed);
     row->bind(5, p.end);
     if (p.lag_seconds) {
       row->bind(6, *p.lag_seconds);
@@ -93,7 +103,9 @@ Expected<std::vector<LagSample>> LagHistory::recent(const LagSubject& subject, s
       "SELECT id, at, members, group_state FROM lag_samples WHERE subject_kind = ? AND subject = ?"
       " ORDER BY at DESC, id DESC LIMIT ?");
   if (!heads) return heads.take_error();
-  heads->bind_text(1, kind_text(subject.kind)).bind_text(2, subject.name).bind(3, static_cast<int64_t>(count));
+  heads->bind_text(1, kind_text(subject.kind))
+      .bind_text(2, subject.name)
+      .bind(3, static_cast<int64_t>(count));
   std::vector<std::pair<int64_t, LagSample>> found;
   for (;;) {
     auto more = heads->step();
@@ -107,7 +119,8 @@ Expected<std::vector<LagSample>> LagHistory::recent(const LagSubject& subject, s
     found.emplace_back(heads->column_int(0), std::move(s));
   }
   auto rows = db_->prepare(
-      "SELECT topic, partition, committed, end_offset, lag_seconds, committed_at FROM lag_partitions"
+      "SELECT topic, partition, committed, end_offset, lag_seconds, committed_at FROM "
+      "lag_partitions"
       " WHERE sample = ? ORDER BY topic, partition");
   if (!rows) return rows.take_error();
   std::vector<LagSample> out;
@@ -134,7 +147,8 @@ Expected<std::vector<LagSample>> LagHistory::recent(const LagSubject& subject, s
   return out;
 }
 
-Expected<std::vector<EndOffsetSeen>> LagHistory::end_offsets_around(const TopicPartition& tp, int64_t offset) {
+Expected<std::vector<EndOffsetSeen>> LagHistory::end_offsets_around(const TopicPartition& tp,
+                                                                    int64_t offset) {
   std::vector<EndOffsetSeen> out;
   auto read = [&](Statement& stmt) -> Status {
     for (;;) {
@@ -146,13 +160,16 @@ Expected<std::vector<EndOffsetSeen>> LagHistory::end_offsets_around(const TopicP
     }
   };
   auto below = db_->prepare(
-      "SELECT end_offset, MIN(at), MAX(at) FROM lag_partitions WHERE topic = ?1 AND partition = ?2 AND end_offset ="
-      " (SELECT MAX(end_offset) FROM lag_partitions WHERE topic = ?1 AND partition = ?2 AND end_offset <= ?3)");
+      "SELECT end_offset, MIN(at), MAX(at) FROM lag_partitions WHERE topic = ?1 AND partition = ?2 "
+      "AND end_offset ="
+      " (SELECT MAX(end_offset) FROM lag_partitions WHERE topic = ?1 AND partition = ?2 AND "
+      "end_offset <= ?3)");
   if (!below) return below.take_error();
   below->bind_text(1, tp.topic).bind(2, static_cast<int64_t>(tp.partition)).bind(3, offset);
   KPIPE_TRY(read(*below));
   auto above = db_->prepare(
-      "SELECT end_offset, MIN(at), MAX(at) FROM lag_partitions WHERE topic = ? AND partition = ? AND end_offset > ?"
+      "SELECT end_offset, MIN(at), MAX(at) FROM lag_partitions WHERE topic = ? AND partition = ? "
+      "AND end_offset > ?"
       " GROUP BY end_offset ORDER BY end_offset LIMIT 2");
   if (!above) return above.take_error();
   above->bind_text(1, tp.topic).bind(2, static_cast<int64_t>(tp.partition)).bind(3, offset);

@@ -11,8 +11,8 @@
 
 #include "kpipe/lag.h"
 #include "kpipe/partition.h"
-#include "kpipe/store/sqlite.h"
 #include "kpipe/status.h"
+#include "kpipe/store/sqlite.h"
 
 namespace kpipe {
 
@@ -20,7 +20,8 @@ class LagHistory {
  public:
   // Opens and migrates the history. With `must_exist`, a missing file is an
   // error instead of a new history (status reads one that cron wrote).
-  static Expected<std::unique_ptr<LagHistory>> open(const std::string& path, bool must_exist = false);
+  static Expected<std::unique_ptr<LagHistory>> open(const std::string& path,
+                                                    bool must_exist = false);
 
   // Appends a sample, and drops samples older than `keep` before it
   // (0: keep everything), in one transaction.

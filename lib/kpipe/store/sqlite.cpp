@@ -99,8 +99,11 @@ Expected<bool> Statement::step() {
   switch (rc & 0xff) {
     case SQLITE_CONSTRAINT:
     case SQLITE_MISMATCH:
-    case SQLITE_TOOBIG: refusal_ = sqlite3_errmsg(db_); break;
-    default: refusal_.clear();
+    case SQLITE_TOOBIG:
+      refusal_ = sqlite3_errmsg(db_);
+      break;
+    default:
+      refusal_.clear();
   }
   Error e = sqlite_error(db_, path_, "statement failed");
   sqlite3_reset(stmt_);
@@ -122,16 +125,25 @@ void Statement::reset() {
 
 Statement::Type Statement::column_type(int i) const {
   switch (sqlite3_column_type(stmt_, i)) {
-    case SQLITE_INTEGER: return Type::kInteger;
-    case SQLITE_FLOAT: return Type::kFloat;
-    case SQLITE_TEXT: return Type::kText;
-    case SQLITE_BLOB: return Type::kBlob;
-    default: return Type::kNull;
+    case SQLITE_INTEGER:
+      return Type::kInteger;
+    case SQLITE_FLOAT:
+      return Type::kFloat;
+    case SQLITE_TEXT:
+      return Type::kText;
+    case SQLITE_BLOB:
+      return Type::kBlob;
+    default:
+      return Type::kNull;
   }
 }
 
-int64_t Statement::column_int(int i) const { return sqlite3_column_int64(stmt_, i); }
-double Statement::column_double(int i) const { return sqlite3_column_double(stmt_, i); }
+int64_t Statement::column_int(int i) const {
+  return sqlite3_column_int64(stmt_, i);
+}
+double Statement::column_double(int i) const {
+  return sqlite3_column_double(stmt_, i);
+}
 
 std::string_view Statement::column_text(int i) const {
   const void* p = sqlite3_column_blob(stmt_, i);
@@ -150,12 +162,18 @@ std::optional<std::string> Statement::column_optional_text(int i) const {
   return std::string(column_text(i));
 }
 
-int Statement::column_count() const { return sqlite3_column_count(stmt_); }
-std::string_view Statement::column_name(int i) const { return sqlite3_column_name(stmt_, i); }
+int Statement::column_count() const {
+  return sqlite3_column_count(stmt_);
+}
+std::string_view Statement::column_name(int i) const {
+  return sqlite3_column_name(stmt_, i);
+}
 
 Database::Database(sqlite3* db, std::string path) : db_(db), path_(std::move(path)) {}
 
-Database::~Database() { sqlite3_close_v2(db_); }
+Database::~Database() {
+  sqlite3_close_v2(db_);
+}
 
 Expected<std::unique_ptr<Database>> Database::open(const std::string& path, OpenOptions options) {
   // Memory statistics take a global mutex on every allocation SQLite makes,
@@ -193,7 +211,8 @@ Expected<std::unique_ptr<Database>> Database::open(const std::string& path, Open
     for (int waited = 0;; waited += 10) {
       Status wal = db->exec("PRAGMA journal_mode=WAL");
       if (wal.ok()) break;
-      if (sqlite3_errcode(raw) != SQLITE_BUSY || waited >= options.busy_timeout_ms) return wal.take_error();
+      if (sqlite3_errcode(raw) != SQLITE_BUSY || waited >= options.busy_timeout_ms)
+        return wal.take_error();
       sqlite3_sleep(10);
     }
     // WAL with synchronous=NORMAL is durable across process crashes (what
@@ -217,15 +236,21 @@ Status Database::exec(std::string_view sql) {
 
 Expected<Statement> Database::prepare(std::string_view sql) {
   sqlite3_stmt* stmt = nullptr;
-  int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT,
-                              &stmt, nullptr);
+  int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()),
+                              SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
   if (rc != SQLITE_OK) return sqlite_error(db_, path_, "cannot prepare statement");
   return Statement(stmt, db_, path_);
 }
 
-int64_t Database::last_insert_rowid() const { return sqlite3_last_insert_rowid(db_); }
-int64_t Database::changes() const { return sqlite3_changes64(db_); }
-int Database::max_columns() const { return sqlite3_limit(db_, SQLITE_LIMIT_COLUMN, -1); }
+int64_t Database::last_insert_rowid() const {
+  return sqlite3_last_insert_rowid(db_);
+}
+int64_t Database::changes() const {
+  return sqlite3_changes64(db_);
+}
+int Database::max_columns() const {
+  return sqlite3_limit(db_, SQLITE_LIMIT_COLUMN, -1);
+}
 
 namespace {
 
@@ -245,19 +270,22 @@ void call_bytes_function(sqlite3_context* context, int, sqlite3_value** args) {
 
 Status Database::define_function(const std::string& name, BytesFunction fn) {
   auto* slot = new BytesFunction(fn);
-  int rc = sqlite3_create_function_v2(
-      db_, name.c_str(), 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC, slot, call_bytes_function, nullptr,
-      nullptr, [](void* p) { delete static_cast<BytesFunction*>(p); });
+  int rc = sqlite3_create_function_v2(db_, name.c_str(), 1, SQLITE_UTF8 | SQLITE_DETERMINISTIC,
+                                      slot, call_bytes_function, nullptr, nullptr,
+                                      [](void* p) { delete static_cast<BytesFunction*>(p); });
   // SQLite calls the destructor itself when the function cannot be made.
   if (rc != SQLITE_OK) return sqlite_error(db_, path_, "cannot define function");
   return {};
 }
 
-Error Database::error(std::string_view what) const { return sqlite_error(db_, path_, what); }
+Error Database::error(std::string_view what) const {
+  return sqlite_error(db_, path_, what);
+}
 
 Expected<int64_t> Database::schema_version(std::string_view component) {
-  KPIPE_TRY(exec(
-      "CREATE TABLE IF NOT EXISTS kpipe_schema (component TEXT PRIMARY KEY, version INTEGER NOT NULL)"));
+  KPIPE_TRY(
+      exec("CREATE TABLE IF NOT EXISTS kpipe_schema (component TEXT PRIMARY KEY, version INTEGER "
+           "NOT NULL)"));
   auto stmt = prepare("SELECT version FROM kpipe_schema WHERE component = ?");
   if (!stmt) return stmt.take_error();
   stmt->bind_text(1, component);
@@ -274,9 +302,10 @@ Status Database::migrate(std::string_view component, const std::vector<std::stri
     if (!version) return version.take_error();
     auto target = static_cast<int64_t>(migrations.size());
     if (*version > target)
-      return failure("{}: the '{}' tables are at schema version {}, newer than this program knows ({}); "
-                     "upgrade kpipe",
-                     path_, component, *version, target);
+      return failure(
+          "{}: the '{}' tables are at schema version {}, newer than this program knows ({}); "
+          "upgrade kpipe",
+          path_, component, *version, target);
     if (*version == target) return tx->commit();
     KPIPE_TRY(exec(migrations[static_cast<size_t>(*version)]));
     auto bump = prepare(
@@ -308,7 +337,9 @@ Expected<Transaction> Transaction::begin(Database& db) {
   return Transaction(&db);
 }
 
-Transaction::Transaction(Transaction&& other) noexcept : db_(other.db_) { other.db_ = nullptr; }
+Transaction::Transaction(Transaction&& other) noexcept : db_(other.db_) {
+  other.db_ = nullptr;
+}
 
 Transaction::~Transaction() {
   if (db_ != nullptr) (void)db_->exec("ROLLBACK");

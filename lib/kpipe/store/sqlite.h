@@ -72,7 +72,7 @@ class Statement {
 };
 
 struct OpenOptions {
-  bool create = true;     // new files get mode 0600
+  bool create = true;  // new files get mode 0600
   bool read_only = false;
   bool wal = true;
   int busy_timeout_ms = 10000;
@@ -85,7 +85,8 @@ class Database {
   Database& operator=(const Database&) = delete;
 
   // ":memory:" for tests.
-  static Expected<std::unique_ptr<Database>> open(const std::string& path, OpenOptions options = {});
+  static Expected<std::unique_ptr<Database>> open(const std::string& path,
+                                                  OpenOptions options = {});
 
   Status exec(std::string_view sql);
   Expected<Statement> prepare(std::string_view sql);

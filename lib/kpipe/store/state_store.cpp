@@ -122,25 +122,38 @@ Status StateStore::complete_in_transaction(const Checkpoint& c, std::string_view
     // A replayed checkpoint line (the terminal stage restarted and saw it
     // again): already complete, nothing to do.
     if (**latest == c.id) return {};
-    return failure("checkpoint {} arrived after checkpoint {} was complete: ids must grow", c.id, **latest);
+    return failure("checkpoint {} arrived after checkpoint {} was complete: ids must grow", c.id,
+                   **latest);
   }
   auto put = db_->prepare(
       "INSERT INTO checkpoints (id, emitted_at, completed_at, completed_by) VALUES (?, ?, ?, ?) "
-      "ON CONFLICT(id) DO UPDATE SET completed_at = excluded.completed_at, completed_by = excluded.completed_by");
+      "ON CONFLICT(id) DO UPDATE SET completed_at = excluded.completed_at, completed_by = "
+      "excluded.completed_by");
   if (!put) return put.take_error();
   put->bind(1, c.id).bind(2, c.at).bind(3, now).bind_text(4, by);
   KPIPE_TRY(put->run());
-  auto off = db_->prepare("INSERT OR REPLACE INTO checkpoint_offsets (checkpoint, topic, partition, offset) VALUES (?, ?, ?, ?)");
+  auto off = db_->prepare(
+      "INSERT OR REPLACE INTO checkpoint_offsets (checkpoint, topic, partition, offset) VALUES (?, "
+      "?, ?, ?)");
   if (!off) return off.take_error();
   auto pos = db_->prepare(
-      "INSERT INTO offsets (topic, partition, offset, checkpoint, committed_at) VALUES (?, ?, ?, ?, ?) "
-      "ON CONFLICT(topic, partition) DO UPDATE SET offset = excluded.offset, checkpoint = excluded.checkpoint, "
+      "INSERT INTO offsets (topic, partition, offset, checkpoint, committed_at) VALUES (?, ?, ?, "
+      "?, ?) "
+      "ON CONFLICT(topic, partition) DO UPDATE SET offset = excluded.offset, checkpoint = "
+      "excluded.checkpoint, "
       "committed_at = excluded.committed_at");
   if (!pos) return pos.take_error();
   for (const auto& o : c.offsets) {
-    off->bind(1, c.id).bind_text(2, o.topic).bind(3, static_cast<int64_t>(o.partition)).bind(4, o.offset);
+    off->bind(1, c.id)
+        .bind_text(2, o.topic)
+        .bind(3, static_cast<int64_t>(o.partition))
+        .bind(4, o.offset);
     KPIPE_TRY(off->run());
-    pos->bind_text(1, o.topic).bind(2, static_cast<int64_t>(o.partition)).bind(3, o.offset).bind(4, c.id).bind(5, now);
+    pos->bind_text(1, o.topic)
+        .bind(2, static_cast<int64_t>(o.partition))
+        .bind(3, o.offset)
+        .bind(4, c.id)
+        .bind(5, now);
     KPIPE_TRY(pos->run());
   }
   // Older checkpoints' offsets are history only: keep a bounded tail.
@@ -152,7 +165,8 @@ Status StateStore::complete_in_transaction(const Checkpoint& c, std::string_view
 
 Expected<std::vector<StoredOffset>> StateStore::offsets() {
   auto stmt = db_->prepare(
-      "SELECT topic, partition, offset, checkpoint, committed_at FROM offsets ORDER BY topic, partition");
+      "SELECT topic, partition, offset, checkpoint, committed_at FROM offsets ORDER BY topic, "
+      "partition");
   if (!stmt) return stmt.take_error();
   std::vector<StoredOffset> out;
   for (;;) {
@@ -169,12 +183,16 @@ Status StateStore::set_offsets(const std::vector<PartitionOffset>& offsets, Mill
   auto tx = Transaction::begin(*db_);
   if (!tx) return tx.take_error();
   auto pos = db_->prepare(
-      "INSERT INTO offsets (topic, partition, offset, checkpoint, committed_at) VALUES (?, ?, ?, 0, ?) "
+      "INSERT INTO offsets (topic, partition, offset, checkpoint, committed_at) VALUES (?, ?, ?, "
+      "0, ?) "
       "ON CONFLICT(topic, partition) DO UPDATE SET offset = excluded.offset, checkpoint = 0, "
       "committed_at = excluded.committed_at");
   if (!pos) return pos.take_error();
   for (const auto& o : offsets) {
-    pos->bind_text(1, o.topic).bind(2, static_cast<int64_t>(o.partition)).bind(3, o.offset).bind(4, now);
+    pos->bind_text(1, o.topic)
+        .bind(2, static_cast<int64_t>(o.partition))
+        .bind(3, o.offset)
+        .bind(4, now);
     KPIPE_TRY(pos->run());
   }
   return tx->commit();
@@ -183,7 +201,8 @@ Status StateStore::set_offsets(const std::vector<PartitionOffset>& offsets, Mill
 Expected<std::vector<CheckpointRecord>> StateStore::checkpoints() {
   auto stmt = db_->prepare(
       "SELECT c.id, c.emitted_at, c.completed_at, COALESCE(c.completed_by, ''), "
-      "(SELECT COUNT(*) FROM checkpoint_offsets o WHERE o.checkpoint = c.id) FROM checkpoints c ORDER BY c.id");
+      "(SELECT COUNT(*) FROM checkpoint_offsets o WHERE o.checkpoint = c.id) FROM checkpoints c "
+      "ORDER BY c.id");
   if (!stmt) return stmt.take_error();
   std::vector<CheckpointRecord> out;
   for (;;) {
@@ -198,7 +217,8 @@ Expected<std::vector<CheckpointRecord>> StateStore::checkpoints() {
 
 Expected<std::vector<SnapshotRecord>> StateStore::snapshots() {
   auto stmt = db_->prepare(
-      "SELECT stage, checkpoint, saved_at, entries, bytes FROM stage_snapshots ORDER BY checkpoint, stage");
+      "SELECT stage, checkpoint, saved_at, entries, bytes FROM stage_snapshots ORDER BY "
+      "checkpoint, stage");
   if (!stmt) return stmt.take_error();
   std::vector<SnapshotRecord> out;
   for (;;) {
@@ -211,7 +231,8 @@ Expected<std::vector<SnapshotRecord>> StateStore::snapshots() {
   return out;
 }
 
-Status StateStore::save_snapshot(std::string_view stage, int64_t checkpoint, const StateChanges& changes, Millis now) {
+Status StateStore::save_snapshot(std::string_view stage, int64_t checkpoint,
+                                 const StateChanges& changes, Millis now) {
   auto tx = Transaction::begin(*db_);
   if (!tx) return tx.take_error();
   // A snapshot for this checkpoint may exist from a run that crashed before
@@ -222,9 +243,11 @@ Status StateStore::save_snapshot(std::string_view stage, int64_t checkpoint, con
                           "UPDATE stage_state SET removed = NULL WHERE stage = ? AND removed >= ?",
                           stage, checkpoint));
 
-  auto retire = db_->prepare("UPDATE stage_state SET removed = ? WHERE stage = ? AND key = ? AND removed IS NULL");
+  auto retire = db_->prepare(
+      "UPDATE stage_state SET removed = ? WHERE stage = ? AND key = ? AND removed IS NULL");
   if (!retire) return retire.take_error();
-  auto insert = db_->prepare("INSERT INTO stage_state (stage, key, value, added) VALUES (?, ?, ?, ?)");
+  auto insert =
+      db_->prepare("INSERT INTO stage_state (stage, key, value, added) VALUES (?, ?, ?, ?)");
   if (!insert) return insert.take_error();
   int64_t bytes = 0;
   for (const auto& key : changes.removed) {
@@ -239,7 +262,8 @@ Status StateStore::save_snapshot(std::string_view stage, int64_t checkpoint, con
     bytes += static_cast<int64_t>(key.size() + value.size());
   }
   auto record = db_->prepare(
-      "INSERT OR REPLACE INTO stage_snapshots (stage, checkpoint, saved_at, entries, bytes) VALUES (?, ?, ?, ?, ?)");
+      "INSERT OR REPLACE INTO stage_snapshots (stage, checkpoint, saved_at, entries, bytes) VALUES "
+      "(?, ?, ?, ?, ?)");
   if (!record) return record.take_error();
   record->bind_text(1, stage).bind(2, checkpoint).bind(3, now);
   record->bind(4, static_cast<int64_t>(changes.put.size() + changes.removed.size())).bind(5, bytes);
@@ -247,7 +271,8 @@ Status StateStore::save_snapshot(std::string_view stage, int64_t checkpoint, con
   return tx->commit();
 }
 
-Expected<std::optional<int64_t>> StateStore::restore(std::string_view stage, Snapshottable& engine) {
+Expected<std::optional<int64_t>> StateStore::restore(std::string_view stage,
+                                                     Snapshottable& engine) {
   auto tx = Transaction::begin(*db_);
   if (!tx) return tx.take_error();
   auto latest = latest_complete();
@@ -262,10 +287,11 @@ Expected<std::optional<int64_t>> StateStore::restore(std::string_view stage, Sna
   KPIPE_TRY(run_for_stage(
       *db_, "DELETE FROM stage_state WHERE stage = ? AND removed IS NOT NULL AND removed <= ?",
       stage, c));
-  KPIPE_TRY(run_for_stage(
-      *db_, "DELETE FROM stage_snapshots WHERE stage = ? AND checkpoint > ?", stage, c));
+  KPIPE_TRY(run_for_stage(*db_, "DELETE FROM stage_snapshots WHERE stage = ? AND checkpoint > ?",
+                          stage, c));
 
-  auto live = db_->prepare("SELECT key, value FROM stage_state WHERE stage = ? AND removed IS NULL");
+  auto live =
+      db_->prepare("SELECT key, value FROM stage_state WHERE stage = ? AND removed IS NULL");
   if (!live) return live.take_error();
   live->bind_text(1, stage);
   bool any = false;
@@ -292,21 +318,25 @@ Expected<std::vector<std::string>> StateStore::verify() {
     if (!stmt) return stmt.take_error();
     auto row = stmt->step();
     if (!row) return row.take_error();
-    if (*row && stmt->column_int(0) > 0) out.push_back(fmt::format("{}: {}", what, stmt->column_int(0)));
+    if (*row && stmt->column_int(0) > 0)
+      out.push_back(fmt::format("{}: {}", what, stmt->column_int(0)));
     return {};
   };
   KPIPE_TRY(check("SELECT COUNT(*) FROM offsets WHERE offset < 0", "negative offsets"));
-  KPIPE_TRY(check("SELECT COUNT(*) FROM offsets o WHERE o.checkpoint > 0 AND o.checkpoint > "
-                  "(SELECT COALESCE(MAX(id), 0) FROM checkpoints WHERE completed_at IS NOT NULL)",
-                  "offsets stored by a checkpoint that is not complete"));
-  KPIPE_TRY(check("SELECT COUNT(*) FROM (SELECT stage, key FROM stage_state WHERE removed IS NULL "
-                  "GROUP BY stage, key HAVING COUNT(*) > 1)",
-                  "state keys with more than one live value"));
+  KPIPE_TRY(
+      check("SELECT COUNT(*) FROM offsets o WHERE o.checkpoint > 0 AND o.checkpoint > "
+            "(SELECT COALESCE(MAX(id), 0) FROM checkpoints WHERE completed_at IS NOT NULL)",
+            "offsets stored by a checkpoint that is not complete"));
+  KPIPE_TRY(
+      check("SELECT COUNT(*) FROM (SELECT stage, key FROM stage_state WHERE removed IS NULL "
+            "GROUP BY stage, key HAVING COUNT(*) > 1)",
+            "state keys with more than one live value"));
   KPIPE_TRY(check("SELECT COUNT(*) FROM stage_state WHERE removed IS NOT NULL AND removed < added",
                   "state entries removed before they were added"));
-  KPIPE_TRY(check("SELECT COUNT(*) FROM checkpoint_offsets o JOIN checkpoints c ON c.id = o.checkpoint "
-                  "WHERE c.completed_at IS NULL",
-                  "offsets of checkpoints that never completed"));
+  KPIPE_TRY(
+      check("SELECT COUNT(*) FROM checkpoint_offsets o JOIN checkpoints c ON c.id = o.checkpoint "
+            "WHERE c.completed_at IS NULL",
+            "offsets of checkpoints that never completed"));
   return out;
 }
 

@@ -1,8 +1,7 @@
-// The pipeline's state database (--state FILE, kpipe(7), CONTROL LINES AND CHECKPOINTS): one SQLite file
-// shared by the stages of one pipeline. It holds the checkpoints (emitted
-// by kconsume, completed by the terminal stage with their offsets) and each
-// stage's state snapshots, versioned by checkpoint so that a restart
-// restores exactly the state of the newest complete checkpoint.
+// The pipeline's state database (--state FILE, kpipe(7), CONTROL LINES AND CHECKPOINTS): one SQLite
+// file shared by the stages of one pipeline. It holds the checkpoints (emitted by kconsume,
+// completed by the terminal stage with their offsets) and each stage's state snapshots, versioned
+// by checkpoint so that a restart restores exactly the state of the newest complete checkpoint.
 #pragma once
 
 #include <functional>
@@ -15,8 +14,8 @@
 #include "kpipe/control.h"
 #include "kpipe/partition.h"
 #include "kpipe/snapshot.h"
-#include "kpipe/store/sqlite.h"
 #include "kpipe/status.h"
+#include "kpipe/store/sqlite.h"
 #include "kpipe/time.h"
 
 namespace kpipe {
@@ -81,7 +80,8 @@ class StateStore {
 
   // --- stage snapshots ----------------------------------------------------
   // Saves a stage's changes as its snapshot for `checkpoint`.
-  Status save_snapshot(std::string_view stage, int64_t checkpoint, const StateChanges& changes, Millis now);
+  Status save_snapshot(std::string_view stage, int64_t checkpoint, const StateChanges& changes,
+                       Millis now);
   // Restores the stage's state as of the newest complete checkpoint: calls
   // `entry` for each live entry, drops snapshots saved after it and prunes
   // history before it. Returns the checkpoint restored (nullopt: none).

@@ -18,9 +18,11 @@ constexpr size_t kMaxPrepared = 256;
 // What a field is, besides a column's id.
 constexpr int kNotChosen = -1;  // not among --columns: left out
 constexpr int kNew = -2;        // no column yet
-constexpr int kRepeat = -3;     // a key repeated in its line: the first wins, as everywhere in kpipe
+constexpr int kRepeat = -3;  // a key repeated in its line: the first wins, as everywhere in kpipe
 
-char fold(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+char fold(char c) {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
 
 // SQLite compares names ignoring ASCII case (and only ASCII case).
 void fold_into(std::string_view name, std::string& out) {
@@ -39,8 +41,9 @@ std::string quoted_list(const std::vector<std::string>& names) {
 
 // Two fields of a line that differ only in ASCII case.
 Error same_column(std::string_view first, std::string_view second) {
-  return data_error("fields '{}' and '{}' name the same column (SQLite ignores ASCII case in names)",
-                    display_name(first), display_name(second));
+  return data_error(
+      "fields '{}' and '{}' name the same column (SQLite ignores ASCII case in names)",
+      display_name(first), display_name(second));
 }
 
 Error not_a_column(std::string_view field, std::string_view table) {
@@ -66,11 +69,13 @@ std::string identifier_problem(std::string_view name) {
   if (!is_valid_utf8(name)) return "the name is not valid UTF-8";
   for (size_t i = 0; i < name.size(); ++i) {
     auto c = static_cast<unsigned char>(name[i]);
-    if (c < 0x20 || c == 0x7f) return fmt::format("the name holds a control character (U+{:04X})", c);
+    if (c < 0x20 || c == 0x7f)
+      return fmt::format("the name holds a control character (U+{:04X})", c);
     // C1 controls, U+0080 to U+009F, are C2 80 to C2 9F in UTF-8.
     if (c == 0xc2 && i + 1 < name.size()) {
       auto d = static_cast<unsigned char>(name[i + 1]);
-      if (d >= 0x80 && d <= 0x9f) return fmt::format("the name holds a control character (U+{:04X})", d);
+      if (d >= 0x80 && d <= 0x9f)
+        return fmt::format("the name holds a control character (U+{:04X})", d);
     }
   }
   return {};
@@ -106,15 +111,16 @@ Status validate_table_spec(const TableSpec& spec) {
   };
   KPIPE_TRY(check("--table", spec.table));
   if (spec.table.size() >= 7 && same_name(std::string_view(spec.table).substr(0, 7), "sqlite_"))
-    return usage_error("--table '{}': names beginning with 'sqlite_' are reserved for SQLite", spec.table);
+    return usage_error("--table '{}': names beginning with 'sqlite_' are reserved for SQLite",
+                       spec.table);
   if (spec.key.empty()) return usage_error("--key needs at least one column");
   auto unique = [&](std::string_view option, const std::vector<std::string>& names) -> Status {
     for (size_t i = 0; i < names.size(); ++i) {
       KPIPE_TRY(check(option, names[i]));
       for (size_t j = 0; j < i; ++j)
         if (same_name(names[i], names[j]))
-          return usage_error("{} names the column '{}' twice (SQLite ignores ASCII case in names)", option,
-                             display_name(names[i]));
+          return usage_error("{} names the column '{}' twice (SQLite ignores ASCII case in names)",
+                             option, display_name(names[i]));
     }
     return {};
   };
@@ -176,7 +182,8 @@ Status UpsertWriter::load_table() {
   unmapped_columns_ = 0;
   table_exists_ = *row;
   if (table_exists_ && kind->column_text(0) == "view")
-    return usage_error("'{}' in '{}' is a view, not a table", display_name(spec_.table), db_.path());
+    return usage_error("'{}' in '{}' is a view, not a table", display_name(spec_.table),
+                       db_.path());
   kind->reset();
   if (table_exists_) {
     auto info = db_.prepare("SELECT name FROM pragma_table_info(?) ORDER BY cid");
@@ -199,8 +206,8 @@ Status UpsertWriter::load_table() {
     }
     for (int k : key_ids_) {
       if (!columns_[static_cast<size_t>(k)].in_table)
-        return usage_error("table '{}' in '{}' has no column '{}' (--key)", display_name(spec_.table),
-                           db_.path(),
+        return usage_error("table '{}' in '{}' has no column '{}' (--key)",
+                           display_name(spec_.table), db_.path(),
                            display_name(columns_[static_cast<size_t>(k)].name));
     }
     // ON CONFLICT needs the key to be the primary key or a unique index:
@@ -209,12 +216,13 @@ Status UpsertWriter::load_table() {
     for (int k : key_ids_) keys.push_back(columns_[static_cast<size_t>(k)].name);
     std::string params;
     for (size_t i = 0; i < keys.size(); ++i) params.append(i == 0 ? "?" : ", ?");
-    auto probe = db_.prepare(fmt::format("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO NOTHING",
-                                         quote_identifier(spec_.table), quoted_list(keys), params,
-                                         quoted_list(keys)));
+    auto probe = db_.prepare(
+        fmt::format("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO NOTHING",
+                    quote_identifier(spec_.table), quoted_list(keys), params, quoted_list(keys)));
     if (!probe)
-      return usage_error("table '{}' in '{}' has no primary key or unique index on ({}): --key must name one",
-                         display_name(spec_.table), db_.path(), fmt::join(keys, ", "));
+      return usage_error(
+          "table '{}' in '{}' has no primary key or unique index on ({}): --key must name one",
+          display_name(spec_.table), db_.path(), fmt::join(keys, ", "));
   }
   ddl_needed_ = !table_exists_;
   for (const auto& c : columns_)
@@ -266,7 +274,8 @@ Status UpsertWriter::ensure_schema() {
   } else {
     for (const auto& c : columns_) {
       if (!c.planned || c.in_table) continue;
-      KPIPE_TRY(db_.exec(fmt::format("ALTER TABLE {} ADD COLUMN {}", table, quote_identifier(c.name))));
+      KPIPE_TRY(
+          db_.exec(fmt::format("ALTER TABLE {} ADD COLUMN {}", table, quote_identifier(c.name))));
     }
   }
   for (auto& c : columns_)
@@ -289,8 +298,9 @@ std::string UpsertWriter::insert_sql(const ColumnSet& set) const {
   for (int k : key_ids_) keys.push_back(columns_[static_cast<size_t>(k)].name);
   std::string params;
   for (size_t i = 0; i < names.size(); ++i) params.append(i == 0 ? "?" : ", ?");
-  std::string sql = fmt::format("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) ",
-                                quote_identifier(spec_.table), quoted_list(names), params, quoted_list(keys));
+  std::string sql =
+      fmt::format("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) ",
+                  quote_identifier(spec_.table), quoted_list(names), params, quoted_list(keys));
   std::string updates;
   if (spec_.mode == UpsertMode::kUpsert) {
     for (int id : set.ids) {
@@ -339,7 +349,9 @@ void UpsertWriter::append_value(const JsonField& f, int column) {
   Value& v = values_.emplace_back();
   switch (f.type) {
     case JsonType::kMissing:
-    case JsonType::kNull: v.kind = Kind::kNull; return;
+    case JsonType::kNull:
+      v.kind = Kind::kNull;
+      return;
     case JsonType::kBool:
       if (is_key(column)) {
         // SQLite finds 1 equal to a key stored as 1: as its JSON text, the
@@ -429,8 +441,7 @@ Status UpsertWriter::map_members(size_t& fresh) {
 
 Status UpsertWriter::map_new_field(size_t member) {
   std::string_view key = members_[member].key;
-  if (frozen_)
-    return not_a_column(key, spec_.table);
+  if (frozen_) return not_a_column(key, spec_.table);
   std::string problem = identifier_problem(key);
   if (!problem.empty())
     return data_error("field '{}' cannot be a column: {}", display_name(key), problem);
@@ -448,12 +459,10 @@ Status UpsertWriter::map_new_field(size_t member) {
 Status UpsertWriter::map_known_field(size_t member, int id) {
   std::string_view key = members_[member].key;
   auto column = static_cast<size_t>(id);
-  if (!columns_[column].planned && frozen_)
-    return not_a_column(key, spec_.table);
+  if (!columns_[column].planned && frozen_) return not_a_column(key, spec_.table);
   if (seen_[column] == serial_) {
     std::string_view first = members_[seen_member_[column]].key;
-    if (first != key)
-      return same_column(first, key);
+    if (first != key) return same_column(first, key);
     member_ids_[member] = kRepeat;
     return {};
   }
@@ -558,9 +567,15 @@ Status UpsertWriter::write_pending(const RefusedRow& refused) {
       for (size_t i = 0; i < count; ++i) {
         int p = static_cast<int>(i + 1);
         switch (v[i].kind) {
-          case Kind::kNull: s.bind_null(p); break;
-          case Kind::kInteger: s.bind(p, v[i].integer); break;
-          case Kind::kReal: s.bind(p, v[i].real); break;
+          case Kind::kNull:
+            s.bind_null(p);
+            break;
+          case Kind::kInteger:
+            s.bind(p, v[i].integer);
+            break;
+          case Kind::kReal:
+            s.bind(p, v[i].real);
+            break;
           case Kind::kText:
             s.bind_text_static(p, std::string_view(text_).substr(v[i].offset, v[i].size));
             break;
@@ -580,7 +595,8 @@ Status UpsertWriter::write_pending(const RefusedRow& refused) {
       line.text = std::string_view(raw_).substr(row.raw_offset, row.raw_size);
       line.number = row.line;
       line.input = inputs_[row.input];
-      KPIPE_TRY(refused(inputs_[row.input], line, fmt::format("the table refused the row: {}", s.refusal())));
+      KPIPE_TRY(refused(inputs_[row.input], line,
+                        fmt::format("the table refused the row: {}", s.refusal())));
     }
     return {};
   }();

@@ -102,7 +102,8 @@ class UpsertWriter {
   // A row the table refused when it was written (a constraint of a table
   // the user made): the line as it was read, the input it came from, and
   // the reason. Returning an error stops write_pending.
-  using RefusedRow = std::function<Status(const std::string& input, const Line& line, std::string_view reason)>;
+  using RefusedRow =
+      std::function<Status(const std::string& input, const Line& line, std::string_view reason)>;
 
   // Creates the table or adds the columns the held rows need, then writes
   // the held rows, inside the transaction of begin(). The held rows are
@@ -176,7 +177,7 @@ class UpsertWriter {
   Database& db_;
   TableSpec spec_;
   bool table_exists_ = false;
-  bool frozen_ = false;  // --strict, and the table's columns are settled
+  bool frozen_ = false;         // --strict, and the table's columns are settled
   bool recheck_schema_ = true;  // a transaction began: others may have changed it
   bool ddl_needed_ = false;     // the table, or planned columns, to create
   int64_t schema_version_ = -1;

@@ -174,9 +174,8 @@ TEST_CASE("resolve: bad -X and a missing file are usage errors", "[kafka_config]
   auto c = resolve_kafka_config(o, nullptr);
   REQUIRE_FALSE(c.ok());
   CHECK(c.error().status == ExitStatus::kUsage);
-  CHECK(c.error().message ==
-        "cannot open config file '" + dir.file("missing.properties") +
-            "': No such file or directory");
+  CHECK(c.error().message == "cannot open config file '" + dir.file("missing.properties") +
+                                 "': No such file or directory");
   o.config_file = dir.write("bad.properties", "ok=1\n=x\n");
   CHECK(resolve_kafka_config(o, nullptr).error().message ==
         dir.file("bad.properties") + ": line 2: missing key");
@@ -314,20 +313,20 @@ TEST_CASE("translate_java_properties: Java-only keys are dropped and named", "[k
     c.set(k, "x");
   c.set("ssl.keystore.type", "JKS");
   auto dropped = translate_java_properties(c);
-  CHECK(dropped == std::vector<std::string>{"key.serializer", "value.serializer",
-                                            "key.deserializer", "value.deserializer",
-                                            "ssl.truststore.location", "ssl.truststore.password",
-                                            "ssl.truststore.type", "ssl.keystore.type",
-                                            "ssl.keystore.location", "ssl.keystore.password",
-                                            "interceptor.classes",
-                                            "sasl.login.callback.handler.class",
-                                            "sasl.client.callback.handler.class", "ssl.protocol"});
+  CHECK(dropped == std::vector<std::string>{
+                       "key.serializer", "value.serializer", "key.deserializer",
+                       "value.deserializer", "ssl.truststore.location", "ssl.truststore.password",
+                       "ssl.truststore.type", "ssl.keystore.type", "ssl.keystore.location",
+                       "ssl.keystore.password", "interceptor.classes",
+                       "sasl.login.callback.handler.class", "sasl.client.callback.handler.class",
+                       "ssl.protocol"});
   std::vector<std::string> kept;
   for (const auto& [k, v] : c.properties) kept.push_back(k);
   CHECK(kept == std::vector<std::string>{"bootstrap.servers", "acks", "ssl.ca.location"});
 }
 
-TEST_CASE("translate_java_properties: a PKCS#12 keystore is kept, librdkafka reads it", "[kafka_config]") {
+TEST_CASE("translate_java_properties: a PKCS#12 keystore is kept, librdkafka reads it",
+          "[kafka_config]") {
   KafkaConfig c;
   c.set("ssl.keystore.location", "/etc/kafka/client.p12");
   c.set("ssl.keystore.password", "secret");

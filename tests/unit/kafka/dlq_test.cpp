@@ -9,9 +9,9 @@
 #include <map>
 #include <string>
 
+#include "fakes.h"
 #include "kpipe/stage/bad_input.h"
 #include "kpipe/store/dlq_store.h"
-#include "fakes.h"
 
 namespace kpipe {
 namespace {
@@ -56,10 +56,13 @@ struct Cluster {
   }
 };
 
-std::string padded(const std::string& s) { return s + std::string(kJsonPadding, '\0'); }
+std::string padded(const std::string& s) {
+  return s + std::string(kJsonPadding, '\0');
+}
 
 // Writes dead letters through the sink every program uses.
-void write_dead_letters(Cluster& c, const std::string& topic, const std::vector<std::string>& lines) {
+void write_dead_letters(Cluster& c, const std::string& topic,
+                        const std::vector<std::string>& lines) {
   auto sink = open_dead_letter_sink("kafka:" + topic, &c.config, c.reporter);
   REQUIRE(sink.ok());
   FakeClock clock(1795946400010);
@@ -87,10 +90,12 @@ const Header* find_header(const RecordView& r, std::string_view name) {
   return nullptr;
 }
 
-TEST_CASE("dead letters written to a topic read back as entries, lines byte for byte", "[dlq_kafka]") {
+TEST_CASE("dead letters written to a topic read back as entries, lines byte for byte",
+          "[dlq_kafka]") {
   Cluster c({{"dlq", 3}});
-  std::vector<std::string> lines = {envelope(0), "{\"broken\":", "bin\xff\0ary"s, envelope(1),
-                                     "{\"topic\":\"events\",\"partition\":0,\"offset\":9,\"value\": { \"n\" : 1 }}"};
+  std::vector<std::string> lines = {
+      envelope(0), "{\"broken\":", "bin\xff\0ary"s, envelope(1),
+      "{\"topic\":\"events\",\"partition\":0,\"offset\":9,\"value\": { \"n\" : 1 }}"};
   write_dead_letters(c, "dlq", lines);
   auto entries = c.read_all("dlq");
   REQUIRE(entries.size() == lines.size());
@@ -124,7 +129,9 @@ class DyingTarget final : public ReplayTarget {
   DyingTarget(ReplayTarget& inner, size_t acks) : inner_(inner), acks_(acks) {}
   std::string describe() const override { return inner_.describe(); }
   bool acknowledges_later() const override { return true; }
-  Expected<bool> send(const ReplayItem& item, uint64_t tag) override { return inner_.send(item, tag); }
+  Expected<bool> send(const ReplayItem& item, uint64_t tag) override {
+    return inner_.send(item, tag);
+  }
   Status flush(std::vector<uint64_t>& delivered) override {
     std::vector<uint64_t> all;
     KPIPE_TRY(inner_.flush(all));
@@ -136,7 +143,8 @@ class DyingTarget final : public ReplayTarget {
     return {};
   }
   Expected<std::string> mark() override { return inner_.mark(); }
-  Expected<std::set<std::string>> delivered_since(const std::string& m, const std::string& p) override {
+  Expected<std::set<std::string>> delivered_since(const std::string& m,
+                                                  const std::string& p) override {
     return inner_.delivered_since(m, p);
   }
 
@@ -146,7 +154,8 @@ class DyingTarget final : public ReplayTarget {
 };
 
 // The target holds each entry's value once (values are distinct).
-void check_replayed_once(Cluster& c, const std::string& topic, const std::vector<std::string>& lines) {
+void check_replayed_once(Cluster& c, const std::string& topic,
+                         const std::vector<std::string>& lines) {
   std::multiset<std::string> values;
   for (const auto& e : c.read_all(topic)) values.insert(e.payload);
   std::multiset<std::string> want;
@@ -195,7 +204,8 @@ TEST_CASE("a replay from a Kafka dead-letter topic, killed and run again, sends 
   }
 }
 
-TEST_CASE("replayed records keep key, headers and timestamp, and name the entry they replay", "[dlq_kafka]") {
+TEST_CASE("replayed records keep key, headers and timestamp, and name the entry they replay",
+          "[dlq_kafka]") {
   Cluster c({{"dlq", 1}, {"fixed", 1}});
   write_dead_letters(c, "dlq", {envelope(4), "plain line"});
   auto dlq = c.dlq("dlq");
@@ -207,32 +217,36 @@ TEST_CASE("replayed records keep key, headers and timestamp, and name the entry 
   REQUIRE((*consumer)->assign({{"fixed", 0, 0}}).ok());
   std::vector<std::string> seen;
   while (seen.size() < 2) {
-    REQUIRE((*consumer)->poll(100, 10, [&](const ConsumerEvent& e) -> Status {
-      if (e.kind != ConsumerEvent::Kind::kRecord) return {};
-      const RecordView& r = e.record;
-      const Header* id = find_header(r, "kpipe.replay.id");
-      REQUIRE(id != nullptr);
-      if (r.offset == 0) {
-        CHECK(r.key == "k4");
-        CHECK(r.value == "{\"n\":4}");
-        CHECK(r.timestamp == 1764412345004);
-        REQUIRE(r.headers.size() == 2);
-        CHECK(r.headers[0].name == "trace");
-        CHECK(r.headers[0].value == "t4");
-        CHECK(id->value == "kafka:dlq:0:0");
-      } else {
-        CHECK_FALSE(r.key);
-        CHECK(r.value == "plain line");
-        CHECK(r.headers.size() == 1);
-        CHECK(id->value == "kafka:dlq:0:1");
-      }
-      seen.emplace_back(*r.value);
-      return {};
-    }).ok());
+    REQUIRE((*consumer)
+                ->poll(100, 10,
+                       [&](const ConsumerEvent& e) -> Status {
+                         if (e.kind != ConsumerEvent::Kind::kRecord) return {};
+                         const RecordView& r = e.record;
+                         const Header* id = find_header(r, "kpipe.replay.id");
+                         REQUIRE(id != nullptr);
+                         if (r.offset == 0) {
+                           CHECK(r.key == "k4");
+                           CHECK(r.value == "{\"n\":4}");
+                           CHECK(r.timestamp == 1764412345004);
+                           REQUIRE(r.headers.size() == 2);
+                           CHECK(r.headers[0].name == "trace");
+                           CHECK(r.headers[0].value == "t4");
+                           CHECK(id->value == "kafka:dlq:0:0");
+                         } else {
+                           CHECK_FALSE(r.key);
+                           CHECK(r.value == "plain line");
+                           CHECK(r.headers.size() == 1);
+                           CHECK(id->value == "kafka:dlq:0:1");
+                         }
+                         seen.emplace_back(*r.value);
+                         return {};
+                       })
+                .ok());
   }
 }
 
-TEST_CASE("a replay from the SQLite store to Kafka, killed and run again, sends each entry once", "[dlq_kafka]") {
+TEST_CASE("a replay from the SQLite store to Kafka, killed and run again, sends each entry once",
+          "[dlq_kafka]") {
   const size_t n = 9;
   std::vector<std::string> lines;
   for (size_t i = 0; i < n; ++i) lines.push_back(envelope(static_cast<int>(i)));
@@ -271,7 +285,8 @@ TEST_CASE("a replay from the SQLite store to Kafka, killed and run again, sends 
   check_replayed_once(c, "fixed", lines);
 }
 
-TEST_CASE("a filtered replay with its own group passes over the rest without marking them", "[dlq_kafka]") {
+TEST_CASE("a filtered replay with its own group passes over the rest without marking them",
+          "[dlq_kafka]") {
   Cluster c({{"dlq", 1}, {"fixed", 1}});
   write_dead_letters(c, "dlq", {envelope(0), "plain", envelope(2)});
   auto dlq = c.dlq("dlq", "only-envelopes");

@@ -47,7 +47,6 @@ TEST_CASE("open_dead_letter_sink and make_bad_input_handler: targets and usage e
   CHECK_FALSE((*skip)->has_sink());
 }
 
-
 TEST_CASE("make_bad_input_handler: --dlq without --on-error means dlq", "[dead_letter]") {
   TempDir dir;
   std::string path = dir.file("dlq.db");

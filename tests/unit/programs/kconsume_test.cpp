@@ -136,8 +136,8 @@ TEST_CASE("resolve_start: each --from against the watermarks", "[consume]") {
   CHECK(resolve_start(at(Kind::kEarliest, 0), 100, 250, 0) == 100);
   CHECK(resolve_start(at(Kind::kLatest, 0), 100, 250, 0) == 250);
   CHECK(resolve_start(at(Kind::kOffset, 120), 100, 250, 0) == 120);
-  CHECK(resolve_start(at(Kind::kOffset, 5), 100, 250, 0) == 100);     // already deleted
-  CHECK(resolve_start(at(Kind::kOffset, 900), 100, 250, 0) == 250);   // not there yet
+  CHECK(resolve_start(at(Kind::kOffset, 5), 100, 250, 0) == 100);    // already deleted
+  CHECK(resolve_start(at(Kind::kOffset, 900), 100, 250, 0) == 250);  // not there yet
   CHECK(resolve_start(at(Kind::kFromEnd, 10), 100, 250, 0) == 240);
   CHECK(resolve_start(at(Kind::kFromEnd, 0), 100, 250, 0) == 250);
   CHECK(resolve_start(at(Kind::kFromEnd, 1000), 100, 250, 0) == 100);

@@ -240,9 +240,11 @@ TEST_CASE("kdedup: a state whose times measure something else is refused", "[kde
         "give another --name or state file");
   other = o;
   other.time_unit = "s";
-  CHECK(refusal(other, dir).starts_with(
-      "the saved state of 'kdedup' was made with --time .ts --time-unit ms, not --time .ts "
-      "--time-unit s"));
+  CHECK(
+      refusal(other, dir)
+          .starts_with(
+              "the saved state of 'kdedup' was made with --time .ts --time-unit ms, not --time .ts "
+              "--time-unit s"));
 
   // Another horizon on the same clock restores.
   DedupOptions longer = o;

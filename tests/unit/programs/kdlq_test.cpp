@@ -13,9 +13,9 @@
 #include <string>
 #include <thread>
 
+#include "fakes.h"
 #include "kpipe/guard.h"
 #include "kpipe/store/dlq_store.h"
-#include "fakes.h"
 
 namespace kpipe {
 namespace {
@@ -48,7 +48,8 @@ struct Run {
   RecordingReporter reporter;
   bool interactive = false;  // standard output a terminal
 
-  std::pair<Status, std::string> operator()(Status (*fn)(const DlqOptions&, Io&), const DlqOptions& o) {
+  std::pair<Status, std::string> operator()(Status (*fn)(const DlqOptions&, Io&),
+                                            const DlqOptions& o) {
     std::string path = dir.file("stdout");
     int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     REQUIRE(fd >= 0);
@@ -70,10 +71,11 @@ std::string make_store(TempDir& dir) {
   auto store = DlqStore::open(path);
   REQUIRE(store.ok());
   std::vector<DeadLetter> letters(3);
-  std::vector<std::string> payloads = {"{\"a\":", "{\"topic\":\"events\",\"partition\":1,\"offset\":7,\"value\":1}",
-                                       "bin\xff\0"s};
+  std::vector<std::string> payloads = {
+      "{\"a\":", "{\"topic\":\"events\",\"partition\":1,\"offset\":7,\"value\":1}", "bin\xff\0"s};
   const char* stages[] = {"kdedup", "kdedup/orders", "kwindow"};
-  const char* reasons[] = {"line 1: not valid JSON: truncated object or array", "line 2: field '.value.ts' is missing",
+  const char* reasons[] = {"line 1: not valid JSON: truncated object or array",
+                           "line 2: field '.value.ts' is missing",
                            "line 3: not valid JSON: invalid UTF-8"};
   for (size_t i = 0; i < 3; ++i) {
     letters[i].at = 1795946400010 - static_cast<Millis>(3 - i) * kHour;
@@ -113,9 +115,12 @@ TEST_CASE("kdlq list: a table on a terminal, else NDJSON, with filters and a lim
   std::tie(s, out) = run(run_dlq_list, o);
   REQUIRE(s.ok());
   CHECK(out ==
-        "{\"id\":1,\"at\":\"2026-11-29T07:00:00.010Z\",\"stage\":\"kdedup\",\"reason\":\"line 1: not valid JSON: "
-        "truncated object or array\",\"input\":\"<stdin>\",\"line\":1,\"source_topic\":null,\"source_partition\":null,"
-        "\"source_offset\":null,\"failures\":1,\"replayed\":false,\"replayed_at\":null,\"payload\":\"{\\\"a\\\":\"}\n");
+        "{\"id\":1,\"at\":\"2026-11-29T07:00:00.010Z\",\"stage\":\"kdedup\",\"reason\":\"line 1: "
+        "not valid JSON: "
+        "truncated object or "
+        "array\",\"input\":\"<stdin>\",\"line\":1,\"source_topic\":null,\"source_partition\":null,"
+        "\"source_offset\":null,\"failures\":1,\"replayed\":false,\"replayed_at\":null,\"payload\":"
+        "\"{\\\"a\\\":\"}\n");
 
   o.limit = 0;
   o.stage.clear();
@@ -166,12 +171,14 @@ TEST_CASE("kdlq stats counts by reason, stage, topic and hour", "[dlq_tool]") {
         "\"last\":\"2026-11-29T08:00:00.010Z\"}\n");
 }
 
-TEST_CASE("kdlq replay writes the original lines, marks them, and --again sends them once more", "[dlq_tool]") {
+TEST_CASE("kdlq replay writes the original lines, marks them, and --again sends them once more",
+          "[dlq_tool]") {
   TempDir dir;
   Run run(dir);
   DlqOptions o;
   o.dlq = make_store(dir);
-  const std::string all = "{\"a\":\n{\"topic\":\"events\",\"partition\":1,\"offset\":7,\"value\":1}\nbin\xff\0\n"s;
+  const std::string all =
+      "{\"a\":\n{\"topic\":\"events\",\"partition\":1,\"offset\":7,\"value\":1}\nbin\xff\0\n"s;
 
   o.dry_run = true;
   o.format = "ndjson";
@@ -219,14 +226,16 @@ TEST_CASE("kdlq replay refuses what it cannot do", "[dlq_tool]") {
   o.to = "events";
   auto [s, out] = run(run_dlq_replay, o);
   CHECK(s.error().status == ExitStatus::kUsage);
-  CHECK(s.error().message == "--to 'events': expected kafka:TOPIC (without --to, entries go to standard output)");
+  CHECK(s.error().message ==
+        "--to 'events': expected kafka:TOPIC (without --to, entries go to standard output)");
 
   o.to.clear();
   o.dlq = "kafka:dlq";
   o.reason = "late";
   std::tie(s, out) = run(run_dlq_replay, o);
   CHECK(s.error().status == ExitStatus::kUsage);
-  CHECK(s.error().message.starts_with("a filtered replay of a Kafka dead-letter topic needs its own --group"));
+  CHECK(s.error().message.starts_with(
+      "a filtered replay of a Kafka dead-letter topic needs its own --group"));
 
   o.reason.clear();
   std::tie(s, out) = run(run_dlq_replay, o);
@@ -252,7 +261,8 @@ TEST_CASE("kdlq purge: replayed, older than, both; a dry run first", "[dlq_tool]
   o.dlq = make_store(dir);
   auto [s, out] = run(run_dlq_purge, o);
   CHECK(s.error().status == ExitStatus::kUsage);
-  CHECK(s.error().message == "say what to purge: --replayed, --older-than D, or both (entries that are both)");
+  CHECK(s.error().message ==
+        "say what to purge: --replayed, --older-than D, or both (entries that are both)");
 
   o.older_than = "150m";  // before 07:30: the first entry
   o.dry_run = true;
@@ -277,7 +287,8 @@ TEST_CASE("kdlq guard sends bad lines to --dlq by default, and fails without it"
   std::string input = dir.file("in.ndjson");
   {
     std::ofstream f(input, std::ios::binary);
-    f << "{\"id\":\"a\",\"ts\":1}\n{\"id\":1,\"ts\":1}\n{\"ts\":2}\n{\"id\":\"b\",\"ts\":\"2026-11-29T10:00:00Z\"}\n";
+    f << "{\"id\":\"a\",\"ts\":1}\n{\"id\":1,\"ts\":1}\n{\"ts\":2}\n{\"id\":\"b\",\"ts\":\"2026-11-"
+         "29T10:00:00Z\"}\n";
   }
   DlqOptions o;
   o.require = {".id:string", ".ts:time"};
@@ -298,8 +309,8 @@ TEST_CASE("kdlq guard sends bad lines to --dlq by default, and fails without it"
   list.dlq = o.errors.dlq;
   list.format = "ndjson";
   std::tie(s, out) = run(run_dlq_list, list);
-  CHECK(out.find("\"stage\":\"kdlq-guard/door\",\"reason\":\"line 2: field '.id' is a number, not a string\"") !=
-        std::string::npos);
+  CHECK(out.find("\"stage\":\"kdlq-guard/door\",\"reason\":\"line 2: field '.id' is a number, not "
+                 "a string\"") != std::string::npos);
   CHECK(out.find("\"reason\":\"line 3: field '.id' is missing\"") != std::string::npos);
 
   o.on_error_given = true;
@@ -323,7 +334,8 @@ std::vector<Requirement> requirements(std::initializer_list<const char*> texts) 
   return out;
 }
 
-TEST_CASE("a guard writes good lines exactly as read and refuses bad ones without writing", "[guard]") {
+TEST_CASE("a guard writes good lines exactly as read and refuses bad ones without writing",
+          "[guard]") {
   int fds[2];
   REQUIRE(::pipe(fds) == 0);
   {

@@ -10,8 +10,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "kpipe/store/lag_history.h"
 #include "fakes.h"
+#include "kpipe/store/lag_history.h"
 
 using namespace kpipe;
 
@@ -103,10 +103,12 @@ TEST_CASE("run_lag refuses contradictory or incomplete options", "[lag_run]") {
   p.format = "prometheus";
   p.watch = "10s";
   CHECK(usage_message(p) ==
-        "--watch cannot write --format prometheus (one file per sample: run klag from cron or a timer)");
+        "--watch cannot write --format prometheus (one file per sample: run klag from cron or a "
+        "timer)");
   LagOptions n = o;
   n.no_fetch = true;
-  CHECK(usage_message(n) == "--no-fetch estimates the lag in seconds from the end offsets of --history FILE: give one");
+  CHECK(usage_message(n) ==
+        "--no-fetch estimates the lag in seconds from the end offsets of --history FILE: give one");
   LagOptions s = o;
   s.status_only = true;
   CHECK(usage_message(s) == "status judges the samples of --history FILE: give one");
@@ -133,11 +135,15 @@ TEST_CASE("klag status judges the history alone", "[lag_run]") {
   Run r = run(o, scratch);
   REQUIRE(r.status.ok());
   CHECK(r.out ==
-        "{\"group\":\"billing\",\"topic\":\"events\",\"partition\":0,\"committed\":130,\"end\":210,\"lag\":80,"
+        "{\"group\":\"billing\",\"topic\":\"events\",\"partition\":0,\"committed\":130,\"end\":210,"
+        "\"lag\":80,"
         "\"lag_seconds\":null,\"status\":\"WARN\"}\n"
-        "{\"group\":\"billing\",\"topic\":\"events\",\"partitions\":1,\"lag\":80,\"lag_seconds\":null}\n"
-        "{\"group\":\"billing\",\"at\":\"2026-11-29T10:03:00.000Z\",\"partitions\":1,\"lag\":80,\"lag_seconds\":null,"
-        "\"status\":\"WARN\",\"reason\":\"events [0]: the offset moved from 110 to 130 in 3 samples over 2m but the "
+        "{\"group\":\"billing\",\"topic\":\"events\",\"partitions\":1,\"lag\":80,\"lag_seconds\":"
+        "null}\n"
+        "{\"group\":\"billing\",\"at\":\"2026-11-29T10:03:00.000Z\",\"partitions\":1,\"lag\":80,"
+        "\"lag_seconds\":null,"
+        "\"status\":\"WARN\",\"reason\":\"events [0]: the offset moved from 110 to 130 in 3 "
+        "samples over 2m but the "
         "lag never decreased (60 to 80)\",\"members\":null}\n");
 }
 
@@ -152,13 +158,15 @@ TEST_CASE("klag status exits with an alert at --fail-on, not below it", "[lag_ru
   o.fail_on = "STALL";
   Run calm = run(o, scratch);
   CHECK(calm.status.ok());
-  CHECK(calm.out.find("kpipe_consumer_group_status{group=\"billing\",status=\"WARN\"} 1\n") != std::string::npos);
+  CHECK(calm.out.find("kpipe_consumer_group_status{group=\"billing\",status=\"WARN\"} 1\n") !=
+        std::string::npos);
   o.fail_on = "warn";
   Run r = run(o, scratch);
   REQUIRE_FALSE(r.status.ok());
   CHECK(r.status.error().status == ExitStatus::kAlert);
   CHECK(r.status.error().message ==
-        "group 'billing' is WARN (--fail-on WARN): events [0]: the offset moved from 100 to 130 in 4 samples over 3m "
+        "group 'billing' is WARN (--fail-on WARN): events [0]: the offset moved from 100 to 130 in "
+        "4 samples over 3m "
         "but the lag never decreased (50 to 80)");
   // The report is written before the alert.
   CHECK(r.out.find("# TYPE kpipe_consumer_lag gauge\n") != std::string::npos);
@@ -181,10 +189,12 @@ TEST_CASE("klag status on a terminal draws the table with trends", "[lag_run]") 
   o.history = scratch.history();
   Run r = run(o, scratch, true);
   REQUIRE(r.status.ok());
-  CHECK(r.out ==
-        "GROUP    TOPIC   PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG  LAG-SECONDS  STATUS  TREND\n"
-        "billing  events          0             130             210   80            -  WARN    ▅▆▇█\n"
-        "billing  TOTAL                                               80            -  WARN\n");
+  CHECK(
+      r.out ==
+      "GROUP    TOPIC   PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG  LAG-SECONDS  STATUS  "
+      "TREND\n"
+      "billing  events          0             130             210   80            -  WARN    ▅▆▇█\n"
+      "billing  TOTAL                                               80            -  WARN\n");
 }
 
 TEST_CASE("klag status names a missing history or subject", "[lag_run]") {
@@ -196,12 +206,14 @@ TEST_CASE("klag status names a missing history or subject", "[lag_run]") {
   Run missing = run(o, scratch);
   REQUIRE_FALSE(missing.status.ok());
   CHECK(missing.status.error().status == ExitStatus::kFailure);
-  CHECK(missing.status.error().message == "history file '" + scratch.history() + "' does not exist");
+  CHECK(missing.status.error().message ==
+        "history file '" + scratch.history() + "' does not exist");
   write_growing_lag(scratch.history());
   o.groups = {"payments"};
   Run none = run(o, scratch);
   REQUIRE_FALSE(none.status.ok());
-  CHECK(none.status.error().message == "history '" + scratch.history() +
-                                           "' holds no samples of group 'payments': run klag -g payments --history " +
-                                           scratch.history() + " first");
+  CHECK(none.status.error().message ==
+        "history '" + scratch.history() +
+            "' holds no samples of group 'payments': run klag -g payments --history " +
+            scratch.history() + " first");
 }

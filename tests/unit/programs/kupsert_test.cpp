@@ -45,7 +45,8 @@ struct StageRig {
     if (state == State::kSameFile) store = StateStore::attach(*db).value();
     if (state == State::kOtherFile) store = StateStore::open(dir.file("state.db")).value();
     w = writer(*db, spec("t", {"k"}));
-    stage = std::make_unique<UpsertStage>(*w, store.get(), state == State::kSameFile, batch, "kupsert", bad, io);
+    stage = std::make_unique<UpsertStage>(*w, store.get(), state == State::kSameFile, batch,
+                                          "kupsert", bad, io);
   }
   ~StageRig() { ::close(out_fd); }
 
@@ -73,8 +74,9 @@ struct StageRig {
 };
 
 std::string checkpoint(int64_t id, int64_t offset) {
-  return fmt::format(R"({{"$kpipe":"checkpoint","id":{},"at":5,"offsets":[{{"topic":"e","partition":0,"offset":{}}}]}})",
-                     id, offset);
+  return fmt::format(
+      R"({{"$kpipe":"checkpoint","id":{},"at":5,"offsets":[{{"topic":"e","partition":0,"offset":{}}}]}})",
+      id, offset);
 }
 
 }  // namespace
@@ -124,7 +126,8 @@ TEST_CASE("stage, exactly-once: rows commit only with the checkpoint after them"
   CHECK(rig.written().empty());
 }
 
-TEST_CASE("stage, exactly-once: at the end of the input the rows after the last checkpoint are written") {
+TEST_CASE(
+    "stage, exactly-once: at the end of the input the rows after the last checkpoint are written") {
   // kwindow --flush-at-end fires its last windows after kconsume's last
   // checkpoint.
   StageRig rig(StageRig::State::kSameFile);
@@ -136,7 +139,9 @@ TEST_CASE("stage, exactly-once: at the end of the input the rows after the last 
   CHECK(rig.reporter.warnings.empty());
 }
 
-TEST_CASE("stage, exactly-once: stopped by a signal, the rows after the last checkpoint are left for the replay") {
+TEST_CASE(
+    "stage, exactly-once: stopped by a signal, the rows after the last checkpoint are left for the "
+    "replay") {
   StageRig rig(StageRig::State::kSameFile);
   rig.line(R"({"k":1})");
   rig.line(checkpoint(1, 1));
@@ -147,7 +152,8 @@ TEST_CASE("stage, exactly-once: stopped by a signal, the rows after the last che
   CHECK(rig.reporter.warnings.empty());
   REQUIRE(rig.reporter.infos.size() == 1);
   CHECK(rig.reporter.infos[0] ==
-        "1 rows after the last checkpoint were not written: a restart replays them from that checkpoint");
+        "1 rows after the last checkpoint were not written: a restart replays them from that "
+        "checkpoint");
 }
 
 TEST_CASE("stage, exactly-once: the rows and the checkpoint fail together") {
@@ -168,7 +174,8 @@ TEST_CASE("stage, exactly-once: no checkpoint at all is warned of") {
   REQUIRE(rig.stage->on_end(rig.out).ok());
   CHECK(rig.visible() == 1);
   REQUIRE(rig.reporter.warnings.size() == 1);
-  CHECK(rig.reporter.warnings[0].starts_with("1 rows arrived but no checkpoint line: run kconsume with --state"));
+  CHECK(rig.reporter.warnings[0].starts_with(
+      "1 rows arrived but no checkpoint line: run kconsume with --state"));
 }
 
 TEST_CASE("stage, at-least-once: rows commit before the checkpoint completes in the other file") {
@@ -182,7 +189,9 @@ TEST_CASE("stage, at-least-once: rows commit before the checkpoint completes in 
   CHECK(rig.written().empty());
 }
 
-TEST_CASE("stage, without --state: checkpoints go on after the rows before them, other control lines too") {
+TEST_CASE(
+    "stage, without --state: checkpoints go on after the rows before them, other control lines "
+    "too") {
   StageRig rig(StageRig::State::kNone);
   rig.line(R"({"k":1})");
   rig.line(checkpoint(1, 1));
@@ -198,10 +207,12 @@ TEST_CASE("stage: refused rows go to --on-error with their own line numbers") {
   BadInputHandler fail(OnError::kFail, nullptr, "kupsert", rig.clock);
   UpsertStage stage(*w, nullptr, false, 2, "kupsert", fail, rig.io);
   REQUIRE(stage.on_line(rig.lines.make(R"({"k":1,"v":-1})"), rig.out).ok());  // line 1
-  Status s = stage.on_line(rig.lines.make(R"({"k":2,"v":1})"), rig.out);     // line 2: the batch commits
+  Status s =
+      stage.on_line(rig.lines.make(R"({"k":2,"v":1})"), rig.out);  // line 2: the batch commits
   REQUIRE_FALSE(s.ok());
   CHECK(s.error().status == ExitStatus::kDataError);
-  CHECK(s.error().message == "<stdin>: line 1: the table refused the row: CHECK constraint failed: v > 0");
+  CHECK(s.error().message ==
+        "<stdin>: line 1: the table refused the row: CHECK constraint failed: v > 0");
   CHECK(fail.failed());
   CHECK(count(*rig.db, "SELECT COUNT(*) FROM t2") == 0);  // the batch rolled back
 }

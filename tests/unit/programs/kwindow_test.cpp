@@ -10,9 +10,9 @@
 #include <sstream>
 #include <string>
 
+#include "fakes.h"
 #include "kpipe/store/sqlite.h"
 #include "kpipe/store/state_store.h"
-#include "fakes.h"
 
 // kwindow as a whole, short of the command line: times and keys read from
 // lines, bad input, late records, control lines, the options' usage errors.
@@ -30,7 +30,8 @@ std::string read_file(const std::string& path) {
 class TempDir {
  public:
   TempDir() {
-    std::string pattern = (std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + std::string("/kwindow.XXXXXX");
+    std::string pattern =
+        (std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + std::string("/kwindow.XXXXXX");
     char* made = ::mkdtemp(pattern.data());
     REQUIRE(made != nullptr);
     path_ = made;
@@ -90,7 +91,8 @@ std::string usage_error_of(WindowOptions o) {
 TEST_CASE("window tool: option errors", "[window]") {
   WindowOptions o = options();
   o.tumble.clear();
-  CHECK(usage_error_of(o) == "give one of --tumble SIZE, --slide SIZE --every STEP or --session GAP");
+  CHECK(usage_error_of(o) ==
+        "give one of --tumble SIZE, --slide SIZE --every STEP or --session GAP");
   o = options();
   o.session = "1m";
   CHECK(usage_error_of(o) == "--tumble, --slide and --session are alternatives: give one");
@@ -133,8 +135,7 @@ TEST_CASE("window tool: option errors", "[window]") {
   CHECK(usage_error_of(o) == "--agg: two aggregates are named 'sum_v'; name one with NAME=SPEC");
 }
 
-TEST_CASE("window tool: a kafka: dead-letter topic takes the program's Kafka options",
-          "[window]") {
+TEST_CASE("window tool: a kafka: dead-letter topic takes the program's Kafka options", "[window]") {
   WindowOptions o = options();
   o.errors.dlq = "kafka:dead";
   o.kafka.brokers = "localhost:1";
@@ -179,7 +180,8 @@ TEST_CASE("window tool: a sum that cannot be written exactly is said once", "[wi
                                  "float 9.223372036854776e+18 (said once)"});
 }
 
-TEST_CASE("window tool: times as numbers in any unit or as RFC 3339, negative ones too", "[window]") {
+TEST_CASE("window tool: times as numbers in any unit or as RFC 3339, negative ones too",
+          "[window]") {
   TempDir dir;
   Result r;
   WindowOptions o = options();
@@ -194,9 +196,11 @@ TEST_CASE("window tool: times as numbers in any unit or as RFC 3339, negative on
            "{\"k\":\"a\",\"ts\":1795946401234.9}\n",
            r, dir);
   REQUIRE(r.status.ok());
-  CHECK(r.out ==
-        "{\"window_start\":-10000,\"window_end\":0,\"key\":\"b\",\"count\":2,\"emit\":\"on_time\"}\n"
-        "{\"window_start\":1795946400000,\"window_end\":1795946410000,\"key\":\"a\",\"count\":4,\"emit\":\"on_time\"}\n");
+  CHECK(
+      r.out ==
+      "{\"window_start\":-10000,\"window_end\":0,\"key\":\"b\",\"count\":2,\"emit\":\"on_time\"}\n"
+      "{\"window_start\":1795946400000,\"window_end\":1795946410000,\"key\":\"a\",\"count\":4,"
+      "\"emit\":\"on_time\"}\n");
 
   Result s;
   o.time_unit = "s";
@@ -204,9 +208,11 @@ TEST_CASE("window tool: times as numbers in any unit or as RFC 3339, negative on
   run_tool(o, "{\"k\":\"a\",\"ts\":1795946405}\n{\"k\":\"a\",\"ts\":1795946399.999}\n", s, dir);
   REQUIRE(s.status.ok());
   CHECK(s.out ==
-        "{\"window_start\":\"2026-11-29T09:59:50.000Z\",\"window_end\":\"2026-11-29T10:00:00.000Z\",\"key\":\"a\","
+        "{\"window_start\":\"2026-11-29T09:59:50.000Z\",\"window_end\":\"2026-11-29T10:00:00."
+        "000Z\",\"key\":\"a\","
         "\"count\":1,\"emit\":\"on_time\"}\n"
-        "{\"window_start\":\"2026-11-29T10:00:00.000Z\",\"window_end\":\"2026-11-29T10:00:10.000Z\",\"key\":\"a\","
+        "{\"window_start\":\"2026-11-29T10:00:00.000Z\",\"window_end\":\"2026-11-29T10:00:10."
+        "000Z\",\"key\":\"a\","
         "\"count\":1,\"emit\":\"on_time\"}\n");
 }
 
@@ -224,15 +230,19 @@ TEST_CASE("window tool: keys are JSON values; several keys make an array", "[win
            r, dir);
   REQUIRE(r.status.ok());
   CHECK(r.out ==
-        "{\"window_start\":0,\"window_end\":10000,\"key\":[\"a\",1],\"count\":2,\"emit\":\"on_time\"}\n"
-        "{\"window_start\":0,\"window_end\":10000,\"key\":[{\"x\":[1,2]},null],\"count\":2,\"emit\":\"on_time\"}\n");
+        "{\"window_start\":0,\"window_end\":10000,\"key\":[\"a\",1],\"count\":2,\"emit\":\"on_"
+        "time\"}\n"
+        "{\"window_start\":0,\"window_end\":10000,\"key\":[{\"x\":[1,2]},null],\"count\":2,"
+        "\"emit\":\"on_time\"}\n");
 
   Result none;
   o.keys.clear();
   o.aggs = {"count", "max:.k"};
   run_tool(o, "{\"k\":\"a\",\"ts\":1}\n{\"k\":\"b\",\"ts\":2}\n", none, dir);
   REQUIRE(none.status.ok());
-  CHECK(none.out == "{\"window_start\":0,\"window_end\":10000,\"count\":2,\"max_k\":\"b\",\"emit\":\"on_time\"}\n");
+  CHECK(none.out ==
+        "{\"window_start\":0,\"window_end\":10000,\"count\":2,\"max_k\":\"b\",\"emit\":\"on_time\"}"
+        "\n");
 }
 
 TEST_CASE("window tool: bad input stops with the line and the reason, or is skipped", "[window]") {
@@ -247,30 +257,43 @@ TEST_CASE("window tool: bad input stops with the line and the reason, or is skip
     return r.status.error().message;
   };
   std::string in = dir.file("in.ndjson");
-  CHECK(failing("{\"k\":\"a\",\"ts\":1,\"v\":1}\n{\"k\":\"a\",\"v\":1}\n") == in + ": line 2: field '.ts' is missing");
+  CHECK(failing("{\"k\":\"a\",\"ts\":1,\"v\":1}\n{\"k\":\"a\",\"v\":1}\n") ==
+        in + ": line 2: field '.ts' is missing");
   CHECK(failing("{\"k\":\"a\",\"ts\":true,\"v\":1}\n") ==
         in + ": line 1: field '.ts' is a bool, not a number or an RFC 3339 string");
   CHECK(failing("{\"k\":\"a\",\"ts\":\"yesterday\",\"v\":1}\n") ==
-        in + ": line 1: field '.ts': 'yesterday' is not an RFC 3339 time (expected a yyyy-mm-dd date)");
+        in + ": line 1: field '.ts': 'yesterday' is not an RFC 3339 time (expected a yyyy-mm-dd "
+             "date)");
   CHECK(failing("{\"ts\":1,\"v\":1}\n") == in + ": line 1: field '.k' is missing");
-  CHECK(failing("{\"k\":\"a\",\"ts\":1,\"v\":\"1\"}\n") == in + ": line 1: field '.v' is a string, not a number (sum)");
-  CHECK(failing("{\"k\":\"a\",\"ts\":1e300,\"v\":1}\n").starts_with(in + ": line 1: field '.ts': time '1e+300'"));
-  CHECK(failing("{\"k\":\"a\",\"ts\":1,\"v\":1\n") == in + ": line 1: not valid JSON: truncated object or array");
+  CHECK(failing("{\"k\":\"a\",\"ts\":1,\"v\":\"1\"}\n") ==
+        in + ": line 1: field '.v' is a string, not a number (sum)");
+  CHECK(failing("{\"k\":\"a\",\"ts\":1e300,\"v\":1}\n")
+            .starts_with(in + ": line 1: field '.ts': time '1e+300'"));
+  CHECK(failing("{\"k\":\"a\",\"ts\":1,\"v\":1\n") ==
+        in + ": line 1: not valid JSON: truncated object or array");
 
   // What the lines before a bad one fired is out before the diagnostic.
   Result before;
-  run_tool(options(), "{\"k\":\"a\",\"ts\":1000}\n{\"k\":\"a\",\"ts\":12000}\n{\"k\":\"a\"}\n", before, dir);
+  run_tool(options(), "{\"k\":\"a\",\"ts\":1000}\n{\"k\":\"a\",\"ts\":12000}\n{\"k\":\"a\"}\n",
+           before, dir);
   REQUIRE_FALSE(before.status.ok());
   CHECK(before.status.error().message == in + ": line 3: field '.ts' is missing");
-  CHECK(before.out == "{\"window_start\":0,\"window_end\":10000,\"key\":\"a\",\"count\":1,\"emit\":\"on_time\"}\n");
+  CHECK(
+      before.out ==
+      "{\"window_start\":0,\"window_end\":10000,\"key\":\"a\",\"count\":1,\"emit\":\"on_time\"}\n");
 
   Result r;
   WindowOptions o = options();
   o.aggs = {"sum:.v"};
   o.errors.on_error = "skip";
-  run_tool(o, "{\"k\":\"a\",\"ts\":1,\"v\":1}\n{\"k\":\"a\",\"ts\":2}\nnot json\n{\"k\":\"a\",\"ts\":3,\"v\":2}\n", r, dir);
+  run_tool(o,
+           "{\"k\":\"a\",\"ts\":1,\"v\":1}\n{\"k\":\"a\",\"ts\":2}\nnot "
+           "json\n{\"k\":\"a\",\"ts\":3,\"v\":2}\n",
+           r, dir);
   REQUIRE(r.status.ok());
-  CHECK(r.out == "{\"window_start\":0,\"window_end\":10000,\"key\":\"a\",\"sum_v\":3,\"emit\":\"on_time\"}\n");
+  CHECK(
+      r.out ==
+      "{\"window_start\":0,\"window_end\":10000,\"key\":\"a\",\"sum_v\":3,\"emit\":\"on_time\"}\n");
   CHECK(r.reporter.warnings == std::vector<std::string>{"skipped 2 bad lines"});
 }
 
@@ -281,16 +304,19 @@ const char* const kLateInput =
     "{\"k\":\"a\",\"ts\":3000}\n";
 const char* const kLateOutput =
     "{\"window_start\":0,\"window_end\":10000,\"key\":\"a\",\"count\":1,\"emit\":\"on_time\"}\n"
-    "{\"window_start\":20000,\"window_end\":30000,\"key\":\"a\",\"count\":1,\"emit\":\"on_time\"}\n";
+    "{\"window_start\":20000,\"window_end\":30000,\"key\":\"a\",\"count\":1,\"emit\":\"on_time\"}"
+    "\n";
 
-TEST_CASE("window tool: records too late for every window are counted, or kept with --late FILE", "[window]") {
+TEST_CASE("window tool: records too late for every window are counted, or kept with --late FILE",
+          "[window]") {
   TempDir dir;
   Result counted;
   run_tool(options(), kLateInput, counted, dir);
   REQUIRE(counted.status.ok());
   CHECK(counted.out == kLateOutput);
   CHECK(counted.reporter.warnings ==
-        std::vector<std::string>{"dropped 2 records too late for every window (--late FILE keeps them)"});
+        std::vector<std::string>{
+            "dropped 2 records too late for every window (--late FILE keeps them)"});
 
   Result kept;
   WindowOptions o = options();
@@ -300,14 +326,17 @@ TEST_CASE("window tool: records too late for every window are counted, or kept w
   CHECK(kept.out == kLateOutput);
   CHECK(kept.reporter.warnings.empty());
   // Byte for byte, and appended to what the file held.
-  CHECK(read_file(dir.file("late.ndjson")) == "{\"k\":\"a\", \"ts\":2000}\n{\"k\":\"a\",\"ts\":3000}\n");
+  CHECK(read_file(dir.file("late.ndjson")) ==
+        "{\"k\":\"a\", \"ts\":2000}\n{\"k\":\"a\",\"ts\":3000}\n");
   Result again;
   run_tool(o, kLateInput, again, dir);
   CHECK(read_file(dir.file("late.ndjson")) ==
-        "{\"k\":\"a\", \"ts\":2000}\n{\"k\":\"a\",\"ts\":3000}\n{\"k\":\"a\", \"ts\":2000}\n{\"k\":\"a\",\"ts\":3000}\n");
+        "{\"k\":\"a\", \"ts\":2000}\n{\"k\":\"a\",\"ts\":3000}\n{\"k\":\"a\", "
+        "\"ts\":2000}\n{\"k\":\"a\",\"ts\":3000}\n");
 }
 
-TEST_CASE("window tool: with --late dlq, records too late go to the dead-letter store", "[window]") {
+TEST_CASE("window tool: with --late dlq, records too late go to the dead-letter store",
+          "[window]") {
   TempDir dir;
   Result r;
   WindowOptions o = options();
@@ -318,25 +347,29 @@ TEST_CASE("window tool: with --late dlq, records too late go to the dead-letter 
   CHECK(r.out == kLateOutput);
   auto db = Database::open(dir.file("dlq.db"));
   REQUIRE(db.ok());
-  auto q = (*db)->prepare("SELECT stage, reason, input, line, payload FROM dead_letters ORDER BY id");
+  auto q =
+      (*db)->prepare("SELECT stage, reason, input, line, payload FROM dead_letters ORDER BY id");
   REQUIRE(q.ok());
   std::vector<std::string> rows;
   for (;;) {
     auto more = q->step();
     REQUIRE(more.ok());
     if (!*more) break;
-    rows.push_back(fmt::format("{}|{}|{}|{}|{}", q->column_text(0), q->column_text(1), q->column_text(2),
-                               q->column_int(3), q->column_text(4)));
+    rows.push_back(fmt::format("{}|{}|{}|{}|{}", q->column_text(0), q->column_text(1),
+                               q->column_text(2), q->column_int(3), q->column_text(4)));
   }
   std::string in = dir.file("in.ndjson");
-  CHECK(rows == std::vector<std::string>{
-                    "kwindow|line 3: too late for every window: the watermark is 1970-01-01T00:00:25.000Z|" + in +
-                        "|3|{\"k\":\"a\", \"ts\":2000}",
-                    "kwindow|line 4: too late for every window: the watermark is 1970-01-01T00:00:25.000Z|" + in +
-                        "|4|{\"k\":\"a\",\"ts\":3000}"});
+  CHECK(
+      rows ==
+      std::vector<std::string>{
+          "kwindow|line 3: too late for every window: the watermark is 1970-01-01T00:00:25.000Z|" +
+              in + "|3|{\"k\":\"a\", \"ts\":2000}",
+          "kwindow|line 4: too late for every window: the watermark is 1970-01-01T00:00:25.000Z|" +
+              in + "|4|{\"k\":\"a\",\"ts\":3000}"});
 }
 
-TEST_CASE("window tool: control lines pass through in order with the windows around them", "[window]") {
+TEST_CASE("window tool: control lines pass through in order with the windows around them",
+          "[window]") {
   TempDir dir;
   Result r;
   run_tool(options(),
@@ -351,7 +384,8 @@ TEST_CASE("window tool: control lines pass through in order with the windows aro
         "{\"$kpipe\":\"checkpoint\",\"id\":1,\"at\":5,\"offsets\":[]}\n"
         "{\"window_start\":0,\"window_end\":10000,\"key\":\"a\",\"count\":1,\"emit\":\"on_time\"}\n"
         "{\"$kpipe\":\"something\", \"new\":true}\n"
-        "{\"window_start\":10000,\"window_end\":20000,\"key\":\"a\",\"count\":2,\"emit\":\"on_time\"}\n");
+        "{\"window_start\":10000,\"window_end\":20000,\"key\":\"a\",\"count\":2,\"emit\":\"on_"
+        "time\"}\n");
 }
 
 TEST_CASE("window tool: envelopes hold one watermark per partition", "[window]") {
@@ -376,12 +410,17 @@ TEST_CASE("window tool: envelopes hold one watermark per partition", "[window]")
            r, dir);
   REQUIRE(r.status.ok());
   CHECK(r.out ==
-        "{\"window_start\":0,\"window_end\":10000,\"key\":\"u1\",\"count\":3,\"sum_amount\":16,\"emit\":\"on_time\"}\n"
-        "{\"window_start\":50000,\"window_end\":60000,\"key\":\"u1\",\"count\":1,\"sum_amount\":1,\"emit\":\"on_time\"}\n"
-        "{\"window_start\":60000,\"window_end\":70000,\"key\":\"u1\",\"count\":1,\"sum_amount\":1,\"emit\":\"on_time\"}\n");
+        "{\"window_start\":0,\"window_end\":10000,\"key\":\"u1\",\"count\":3,\"sum_amount\":16,"
+        "\"emit\":\"on_time\"}\n"
+        "{\"window_start\":50000,\"window_end\":60000,\"key\":\"u1\",\"count\":1,\"sum_amount\":1,"
+        "\"emit\":\"on_time\"}\n"
+        "{\"window_start\":60000,\"window_end\":70000,\"key\":\"u1\",\"count\":1,\"sum_amount\":1,"
+        "\"emit\":\"on_time\"}\n");
 }
 
-TEST_CASE("window tool: --state saves the windows at each checkpoint and a new run goes on from them", "[window]") {
+TEST_CASE(
+    "window tool: --state saves the windows at each checkpoint and a new run goes on from them",
+    "[window]") {
   TempDir dir;
   WindowOptions o = options();
   o.state = dir.file("state.db");
@@ -390,7 +429,8 @@ TEST_CASE("window tool: --state saves the windows at each checkpoint and a new r
            "{\"k\":\"a\",\"ts\":1000}\n"
            "{\"k\":\"b\",\"ts\":2000}\n"
            "{\"k\":\"a\",\"ts\":12000}\n"
-           "{\"$kpipe\":\"checkpoint\",\"id\":1,\"at\":5,\"offsets\":[{\"topic\":\"t\",\"partition\":0,\"offset\":3}]}\n"
+           "{\"$kpipe\":\"checkpoint\",\"id\":1,\"at\":5,\"offsets\":[{\"topic\":\"t\","
+           "\"partition\":0,\"offset\":3}]}\n"
            "{\"k\":\"a\",\"ts\":13000}\n",
            first, dir);
   REQUIRE(first.status.ok());
@@ -398,7 +438,8 @@ TEST_CASE("window tool: --state saves the windows at each checkpoint and a new r
   CHECK(first.out ==
         "{\"window_start\":0,\"window_end\":10000,\"key\":\"a\",\"count\":1,\"emit\":\"on_time\"}\n"
         "{\"window_start\":0,\"window_end\":10000,\"key\":\"b\",\"count\":1,\"emit\":\"on_time\"}\n"
-        "{\"$kpipe\":\"checkpoint\",\"id\":1,\"at\":5,\"offsets\":[{\"topic\":\"t\",\"partition\":0,\"offset\":3}]}\n");
+        "{\"$kpipe\":\"checkpoint\",\"id\":1,\"at\":5,\"offsets\":[{\"topic\":\"t\",\"partition\":"
+        "0,\"offset\":3}]}\n");
   {
     // The last stage completes checkpoint 1.
     auto store = StateStore::open(o.state);
@@ -415,17 +456,22 @@ TEST_CASE("window tool: --state saves the windows at each checkpoint and a new r
   run_tool(o, "{\"k\":\"a\",\"ts\":13000}\n{\"k\":\"a\",\"ts\":25000}\n", second, dir);
   REQUIRE(second.status.ok());
   CHECK(second.out ==
-        "{\"window_start\":10000,\"window_end\":20000,\"key\":\"a\",\"count\":2,\"emit\":\"on_time\"}\n"
-        "{\"window_start\":20000,\"window_end\":30000,\"key\":\"a\",\"count\":1,\"emit\":\"on_time\"}\n");
+        "{\"window_start\":10000,\"window_end\":20000,\"key\":\"a\",\"count\":2,\"emit\":\"on_"
+        "time\"}\n"
+        "{\"window_start\":20000,\"window_end\":30000,\"key\":\"a\",\"count\":1,\"emit\":\"on_"
+        "time\"}\n");
   CHECK(second.reporter.infos.at(0) ==
-        "restored 'kwindow' as of checkpoint 1: 1 window aggregate, watermark 1970-01-01T00:00:12.000Z");
+        "restored 'kwindow' as of checkpoint 1: 1 window aggregate, watermark "
+        "1970-01-01T00:00:12.000Z");
 
   // Under another name the state is another stage's: nothing to restore.
   Result other;
   o.name = "other";
   run_tool(o, "{\"k\":\"a\",\"ts\":13000}\n", other, dir);
   REQUIRE(other.status.ok());
-  CHECK(other.out == "{\"window_start\":10000,\"window_end\":20000,\"key\":\"a\",\"count\":1,\"emit\":\"on_time\"}\n");
+  CHECK(other.out ==
+        "{\"window_start\":10000,\"window_end\":20000,\"key\":\"a\",\"count\":1,\"emit\":\"on_"
+        "time\"}\n");
 
   // The same stage with other window options cannot use the saved state.
   Result changed;
@@ -435,7 +481,8 @@ TEST_CASE("window tool: --state saves the windows at each checkpoint and a new r
   REQUIRE_FALSE(changed.status.ok());
   CHECK(changed.status.error().status == ExitStatus::kFailure);
   CHECK(changed.status.error().message ==
-        "the saved state was made with other options (tumble 10s; key .k; agg count), not these (tumble 20s; key .k; "
+        "the saved state was made with other options (tumble 10s; key .k; agg count), not these "
+        "(tumble 20s; key .k; "
         "agg count): give another --name or state file");
 }
 

@@ -10,15 +10,15 @@
 #include <map>
 
 #include "dead_letter_rows.h"
-#include "helpers.h"
-#include "kpipe/store/dlq_store.h"
-#include "kpipe/stage/filter.h"
 #include "fakes.h"
+#include "helpers.h"
+#include "kpipe/stage/filter.h"
+#include "kpipe/store/dlq_store.h"
 
 using namespace kpipe;
+using kpipe::test::dead_letter_rows;
 using kpipe::test::Padded;
 using kpipe::test::TempDir;
-using kpipe::test::dead_letter_rows;
 
 namespace {
 
@@ -193,10 +193,13 @@ std::unique_ptr<DlqStore> store_at(const std::string& path) {
 
 size_t stored_count(const std::string& path) {
   size_t n = 0;
-  REQUIRE(store_at(path)->scan({}, 0, false, [&](const DlqEntry&) -> Status {
-    ++n;
-    return {};
-  }).ok());
+  REQUIRE(store_at(path)
+              ->scan({}, 0, false,
+                     [&](const DlqEntry&) -> Status {
+                       ++n;
+                       return {};
+                     })
+              .ok());
   return n;
 }
 
@@ -204,7 +207,8 @@ size_t stored_count(const std::string& path) {
 // little per line, as a busy stream does.
 class ClockedStage final : public LineStage {
  public:
-  ClockedStage(FakeClock& clock, std::function<void(uint64_t)> on_good) : clock_(clock), on_good_(on_good) {}
+  ClockedStage(FakeClock& clock, std::function<void(uint64_t)> on_good)
+      : clock_(clock), on_good_(on_good) {}
   Status on_line(const Line& line, Output& out) override {
     clock_.advance(50);
     if (line.text.starts_with("!")) return data_error("refused");
@@ -220,7 +224,8 @@ class ClockedStage final : public LineStage {
 
 }  // namespace
 
-TEST_CASE("dead letters are batched, but synced after kSyncEvery or kSyncInterval", "[dead_letter]") {
+TEST_CASE("dead letters are batched, but synced after kSyncEvery or kSyncInterval",
+          "[dead_letter]") {
   TempDir dir;
   std::string path = dir.file("bad.db");
   FakeClock clock;
@@ -241,7 +246,8 @@ TEST_CASE("dead letters are batched, but synced after kSyncEvery or kSyncInterva
   CHECK(stored_count(path) == 1 + BadInputHandler::kSyncEvery);
 }
 
-TEST_CASE("a dead letter followed only by good lines is durable within the sync interval", "[dead_letter]") {
+TEST_CASE("a dead letter followed only by good lines is durable within the sync interval",
+          "[dead_letter]") {
   // Before: the batch was synced only by the next dead letter, a control
   // line, a pause in the input or the end, so a busy stream of good lines
   // kept one dead letter unwritten (and the store locked) indefinitely.

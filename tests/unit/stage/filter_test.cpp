@@ -9,10 +9,10 @@
 #include <csignal>
 #include <functional>
 
-#include "helpers.h"
-#include "kpipe/store/dlq_store.h"
-#include "kpipe/json.h"
 #include "fakes.h"
+#include "helpers.h"
+#include "kpipe/json.h"
+#include "kpipe/store/dlq_store.h"
 
 using namespace kpipe;
 using kpipe::test::Pipe;
@@ -343,7 +343,8 @@ TEST_CASE("run_filter --stats: a slow input still gets a line every interval", "
   size_t sent = 1;
   TempDir::write_fd(pipe.write_end, "{\"v\":1}\n");
   fx.stage.waiting = [&] {
-    if (fx.stage.seen.size() < sent || pipe.write_end < 0) return;  // not waiting for the next record yet
+    if (fx.stage.seen.size() < sent || pipe.write_end < 0)
+      return;  // not waiting for the next record yet
     fx.clock.advance(400);
     if (sent == 10) {
       pipe.close_write();
@@ -418,8 +419,9 @@ TEST_CASE("run_filter: an input that is also an output is refused before anythin
     Status s = fx.run("fail");
     REQUIRE_FALSE(s.ok());
     CHECK(s.error().status == ExitStatus::kUsage);
-    CHECK(s.error().message == "input '" + fx.out_path +
-                                   "' is also standard output: the program would read what it writes");
+    CHECK(s.error().message ==
+          "input '" + fx.out_path +
+              "' is also standard output: the program would read what it writes");
     CHECK(fx.stage.seen.empty());
   }
   SECTION("another output of the stage") {

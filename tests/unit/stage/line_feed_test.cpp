@@ -20,7 +20,7 @@ struct Got {
   std::string input;
   bool too_long = false;
   bool parsed = false;
-  std::string error;  // the parse's, if any
+  std::string error;              // the parse's, if any
   std::vector<std::string> strs;  // per slot: the string read, "-" when none
   JsonType root = JsonType::kMissing;
 };
@@ -68,13 +68,16 @@ FieldSet fields_of(std::initializer_list<const char*> paths) {
 
 }  // namespace
 
-TEST_CASE("LineFeed: many chunks of lines come out in order, each parsed as JsonReader reads it", "[line_feed]") {
+TEST_CASE("LineFeed: many chunks of lines come out in order, each parsed as JsonReader reads it",
+          "[line_feed]") {
   // About 6 MiB: a dozen chunks, so that both threads parse and the
   // queue fills and drains.
   std::string bytes;
   const int n = 60000;
   for (int i = 0; i < n; ++i)
-    bytes += fmt::format(R"({{"id":{},"user":"u\"{}","pad":"{}"}})", i, i % 97, std::string(i % 150, 'x')) + "\n";
+    bytes += fmt::format(R"({{"id":{},"user":"u\"{}","pad":"{}"}})", i, i % 97,
+                         std::string(i % 150, 'x')) +
+             "\n";
   TempDir dir;
   FieldSet fields = fields_of({".id", ".user"});
   LineFeed feed({dir.write("in", bytes)}, kDefaultMaxLineBytes, &fields);
@@ -95,14 +98,16 @@ TEST_CASE("LineFeed: many chunks of lines come out in order, each parsed as Json
   CHECK(got[0].input == dir.path() + "/in");
 }
 
-TEST_CASE("LineFeed: blank, control and too-long lines are lines, not parsed; a bad line has its reason",
-          "[line_feed]") {
+TEST_CASE(
+    "LineFeed: blank, control and too-long lines are lines, not parsed; a bad line has its reason",
+    "[line_feed]") {
   TempDir dir;
   FieldSet fields = fields_of({".a"});
   std::string longer(40, 'x');
-  LineFeed feed({dir.write("in", "{\"a\":1}\r\n\n  \n{\"$kpipe\":\"checkpoint\",\"id\":1}\n{\"a\":\n\"" + longer +
-                                     "\"\n{\"a\":\"last\"}")},
-                32, &fields);
+  LineFeed feed(
+      {dir.write("in", "{\"a\":1}\r\n\n  \n{\"$kpipe\":\"checkpoint\",\"id\":1}\n{\"a\":\n\"" +
+                           longer + "\"\n{\"a\":\"last\"}")},
+      32, &fields);
   auto got = drain(feed, 1);
   REQUIRE(got.size() == 7);
   CHECK(got[0].text == "{\"a\":1}");  // CRLF loses its CR
@@ -123,7 +128,8 @@ TEST_CASE("LineFeed: a line longer than a chunk is read whole", "[line_feed]") {
   TempDir dir;
   std::string big = "{\"a\":\"" + std::string(3u << 20, 'y') + "\"}";
   FieldSet fields = fields_of({".a"});
-  LineFeed feed({dir.write("in", "{\"a\":\"x\"}\n" + big + "\n{\"a\":\"z\"}\n")}, kDefaultMaxLineBytes, &fields);
+  LineFeed feed({dir.write("in", "{\"a\":\"x\"}\n" + big + "\n{\"a\":\"z\"}\n")},
+                kDefaultMaxLineBytes, &fields);
   auto got = drain(feed, 1);
   REQUIRE(got.size() == 3);
   CHECK(got[1].text == big);
@@ -131,11 +137,13 @@ TEST_CASE("LineFeed: a line longer than a chunk is read whole", "[line_feed]") {
   CHECK(got[2].strs == std::vector<std::string>{"z"});
 }
 
-TEST_CASE("LineFeed: inputs in order, numbered each from 1, named; without fields nothing is parsed",
-          "[line_feed]") {
+TEST_CASE(
+    "LineFeed: inputs in order, numbered each from 1, named; without fields nothing is parsed",
+    "[line_feed]") {
   TempDir dir;
   std::string a = dir.write("a", "a1\na2\n");
-  std::string b = dir.write("b", "b1");  // no final newline: still a line, and not joined to the next
+  std::string b =
+      dir.write("b", "b1");  // no final newline: still a line, and not joined to the next
   std::string c = dir.write("c", "c1\n");
   LineFeed feed({a, b, c}, kDefaultMaxLineBytes, nullptr);
   auto got = drain(feed);
@@ -147,7 +155,8 @@ TEST_CASE("LineFeed: inputs in order, numbered each from 1, named; without field
   for (const Got& g : got) CHECK_FALSE(g.parsed);
 }
 
-TEST_CASE("LineFeed: a missing input is an error after the lines of those before it", "[line_feed]") {
+TEST_CASE("LineFeed: a missing input is an error after the lines of those before it",
+          "[line_feed]") {
   TempDir dir;
   std::string a = dir.write("a", "one\ntwo\n");
   LineFeed feed({a, dir.path() + "/missing"}, kDefaultMaxLineBytes, nullptr);
@@ -158,11 +167,14 @@ TEST_CASE("LineFeed: a missing input is an error after the lines of those before
   CHECK(line.text == "two");
   auto more = feed.next(line, parsed);
   REQUIRE_FALSE(more.ok());
-  CHECK(more.error().message == "cannot open '" + dir.path() + "/missing': No such file or directory");
+  CHECK(more.error().message ==
+        "cannot open '" + dir.path() + "/missing': No such file or directory");
 }
 
-TEST_CASE("LineFeed: before_wait runs before waiting on a quiet pipe, and lines that arrive later are read",
-          "[line_feed]") {
+TEST_CASE(
+    "LineFeed: before_wait runs before waiting on a quiet pipe, and lines that arrive later are "
+    "read",
+    "[line_feed]") {
   Pipe pipe;
   LineFeed feed({"/dev/fd/" + std::to_string(pipe.read_end)}, kDefaultMaxLineBytes, nullptr);
   std::atomic<int> waits{0};
@@ -236,7 +248,8 @@ TEST_CASE("LineFeed: a stop does not turn half a line into a line", "[line_feed]
   CHECK_FALSE(*more);
 }
 
-TEST_CASE("LineFeed: a named FIFO with no writer yet is waited for, not taken for empty", "[line_feed]") {
+TEST_CASE("LineFeed: a named FIFO with no writer yet is waited for, not taken for empty",
+          "[line_feed]") {
   TempDir dir;
   std::string fifo = dir.path() + "/fifo";
   REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);

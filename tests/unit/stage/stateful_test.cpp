@@ -254,10 +254,9 @@ TEST_CASE("stage state: the options are saved once, beside the marker", "[statef
     engine.set("k", "v");
     REQUIRE(state.on_control(control(c7)).ok());
     REQUIRE(state.on_control(control(c8)).ok());
-    CHECK(store.saves[0].put == std::vector<std::pair<std::string, std::string>>{
-                                    {"k", "v"},
-                                    {"!format", "kdedup/2"},
-                                    {"!options", R"(["--key .id","no --within"])"}});
+    CHECK(store.saves[0].put ==
+          std::vector<std::pair<std::string, std::string>>{
+              {"k", "v"}, {"!format", "kdedup/2"}, {"!options", R"(["--key .id","no --within"])"}});
     CHECK(store.saves[1].put.empty());
   }
   // The same options restore; the engine never sees them, and they are not
@@ -274,9 +273,8 @@ TEST_CASE("stage state: a state saved with other options is refused, naming thos
           "[stateful]") {
   FakeClock clock(kNow);
   FakeStore store;
-  store.stages["kdedup"] = {{"!format", "kdedup/2"},
-                            {"!options", R"(["--key .id","no --within"])"},
-                            {"m", "meta"}};
+  store.stages["kdedup"] = {
+      {"!format", "kdedup/2"}, {"!options", R"(["--key .id","no --within"])"}, {"m", "meta"}};
   auto refusal = [&](std::vector<std::string> options) {
     FakeEngine engine;
     StageState state(&store, "kdedup", engine, clock, StateFormat{"kdedup/2", "", options});

@@ -13,8 +13,8 @@
 #include "helpers.h"
 
 using namespace kpipe;
-using kpipe::test::TempDir;
 using kpipe::test::dead_letter_rows;
+using kpipe::test::TempDir;
 
 namespace {
 
@@ -142,7 +142,8 @@ namespace {
 using namespace std::string_literals;
 using kpipe::test::TempDir;
 
-std::unique_ptr<DlqStore> open_store(const std::string& path, DlqStore::Mode mode = DlqStore::Mode::kCreate) {
+std::unique_ptr<DlqStore> open_store(const std::string& path,
+                                     DlqStore::Mode mode = DlqStore::Mode::kCreate) {
   auto s = DlqStore::open(path, mode);
   if (!s) FAIL(s.error().message);
   return std::move(*s);
@@ -173,7 +174,8 @@ std::vector<DlqEntry> all(DlqStore& store, DlqFilter filter = {}) {
 
 TEST_CASE("the store keeps each line byte for byte with its context", "[dlq_store]") {
   auto store = open_store(":memory:");
-  std::vector<std::string> payloads = {"{\"a\":", "\xff\xfe binary", "nul\0inside\0"s, std::string(100000, 'x')};
+  std::vector<std::string> payloads = {"{\"a\":", "\xff\xfe binary", "nul\0inside\0"s,
+                                       std::string(100000, 'x')};
   std::vector<DeadLetter> letters;
   for (const auto& p : payloads) letters.push_back(letter(p));
   letters[1].source = SourcePosition{"events", 2, 40};
@@ -197,8 +199,9 @@ TEST_CASE("the store keeps each line byte for byte with its context", "[dlq_stor
   CHECK_FALSE(got[0].source);
 }
 
-TEST_CASE("a pending line from the same source and stage is one entry; a replayed one gets a successor",
-          "[dlq_store]") {
+TEST_CASE(
+    "a pending line from the same source and stage is one entry; a replayed one gets a successor",
+    "[dlq_store]") {
   auto store = open_store(":memory:");
   SourcePosition at{"events", 0, 7};
   REQUIRE(store->add(letter("v1", 1000, "kdedup", at)).ok());
@@ -239,8 +242,9 @@ TEST_CASE("two different dead letters from one source position are two entries, 
   // The first, failing again.
   REQUIRE(store->add(letter(R"({"a":"first"})", 3000, "kdlq", at)).ok());
   // Both in one batch, as a sink writes them.
-  REQUIRE(store->add({letter("x", 4000, "kdlq", SourcePosition{"ev", 1, 5}),
-                      letter("y", 4000, "kdlq", SourcePosition{"ev", 1, 5})})
+  REQUIRE(store
+              ->add({letter("x", 4000, "kdlq", SourcePosition{"ev", 1, 5}),
+                     letter("y", 4000, "kdlq", SourcePosition{"ev", 1, 5})})
               .ok());
   auto got = all(*store);
   REQUIRE(got.size() == 4);
@@ -253,7 +257,8 @@ TEST_CASE("two different dead letters from one source position are two entries, 
   CHECK(got[3].payload == "y");
 }
 
-TEST_CASE("an entry whose line failed again while its replay was acknowledged stays pending", "[dlq_store]") {
+TEST_CASE("an entry whose line failed again while its replay was acknowledged stays pending",
+          "[dlq_store]") {
   // kdlq replay | kdedup --dlq same.db: the line may fail again before
   // kdlq marks it. The mark carries the failure count kdlq read.
   auto store = open_store(":memory:");
@@ -273,15 +278,18 @@ TEST_CASE("an entry whose line failed again while its replay was acknowledged st
 TEST_CASE("the store's SQL filters agree with DlqFilter::matches", "[dlq_store]") {
   auto store = open_store(":memory:");
   std::mt19937 rng(7);
-  const std::vector<std::string> stages = {"kdedup", "kdedup/a", "kdedup/b", "kdedupx", "kwindow", "kdedup/"};
-  const std::vector<std::string> reasons = {"line 1: field '.ts' is missing", "line 2: not valid JSON: empty",
-                                            "late by 5s", "caf\xc3\xa9 %_ like"};
+  const std::vector<std::string> stages = {"kdedup",  "kdedup/a", "kdedup/b",
+                                           "kdedupx", "kwindow",  "kdedup/"};
+  const std::vector<std::string> reasons = {"line 1: field '.ts' is missing",
+                                            "line 2: not valid JSON: empty", "late by 5s",
+                                            "caf\xc3\xa9 %_ like"};
   const std::vector<std::string> topics = {"", "events", "events2"};
   std::vector<DeadLetter> letters;
   std::vector<std::string> payloads(300);
   for (size_t i = 0; i < payloads.size(); ++i) {
     payloads[i] = "p" + std::to_string(i);
-    DeadLetter d = letter(payloads[i], static_cast<Millis>(rng() % 100), stages[rng() % stages.size()]);
+    DeadLetter d =
+        letter(payloads[i], static_cast<Millis>(rng() % 100), stages[rng() % stages.size()]);
     d.reason = reasons[rng() % reasons.size()];
     const std::string& t = topics[rng() % topics.size()];
     if (!t.empty()) d.source = SourcePosition{t, 0, static_cast<int64_t>(i)};
@@ -297,9 +305,13 @@ TEST_CASE("the store's SQL filters agree with DlqFilter::matches", "[dlq_store]"
 
   for (int round = 0; round < 300; ++round) {
     DlqFilter f;
-    if (rng() % 2) f.stage = std::vector<std::string>{"kdedup", "kdedup/a", "kdedu", "kwindow", "x"}[rng() % 5];
-    if (rng() % 2) f.reason = std::vector<std::string>{"'.ts'", "empty", "%", "_", "\xc3\xa9", "LATE"}[rng() % 6];
-    if (rng() % 3 == 0) f.source_topic = std::vector<std::string>{"events", "events2", "event"}[rng() % 3];
+    if (rng() % 2)
+      f.stage = std::vector<std::string>{"kdedup", "kdedup/a", "kdedu", "kwindow", "x"}[rng() % 5];
+    if (rng() % 2)
+      f.reason =
+          std::vector<std::string>{"'.ts'", "empty", "%", "_", "\xc3\xa9", "LATE"}[rng() % 6];
+    if (rng() % 3 == 0)
+      f.source_topic = std::vector<std::string>{"events", "events2", "event"}[rng() % 3];
     if (rng() % 3 == 0) f.since = static_cast<Millis>(rng() % 100);
     if (rng() % 3 == 0) f.until = static_cast<Millis>(rng() % 100);
     f.pending_only = rng() % 2;
@@ -307,8 +319,8 @@ TEST_CASE("the store's SQL filters agree with DlqFilter::matches", "[dlq_store]"
     for (const auto& e : everything)
       if (f.matches(e)) want.push_back(e.id);
     for (const auto& e : all(*store, f)) got.push_back(e.id);
-    INFO("round " << round << " stage '" << f.stage << "' reason '" << f.reason << "' topic '" << f.source_topic
-                  << "'");
+    INFO("round " << round << " stage '" << f.stage << "' reason '" << f.reason << "' topic '"
+                  << f.source_topic << "'");
     REQUIRE(got == want);
   }
 }
@@ -324,18 +336,22 @@ TEST_CASE("scan reads in pages and stops at the limit", "[dlq_store]") {
   REQUIRE(store->add(letters).ok());
   CHECK(all(*store).size() == 2500);
   std::vector<int64_t> ids;
-  REQUIRE(store->scan({}, 1234, false, [&](const DlqEntry& e) -> Status {
-    ids.push_back(e.id);
-    CHECK(e.payload.empty());  // not read when not asked for
-    return {};
-  }).ok());
+  REQUIRE(store
+              ->scan({}, 1234, false,
+                     [&](const DlqEntry& e) -> Status {
+                       ids.push_back(e.id);
+                       CHECK(e.payload.empty());  // not read when not asked for
+                       return {};
+                     })
+              .ok());
   REQUIRE(ids.size() == 1234);
   CHECK(ids.front() == 1);
   CHECK(ids.back() == 1234);
   CHECK(*store->max_id() == 2500);
 }
 
-TEST_CASE("purge deletes replayed entries, old ones, or entries both replayed and old", "[dlq_store]") {
+TEST_CASE("purge deletes replayed entries, old ones, or entries both replayed and old",
+          "[dlq_store]") {
   auto store = open_store(":memory:");
   for (Millis at : {100, 200, 300, 400}) REQUIRE(store->add(letter("x", at)).ok());
   REQUIRE(store->mark_replayed({{1, 1}, {3, 1}}, 500).ok());
@@ -352,7 +368,8 @@ TEST_CASE("purge deletes replayed entries, old ones, or entries both replayed an
   CHECK(all(*store).empty());
 }
 
-TEST_CASE("reset for --again makes replayed entries pending, within the filter and the limit", "[dlq_store]") {
+TEST_CASE("reset for --again makes replayed entries pending, within the filter and the limit",
+          "[dlq_store]") {
   auto store = open_store(":memory:");
   for (int i = 0; i < 5; ++i) REQUIRE(store->add(letter("x", 100 + i)).ok());
   REQUIRE(store->mark_replayed({{1, 1}, {2, 1}, {3, 1}, {5, 1}}, 500).ok());
@@ -428,18 +445,26 @@ TEST_CASE("a store written by schema v1 is migrated with its entries", "[dlq_sto
     auto db = Database::open(path);
     REQUIRE(db.ok());
     // v1 exactly as it shipped, with an entry.
-    REQUIRE((*db)->exec(
-                     "CREATE TABLE kpipe_schema (component TEXT PRIMARY KEY, version INTEGER NOT NULL);"
-                     "INSERT INTO kpipe_schema VALUES ('dlq', 1);"
-                     "CREATE TABLE dead_letters (id INTEGER PRIMARY KEY AUTOINCREMENT, at INTEGER NOT NULL,"
-                     " stage TEXT NOT NULL, reason TEXT NOT NULL, input TEXT, line INTEGER, source_topic TEXT,"
-                     " source_partition INTEGER, source_offset INTEGER, payload BLOB NOT NULL, replayed_at INTEGER);"
-                     "CREATE UNIQUE INDEX dead_letters_source ON dead_letters"
-                     " (stage, source_topic, source_partition, source_offset) WHERE source_topic IS NOT NULL;"
-                     "CREATE INDEX dead_letters_at ON dead_letters (at);"
-                     "INSERT INTO dead_letters (at, stage, reason, payload, source_topic, source_partition,"
-                     " source_offset, replayed_at) VALUES (5, 'kdedup', 'line 1: r', x'00ff', 'events', 0, 1, 6);")
-                .ok());
+    REQUIRE(
+        (*db)
+            ->exec(
+                "CREATE TABLE kpipe_schema (component TEXT PRIMARY KEY, version INTEGER NOT NULL);"
+                "INSERT INTO kpipe_schema VALUES ('dlq', 1);"
+                "CREATE TABLE dead_letters (id INTEGER PRIMARY KEY AUTOINCREMENT, at INTEGER NOT "
+                "NULL,"
+                " stage TEXT NOT NULL, reason TEXT NOT NULL, input TEXT, line INTEGER, "
+                "source_topic TEXT,"
+                " source_partition INTEGER, source_offset INTEGER, payload BLOB NOT NULL, "
+                "replayed_at INTEGER);"
+                "CREATE UNIQUE INDEX dead_letters_source ON dead_letters"
+                " (stage, source_topic, source_partition, source_offset) WHERE source_topic IS NOT "
+                "NULL;"
+                "CREATE INDEX dead_letters_at ON dead_letters (at);"
+                "INSERT INTO dead_letters (at, stage, reason, payload, source_topic, "
+                "source_partition,"
+                " source_offset, replayed_at) VALUES (5, 'kdedup', 'line 1: r', x'00ff', 'events', "
+                "0, 1, 6);")
+            .ok());
   }
   auto store = open_store(path, DlqStore::Mode::kExisting);
   CHECK(*store->db().schema_version("dlq") == 3);
@@ -466,7 +491,8 @@ TEST_CASE("a store written by schema v2 is migrated: pending entries merge by li
     // v1 then v2 exactly as they shipped, with a pending entry from a
     // source position, a replayed one from the same position, and one
     // without a position.
-    REQUIRE((*db)->exec(R"sql(
+    REQUIRE((*db)
+                ->exec(R"sql(
       CREATE TABLE kpipe_schema (component TEXT PRIMARY KEY, version INTEGER NOT NULL);
       INSERT INTO kpipe_schema VALUES ('dlq', 2);
       CREATE TABLE dead_letters (id INTEGER PRIMARY KEY AUTOINCREMENT, at INTEGER NOT NULL,
@@ -488,7 +514,8 @@ TEST_CASE("a store written by schema v2 is migrated: pending entries merge by li
       INSERT INTO dead_letters (at, stage, reason, payload, source_topic, source_partition,
         source_offset, failures) VALUES (7, 'kdlq', 'line 2: r', x'00ff', 'ev', 0, 5, 3);
       INSERT INTO dead_letters (at, stage, reason, payload) VALUES (8, 'kdlq', 'line 3: r', 'p');
-    )sql").ok());
+    )sql")
+                .ok());
   }
   auto store = open_store(path, DlqStore::Mode::kExisting);
   CHECK(*store->db().schema_version("dlq") == 3);
@@ -521,7 +548,8 @@ TEST_CASE("kdlq opens only a store that exists", "[dlq_store]") {
   TempDir dir;
   auto missing = DlqStore::open(dir.file("nope.db"), DlqStore::Mode::kExisting);
   REQUIRE_FALSE(missing.ok());
-  CHECK(missing.error().message == "dead-letter store '" + dir.file("nope.db") + "' does not exist");
+  CHECK(missing.error().message ==
+        "dead-letter store '" + dir.file("nope.db") + "' does not exist");
   CHECK_FALSE(std::filesystem::exists(dir.file("nope.db")));
 
   std::string other = dir.file("state.db");
@@ -562,9 +590,7 @@ TEST_CASE("one replay at a time per store", "[dlq_store]") {
   auto second = open_store(dir.file("bad.db"))->lock_for_replay();
   REQUIRE_FALSE(second.ok());
   CHECK(second.error().message == "another kdlq replay is running on '" + dir.file("bad.db") + "'");
-  {
-    auto released = std::move(*first);
-  }
+  { auto released = std::move(*first); }
   CHECK(store->lock_for_replay().ok());
 }
 

@@ -12,7 +12,8 @@ constexpr Millis kT0 = 1'795'946'400'000;
 
 const LagSubject kGroup{LagSubject::Kind::kGroup, "billing"};
 
-LagSample sample(Millis at, int64_t committed, int64_t end, std::optional<int64_t> members = std::nullopt) {
+LagSample sample(Millis at, int64_t committed, int64_t end,
+                 std::optional<int64_t> members = std::nullopt) {
   LagSample s;
   s.subject = kGroup;
   s.at = at;
@@ -32,7 +33,8 @@ std::unique_ptr<LagHistory> memory_history() {
 
 TEST_CASE("LagHistory keeps samples and gives back the newest, oldest first", "[lag_history]") {
   auto h = memory_history();
-  for (int i = 0; i < 5; ++i) REQUIRE(h->append(sample(kT0 + i * kMinute, 10 * i, 100 + i, i), 0).ok());
+  for (int i = 0; i < 5; ++i)
+    REQUIRE(h->append(sample(kT0 + i * kMinute, 10 * i, 100 + i, i), 0).ok());
   auto recent = h->recent(kGroup, 3);
   REQUIRE(recent);
   REQUIRE(recent->size() == 3);

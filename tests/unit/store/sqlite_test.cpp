@@ -208,8 +208,9 @@ TEST_CASE("migrate: a version newer than the program knows is refused", "[sqlite
   REQUIRE_FALSE(s.ok());
   CHECK(s.error().status == ExitStatus::kFailure);
   CHECK(s.error().message ==
-        path + ": the 'comp' tables are at schema version 3, newer than this program knows (2); "
-               "upgrade kpipe");
+        path +
+            ": the 'comp' tables are at schema version 3, newer than this program knows (2); "
+            "upgrade kpipe");
   CHECK(*db->schema_version("comp") == 3);
   CHECK(has_table(*db, "d"));
   CHECK(db->exec("INSERT INTO d VALUES (1)").ok());  // and no transaction was left open

@@ -58,7 +58,8 @@ void complete(StateStore& store, int64_t id, int64_t offset) {
   REQUIRE(store.complete(c, "kcheckpoint", 2000 + id).ok());
 }
 
-std::map<std::string, std::string> restored(StateStore& store, std::optional<int64_t>* at = nullptr) {
+std::map<std::string, std::string> restored(StateStore& store,
+                                            std::optional<int64_t>* at = nullptr) {
   MapEngine fresh;
   auto r = store.restore("dedup", fresh);
   REQUIRE(r.ok());

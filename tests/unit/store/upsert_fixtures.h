@@ -77,11 +77,12 @@ struct Refusal {
 inline void flush(UpsertWriter& w, std::vector<Refusal>* refused = nullptr) {
   auto tx = w.begin();
   REQUIRE(tx.ok());
-  Status s = w.write_pending([&](const std::string&, const Line& line, std::string_view reason) -> Status {
-    if (refused == nullptr) return data_error("unexpected refusal: {}", reason);
-    refused->push_back({line.number, std::string(line.text), std::string(reason)});
-    return {};
-  });
+  Status s =
+      w.write_pending([&](const std::string&, const Line& line, std::string_view reason) -> Status {
+        if (refused == nullptr) return data_error("unexpected refusal: {}", reason);
+        refused->push_back({line.number, std::string(line.text), std::string(reason)});
+        return {};
+      });
   if (!s.ok()) FAIL(s.error().message);
   REQUIRE(tx->commit().ok());
 }
@@ -116,11 +117,21 @@ inline std::string dump(Database& db, const std::string& table) {
       if (i > 0) out.append("|");
       out.append(rows->column_name(i)).append("=");
       switch (rows->column_type(i)) {
-        case Statement::Type::kNull: out.append("null"); break;
-        case Statement::Type::kInteger: out.append("int:").append(std::to_string(rows->column_int(i))); break;
-        case Statement::Type::kFloat: out.append("real:").append(fmt::format("{}", rows->column_double(i))); break;
-        case Statement::Type::kText: out.append("text:").append(rows->column_text(i)); break;
-        case Statement::Type::kBlob: out.append("blob:").append(rows->column_text(i)); break;
+        case Statement::Type::kNull:
+          out.append("null");
+          break;
+        case Statement::Type::kInteger:
+          out.append("int:").append(std::to_string(rows->column_int(i)));
+          break;
+        case Statement::Type::kFloat:
+          out.append("real:").append(fmt::format("{}", rows->column_double(i)));
+          break;
+        case Statement::Type::kText:
+          out.append("text:").append(rows->column_text(i));
+          break;
+        case Statement::Type::kBlob:
+          out.append("blob:").append(rows->column_text(i));
+          break;
       }
     }
     out.append("\n");

@@ -21,11 +21,13 @@ TEST_CASE("each JSON type is stored in its own storage class") {
   auto db = open_db();
   auto w = writer(*db, spec("t", {"id"}));
   Lines lines;
-  load(*w, lines,
-       {R"({"id":1,"i":-7,"r":2.5,"s":"x","b":true,"f":false,"n":null,"o":{"a": [1, 2], "b":{}},"a":[ "x" , null ]})",
-        R"({"id":2,"i":9223372036854775807,"r":9223372036854775808,"s":"","b":1e308,"f":-9223372036854775808})"});
+  load(
+      *w, lines,
+      {R"({"id":1,"i":-7,"r":2.5,"s":"x","b":true,"f":false,"n":null,"o":{"a": [1, 2], "b":{}},"a":[ "x" , null ]})",
+       R"({"id":2,"i":9223372036854775807,"r":9223372036854775808,"s":"","b":1e308,"f":-9223372036854775808})"});
   CHECK(dump_rows(*db, "t") ==
-        "id=int:1|i=int:-7|r=real:2.5|s=text:x|b=int:1|f=int:0|n=null|o=text:{\"a\":[1,2],\"b\":{}}|a=text:[\"x\",null]\n"
+        "id=int:1|i=int:-7|r=real:2.5|s=text:x|b=int:1|f=int:0|n=null|o=text:{\"a\":[1,2],\"b\":{}}"
+        "|a=text:[\"x\",null]\n"
         "id=int:2|i=int:9223372036854775807|r=real:9.223372036854776e+18|s=text:|b=real:1e+308|"
         "f=int:-9223372036854775808|n=null|o=null|a=null\n");
 }
@@ -35,8 +37,9 @@ TEST_CASE("a table made by kupsert declares no types and is keyed without a rowi
   auto w = writer(*db, spec("t", {"k"}));
   Lines lines;
   load(*w, lines, {R"({"v":"42","k":"a"})"});
-  CHECK(dump(*db, "t") == "CREATE TABLE \"t\" (\"k\" NOT NULL, \"v\", PRIMARY KEY (\"k\")) WITHOUT ROWID\n"
-                          "k=text:a|v=text:42\n");
+  CHECK(dump(*db, "t") ==
+        "CREATE TABLE \"t\" (\"k\" NOT NULL, \"v\", PRIMARY KEY (\"k\")) WITHOUT ROWID\n"
+        "k=text:a|v=text:42\n");
 }
 
 TEST_CASE("the same input twice leaves the same table") {
@@ -98,7 +101,9 @@ TEST_CASE("more field sets than statements kept prepared") {
   load(*w, lines, input);
   CHECK(count(*db, "SELECT COUNT(*) FROM t") == 512);
   // Each row holds its own fields from the second round, and null elsewhere.
-  CHECK(count(*db, "SELECT COUNT(*) FROM t WHERE (f0 IS NOT NULL) != ((k & 1) != 0) OR (f8 IS NOT NULL) != ((k & 256) != 0)") == 0);
+  CHECK(count(*db,
+              "SELECT COUNT(*) FROM t WHERE (f0 IS NOT NULL) != ((k & 1) != 0) OR (f8 IS NOT NULL) "
+              "!= ((k & 256) != 0)") == 0);
   CHECK(count(*db, "SELECT COUNT(*) FROM t WHERE f3 IS NOT NULL AND f3 != 1003") == 0);
   CHECK(count(*db, "SELECT COUNT(*) FROM t WHERE f3 = 1003") == 256);
 }
@@ -133,7 +138,9 @@ TEST_CASE("within a batch the last row of a key wins; 1 and 1.0 are one key") {
   }
   load(*w, lines, input);
   std::string expected;
-  for (auto [k, v] : want) expected += fmt::format("k={}|v=int:{}\n", k == 1 && v % 2 == 0 ? "real:1" : "int:" + std::to_string(k), v);
+  for (auto [k, v] : want)
+    expected += fmt::format("k={}|v=int:{}\n",
+                            k == 1 && v % 2 == 0 ? "real:1" : "int:" + std::to_string(k), v);
   CHECK(dump_rows(*db, "t") == expected);
 }
 
@@ -190,7 +197,8 @@ TEST_CASE("a new field adds a column; rows before it hold null") {
   load(*w, lines, {R"({"k":"a","v":1})"});
   load(*w, lines, {R"({"k":"b","v":2,"extra":"x"})", R"({"k":"c","more":[1]})"});
   CHECK(dump(*db, "t") ==
-        "CREATE TABLE \"t\" (\"k\" NOT NULL, \"v\", \"extra\", \"more\", PRIMARY KEY (\"k\")) WITHOUT ROWID\n"
+        "CREATE TABLE \"t\" (\"k\" NOT NULL, \"v\", \"extra\", \"more\", PRIMARY KEY (\"k\")) "
+        "WITHOUT ROWID\n"
         "k=text:a|v=int:1|extra=null|more=null\n"
         "k=text:b|v=int:2|extra=text:x|more=null\n"
         "k=text:c|v=null|extra=null|more=text:[1]\n");
@@ -236,20 +244,23 @@ TEST_CASE("strict: a field that is not a column is bad input") {
   SECTION("the first row settles a new table") {
     auto w = writer(*db, s);
     load(*w, lines, {R"({"k":"a","v":1})"});
-    CHECK(reason_of(*w, lines, R"({"k":"b","v":2,"w":3})") == "field 'w' is not a column of table 't' (--strict)");
+    CHECK(reason_of(*w, lines, R"({"k":"b","v":2,"w":3})") ==
+          "field 'w' is not a column of table 't' (--strict)");
     load(*w, lines, {R"({"k":"b","v":2})"});
     CHECK(dump_rows(*db, "t") == "k=text:a|v=int:1\nk=text:b|v=int:2\n");
   }
   SECTION("an existing table's columns are the columns") {
     REQUIRE(db->exec("CREATE TABLE t (k PRIMARY KEY, v)").ok());
     auto w = writer(*db, s);
-    CHECK(reason_of(*w, lines, R"({"k":"a","x":1})") == "field 'x' is not a column of table 't' (--strict)");
+    CHECK(reason_of(*w, lines, R"({"k":"a","x":1})") ==
+          "field 'x' is not a column of table 't' (--strict)");
   }
   SECTION("with --columns, a chosen column the table lacks is not added") {
     REQUIRE(db->exec("CREATE TABLE t (k PRIMARY KEY, v)").ok());
     s.columns = {"v", "w"};
     auto w = writer(*db, s);
-    CHECK(reason_of(*w, lines, R"({"k":"a","w":1})") == "field 'w' is not a column of table 't' (--strict)");
+    CHECK(reason_of(*w, lines, R"({"k":"a","w":1})") ==
+          "field 'w' is not a column of table 't' (--strict)");
     load(*w, lines, {R"({"k":"a","v":1,"other":2})"});
     CHECK(dump(*db, "t") == "CREATE TABLE t (k PRIMARY KEY, v)\nk=text:a|v=int:1\n");
   }
@@ -262,12 +273,15 @@ TEST_CASE("a row without its key is bad input") {
   CHECK(reason_of(*w, lines, R"({"day":"d1","n":1})") == "key field 'user' is missing");
   CHECK(reason_of(*w, lines, R"({"day":"d1","user":null})") == "key field 'user' is null");
   CHECK(reason_of(*w, lines, R"([1,2])") == "expected a JSON object, not an array");
-  CHECK(reason_of(*w, lines, R"({"day":"d1","user":"u1")") == "not valid JSON: truncated object or array");
+  CHECK(reason_of(*w, lines, R"({"day":"d1","user":"u1")") ==
+        "not valid JSON: truncated object or array");
   // A refused line leaves no trace: its new field made no column.
   CHECK(reason_of(*w, lines, R"({"day":"d1","ghost":1})") == "key field 'user' is missing");
   load(*w, lines, {R"({"day":"d1","user":"u1","n":1})"});
-  CHECK(dump(*db, "t") == "CREATE TABLE \"t\" (\"day\" NOT NULL, \"user\" NOT NULL, \"n\", PRIMARY KEY (\"day\", \"user\")) "
-                          "WITHOUT ROWID\nday=text:d1|user=text:u1|n=int:1\n");
+  CHECK(dump(*db, "t") ==
+        "CREATE TABLE \"t\" (\"day\" NOT NULL, \"user\" NOT NULL, \"n\", PRIMARY KEY (\"day\", "
+        "\"user\")) "
+        "WITHOUT ROWID\nday=text:d1|user=text:u1|n=int:1\n");
 }
 
 TEST_CASE("composite keys: rows are one row only when every key column agrees") {
@@ -283,7 +297,9 @@ TEST_CASE("composite keys: rows are one row only when every key column agrees") 
         "window_start=int:60|key=text:a|count=int:1\n");
 }
 
-TEST_CASE("names: quotes, brackets, semicolons, dashes and Unicode are names; control characters are not") {
+TEST_CASE(
+    "names: quotes, brackets, semicolons, dashes and Unicode are names; control characters are "
+    "not") {
   CHECK(identifier_problem("plain").empty());
   CHECK(identifier_problem("a\"b").empty());
   CHECK(identifier_problem("[x]").empty());
@@ -293,8 +309,10 @@ TEST_CASE("names: quotes, brackets, semicolons, dashes and Unicode are names; co
   CHECK(identifier_problem("日本語 🎉").empty());
   CHECK(identifier_problem(std::string(kMaxIdentifierBytes, 'x')).empty());
   CHECK(identifier_problem("") == "the name is empty");
-  CHECK(identifier_problem(std::string(kMaxIdentifierBytes + 1, 'x')) == "the name is longer than 128 bytes (129)");
-  CHECK(identifier_problem(std::string_view("a\0b", 3)) == "the name holds a control character (U+0000)");
+  CHECK(identifier_problem(std::string(kMaxIdentifierBytes + 1, 'x')) ==
+        "the name is longer than 128 bytes (129)");
+  CHECK(identifier_problem(std::string_view("a\0b", 3)) ==
+        "the name holds a control character (U+0000)");
   CHECK(identifier_problem("a\nb") == "the name holds a control character (U+000A)");
   CHECK(identifier_problem("a\x7f") == "the name holds a control character (U+007F)");
   CHECK(identifier_problem("a\xc2\x85") == "the name holds a control character (U+0085)");
@@ -308,17 +326,20 @@ TEST_CASE("hostile field names become columns named exactly so, or are refused")
   REQUIRE(db->exec("CREATE TABLE victim (x)").ok());
   auto w = writer(*db, spec("t", {"k"}));
   Lines lines;
-  load(*w, lines,
-       {R"({"k":1,"a\"b":1,"[x]":2,"x; DROP TABLE victim; --":3,"--":4,"prénom":5,"日本 🎉":6,"`q`":7,"'s'":8})"});
+  load(
+      *w, lines,
+      {R"({"k":1,"a\"b":1,"[x]":2,"x; DROP TABLE victim; --":3,"--":4,"prénom":5,"日本 🎉":6,"`q`":7,"'s'":8})"});
   auto names = db->prepare("SELECT group_concat(name, '|') FROM pragma_table_info('t')");
   REQUIRE(names.ok());
   REQUIRE(*names->step());
   CHECK(names->column_text(0) == "k|a\"b|[x]|x; DROP TABLE victim; --|--|prénom|日本 🎉|`q`|'s'");
   CHECK(count(*db, "SELECT COUNT(*) FROM sqlite_schema WHERE name = 'victim'") == 1);
   CHECK(dump_rows(*db, "t") ==
-        "k=int:1|a\"b=int:1|[x]=int:2|x; DROP TABLE victim; --=int:3|--=int:4|prénom=int:5|日本 🎉=int:6|`q`=int:7|'s'=int:8\n");
+        "k=int:1|a\"b=int:1|[x]=int:2|x; DROP TABLE victim; --=int:3|--=int:4|prénom=int:5|日本 "
+        "🎉=int:6|`q`=int:7|'s'=int:8\n");
 
-  CHECK(reason_of(*w, lines, R"({"k":2,"":1})") == "field '' cannot be a column: the name is empty");
+  CHECK(reason_of(*w, lines, R"({"k":2,"":1})") ==
+        "field '' cannot be a column: the name is empty");
   CHECK(reason_of(*w, lines, R"({"k":2,"a\u0000b":1})") ==
         "field 'a\\u0000b' cannot be a column: the name holds a control character (U+0000)");
   CHECK(reason_of(*w, lines, R"({"k":2,"a\nb":1})") ==
@@ -361,7 +382,11 @@ TEST_CASE("hostile values stay values") {
        {R"({"k":"'); DROP TABLE t; --","v":"x' OR '1'='1"})", R"({"k":"nul","v":"a\u0000b\u0000"})",
         R"({"k":"big","v":123456789012345678901234567890})", R"({"k":"\"quoted\"","v":"\\\"\n"})"});
   CHECK(count(*db, "SELECT COUNT(*) FROM t") == 4);
-  CHECK(count(*db, "SELECT COUNT(*) FROM t WHERE k = '''); DROP TABLE t; --' AND v = 'x'' OR ''1''=''1'") == 1);
+  CHECK(
+      count(
+          *db,
+          "SELECT COUNT(*) FROM t WHERE k = '''); DROP TABLE t; --' AND v = 'x'' OR ''1''=''1'") ==
+      1);
   // A NUL is kept: the value is all its bytes.
   CHECK(count(*db, "SELECT length(CAST(v AS BLOB)) FROM t WHERE k = 'nul'") == 4);
   CHECK(count(*db, "SELECT v = CAST(x'6100620000' AS TEXT) FROM t WHERE k = 'nul'") == 0);
@@ -381,11 +406,13 @@ TEST_CASE("an existing table must be keyed as --key says") {
   CHECK(UpsertWriter::open(*db, spec("t", {"id"})).ok());
   CHECK(UpsertWriter::open(*db, spec("T", {"NAME"})).ok());
   auto no_unique = UpsertWriter::open(*db, spec("t", {"other"}));
-  CHECK(no_unique.error().message ==
-        "table 't' in ':memory:' has no primary key or unique index on (other): --key must name one");
+  CHECK(
+      no_unique.error().message ==
+      "table 't' in ':memory:' has no primary key or unique index on (other): --key must name one");
   CHECK(UpsertWriter::open(*db, spec("t", {"missing"})).error().message ==
         "table 't' in ':memory:' has no column 'missing' (--key)");
-  CHECK(UpsertWriter::open(*db, spec("v", {"id"})).error().message == "'v' in ':memory:' is a view, not a table");
+  CHECK(UpsertWriter::open(*db, spec("v", {"id"})).error().message ==
+        "'v' in ':memory:' is a view, not a table");
 }
 
 TEST_CASE("a row the table refuses is handed back with its line; the others are written") {
@@ -393,7 +420,8 @@ TEST_CASE("a row the table refuses is handed back with its line; the others are 
   REQUIRE(db->exec("CREATE TABLE t (k PRIMARY KEY, v NOT NULL CHECK (v > 0))").ok());
   auto w = writer(*db, spec("t", {"k"}));
   Lines lines;
-  for (const char* text : {R"({"k":"a","v":1})", R"({"k":"b","v":-1})", R"({"k":"c"})", R"({"k":"d","v":2})"})
+  for (const char* text :
+       {R"({"k":"a","v":1})", R"({"k":"b","v":-1})", R"({"k":"c"})", R"({"k":"d","v":2})"})
     REQUIRE(w->add(lines.make(text)).ok());
   std::vector<Refusal> refused;
   flush(*w, &refused);
@@ -414,7 +442,7 @@ TEST_CASE("a field too many for SQLite is bad input, not a failure") {
   for (int i = 0; i < db->max_columns(); ++i) row += fmt::format(R"(,"c{}":{})", i, i);
   row += "}";
   CHECK(reason_of(*w, lines, row) ==
-        fmt::format("the row would give table 't' more than {} columns, SQLite's limit (choose fields with --columns)",
+        fmt::format("the row would give table 't' more than {} columns, SQLite's limit (choose "
+                    "fields with --columns)",
                     db->max_columns()));
 }
-
