@@ -128,7 +128,12 @@ run 2 kupsert --db out.db --table t --key n </dev/null
 expect_stderr 'kupsert: error: table '\''t'\'' in '\''out.db'\'' has no primary key or unique index on (n): --key must name one
 '
 run 2 kupsert --db s.db --table offsets --key topic,partition --state ./s.db </dev/null
-expect_stderr 'kupsert: error: --table '\''offsets'\'' is a table of the state database that --state names
+expect_stderr 'kupsert: error: --table '\''offsets'\'' is one of kpipe'\''s own tables in the state database '\''s.db'\''
+'
+# Without --state too: a pipeline's state file is never a sink for its own
+# tables (this rewrote where the pipeline resumes).
+run 2 kupsert --db s.db --table offsets --key topic,partition </dev/null
+expect_stderr 'kupsert: error: --table '\''offsets'\'' is one of kpipe'\''s own tables in the state database '\''s.db'\''
 '
 run 2 kupsert --db out.db --table t --key id --on-error dlq --dlq ./out.db </dev/null
 expect_stderr 'kupsert: error: --dlq must name another file than --db: kupsert holds its write lock while dead letters are written

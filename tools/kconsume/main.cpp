@@ -14,7 +14,7 @@ int main(int argc, char** argv) {
       ->type_name("POS");
   app.add_option("--partitions", o.partitions, "Only these partitions, e.g. 0,2-5 (not with -g)")
       ->type_name("LIST");
-  app.add_option("-c,--count", o.count, "Exit after N records")->type_name("N");
+  auto* count = app.add_option("-c,--count", o.count, "Exit after N records")->type_name("N");
   app.add_flag("-e,--exit", o.exit_at_end,
                "Exit once every assigned partition has reached its end");
   app.add_option("--format", o.format, "Output: envelope or value")
@@ -35,5 +35,8 @@ int main(int argc, char** argv) {
       ->default_val("5s")
       ->type_name("D");
   program.add_stats(o.stats);
-  return program.run(argc, argv, [&](kpipe::Io& io) { return kpipe::run_consume(o, io); });
+  return program.run(argc, argv, [&](kpipe::Io& io) {
+    o.count_given = count->count() > 0;
+    return kpipe::run_consume(o, io);
+  });
 }

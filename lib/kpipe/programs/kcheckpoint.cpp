@@ -21,6 +21,7 @@
 #include "kpipe/control.h"
 #include "kpipe/json.h"
 #include "kpipe/kafka/client.h"
+#include "kpipe/kafka/topic.h"
 #include "kpipe/programs/dlq_targets.h"
 #include "kpipe/programs/kconsume.h"
 #include "kpipe/stage/line_feed.h"
@@ -705,6 +706,7 @@ Status run_checkpoint_import(const CheckpointOptions& o, Io& io) {
     if (!parsed->status.ok()) return where(parsed->status.error().message);
     const JsonField* v = parsed->values;
     if (v[0].type != JsonType::kString) return where("field 'topic' is missing or not a string");
+    if (Status named = check_topic_name(v[0].str); !named.ok()) return where(named.error().message);
     if (v[1].type != JsonType::kNumber || !v[1].is_integer || v[1].integer < 0)
       return where("field 'partition' is missing or not a non-negative integer");
     if (v[2].type != JsonType::kNumber || !v[2].is_integer || v[2].integer < 0)

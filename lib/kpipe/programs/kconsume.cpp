@@ -577,6 +577,8 @@ class ConsumeLoop {
 Status run_consume(const ConsumeOptions& options, Io& io) {
   if (options.topics.empty()) return usage_error("at least one topic is required: -t TOPIC");
   for (const auto& topic : options.topics) KPIPE_TRY(check_topic_name(topic));
+  if (options.count < 0 || (options.count_given && options.count == 0))
+    return usage_error("-c: the count must be at least 1");
   auto format = parse_choice("--format", options.format, {"envelope", "value"});
   if (!format) return format.take_error();
   if (options.count < 0) return usage_error("-c must not be negative");

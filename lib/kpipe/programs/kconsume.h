@@ -18,6 +18,7 @@ struct ConsumeOptions {
   std::string from = "earliest";  // earliest|latest|OFFSET|-N|@TIME
   std::string partitions;         // "0,2-5"; empty: all
   int64_t count = 0;              // -c; 0: no limit
+  bool count_given = false;       // -c 0 is refused, not taken for no limit
   bool exit_at_end = false;       // -e
   std::string format = "envelope";
   std::string commit_interval = "1s";

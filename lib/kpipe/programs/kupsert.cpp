@@ -219,11 +219,18 @@ Status run_upsert(const UpsertOptions& o, Io& io) {
   // mid-transaction and writes many of them more than once.
   KPIPE_TRY((*db)->exec("PRAGMA cache_size = -65536"));
   bool same = !o.state.empty() && same_file(o.db, o.state);
-  if (same) {
+  // kpipe's own tables in a state database (the --state file, or any file
+  // that holds them) are never a sink: upserting into 'offsets' would move
+  // where the pipeline resumes.
+  auto marked = (*db)->prepare("SELECT 1 FROM sqlite_master WHERE name = 'kpipe_schema'");
+  if (!marked) return marked.take_error();
+  auto is_state = marked->step();
+  if (!is_state) return is_state.take_error();
+  if (same || *is_state) {
     for (const auto& t : kStateTables)
       if (same_name(t, o.table))
-        return usage_error("--table '{}' is a table of the state database that --state names",
-                           o.table);
+        return usage_error("--table '{}' is one of kpipe's own tables in the state database '{}'",
+                           o.table, o.db);
   }
   if (!o.errors.dlq.empty() && !o.errors.dlq.starts_with("kafka:") && same_file(o.db, o.errors.dlq))
     return usage_error(
