@@ -222,9 +222,14 @@ Status run_upsert(const UpsertOptions& o, Io& io) {
   // kpipe's own tables in a state database (the --state file, or any file
   // that holds them) are never a sink: upserting into 'offsets' would move
   // where the pipeline resumes.
-  auto marked = (*db)->prepare("SELECT 1 FROM sqlite_master WHERE name = 'kpipe_schema'");
-  if (!marked) return marked.take_error();
-  auto is_state = marked->step();
+  // The statement is finalized at once: left open, it would hold a read
+  // transaction for the whole run, and the first write after another
+  // process's would fail as locked.
+  Expected<bool> is_state = [&]() -> Expected<bool> {
+    auto marked = (*db)->prepare("SELECT 1 FROM sqlite_master WHERE name = 'kpipe_schema'");
+    if (!marked) return marked.take_error();
+    return marked->step();
+  }();
   if (!is_state) return is_state.take_error();
   if (same || *is_state) {
     for (const auto& t : kStateTables)
