@@ -61,6 +61,13 @@ Expected<std::unique_ptr<StateStore>> open_state(const CheckpointOptions& o) {
   return StateStore::open(o.state);
 }
 
+// For the commands that only read the state: never creates the file
+// (a typo would have made an empty database and exited 0).
+Expected<std::unique_ptr<StateStore>> read_state(const CheckpointOptions& o) {
+  if (o.state.empty()) return usage_error("--state FILE is required");
+  return StateStore::open_existing(o.state);
+}
+
 // table on a terminal, ndjson otherwise, unless --format says.
 Expected<bool> use_table(const CheckpointOptions& o, const Io& io) {
   if (o.format.empty()) return io.interactive;
@@ -490,7 +497,7 @@ Status run_checkpoint_commit(const CheckpointOptions& o, Io& io) {
 Status run_checkpoint_show(const CheckpointOptions& o, Io& io) {
   auto table = use_table(o, io);
   if (!table) return table.take_error();
-  auto store = open_state(o);
+  auto store = read_state(o);
   if (!store) return store.take_error();
   auto offsets = (*store)->offsets();
   if (!offsets) return offsets.take_error();
@@ -510,7 +517,7 @@ Status run_checkpoint_show(const CheckpointOptions& o, Io& io) {
 Status run_checkpoint_history(const CheckpointOptions& o, Io& io) {
   auto table = use_table(o, io);
   if (!table) return table.take_error();
-  auto store = open_state(o);
+  auto store = read_state(o);
   if (!store) return store.take_error();
   auto checkpoints = (*store)->checkpoints();
   if (!checkpoints) return checkpoints.take_error();
@@ -768,7 +775,7 @@ Status run_checkpoint_sync(const CheckpointOptions& o, Io& io) {
 }
 
 Status run_checkpoint_verify(const CheckpointOptions& o, Io& io) {
-  auto store = open_state(o);
+  auto store = read_state(o);
   if (!store) return store.take_error();
   auto problems = (*store)->verify();
   if (!problems) return problems.take_error();

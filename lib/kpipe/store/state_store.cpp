@@ -1,5 +1,10 @@
 #include "kpipe/store/state_store.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
 namespace kpipe {
 
 namespace {
@@ -70,6 +75,49 @@ Expected<std::unique_ptr<StateStore>> StateStore::open(const std::string& path) 
   std::unique_ptr<StateStore> store(new StateStore(std::move(*db), raw));
   KPIPE_TRY(store->migrate());
   return store;
+}
+
+Expected<std::unique_ptr<StateStore>> StateStore::open_existing(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return failure("state database '{}' does not exist", path);
+    return failure("cannot open state database '{}': {}", path, std::strerror(errno));
+  }
+  OpenOptions options;
+  options.create = false;
+  options.read_only = true;
+  options.wal = false;
+  auto db = Database::open(path, options);
+  if (!db) return db.take_error();
+  // In a scope of its own: the statement's read transaction ends with it.
+  Expected<int64_t> version = [&]() -> Expected<int64_t> {
+    auto stmt = (*db)->prepare("SELECT version FROM kpipe_schema WHERE component = 'state'");
+    if (!stmt) {
+      const std::string& why = stmt.error().message;
+      if (why.find("no such table") == std::string::npos &&
+          why.find("not a database") == std::string::npos)
+        return stmt.take_error();
+      return failure("'{}' is not a kpipe state database", path);
+    }
+    auto row = stmt->step();
+    if (!row) return failure("'{}' is not a kpipe state database: {}", path, row.error().message);
+    if (!*row) return failure("'{}' is not a kpipe state database", path);
+    return stmt->column_int(0);
+  }();
+  if (!version) return version.take_error();
+  auto known = static_cast<int64_t>(kMigrations.size());
+  if (*version > known)
+    return failure(
+        "{}: the 'state' tables are at schema version {}, newer than this program knows ({}); "
+        "upgrade kpipe",
+        path, *version, known);
+  if (*version < known)
+    return failure(
+        "{}: the 'state' tables are at schema version {}, older than this program's ({}); run the "
+        "pipeline or kcheckpoint commit on it once to upgrade them",
+        path, *version, known);
+  Database* raw = db->get();
+  return std::unique_ptr<StateStore>(new StateStore(std::move(*db), raw));
 }
 
 Expected<std::unique_ptr<StateStore>> StateStore::attach(Database& db) {

@@ -48,6 +48,11 @@ class StateStore {
  public:
   // Opens (creating, mode 0600, WAL) and migrates the state tables.
   static Expected<std::unique_ptr<StateStore>> open(const std::string& path);
+  // An existing state file, read-only, for the commands that only read it
+  // (kcheckpoint show, history, export, verify): never creates a file, works
+  // on one the user may only read, and refuses a file that is not a state
+  // database or is at another schema version, naming it.
+  static Expected<std::unique_ptr<StateStore>> open_existing(const std::string& path);
   // The same tables on a database the caller already holds (kupsert writes
   // its rows and completes checkpoints in one transaction of its own).
   static Expected<std::unique_ptr<StateStore>> attach(Database& db);
