@@ -309,10 +309,17 @@ Expected<std::vector<Millis>> list_offsets(rd_kafka_t* rk, const std::vector<Top
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return failure("{}", rd_kafka_err2str(err));
   std::vector<Millis> out(parts.size());
   for (size_t i = 0; i < parts.size(); ++i) {
-    if (g.list->elems[i].err != RD_KAFKA_RESP_ERR_NO_ERROR)
-      return failure("{} [{}]: {}", parts[i].topic, parts[i].partition,
-                     rd_kafka_err2str(g.list->elems[i].err));
-    out[i] = g.list->elems[i].offset;
+    // Found by name, not by index: nothing promises that the answer keeps
+    // the list's order, and an offset read from the wrong partition would
+    // make a reader stop short of the end or skip a partition.
+    const rd_kafka_topic_partition_t* e =
+        rd_kafka_topic_partition_list_find(g.list, parts[i].topic.c_str(), parts[i].partition);
+    if (e == nullptr)
+      return failure("{} [{}]: no offset in the broker's answer", parts[i].topic,
+                     parts[i].partition);
+    if (e->err != RD_KAFKA_RESP_ERR_NO_ERROR)
+      return failure("{} [{}]: {}", parts[i].topic, parts[i].partition, rd_kafka_err2str(e->err));
+    out[i] = e->offset;
   }
   return out;
 }
@@ -717,10 +724,13 @@ Expected<std::vector<std::optional<int64_t>>> Consumer::committed(
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
     return broker_error("cannot fetch committed offsets", rd_kafka_err2str(err));
   for (size_t i = 0; i < parts.size(); ++i) {
-    const rd_kafka_topic_partition_t& e = g.list->elems[i];
-    if (e.offset >= 0) out[i] = e.offset;
-    if (metadata != nullptr && e.metadata != nullptr)
-      (*metadata)[i].assign(static_cast<const char*>(e.metadata), e.metadata_size);
+    // By name, as in list_offsets: the answer's order is not promised.
+    const rd_kafka_topic_partition_t* e =
+        rd_kafka_topic_partition_list_find(g.list, parts[i].topic.c_str(), parts[i].partition);
+    if (e == nullptr) continue;
+    if (e->offset >= 0) out[i] = e->offset;
+    if (metadata != nullptr && e->metadata != nullptr)
+      (*metadata)[i].assign(static_cast<const char*>(e->metadata), e->metadata_size);
   }
   return out;
 }
