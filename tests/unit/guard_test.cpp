@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "guard_fixtures.h"
 #include "kpipe/line.h"
 
 namespace kpipe {
@@ -11,15 +12,7 @@ namespace {
 
 using namespace std::string_literals;
 
-std::vector<Requirement> requirements(std::initializer_list<const char*> texts) {
-  std::vector<Requirement> out;
-  for (const char* t : texts) {
-    auto r = parse_requirement(t);
-    if (!r) FAIL(t << ": " << r.error().message);
-    out.push_back(std::move(*r));
-  }
-  return out;
-}
+using test::requirements;
 
 // "" when the line passes, else the reason.
 std::string verdict(Guard& guard, std::string_view line) {

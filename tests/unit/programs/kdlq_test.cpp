@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "fakes.h"
+#include "guard_fixtures.h"
 #include "kpipe/guard.h"
 #include "kpipe/store/dlq_store.h"
 
@@ -324,15 +325,7 @@ TEST_CASE("kdlq guard sends bad lines to --dlq by default, and fails without it"
   CHECK(s.error().message == "--require '.id:strng': unknown type 'strng', did you mean 'string'?");
 }
 
-std::vector<Requirement> requirements(std::initializer_list<const char*> texts) {
-  std::vector<Requirement> out;
-  for (const char* t : texts) {
-    auto r = parse_requirement(t);
-    if (!r) FAIL(t << ": " << r.error().message);
-    out.push_back(std::move(*r));
-  }
-  return out;
-}
+using test::requirements;
 
 TEST_CASE("a guard writes good lines exactly as read and refuses bad ones without writing",
           "[guard]") {
