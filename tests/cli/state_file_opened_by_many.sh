@@ -5,8 +5,9 @@
 source "$(dirname "$0")/lib.sh"
 for i in $(seq 100); do
   rm -f "$WORK/s.db" "$WORK/s.db-wal" "$WORK/s.db-shm"
-  # import creates the file (show only reads an existing one).
-  for j in 1 2 3; do kcheckpoint import --state "$WORK/s.db" </dev/null >/dev/null 2>"$WORK/err$j" & done
+  # commit creates the file (show only reads an existing one); each under
+  # a name of its own, as the stages of one pipeline are.
+  for j in 1 2 3; do kcheckpoint commit --state "$WORK/s.db" --name "c$j" </dev/null >/dev/null 2>"$WORK/err$j" & done
   wait
   for j in 1 2 3; do
     [[ ! -s "$WORK/err$j" ]] || fail "round $i: $(cat "$WORK/err$j")"

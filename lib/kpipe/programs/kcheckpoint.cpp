@@ -484,6 +484,8 @@ Status run_checkpoint_commit(const CheckpointOptions& o, Io& io) {
   if (o.each_given && o.each.empty()) return usage_error("--each: the command is empty");
   auto store = open_state(o);
   if (!store) return store.take_error();
+  // The terminal stage's lock (kpipe(7), CONTROL LINES AND CHECKPOINTS).
+  KPIPE_TRY((*store)->lock_stage(stage_name(io.program, o.name)));
   auto interval = parse_duration(o.checkpoint_interval);
   if (!interval) return usage_error("--checkpoint-interval: {}", interval.error().message);
   ErrorOptions errors;  // the commit stage reads any line: nothing is bad input
@@ -607,6 +609,11 @@ Status run_checkpoint_reset(const CheckpointOptions& o, Io& io) {
   if (!scopes) return scopes.take_error();
   auto store = open_state(o);
   if (!store) return store.take_error();
+  // A running pipeline would overwrite the new offsets at its next
+  // checkpoint (kpipe(7), CONTROL LINES AND CHECKPOINTS): refused while its
+  // kconsume runs, and taken before the plan is made, so that none starts
+  // in between.
+  if (o.execute) KPIPE_TRY((*store)->lock_offsets());
   auto stored = (*store)->offsets();
   if (!stored) return stored.take_error();
   std::map<TopicPartition, int64_t> current;
@@ -689,6 +696,8 @@ Status run_checkpoint_export(const CheckpointOptions& o, Io& io) {
 Status run_checkpoint_import(const CheckpointOptions& o, Io& io) {
   auto store = open_state(o);
   if (!store) return store.take_error();
+  // As reset: not while the pipeline's kconsume runs.
+  KPIPE_TRY((*store)->lock_offsets());
   FieldSet fields;
   fields.add(FieldPath::parse(".topic").value());
   fields.add(FieldPath::parse(".partition").value());
@@ -730,6 +739,8 @@ Status run_checkpoint_sync(const CheckpointOptions& o, Io& io) {
     return usage_error("give one of --to-group G or --from-group G");
   auto store = open_state(o);
   if (!store) return store.take_error();
+  // --from-group rewrites the offsets, as reset does.
+  if (!o.from_group.empty()) KPIPE_TRY((*store)->lock_offsets());
   auto config = resolve_kafka_config(o.kafka, io.env_brokers);
   if (!config) return config.take_error();
   const std::string& group = o.to_group.empty() ? o.from_group : o.to_group;

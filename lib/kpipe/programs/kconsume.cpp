@@ -605,6 +605,9 @@ Status run_consume(const ConsumeOptions& options, Io& io) {
   if (!options.state.empty()) {
     auto opened = StateStore::open(options.state);
     if (!opened) return opened.take_error();
+    // One pipeline per state file (kpipe(7), CONTROL LINES AND CHECKPOINTS):
+    // a second would emit the same checkpoint ids as the first.
+    KPIPE_TRY((*opened)->lock_pipeline());
     state = std::move(*opened);
   }
   auto config = resolve_kafka_config(options.kafka, io.env_brokers);

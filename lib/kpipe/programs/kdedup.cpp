@@ -273,7 +273,7 @@ Status run_dedup(const DedupOptions& options, Io& io) {
   }
 
   DedupEngine engine(plan->engine, io.clock);
-  auto store = open_state_file(options.state);
+  auto store = open_state_file(options.state, plan->stage);
   if (!store) return store.take_error();
   StateFormat format{kStateFormat, "", state_options(options)};
   // Keys of one path, and whole lines, hash as they always did.

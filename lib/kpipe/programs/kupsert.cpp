@@ -20,7 +20,8 @@ constexpr size_t kHoldWarning = 1000000;
 // The tables of the state database (state_store.cpp): with --state naming
 // --db, kupsert must not write into them.
 const std::vector<std::string> kStateTables = {"checkpoints", "checkpoint_offsets", "offsets",
-                                               "stage_state", "stage_snapshots",    "kpipe_schema"};
+                                               "stage_state", "stage_snapshots",    "kpipe_schema",
+                                               "kpipe_runs"};
 
 }  // namespace
 
@@ -245,6 +246,8 @@ Status run_upsert(const UpsertOptions& o, Io& io) {
   if (!o.state.empty()) {
     auto opened = same ? StateStore::attach(**db) : StateStore::open(o.state);
     if (!opened) return opened.take_error();
+    // The terminal stage's lock (kpipe(7), CONTROL LINES AND CHECKPOINTS).
+    KPIPE_TRY((*opened)->lock_stage(stage_name(io.program, o.name)));
     store = std::move(*opened);
   }
   auto writer = UpsertWriter::open(**db, std::move(spec));

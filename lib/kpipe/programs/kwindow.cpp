@@ -344,7 +344,7 @@ Status run_window(const WindowOptions& options, Io& io) {
   }
 
   WindowEngine engine(*config, io.clock, &io.reporter);
-  auto store = open_state_file(options.state);
+  auto store = open_state_file(options.state, stage);
   if (!store) return store.take_error();
   StageState state(store->get(), stage, engine, io.clock);
   auto restored = state.restore();

@@ -27,10 +27,14 @@ class StateFileSnapshots final : public SnapshotStore {
 
 }  // namespace
 
-Expected<std::unique_ptr<SnapshotStore>> open_state_file(const std::string& path) {
+Expected<std::unique_ptr<SnapshotStore>> open_state_file(const std::string& path,
+                                                         const std::string& stage) {
   if (path.empty()) return std::unique_ptr<SnapshotStore>();
   auto opened = StateStore::open(path);
   if (!opened) return opened.take_error();
+  // Before anything is restored: restoring drops the snapshots a running
+  // stage of the same name saved for checkpoints not yet complete.
+  KPIPE_TRY((*opened)->lock_stage(stage));
   return std::unique_ptr<SnapshotStore>(std::make_unique<StateFileSnapshots>(std::move(*opened)));
 }
 

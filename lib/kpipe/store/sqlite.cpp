@@ -9,6 +9,9 @@
 
 #include <sqlite3.h>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 namespace kpipe {
 
 namespace {
@@ -16,6 +19,45 @@ namespace {
 Error sqlite_error(sqlite3* db, const std::string& path, std::string_view what) {
   const char* msg = db != nullptr ? sqlite3_errmsg(db) : "out of memory";
   return failure("{}: {}: {}", path, what, msg);
+}
+
+// kpipe_seal(v1, v2, ...): a hash of a row's values, each with its type, so
+// that kpipe can tell a row it wrote from one changed by another program
+// (kpipe(7), CONTROL LINES AND CHECKPOINTS). Only kpipe's connections
+// define it: a writer such as the sqlite3 shell cannot keep a seal right.
+// A check against mistakes, not against someone set on forging rows.
+void seal_function(sqlite3_context* context, int argc, sqlite3_value** args) {
+  constexpr XXH64_hash_t kSeed = 0x6b70697065736561;  // "kpipesea"
+  std::string bytes;  // each value as its type, then its size and bytes
+  auto append = [&bytes](const void* p, size_t n) { bytes.append(static_cast<const char*>(p), n); };
+  for (int i = 0; i < argc; ++i) {
+    auto type = static_cast<char>(sqlite3_value_type(args[i]));
+    bytes.push_back(type);
+    switch (type) {
+      case SQLITE_INTEGER: {
+        sqlite3_int64 v = sqlite3_value_int64(args[i]);
+        append(&v, sizeof v);
+        break;
+      }
+      case SQLITE_FLOAT: {
+        double v = sqlite3_value_double(args[i]);
+        append(&v, sizeof v);
+        break;
+      }
+      case SQLITE_TEXT:
+      case SQLITE_BLOB: {
+        const void* p = sqlite3_value_blob(args[i]);
+        auto size = static_cast<uint64_t>(sqlite3_value_bytes(args[i]));
+        append(&size, sizeof size);
+        if (p != nullptr) append(p, size);
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  auto seal = XXH3_64bits_withSeed(bytes.data(), bytes.size(), kSeed);
+  sqlite3_result_int64(context, static_cast<sqlite3_int64>(seal));
 }
 
 }  // namespace
@@ -221,6 +263,11 @@ Expected<std::unique_ptr<Database>> Database::open(const std::string& path, Open
     KPIPE_TRY(db->exec("PRAGMA synchronous=NORMAL"));
   }
   KPIPE_TRY(db->exec("PRAGMA foreign_keys=ON"));
+  // On every connection: any of them may write or verify the state tables,
+  // whose rows carry a seal (kpipe(7), CONTROL LINES AND CHECKPOINTS).
+  rc = sqlite3_create_function_v2(raw, kSealFunction, -1, SQLITE_UTF8 | SQLITE_DETERMINISTIC,
+                                  nullptr, seal_function, nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return sqlite_error(raw, db->path(), "cannot define function");
   return db;
 }
 

@@ -137,6 +137,11 @@ class Transaction {
   Database* db_;
 };
 
+// The SQL function every Database defines: kpipe_seal(v1, v2, ...), an
+// integer hash of its arguments' types and values, for rows whose changes
+// by other programs should show (the state tables' seal columns).
+inline constexpr const char* kSealFunction = "kpipe_seal";
+
 // Quotes an identifier for SQL ("a""b"). Callers validate identifiers
 // first; quoting makes any name data, never SQL.
 std::string quote_identifier(std::string_view name);

@@ -1,9 +1,12 @@
 #include "kpipe/store/state_store.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <random>
 
 namespace kpipe {
 
@@ -55,7 +58,59 @@ const std::vector<std::string> kMigrations = {
     // v2: the primary key's (stage, key) prefix finds a key's live entry;
     // a second index only made every snapshot write slower.
     "DROP INDEX stage_state_live;",
+    // v3 (kpipe(7), CONTROL LINES AND CHECKPOINTS): a seal on each row of
+    // the tables that decide where the pipeline resumes, so that verify
+    // tells rows kpipe wrote from rows another program changed; and each
+    // process's run, the checkpoints it wrote as kconsume or as a stage,
+    // so that verify sees two processes that wrote as one at once. Rows
+    // already there are sealed as they are.
+    "ALTER TABLE offsets ADD COLUMN seal INTEGER;"
+    "ALTER TABLE checkpoints ADD COLUMN seal INTEGER;"
+    "ALTER TABLE checkpoint_offsets ADD COLUMN seal INTEGER;"
+    "ALTER TABLE stage_snapshots ADD COLUMN seal INTEGER;"
+    "UPDATE offsets SET seal = kpipe_seal(topic, partition, offset, checkpoint, committed_at);"
+    "UPDATE checkpoints SET seal = kpipe_seal(id, emitted_at, completed_at, completed_by);"
+    "UPDATE checkpoint_offsets SET seal = kpipe_seal(checkpoint, topic, partition, offset);"
+    "UPDATE stage_snapshots SET seal = kpipe_seal(stage, checkpoint, saved_at, entries, bytes);"
+    // role: 'kconsume' or 'stage:NAME'; run: random per process.
+    "CREATE TABLE kpipe_runs ("
+    "  role TEXT NOT NULL,"
+    "  run INTEGER NOT NULL,"
+    "  pid INTEGER NOT NULL,"
+    "  first_checkpoint INTEGER NOT NULL,"
+    "  last_checkpoint INTEGER NOT NULL,"
+    "  seal INTEGER,"
+    "  PRIMARY KEY (role, run)"
+    ");",
 };
+
+// What each table's seal covers, in verify's words; every statement that
+// writes one of these rows computes the same kpipe_seal of the same
+// columns, in this order.
+struct SealedTable {
+  const char* table;
+  const char* columns;  // sealed, in order
+  const char* row;      // how verify names a row: an SQL expression
+};
+const SealedTable kSealedTables[] = {
+    {"offsets", "topic, partition, offset, checkpoint, committed_at", "topic || '/' || partition"},
+    {"checkpoints", "id, emitted_at, completed_at, completed_by", "id"},
+    {"checkpoint_offsets", "checkpoint, topic, partition, offset",
+     "checkpoint || ' ' || topic || '/' || partition"},
+    {"stage_snapshots", "stage, checkpoint, saved_at, entries, bytes",
+     "stage || ' ' || checkpoint"},
+    {"kpipe_runs", "role, run, pid, first_checkpoint, last_checkpoint", "role || ' ' || pid"},
+};
+
+// At most this many lines per kind of problem: a table rewritten by hand
+// would otherwise print one line per row.
+constexpr int kMaxLinesPerCheck = 10;
+
+int64_t random_run() {
+  std::random_device device;
+  uint64_t r = (static_cast<uint64_t>(device()) << 32) ^ device();
+  return static_cast<int64_t>(r >> 1);
+}
 
 // Runs `sql`, whose parameters are a stage and a checkpoint id.
 Status run_for_stage(Database& db, std::string_view sql, std::string_view stage,
@@ -67,6 +122,67 @@ Status run_for_stage(Database& db, std::string_view sql, std::string_view stage,
 }
 
 }  // namespace
+
+StateStore::StateStore(std::unique_ptr<Database> owned, Database* db)
+    : owned_(std::move(owned)), db_(db), run_(random_run()) {}
+
+StateStore::~StateStore() = default;
+
+Status StateStore::lock(const std::string& name, StateLock::BusyMessage busy) {
+  if (db_->path() == ":memory:") return {};
+  auto held = StateLock::take(db_->path(), name, busy);
+  if (!held) return held.take_error();
+  locks_.push_back(std::move(*held));
+  return {};
+}
+
+Status StateStore::lock_stage(std::string_view stage) {
+  std::string name(stage);
+  const std::string& path = db_->path();
+  return lock("stage:" + name, [&](pid_t pid) {
+    return fmt::format(
+        "stage '{}' of state database '{}' is in use by process {}: two stages of a pipeline need "
+        "distinct --name; one pipeline per state file",
+        name, path, pid);
+  });
+}
+
+Status StateStore::lock_pipeline() {
+  const std::string& path = db_->path();
+  return lock("kconsume", [&](pid_t pid) {
+    return fmt::format(
+        "state database '{}' is in use by process {} (the kconsume of a pipeline, or kcheckpoint "
+        "rewriting its offsets): one pipeline per state file",
+        path, pid);
+  });
+}
+
+Status StateStore::lock_offsets() {
+  const std::string& path = db_->path();
+  return lock("kconsume", [&](pid_t pid) {
+    return fmt::format(
+        "state database '{}' is in use by process {} (the pipeline's kconsume, or another "
+        "kcheckpoint): stop the pipeline before rewriting its offsets",
+        path, pid);
+  });
+}
+
+Status StateStore::note_run(std::string_view role, int64_t checkpoint) {
+  auto stmt = db_->prepare(
+      "INSERT INTO kpipe_runs (role, run, pid, first_checkpoint, last_checkpoint, seal) "
+      "VALUES (?1, ?2, ?3, ?4, ?4, kpipe_seal(?1, ?2, ?3, ?4, ?4)) "
+      "ON CONFLICT(role, run) DO UPDATE SET "
+      "first_checkpoint = MIN(first_checkpoint, excluded.first_checkpoint), "
+      "last_checkpoint = MAX(last_checkpoint, excluded.last_checkpoint), "
+      "seal = kpipe_seal(role, run, pid, MIN(first_checkpoint, excluded.first_checkpoint), "
+      "MAX(last_checkpoint, excluded.last_checkpoint))");
+  if (!stmt) return stmt.take_error();
+  stmt->bind_text(1, role)
+      .bind(2, run_)
+      .bind(3, static_cast<int64_t>(::getpid()))
+      .bind(4, checkpoint);
+  return stmt->run();
+}
 
 Expected<std::unique_ptr<StateStore>> StateStore::open(const std::string& path) {
   auto db = Database::open(path);
@@ -142,10 +258,16 @@ Expected<int64_t> StateStore::next_checkpoint_id() {
 }
 
 Status StateStore::record_emitted(int64_t id, Millis at) {
-  auto stmt = db_->prepare("INSERT OR IGNORE INTO checkpoints (id, emitted_at) VALUES (?, ?)");
+  auto tx = Transaction::begin(*db_);
+  if (!tx) return tx.take_error();
+  auto stmt = db_->prepare(
+      "INSERT OR IGNORE INTO checkpoints (id, emitted_at, seal) VALUES (?1, ?2, kpipe_seal(?1, ?2, "
+      "NULL, NULL))");
   if (!stmt) return stmt.take_error();
   stmt->bind(1, id).bind(2, at);
-  return stmt->run();
+  KPIPE_TRY(stmt->run());
+  KPIPE_TRY(note_run("kconsume", id));
+  return tx->commit();
 }
 
 Expected<std::optional<int64_t>> StateStore::latest_complete() {
@@ -174,22 +296,23 @@ Status StateStore::complete_in_transaction(const Checkpoint& c, std::string_view
                    **latest);
   }
   auto put = db_->prepare(
-      "INSERT INTO checkpoints (id, emitted_at, completed_at, completed_by) VALUES (?, ?, ?, ?) "
+      "INSERT INTO checkpoints (id, emitted_at, completed_at, completed_by, seal) VALUES (?1, ?2, "
+      "?3, ?4, kpipe_seal(?1, ?2, ?3, ?4)) "
       "ON CONFLICT(id) DO UPDATE SET completed_at = excluded.completed_at, completed_by = "
-      "excluded.completed_by");
+      "excluded.completed_by, seal = kpipe_seal(id, emitted_at, excluded.completed_at, "
+      "excluded.completed_by)");
   if (!put) return put.take_error();
   put->bind(1, c.id).bind(2, c.at).bind(3, now).bind_text(4, by);
   KPIPE_TRY(put->run());
   auto off = db_->prepare(
-      "INSERT OR REPLACE INTO checkpoint_offsets (checkpoint, topic, partition, offset) VALUES (?, "
-      "?, ?, ?)");
+      "INSERT OR REPLACE INTO checkpoint_offsets (checkpoint, topic, partition, offset, seal) "
+      "VALUES (?1, ?2, ?3, ?4, kpipe_seal(?1, ?2, ?3, ?4))");
   if (!off) return off.take_error();
   auto pos = db_->prepare(
-      "INSERT INTO offsets (topic, partition, offset, checkpoint, committed_at) VALUES (?, ?, ?, "
-      "?, ?) "
+      "INSERT INTO offsets (topic, partition, offset, checkpoint, committed_at, seal) VALUES (?1, "
+      "?2, ?3, ?4, ?5, kpipe_seal(?1, ?2, ?3, ?4, ?5)) "
       "ON CONFLICT(topic, partition) DO UPDATE SET offset = excluded.offset, checkpoint = "
-      "excluded.checkpoint, "
-      "committed_at = excluded.committed_at");
+      "excluded.checkpoint, committed_at = excluded.committed_at, seal = excluded.seal");
   if (!pos) return pos.take_error();
   for (const auto& o : c.offsets) {
     off->bind(1, c.id)
@@ -204,11 +327,17 @@ Status StateStore::complete_in_transaction(const Checkpoint& c, std::string_view
         .bind(5, now);
     KPIPE_TRY(pos->run());
   }
-  // Older checkpoints' offsets are history only: keep a bounded tail.
+  KPIPE_TRY(note_run(fmt::format("stage:{}", by), c.id));
+  // Older checkpoints' offsets are history only: keep a bounded tail, and
+  // the runs that wrote it.
   auto prune = db_->prepare("DELETE FROM checkpoints WHERE id < ? - 1000");
   if (!prune) return prune.take_error();
   prune->bind(1, c.id);
-  return prune->run();
+  KPIPE_TRY(prune->run());
+  auto prune_runs = db_->prepare("DELETE FROM kpipe_runs WHERE last_checkpoint < ? - 1000");
+  if (!prune_runs) return prune_runs.take_error();
+  prune_runs->bind(1, c.id);
+  return prune_runs->run();
 }
 
 Expected<std::vector<StoredOffset>> StateStore::offsets() {
@@ -231,10 +360,10 @@ Status StateStore::set_offsets(const std::vector<PartitionOffset>& offsets, Mill
   auto tx = Transaction::begin(*db_);
   if (!tx) return tx.take_error();
   auto pos = db_->prepare(
-      "INSERT INTO offsets (topic, partition, offset, checkpoint, committed_at) VALUES (?, ?, ?, "
-      "0, ?) "
+      "INSERT INTO offsets (topic, partition, offset, checkpoint, committed_at, seal) VALUES (?1, "
+      "?2, ?3, 0, ?4, kpipe_seal(?1, ?2, ?3, 0, ?4)) "
       "ON CONFLICT(topic, partition) DO UPDATE SET offset = excluded.offset, checkpoint = 0, "
-      "committed_at = excluded.committed_at");
+      "committed_at = excluded.committed_at, seal = excluded.seal");
   if (!pos) return pos.take_error();
   for (const auto& o : offsets) {
     pos->bind_text(1, o.topic)
@@ -310,12 +439,13 @@ Status StateStore::save_snapshot(std::string_view stage, int64_t checkpoint,
     bytes += static_cast<int64_t>(key.size() + value.size());
   }
   auto record = db_->prepare(
-      "INSERT OR REPLACE INTO stage_snapshots (stage, checkpoint, saved_at, entries, bytes) VALUES "
-      "(?, ?, ?, ?, ?)");
+      "INSERT OR REPLACE INTO stage_snapshots (stage, checkpoint, saved_at, entries, bytes, seal) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, kpipe_seal(?1, ?2, ?3, ?4, ?5))");
   if (!record) return record.take_error();
   record->bind_text(1, stage).bind(2, checkpoint).bind(3, now);
   record->bind(4, static_cast<int64_t>(changes.put.size() + changes.removed.size())).bind(5, bytes);
   KPIPE_TRY(record->run());
+  KPIPE_TRY(note_run(fmt::format("stage:{}", stage), checkpoint));
   return tx->commit();
 }
 
@@ -385,6 +515,78 @@ Expected<std::vector<std::string>> StateStore::verify() {
       check("SELECT COUNT(*) FROM checkpoint_offsets o JOIN checkpoints c ON c.id = o.checkpoint "
             "WHERE c.completed_at IS NULL",
             "offsets of checkpoints that never completed"));
+  // Each row as one line, up to kMaxLinesPerCheck, then how many more.
+  auto rows = [&](const std::string& sql, const std::string& what,
+                  const std::function<std::string(Statement&)>& line) -> Status {
+    auto stmt = db_->prepare(sql);
+    if (!stmt) return stmt.take_error();
+    int64_t n = 0;
+    for (;; ++n) {
+      auto row = stmt->step();
+      if (!row) return row.take_error();
+      if (!*row) break;
+      if (n < kMaxLinesPerCheck) out.push_back(line(*stmt));
+    }
+    if (n > kMaxLinesPerCheck)
+      out.push_back(fmt::format("{}: {} more", what, n - kMaxLinesPerCheck));
+    return {};
+  };
+  // A seal that does not match: a row kpipe did not write as it is.
+  for (const auto& t : kSealedTables) {
+    std::string what = fmt::format("{}: rows changed outside kpipe", t.table);
+    KPIPE_TRY(rows(fmt::format("SELECT {} FROM {} WHERE seal IS NOT kpipe_seal({})", t.row, t.table,
+                               t.columns),
+                   what, [&](Statement& stmt) {
+                     return fmt::format("{}: row {} changed outside kpipe", t.table,
+                                        stmt.column_text(0));
+                   }));
+  }
+  // A position stored by a checkpoint is that checkpoint's offset, as long
+  // as the checkpoint is kept.
+  KPIPE_TRY(
+      rows("SELECT o.topic || '/' || o.partition, o.checkpoint FROM offsets o "
+           "JOIN checkpoints c ON c.id = o.checkpoint "
+           "LEFT JOIN checkpoint_offsets k ON k.checkpoint = o.checkpoint AND k.topic = o.topic "
+           "AND k.partition = o.partition "
+           "WHERE o.checkpoint > 0 AND k.offset IS NOT o.offset ORDER BY o.topic, o.partition",
+           "offsets: rows that disagree with their checkpoint", [](Statement& stmt) {
+             return fmt::format("offsets: row {} disagrees with checkpoint {}, which stored it",
+                                stmt.column_text(0), stmt.column_int(1));
+           }));
+  // Runs of one role whose checkpoints overlap wrote at the same time: a
+  // restart's checkpoints all come after its predecessor's.
+  auto runs = db_->prepare(
+      "SELECT role, pid, first_checkpoint, last_checkpoint FROM kpipe_runs "
+      "ORDER BY role, first_checkpoint, last_checkpoint");
+  if (!runs) return runs.take_error();
+  std::string role;
+  int64_t reach = 0;  // the last checkpoint of the role's runs so far
+  int64_t reach_pid = 0;
+  for (;;) {
+    auto row = runs->step();
+    if (!row) return row.take_error();
+    if (!*row) break;
+    std::string r(runs->column_text(0));
+    int64_t pid = runs->column_int(1), first = runs->column_int(2), last = runs->column_int(3);
+    if (r != role) {
+      role = std::move(r);
+      reach = last;
+      reach_pid = pid;
+      continue;
+    }
+    if (first <= reach) {
+      bool consume = role == "kconsume";
+      std::string who = consume ? role : fmt::format("stage '{}'", role.substr(6));
+      out.push_back(
+          fmt::format("{}: processes {} and {} wrote checkpoints {} to {} at the same time ({})",
+                      who, reach_pid, pid, first, std::min(reach, last),
+                      consume ? "two pipelines on one state file" : "two stages under one name"));
+    }
+    if (last > reach) {
+      reach = last;
+      reach_pid = pid;
+    }
+  }
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include "kpipe/snapshot.h"
 #include "kpipe/status.h"
 #include "kpipe/store/sqlite.h"
+#include "kpipe/store/state_lock.h"
 #include "kpipe/time.h"
 
 namespace kpipe {
@@ -46,6 +47,7 @@ struct SnapshotRecord {
 
 class StateStore {
  public:
+  ~StateStore();
   // Opens (creating, mode 0600, WAL) and migrates the state tables.
   static Expected<std::unique_ptr<StateStore>> open(const std::string& path);
   // An existing state file, read-only, for the commands that only read it
@@ -58,6 +60,20 @@ class StateStore {
   static Expected<std::unique_ptr<StateStore>> attach(Database& db);
 
   Database& db() { return *db_; }
+
+  // --- who writes ---------------------------------------------------------
+  // The locks of kpipe(7), CONTROL LINES AND CHECKPOINTS, held until the
+  // store is closed (or the process dies). Each fails, naming the holder's
+  // pid, while another process holds the same lock. Nothing to lock on a
+  // database in memory.
+  // A stage's, by the name it saves its snapshots under (or completes
+  // checkpoints as).
+  Status lock_stage(std::string_view stage);
+  // kconsume's: one pipeline per state file.
+  Status lock_pipeline();
+  // The same lock for kcheckpoint reset and import, which rewrite the
+  // offsets kconsume resumes from: refused while the pipeline runs.
+  Status lock_offsets();
 
   // --- checkpoints --------------------------------------------------------
   // The id for the next checkpoint: one more than any emitted so far, so
@@ -93,14 +109,25 @@ class StateStore {
   Expected<std::optional<int64_t>> restore(std::string_view stage, Snapshottable& engine);
 
   // Integrity of the file and of the protocol's invariants; each problem
-  // is one line.
+  // is one line. Beyond SQLite's own check: rows of kpipe's tables changed
+  // by another program (their seals), offsets that disagree with the
+  // checkpoint that stored them, and checkpoints written by two processes
+  // of one role at once (two stages under one name, two pipelines on one
+  // file), which each process's run record shows.
   Expected<std::vector<std::string>> verify();
 
  private:
-  StateStore(std::unique_ptr<Database> owned, Database* db) : owned_(std::move(owned)), db_(db) {}
+  StateStore(std::unique_ptr<Database> owned, Database* db);
   Status migrate();
+  Status lock(const std::string& name, StateLock::BusyMessage busy);
+  // Extends this process's record of the checkpoints it wrote as `role`
+  // ("kconsume", "stage:NAME"), inside the caller's transaction.
+  Status note_run(std::string_view role, int64_t checkpoint);
+  // Released after the database is closed (members go in reverse order).
+  std::vector<std::unique_ptr<StateLock>> locks_;
   std::unique_ptr<Database> owned_;
   Database* db_;
+  int64_t run_;  // this store's run: random, so that no two processes share one
 };
 
 }  // namespace kpipe

@@ -1,0 +1,167 @@
+#include "kpipe/store/state_lock.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <string>
+
+#include "helpers.h"
+
+using namespace kpipe;
+
+namespace {
+
+std::string busy(pid_t pid) {
+  return "busy " + std::to_string(pid);
+}
+
+// A child process that takes `name` of `state`, says whether it got it
+// ("held" or the error) on a pipe and keeps it until `release()`: POSIX
+// locks never conflict within one process, so a conflict needs two.
+class Holder {
+ public:
+  Holder(const std::string& state, const std::string& name) {
+    int said[2], told[2];
+    REQUIRE(::pipe(said) == 0);
+    REQUIRE(::pipe(told) == 0);
+    pid_ = ::fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      ::close(said[0]);
+      ::close(told[1]);
+      auto lock = StateLock::take(state, name, busy);
+      std::string answer = lock ? "held" : lock.error().message;
+      (void)!::write(said[1], answer.data(), answer.size());
+      ::close(said[1]);
+      char c;
+      (void)!::read(told[0], &c, 1);  // until the parent closes its end
+      ::_exit(0);
+    }
+    ::close(said[1]);
+    ::close(told[0]);
+    release_fd_ = told[1];
+    char buf[256];
+    ssize_t n = 0;
+    for (ssize_t got; (got = ::read(said[0], buf + n, sizeof buf - n)) > 0;) n += got;
+    ::close(said[0]);
+    answer_.assign(buf, static_cast<size_t>(n));
+  }
+  ~Holder() { release(); }
+  const std::string& answer() const { return answer_; }
+  pid_t pid() const { return pid_; }
+  void release() {
+    if (release_fd_ < 0) return;
+    ::close(release_fd_);
+    release_fd_ = -1;
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+  void kill() {
+    ::kill(pid_, SIGKILL);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    ::close(release_fd_);
+    release_fd_ = -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int release_fd_ = -1;
+  std::string answer_;
+};
+
+}  // namespace
+
+TEST_CASE("StateLock: a second process is refused, naming the holder's pid", "[lock]") {
+  test::TempDir dir;
+  std::string state = dir.file("p.db");
+  Holder first(state, "stage:kdedup");
+  REQUIRE(first.answer() == "held");
+  auto second = StateLock::take(state, "stage:kdedup", busy);
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.error().message == busy(first.pid()));
+  CHECK(second.error().status == ExitStatus::kFailure);
+  auto holder = StateLock::holder(state, "stage:kdedup");
+  REQUIRE(holder.ok());
+  CHECK(*holder == first.pid());
+  first.release();
+  auto after = StateLock::take(state, "stage:kdedup", busy);
+  CHECK(after.ok());
+}
+
+TEST_CASE("StateLock: a lock dies with its process, even by SIGKILL", "[lock]") {
+  test::TempDir dir;
+  std::string state = dir.file("p.db");
+  Holder first(state, "kconsume");
+  REQUIRE(first.answer() == "held");
+  first.kill();
+  auto holder = StateLock::holder(state, "kconsume");
+  REQUIRE(holder.ok());
+  CHECK(*holder == 0);
+  CHECK(StateLock::take(state, "kconsume", busy).ok());
+}
+
+TEST_CASE("StateLock: other names of the same file are free", "[lock]") {
+  test::TempDir dir;
+  std::string state = dir.file("p.db");
+  Holder first(state, "stage:kdedup");
+  REQUIRE(first.answer() == "held");
+  CHECK(StateLock::take(state, "stage:kdedup/b", busy).ok());
+  CHECK(StateLock::take(state, "kconsume", busy).ok());
+}
+
+TEST_CASE("StateLock: the lock file is 0600 beside the database and stays", "[lock]") {
+  test::TempDir dir;
+  std::string state = dir.file("p.db");
+  { REQUIRE(StateLock::take(state, "kconsume", busy).ok()); }
+  struct stat st {};
+  REQUIRE(::stat(StateLock::lock_path(state).c_str(), &st) == 0);
+  CHECK((st.st_mode & 0777) == 0600);
+  char* real = ::realpath(dir.path().c_str(), nullptr);
+  REQUIRE(real != nullptr);
+  CHECK(StateLock::lock_path(state) == std::string(real) + "/p.db.lock");
+  std::free(real);
+}
+
+TEST_CASE("StateLock: one process taking a name twice is refused too", "[lock]") {
+  test::TempDir dir;
+  std::string state = dir.file("p.db");
+  auto first = StateLock::take(state, "stage:kwindow", busy);
+  REQUIRE(first.ok());
+  auto second = StateLock::take(state, "stage:kwindow", busy);
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.error().message == busy(::getpid()));
+}
+
+TEST_CASE("StateLock: releasing one lock keeps the others of the file", "[lock]") {
+  // Closing any descriptor of a file drops all of a process's locks on it:
+  // the second lock must outlive the first's release.
+  test::TempDir dir;
+  std::string state = dir.file("p.db");
+  auto a = StateLock::take(state, "stage:a", busy);
+  auto b = StateLock::take(state, "stage:b", busy);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  a->reset();
+  Holder other(state, "stage:b");
+  CHECK(other.answer() == busy(::getpid()));
+  Holder freed(state, "stage:a");
+  CHECK(freed.answer() == "held");
+}
+
+TEST_CASE("StateLock: a symbolic link to the database shares its lock", "[lock]") {
+  test::TempDir dir;
+  std::string state = dir.write("p.db", "");
+  std::string link = dir.file("q.db");
+  REQUIRE(::symlink(state.c_str(), link.c_str()) == 0);
+  Holder first(state, "kconsume");
+  REQUIRE(first.answer() == "held");
+  auto second = StateLock::take(link, "kconsume", busy);
+  REQUIRE_FALSE(second.ok());
+  CHECK(second.error().message == busy(first.pid()));
+}
