@@ -35,11 +35,19 @@ Millis steady_ms() {
 
 }  // namespace
 
+void widen_pipe(int fd) {
+  // A pipe holds 64 KiB unless asked: a stage then wakes its reader, and is
+  // woken, every 64 KiB. A failure (above /proc/sys/fs/pipe-max-size, or
+  // the user's pipe quota spent) leaves the pipe as it was, which works.
+  (void)::fcntl(fd, F_SETPIPE_SZ, static_cast<int>(kPipeBytes));
+}
+
 Output::Output(int fd, std::string name, size_t flush_at)
     : fd_(fd), name_(std::move(name)), flush_at_(flush_at) {
   buf_.reserve(flush_at_ + (flush_at_ >> 1));
   struct stat st {};
   is_pipe_ = ::fstat(fd_, &st) == 0 && S_ISFIFO(st.st_mode);
+  if (is_pipe_) widen_pipe(fd_);
 }
 
 Output::~Output() {

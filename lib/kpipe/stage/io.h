@@ -28,6 +28,12 @@ namespace kpipe {
 // (kpipe(7), CONTROL LINES AND CHECKPOINTS); a program marks records done
 // (an offset committed, a checkpoint completed, an entry replayed) only
 // once their bytes are delivered.
+// The capacity kpipe asks of the pipes it reads and writes (kpipe(7),
+// LINES): pipe-max-size's default, 1 MiB.
+constexpr size_t kPipeBytes = size_t{1} << 20;
+// Asks a pipe for kPipeBytes; a pipe that cannot grow stays as it was.
+void widen_pipe(int fd);
+
 class Output {
  public:
   explicit Output(int fd, std::string name = "<stdout>", size_t flush_at = 1u << 16);

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -276,6 +277,8 @@ struct LineFeed::Shared {
       if (paths[index] == "-") {
         fd = 0;
         owns_fd = false;
+        struct stat st {};
+        if (::fstat(fd, &st) == 0 && S_ISFIFO(st.st_mode)) widen_pipe(fd);
       } else {
         // Without O_NONBLOCK, opening a FIFO waits for its writer where
         // nothing can end the wait; reads wait in poll() instead.
