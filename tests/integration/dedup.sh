@@ -57,6 +57,13 @@ kconsume -b "$BROKERS" -t "$T" --state "$S" -e |
 kcheckpoint history --state "$S" --format ndjson >"$WORK/history"
 jq -e 'select(.completed_at == null) | .snapshots[] | select(.stage == "kdedup")' "$WORK/history" >/dev/null ||
   fail "the interrupted run saved no snapshot: $(cat "$WORK/history")"
+# Each complete checkpoint says how long it took, and each snapshot when,
+# after the barrier, its stage saved it: within that time.
+jq -e -s 'map(select(.completed_at != null)) | length > 0 and all(.[]; . as $c |
+    $c.took_ms >= 0 and all($c.snapshots[]; .saved_after_ms >= 0 and .saved_after_ms <= $c.took_ms))' \
+  "$WORK/history" >/dev/null || fail "checkpoint durations: $(cat "$WORK/history")"
+jq -e -s 'all(.[] | select(.completed_at == null); .took_ms == null)' "$WORK/history" >/dev/null ||
+  fail "an incomplete checkpoint has a duration: $(cat "$WORK/history")"
 
 # The resumed run delivers the rest; across both runs, each event once.
 pipeline "$WORK/out2" -e
