@@ -23,6 +23,8 @@ constexpr int kStopWriteGraceMs = 5000;
 // drains, so it looks again this often (and at once when the reader goes).
 constexpr int kDrainPollMs = 20;
 constexpr int kDrainSpins = 100;
+// Linux's pipe size when nobody asks for another.
+constexpr int kDefaultPipeBytes = 65536;
 
 std::string errno_text(int err) {
   return std::strerror(err);
@@ -37,8 +39,10 @@ Millis steady_ms() {
 
 void widen_pipe(int fd) {
   // A pipe holds 64 KiB unless asked: a stage then wakes its reader, and is
-  // woken, every 64 KiB. A failure (above /proc/sys/fs/pipe-max-size, or
+  // woken, every 64 KiB. Only a pipe of that default size grows: one sized
+  // on purpose stays so. A failure (above /proc/sys/fs/pipe-max-size, or
   // the user's pipe quota spent) leaves the pipe as it was, which works.
+  if (::fcntl(fd, F_GETPIPE_SZ) != kDefaultPipeBytes) return;
   (void)::fcntl(fd, F_SETPIPE_SZ, static_cast<int>(kPipeBytes));
 }
 

@@ -31,7 +31,8 @@ namespace kpipe {
 // The capacity kpipe asks of the pipes it reads and writes (kpipe(7),
 // LINES): pipe-max-size's default, 1 MiB.
 constexpr size_t kPipeBytes = size_t{1} << 20;
-// Asks a pipe for kPipeBytes; a pipe that cannot grow stays as it was.
+// Asks a pipe of Linux's default size for kPipeBytes; a pipe sized on
+// purpose, or one that cannot grow, stays as it was.
 void widen_pipe(int fd);
 
 class Output {

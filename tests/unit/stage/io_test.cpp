@@ -46,6 +46,20 @@ TEST_CASE("Output: writes reach the fd only at the flush threshold", "[io]") {
   ::close(fd);
 }
 
+TEST_CASE("Output: a pipe of the default size grows to 1 MiB, one sized on purpose stays", "[io]") {
+  Pipe plain;
+  REQUIRE(::fcntl(plain.write_end, F_GETPIPE_SZ) == 65536);
+  Output out(plain.write_end);
+  // Where the system allows less than 1 MiB, the pipe stays as it was.
+  int max = std::stoi(test::read_file("/proc/sys/fs/pipe-max-size"));
+  CHECK(::fcntl(plain.write_end, F_GETPIPE_SZ) == (max >= (1 << 20) ? (1 << 20) : 65536));
+
+  Pipe small;
+  REQUIRE(::fcntl(small.write_end, F_SETPIPE_SZ, 4096) >= 0);
+  Output small_out(small.write_end);
+  CHECK(::fcntl(small.write_end, F_GETPIPE_SZ) == 4096);
+}
+
 TEST_CASE("Output: a closed downstream pipe is closed(), not an error", "[io]") {
   auto previous = std::signal(SIGPIPE, SIG_IGN);
   Pipe pipe;
