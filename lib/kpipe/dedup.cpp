@@ -55,10 +55,7 @@ class KeyRing {
   }
 
   uint64_t push(const Hash128& h, Millis time, std::string_view key) {
-    uint64_t b = tail_ >> kBlockBits;
-    if (blocks_.empty()) first_block_ = b;
-    if (b - first_block_ == blocks_.size()) blocks_.push_back(make_block());
-    Block& block = *blocks_.back();
+    Block& block = tail_block();
     size_t off = tail_ & (kBlock - 1);
     block.hashes[off] = h;
     if (has_times_) set_time(block, off, time);
@@ -67,6 +64,17 @@ class KeyRing {
                              static_cast<uint32_t>(key.size())};
       block.keys.append(key);
     }
+    return tail_++;
+  }
+
+  // A dead entry (restore fills the positions no saved segment holds).
+  // Its time is never read: it takes one the block keeps compactly.
+  uint64_t push_dead() {
+    Block& block = tail_block();
+    size_t off = tail_ & (kBlock - 1);
+    block.hashes[off] = Hash128{};
+    if (has_times_ && block.first != kBlock) set_time(block, off, block.base);
+    if (has_keys_) block.key_refs[off] = {static_cast<uint32_t>(block.keys.size()), 0};
     return tail_++;
   }
 
@@ -139,6 +147,13 @@ class KeyRing {
   }
 
   Block& block(uint64_t pos) { return *blocks_[(pos >> kBlockBits) - first_block_]; }
+
+  Block& tail_block() {
+    uint64_t b = tail_ >> kBlockBits;
+    if (blocks_.empty()) first_block_ = b;
+    if (b - first_block_ == blocks_.size()) blocks_.push_back(make_block());
+    return *blocks_.back();
+  }
 
   bool has_times_;
   bool has_keys_;
@@ -244,23 +259,14 @@ void erase_at(Shard& s, uint32_t i) {
 
 // --- snapshot encoding ---------------------------------------------------
 
-void put_u64(std::string& out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-
-uint64_t get_u64(std::string_view in) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i)
-    v |= static_cast<uint64_t>(static_cast<unsigned char>(in[i])) << (8 * i);
-  return v;
-}
-
-std::string hash_entry_key(const Hash128& h) {
-  std::string k = "h";
-  put_u64(k, h.lo);
-  put_u64(k, h.hi);
-  return k;
-}
+// The state is the ring, cut into segments of consecutive positions (see
+// dedup.h for the entries). A checkpoint writes the positions added since
+// the previous one and removes the segments the head has left, so that it
+// costs a few rows however many keys came and went, and nothing is tracked
+// per key between checkpoints.
+constexpr uint64_t kSegmentPositions = 65536;  // about 1.2 MB of hashes
+constexpr char kSegmentHashes = 'h';
+constexpr char kSegmentKeys = 'x';
 
 void put_varint(std::string& out, uint64_t v) {
   while (v >= 0x80) {
@@ -268,6 +274,15 @@ void put_varint(std::string& out, uint64_t v) {
     v >>= 7;
   }
   out.push_back(static_cast<char>(v));
+}
+
+char* write_varint(char* out, uint64_t v) {
+  while (v >= 0x80) {
+    *out++ = static_cast<char>((v & 0x7f) | 0x80);
+    v >>= 7;
+  }
+  *out++ = static_cast<char>(v);
+  return out;
 }
 
 std::optional<uint64_t> get_varint(std::string_view& in) {
@@ -281,21 +296,96 @@ std::optional<uint64_t> get_varint(std::string_view& in) {
   return std::nullopt;
 }
 
-// A value is a position and a time as varints (zigzag for the time): at
-// most 15 bytes in practice, so that it fits a std::string without an
-// allocation of its own when a checkpoint carries millions of them.
-std::string pair_value(uint64_t a, int64_t b) {
-  std::string v;
-  put_varint(v, a);
-  put_varint(v, (static_cast<uint64_t>(b) << 1) ^ static_cast<uint64_t>(b >> 63));
+uint64_t zigzag(int64_t v) {
+  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
+}
+
+int64_t unzigzag(uint64_t v) {
+  return static_cast<int64_t>((v >> 1) ^ (~(v & 1) + 1));
+}
+
+// Little-endian, as the old per-key entries held them.
+void put_u64(char* out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+
+uint64_t get_u64(std::string_view in) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i)
+    v |= static_cast<uint64_t>(static_cast<unsigned char>(in[i])) << (8 * i);
   return v;
 }
 
+// Big-endian, so that the store lists segments in ring order.
+std::string segment_key(uint64_t start) {
+  std::string k(9, 's');
+  for (int i = 0; i < 8; ++i) k[1 + i] = static_cast<char>((start >> (8 * (7 - i))) & 0xff);
+  return k;
+}
+
+uint64_t segment_start(std::string_view key) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = (v << 8) | static_cast<unsigned char>(key[1 + i]);
+  return v;
+}
+
+Status malformed(std::string_view what) {
+  return failure("malformed kdedup state entry: {}", what);
+}
+
+// Reads a segment's value (kind, count, live entries), calling
+// each(position, time, hash, key) in position order: hash is zero for a
+// segment of keys, whose key the caller hashes if it needs to.
+template <class Each>
+Status read_segment(uint64_t start, std::string_view v, uint64_t& count, Each&& each) {
+  if (v.empty() || (v[0] != kSegmentHashes && v[0] != kSegmentKeys))
+    return malformed("a segment of unknown kind");
+  bool keys = v[0] == kSegmentKeys;
+  v.remove_prefix(1);
+  auto n = get_varint(v);
+  if (!n || *n == 0 || *n > std::numeric_limits<uint64_t>::max() - start)
+    return malformed("a segment's count of positions");
+  count = *n;
+  uint64_t end = start + *n;
+  uint64_t pos = start;
+  uint64_t time = 0;
+  bool first = true;
+  while (!v.empty()) {
+    auto step = get_varint(v);
+    if (!step || (!first && *step == 0) || *step >= end - pos)
+      return malformed("a segment's positions are out of order or beyond its end");
+    pos += *step;
+    first = false;
+    Hash128 h;
+    std::string_view key;
+    if (keys) {
+      auto size = get_varint(v);
+      if (!size || *size > v.size()) return malformed("a segment's key is cut short");
+      key = v.substr(0, *size);
+      v.remove_prefix(*size);
+    } else {
+      if (v.size() < 16) return malformed("a segment's hash is cut short");
+      h = Hash128{get_u64(v), get_u64(v.substr(8))};
+      v.remove_prefix(16);
+      if (h.dead()) return malformed("a zero hash");
+    }
+    auto dt = get_varint(v);
+    if (!dt) return malformed("a segment's time is cut short");
+    // Wrapping, as the deltas were taken.
+    time += static_cast<uint64_t>(unzigzag(*dt));
+    each(pos, static_cast<Millis>(time), h, key);
+  }
+  return {};
+}
+
+// The format before segments: one entry per key, "h" + hash or "x" + key
+// -> position and time; "m" -> the next position and the largest time.
+// Still restored; the next checkpoint rewrites it as segments.
 std::optional<std::pair<uint64_t, int64_t>> parse_pair(std::string_view v) {
   auto a = get_varint(v);
   auto b = get_varint(v);
   if (!a || !b || !v.empty()) return std::nullopt;
-  return std::pair{*a, static_cast<int64_t>((*b >> 1) ^ (~(*b & 1) + 1))};
+  return std::pair{*a, unzigzag(*b)};
 }
 
 struct Restored {
@@ -303,6 +393,18 @@ struct Restored {
   Millis time;
   Hash128 hash;
   std::string key;  // with exact
+};
+
+struct SavedSegment {
+  uint64_t start;
+  uint64_t end;
+  std::string value;
+};
+
+struct Meta {
+  uint64_t head;
+  uint64_t tail;
+  Millis max_time;
 };
 
 }  // namespace
@@ -323,15 +425,20 @@ struct DedupEngine::Impl {
   uint64_t evicted = 0;
   Millis max_time = kNoTime;
 
-  // Ring positions below `mark` were in the previous snapshot: removing
-  // one of those must be reported; anything newer is reported by
-  // take_changes scanning the ring from `mark`.
+  // Ring positions below `mark` are in the saved segments.
   uint64_t mark = 0;
-  std::vector<Hash128> removed_hashes;
-  std::vector<std::string> removed_keys;  // with exact
+  // The saved segments' [start, end), in ring order: each is removed once
+  // the head has left it.
+  std::deque<std::pair<uint64_t, uint64_t>> written;
 
+  std::vector<SavedSegment> restoring_segments;
+  std::optional<Meta> restoring_meta;
+  // A state of the old format: its entries, and their keys, which the
+  // next take_changes removes.
   std::vector<Restored> restoring;
-  std::optional<std::pair<uint64_t, Millis>> restoring_meta;
+  std::optional<std::pair<uint64_t, Millis>> restoring_old_meta;
+  std::vector<std::string> old_entries;
+  bool migrating = false;
 
   uint64_t live() const { return ring.size() - dead; }
 
@@ -368,15 +475,6 @@ struct DedupEngine::Impl {
     erase_at(s, i);
   }
 
-  void record_removal(uint64_t pos) {
-    if (pos >= mark) return;
-    if (config.exact) {
-      removed_keys.emplace_back(ring.key(pos));
-    } else {
-      removed_hashes.push_back(ring.hash(pos));
-    }
-  }
-
   // Removes the live entry at the head (dead ones are dropped on the way).
   void pop_live_head() {
     for (;;) {
@@ -388,7 +486,6 @@ struct DedupEngine::Impl {
         continue;
       }
       erase_from_index(h, pos);
-      record_removal(pos);
       ring.pop();
       return;
     }
@@ -461,7 +558,6 @@ struct DedupEngine::Impl {
     if (expired(t)) return true;
     // Remembered again from this record's time: the old entry dies where
     // it is (the head drops it later) and its slot points to the new one.
-    record_removal(pos);
     ring.hash(pos) = Hash128{};
     ++dead;
     uint64_t fresh = ring.push(h, t, key);
@@ -469,44 +565,125 @@ struct DedupEngine::Impl {
     return true;
   }
 
-  std::string entry_key(uint64_t pos) {
-    if (!config.exact) return hash_entry_key(ring.hash(pos));
-    std::string k = "x";
-    k.append(ring.key(pos));
-    return k;
+  // Writes the live entries of [start, end) as a segment's value, at most
+  // kSegmentBytes with hashes, and returns its size; 0 when there are
+  // none.
+  static constexpr size_t kEntryBytes = 10 + 16 + 10;  // with hashes, at most
+  static constexpr size_t kSegmentBytes = 1 + 10 + kSegmentPositions * kEntryBytes;
+
+  size_t encode_hashes(uint64_t start, uint64_t end, char* out) {
+    char* p = out;
+    *p++ = kSegmentHashes;
+    p = write_varint(p, end - start);
+    char* header = p;
+    uint64_t prev = start;
+    uint64_t prev_time = 0;
+    for (uint64_t pos = start; pos < end; ++pos) {
+      const Hash128& h = ring.hash(pos);
+      if (h.dead()) continue;
+      p = write_varint(p, pos - prev);
+      prev = pos;
+      put_u64(p, h.lo);
+      put_u64(p + 8, h.hi);
+      p += 16;
+      auto time = static_cast<uint64_t>(ring.time(pos));
+      p = write_varint(p, zigzag(static_cast<int64_t>(time - prev_time)));
+      prev_time = time;
+    }
+    return p == header ? 0 : static_cast<size_t>(p - out);
+  }
+
+  // The same with keys, whose size has no bound.
+  size_t encode_keys(uint64_t start, uint64_t end, std::string& out) {
+    out.clear();
+    out.push_back(kSegmentKeys);
+    put_varint(out, end - start);
+    size_t header = out.size();
+    uint64_t prev = start;
+    uint64_t prev_time = 0;
+    for (uint64_t pos = start; pos < end; ++pos) {
+      if (ring.hash(pos).dead()) continue;
+      put_varint(out, pos - prev);
+      prev = pos;
+      std::string_view key = ring.key(pos);
+      put_varint(out, key.size());
+      out.append(key);
+      auto time = static_cast<uint64_t>(ring.time(pos));
+      put_varint(out, zigzag(static_cast<int64_t>(time - prev_time)));
+      prev_time = time;
+    }
+    return out.size() == header ? 0 : out.size();
   }
 
   void take_changes(StateChanges& out) {
-    // A removed key that was remembered again since is reported as put.
-    auto put_since_mark = [&](const Hash128& h, std::string_view key) {
-      auto f = find(h, key);
-      return f && f->first >= mark;
-    };
-    for (const Hash128& h : removed_hashes)
-      if (!put_since_mark(h, {})) out.removed.push_back(hash_entry_key(h));
-    for (const std::string& k : removed_keys)
-      if (!put_since_mark(hash_key(k), k)) out.removed.push_back("x" + k);
-    removed_hashes.clear();
-    removed_hashes.shrink_to_fit();
-    removed_keys.clear();
-    removed_keys.shrink_to_fit();
-    for (uint64_t pos = std::max(mark, ring.head()); pos < ring.tail(); ++pos) {
-      if (ring.hash(pos).dead()) continue;
-      out.put.emplace_back(entry_key(pos), pair_value(pos, ring.time(pos)));
+    if (migrating) {
+      for (std::string& k : old_entries) out.removed.push_back(std::move(k));
+      old_entries.clear();
+      old_entries.shrink_to_fit();
+      out.removed.emplace_back("m");
+      migrating = false;
     }
-    out.put.emplace_back("m", pair_value(ring.tail(), max_time));
+    while (!written.empty() && written.front().second <= ring.head()) {
+      out.removed.push_back(segment_key(written.front().first));
+      written.pop_front();
+    }
+    uint64_t from = std::max(mark, ring.head());
+    std::unique_ptr<char[]> scratch;
+    std::string keys;
+    if (!config.exact && from < ring.tail())
+      scratch = std::make_unique_for_overwrite<char[]>(kSegmentBytes);
+    for (uint64_t start = from; start < ring.tail(); start += kSegmentPositions) {
+      uint64_t end = std::min(start + kSegmentPositions, ring.tail());
+      if (config.exact) {
+        if (encode_keys(start, end, keys) == 0) continue;
+        out.put.emplace_back(segment_key(start), keys);  // a copy of its own size
+      } else {
+        size_t size = encode_hashes(start, end, scratch.get());
+        if (size == 0) continue;
+        out.put.emplace_back(segment_key(start), std::string(scratch.get(), size));
+      }
+      written.emplace_back(start, end);
+    }
+    std::string meta;
+    put_varint(meta, ring.head());
+    put_varint(meta, ring.tail());
+    put_varint(meta, zigzag(max_time));
+    out.put.emplace_back("M", std::move(meta));
     mark = ring.tail();
   }
 
   Status restore_entry(std::string_view key, std::string_view value) {
     if (ring.tail() != 0 || ring.size() != 0)
       return failure("cannot restore into a dedup engine in use");
+    if (key.size() == 9 && key[0] == 's') {
+      if (!value.empty() && value[0] == kSegmentHashes && config.exact)
+        return failure(
+            "the saved kdedup state holds hashes, not keys (it was saved without --exact)");
+      uint64_t start = segment_start(key);
+      uint64_t n = 0;
+      KPIPE_TRY(
+          read_segment(start, value, n, [](uint64_t, Millis, const Hash128&, std::string_view) {}));
+      restoring_segments.push_back({start, start + n, std::string(value)});
+      return {};
+    }
+    if (key == "M") {
+      auto head = get_varint(value);
+      auto tail = get_varint(value);
+      auto time = get_varint(value);
+      if (!head || !tail || !time || !value.empty() || *head > *tail)
+        return malformed("its metadata is not a head, a tail and a time");
+      restoring_meta = Meta{*head, *tail, unzigzag(*time)};
+      return {};
+    }
+    return restore_old_entry(key, value);
+  }
+
+  Status restore_old_entry(std::string_view key, std::string_view value) {
     auto pair = parse_pair(value);
-    if (!pair)
-      return failure("malformed kdedup state entry: its value is not a position and a time");
+    if (!pair) return malformed("its value is not a position and a time");
     auto [a, b] = *pair;
     if (key == "m") {
-      restoring_meta = std::pair{a, b};
+      restoring_old_meta = std::pair{a, b};
       return {};
     }
     if (key.size() == 17 && key[0] == 'h') {
@@ -514,24 +691,109 @@ struct DedupEngine::Impl {
         return failure(
             "the saved kdedup state holds hashes, not keys (it was saved without --exact)");
       Hash128 h{get_u64(key.substr(1)), get_u64(key.substr(9))};
-      if (h.dead()) return failure("malformed kdedup state entry: a zero hash");
+      if (h.dead()) return malformed("a zero hash");
       restoring.push_back({a, b, h, {}});
+      old_entries.emplace_back(key);
       return {};
     }
     if (!key.empty() && key[0] == 'x') {
       std::string_view k = key.substr(1);
       restoring.push_back({a, b, hash_key(k), config.exact ? std::string(k) : std::string()});
+      old_entries.emplace_back(key);
       return {};
     }
     return failure("unrecognised kdedup state entry ({} bytes)", key.size());
   }
 
+  // Restoring never evicts: max_keys is applied after.
+  void insert_restored(const Hash128& h, Millis t, std::string_view key) {
+    auto found = find(h, key);
+    uint64_t pos = ring.push(h, t, key);
+    Shard& s = shards[shard_of(h)];
+    if (found) {
+      // Remembered again after its older segment was saved: the older
+      // entry had died, as offer() left it.
+      ring.hash(found->first) = Hash128{};
+      ++dead;
+      s.slots[found->second] = slot_value(fragment_of(h), pos);
+      return;
+    }
+    if (needs_growth(s)) grow(s);
+    uint32_t fragment = fragment_of(h);
+    s.slots[find_empty(s, fragment)] = slot_value(fragment, pos);
+    ++s.count;
+  }
+
+  void push_dead_until(uint64_t pos) {
+    while (ring.tail() < pos) {
+      ring.push_dead();
+      ++dead;
+    }
+  }
+
   Status finish_restore() {
-    if (!restoring_meta) {
+    bool segments = restoring_meta || !restoring_segments.empty();
+    bool old = restoring_old_meta || !restoring.empty();
+    if (segments && old) return failure("the saved kdedup state mixes two formats");
+    Status s = segments ? finish_restore_segments() : finish_restore_old();
+    restoring_segments.clear();
+    restoring_segments.shrink_to_fit();
+    restoring_meta.reset();
+    restoring.clear();
+    restoring.shrink_to_fit();
+    restoring_old_meta.reset();
+    if (!s.ok()) return s;
+    // A smaller --max-keys than the run that saved the state.
+    while (live() > config.max_keys) {
+      pop_live_head();
+      ++evicted;
+    }
+    return {};
+  }
+
+  // Every position from the head to the tail comes back where it was: a
+  // live one from its segment, a dead one (no segment holds it) as a
+  // placeholder, so that the ring and its order are those that were saved.
+  Status finish_restore_segments() {
+    if (!restoring_meta) return failure("the saved kdedup state has keys but no metadata entry");
+    auto [head, tail, max] = *restoring_meta;
+    // Slots keep positions in 32 bits, relative to the head.
+    if (tail - head > (uint64_t{1} << 32))
+      return failure("the saved kdedup state is inconsistent: its ring is too long");
+    std::sort(restoring_segments.begin(), restoring_segments.end(),
+              [](const SavedSegment& x, const SavedSegment& y) { return x.start < y.start; });
+    for (size_t i = 0; i < restoring_segments.size(); ++i) {
+      if (restoring_segments[i].end > tail)
+        return failure(
+            "the saved kdedup state is inconsistent: a segment beyond the next position");
+      if (i > 0 && restoring_segments[i].start < restoring_segments[i - 1].end)
+        return failure("the saved kdedup state is inconsistent: segments overlap");
+    }
+    ring.reset(head);
+    max_time = max;
+    for (SavedSegment& seg : restoring_segments) {
+      written.emplace_back(seg.start, seg.end);
+      if (seg.end <= head) continue;  // left by the head: removed at the next checkpoint
+      uint64_t n = 0;
+      KPIPE_TRY(read_segment(seg.start, seg.value, n,
+                             [&](uint64_t pos, Millis t, const Hash128& h, std::string_view key) {
+                               if (pos < head) return;  // expired or evicted before the snapshot
+                               push_dead_until(pos);
+                               insert_restored(h.dead() ? hash_key(key) : h, t, key);
+                             }));
+      seg.value = std::string();
+    }
+    push_dead_until(tail);
+    mark = tail;
+    return {};
+  }
+
+  Status finish_restore_old() {
+    if (!restoring_old_meta) {
       if (restoring.empty()) return {};
       return failure("the saved kdedup state has keys but no metadata entry");
     }
-    auto [tail, max] = *restoring_meta;
+    auto [tail, max] = *restoring_old_meta;
     std::sort(restoring.begin(), restoring.end(),
               [](const Restored& x, const Restored& y) { return x.pos < y.pos; });
     uint64_t n = restoring.size();
@@ -543,23 +805,12 @@ struct DedupEngine::Impl {
     max_time = max;
     for (const Restored& r : restoring) {
       if (find(r.hash, r.key)) return failure("the saved kdedup state holds a key twice");
-      // Restoring never evicts: max_keys is applied below, oldest first.
-      Shard& s = shards[shard_of(r.hash)];
-      if (needs_growth(s)) grow(s);
-      uint32_t fragment = fragment_of(r.hash);
-      uint32_t i = find_empty(s, fragment);
-      s.slots[i] = slot_value(fragment, ring.push(r.hash, r.time, r.key));
-      ++s.count;
+      insert_restored(r.hash, r.time, r.key);
     }
-    restoring.clear();
-    restoring.shrink_to_fit();
-    restoring_meta.reset();
-    mark = ring.tail();
-    // A smaller --max-keys than the run that saved the state.
-    while (live() > config.max_keys) {
-      pop_live_head();
-      ++evicted;
-    }
+    // The next checkpoint removes the old entries and saves the whole ring
+    // as segments.
+    mark = ring.head();
+    migrating = true;
     return {};
   }
 };

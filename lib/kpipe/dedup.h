@@ -76,9 +76,23 @@ class DedupEngine final : public Snapshottable {
   // The largest time seen, if any.
   std::optional<Millis> max_time() const;
 
-  // Snapshottable. Entries: "h" + the 16-byte hash (or "x" + the key with
-  // `exact`) -> the key's ring position and time; "m" -> the ring's next
-  // position and the largest time seen.
+  // Snapshottable. The state is the ring, not the keys: a checkpoint
+  // writes the positions added since the previous one as segments and
+  // removes the segments the head has left, a few entries however many
+  // keys came and went. Entries:
+  //   "s" + the first position (8 bytes, big-endian) -> 'h' (hashes) or 'x'
+  //     (keys, with `exact`), the count of positions covered (at most
+  //     65536), then for each position live when it was written: its
+  //     distance from the previous (the first's from the first position),
+  //     the 16-byte hash (or the key's length and bytes), and its time as
+  //     a zigzag delta from the previous entry's (0 without `within`).
+  //     Positions no segment holds were dead when written.
+  //   "M" -> the ring's head and tail positions and the largest time seen
+  //     (zigzag).
+  // Numbers are varints. A key at two positions was remembered again
+  // after the older was written: the later is the live one. The format
+  // before segments ("h" + hash or "x" + key -> position and time, one per
+  // key, and "m") still restores; the next take_changes replaces it.
   void take_changes(StateChanges& out) override;
   Status restore_entry(std::string_view key, std::string_view value) override;
   Status finish_restore() override;
