@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# The README's pipeline as a whole, plain and exactly once (issue 16):
+#
+#   kconsume | kdlq guard | kdedup | kwindow | kupsert
+#
+# over 1M events (1,000 users, 5% repeats) produced keyed by user to a
+# kbroker topic of 64 partitions. The plain pipeline runs without --state
+# (kconsume -e --announce); the exactly-once one gives every stage --state
+# with 1 s checkpoints. For each, RUNS runs (default 3): the median wall
+# time and rate, and from the median run each stage's CPU time and peak
+# memory; then the ratio, and the exactly-once run's checkpoints (count and
+# barrier-to-completion time). Both pipelines must leave the same table.
+#
+#   bench/pipeline.sh [RECORDS] [RUNS]
+#
+# Also: `DEDUP=1 bench/pipeline.sh` times kdedup alone on 1M distinct keys,
+# kconsume --state | kdedup [--state] | kcheckpoint commit, with and without
+# --state (issue 16's second target).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+records=${1:-1000000}
+runs=${2:-3}
+interval=${INTERVAL:-1s}
+bin=${KPIPE_BIN:-$root/build/bin}
+export PATH="$bin:$PATH"
+command -v sqlite3 >/dev/null || { echo "bench/pipeline.sh: needs the sqlite3 shell" >&2; exit 2; }
+work=$(mktemp -d)
+trap 'kill $broker 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+source "$root/bench/lib.sh"
+bench_header
+
+mkfifo "$work/kbroker.out"
+kbroker --topic bench:64 --topic distinct:64 >"$work/kbroker.out" 2>/dev/null &
+broker=$!
+exec 3<"$work/kbroker.out"
+read -r B <&3
+"$root/scripts/gen-events" -n "$records" -k 1000 -r 0.05 >"$work/events.ndjson"
+kproduce -b "$B" -t bench -k .user_id "$work/events.ndjson"
+got=$(kconsume -b "$B" -t bench -e --format value | wc -l)
+[[ $got == "$records" ]] || { echo "bench/pipeline.sh: kbroker kept $got of $records records" >&2; exit 1; }
+
+# stage NAME CMD...: runs CMD, its CPU time and peak RSS to $work/t.NAME.
+stage() {
+  local name=$1
+  shift
+  /usr/bin/time -o "$work/t.$name" -f "%U %S %M" "$@"
+}
+guard=(--require .value.user_id:string --require .value.ts:time)
+window=(--time .value.ts --key .value.user_id --tumble 1m --watermark 5s --agg count --agg amount=sum:.value.amount)
+
+plain() {
+  rm -f "$work"/plain.db* "$work"/dead.db*
+  stage kconsume kconsume -b "$B" -t bench -e --announce |
+    stage guard kdlq guard "${guard[@]}" --dlq "$work/dead.db" |
+    stage kdedup kdedup --key .value.event_id |
+    stage kwindow kwindow "${window[@]}" |
+    stage kupsert kupsert --db "$work/plain.db" --table clicks --key window_start,key
+}
+exactly_once() {
+  rm -f "$work"/eo.db* "$work"/dead.db*
+  stage kconsume kconsume -b "$B" -t bench -e --state "$work/eo.db" --checkpoint-interval "$interval" |
+    stage guard kdlq guard "${guard[@]}" --dlq "$work/dead.db" |
+    stage kdedup kdedup --key .value.event_id --state "$work/eo.db" |
+    stage kwindow kwindow "${window[@]}" --state "$work/eo.db" --flush-at-end |
+    stage kupsert kupsert --db "$work/eo.db" --table clicks --key window_start,key --state "$work/eo.db"
+}
+
+# run NAME STAGES...: RUNS runs of pipeline NAME; prints the median run's
+# wall time and rate, and its stages' CPU times and peak memory.
+run() {
+  local fn=$1
+  shift
+  local i
+  for ((i = 0; i < runs; i++)); do
+    local t0 t1
+    t0=$(date +%s.%N)
+    "$fn" >/dev/null
+    t1=$(date +%s.%N)
+    local line
+    line="$(echo "$t1 - $t0" | bc)"
+    local s
+    for s in "$@"; do line+=" $(awk '{ printf "%s:%.2f:%d", "'"$s"'", $1 + $2, $3 / 1024 }' "$work/t.$s")"; done
+    echo "$line"
+  done | sort -n >"$work/runs.$fn"
+  local median
+  median=$(sed -n "$(((runs + 1) / 2))p" "$work/runs.$fn")
+  local wall=${median%% *}
+  printf '%-13s %6.2f s  %7.0f events/s  (median of %d; best %.2f s)\n' "$fn" "$wall" \
+    "$(echo "$records / $wall" | bc -l)" "$runs" "$(head -1 "$work/runs.$fn" | cut -d' ' -f1)"
+  local cpu_total=0 part
+  for part in ${median#* }; do
+    IFS=: read -r s cpu mb <<<"$part"
+    printf '    %-9s cpu %5.2f s  peak %4d MB\n' "$s" "$cpu" "$mb"
+    cpu_total=$(echo "$cpu_total + $cpu" | bc)
+  done
+  printf '    %-9s cpu %5.2f s\n' total "$cpu_total"
+  echo "$wall" >"$work/wall.$fn"
+}
+
+stages=(kconsume guard kdedup kwindow kupsert)
+run plain "${stages[@]}"
+run exactly_once "${stages[@]}"
+a=$(cat "$work/wall.plain")
+b=$(cat "$work/wall.exactly_once")
+printf 'ratio         %6.1f %%  (exactly once against plain, by wall time)\n' "$(echo "100 * $a / $b" | bc -l)"
+
+# The two tables must agree: the same windows, the same counts and sums.
+q='SELECT key, window_start, count, amount FROM clicks ORDER BY key, window_start'
+if ! cmp -s <(sqlite3 "$work/plain.db" "$q") <(sqlite3 "$work/eo.db" "$q"); then
+  echo "bench/pipeline.sh: the two pipelines' tables differ" >&2
+  exit 1
+fi
+echo "tables        equal: $(sqlite3 "$work/eo.db" 'SELECT COUNT(*) FROM clicks') rows"
+sqlite3 "$work/eo.db" "SELECT COUNT(*), MIN(completed_at - emitted_at), MAX(completed_at - emitted_at),
+  CAST(AVG(completed_at - emitted_at) AS INTEGER) FROM checkpoints WHERE completed_at IS NOT NULL" |
+  awk -F'|' '{ printf "checkpoints   %d complete; barrier to completion min %d ms, mean %d ms, max %d ms\n", $1, $2, $4, $3 }'
+
+if [[ ${DEDUP:-0} == 1 ]]; then
+  # kdedup alone: 1M distinct keys (each event once), 1 s checkpoints.
+  "$root/scripts/gen-events" -n "$records" -k 1000 >"$work/distinct.ndjson"
+  kproduce -b "$B" -t distinct -k .user_id "$work/distinct.ndjson"
+  dedup_plain() {
+    kconsume -b "$B" -t distinct -e --announce | stage kdedup kdedup --key .value.event_id >/dev/null
+  }
+  dedup_state() {
+    rm -f "$work"/d.db*
+    kconsume -b "$B" -t distinct -e --state "$work/d.db" --checkpoint-interval "$interval" |
+      stage kdedup kdedup --key .value.event_id --state "$work/d.db" |
+      kcheckpoint commit --state "$work/d.db" >/dev/null
+  }
+  run dedup_plain kdedup
+  run dedup_state kdedup
+  a=$(cat "$work/wall.dedup_plain")
+  b=$(cat "$work/wall.dedup_state")
+  printf 'ratio         %6.1f %%  (kdedup with --state against without)\n' "$(echo "100 * $a / $b" | bc -l)"
+fi
