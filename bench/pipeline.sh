@@ -6,10 +6,11 @@
 # over 1M events (1,000 users, 5% repeats) produced keyed by user to a
 # kbroker topic of 64 partitions. The plain pipeline runs without --state
 # (kconsume -e --announce); the exactly-once one gives every stage --state
-# with 1 s checkpoints. For each, RUNS runs (default 3): the median wall
-# time and rate, and from the median run each stage's CPU time and peak
-# memory; then the ratio, and the exactly-once run's checkpoints (count and
-# barrier-to-completion time). Both pipelines must leave the same table.
+# with 1 s checkpoints. For each, RUNS runs (default 3), alternating with
+# the other's: the median wall time and rate, and from the median run each
+# stage's CPU time and peak memory; then the ratio, and the exactly-once
+# run's checkpoints (count and barrier-to-completion time). Both pipelines
+# must leave the same table.
 #
 #   bench/pipeline.sh [RECORDS] [RUNS]
 #
@@ -65,29 +66,31 @@ exactly_once() {
     stage kupsert kupsert --db "$work/eo.db" --table clicks --key window_start,key --state "$work/eo.db"
 }
 
-# run NAME STAGES...: RUNS runs of pipeline NAME; prints the median run's
-# wall time and rate, and its stages' CPU times and peak memory.
-run() {
+# measure NAME STAGES...: one run of pipeline NAME, its wall time and its
+# stages' CPU times and peak memory appended to $work/runs.NAME.
+measure() {
   local fn=$1
   shift
-  local i
-  for ((i = 0; i < runs; i++)); do
-    local t0 t1
-    t0=$(date +%s.%N)
-    "$fn" >/dev/null
-    t1=$(date +%s.%N)
-    local line
-    line="$(echo "$t1 - $t0" | bc)"
-    local s
-    for s in "$@"; do line+=" $(awk '{ printf "%s:%.2f:%d", "'"$s"'", $1 + $2, $3 / 1024 }' "$work/t.$s")"; done
-    echo "$line"
-  done | sort -n >"$work/runs.$fn"
+  local t0 t1 line s
+  t0=$(date +%s.%N)
+  "$fn" >/dev/null
+  t1=$(date +%s.%N)
+  line="$(echo "$t1 - $t0" | bc)"
+  for s in "$@"; do line+=" $(awk '{ printf "%s:%.2f:%d", "'"$s"'", $1 + $2, $3 / 1024 }' "$work/t.$s")"; done
+  echo "$line" >>"$work/runs.$fn"
+}
+
+# report NAME: the median run's wall time and rate, its stages' CPU times
+# and peak memory.
+report() {
+  local fn=$1
+  sort -n -o "$work/runs.$fn" "$work/runs.$fn"
   local median
   median=$(sed -n "$(((runs + 1) / 2))p" "$work/runs.$fn")
   local wall=${median%% *}
   printf '%-13s %6.2f s  %7.0f events/s  (median of %d; best %.2f s)\n' "$fn" "$wall" \
     "$(echo "$records / $wall" | bc -l)" "$runs" "$(head -1 "$work/runs.$fn" | cut -d' ' -f1)"
-  local cpu_total=0 part
+  local cpu_total=0 part s cpu mb
   for part in ${median#* }; do
     IFS=: read -r s cpu mb <<<"$part"
     printf '    %-9s cpu %5.2f s  peak %4d MB\n' "$s" "$cpu" "$mb"
@@ -97,12 +100,23 @@ run() {
   echo "$wall" >"$work/wall.$fn"
 }
 
-stages=(kconsume guard kdedup kwindow kupsert)
-run plain "${stages[@]}"
-run exactly_once "${stages[@]}"
-a=$(cat "$work/wall.plain")
-b=$(cat "$work/wall.exactly_once")
-printf 'ratio         %6.1f %%  (exactly once against plain, by wall time)\n' "$(echo "100 * $a / $b" | bc -l)"
+# compare A B STAGES...: RUNS runs of each, alternating, so that a machine
+# that slows down meanwhile slows both alike; then both reports and the ratio.
+compare() {
+  local a=$1 b=$2
+  shift 2
+  local i
+  for ((i = 0; i < runs; i++)); do
+    measure "$a" "$@"
+    measure "$b" "$@"
+  done
+  report "$a"
+  report "$b"
+  printf 'ratio         %6.1f %%  (%s against %s, by wall time)\n' \
+    "$(echo "100 * $(cat "$work/wall.$a") / $(cat "$work/wall.$b")" | bc -l)" "$b" "$a"
+}
+
+compare plain exactly_once kconsume guard kdedup kwindow kupsert
 
 # The two tables must agree: the same windows, the same counts and sums.
 q='SELECT key, window_start, count, amount FROM clicks ORDER BY key, window_start'
@@ -128,9 +142,5 @@ if [[ ${DEDUP:-0} == 1 ]]; then
       stage kdedup kdedup --key .value.event_id --state "$work/d.db" |
       kcheckpoint commit --state "$work/d.db" >/dev/null
   }
-  run dedup_plain kdedup
-  run dedup_state kdedup
-  a=$(cat "$work/wall.dedup_plain")
-  b=$(cat "$work/wall.dedup_state")
-  printf 'ratio         %6.1f %%  (kdedup with --state against without)\n' "$(echo "100 * $a / $b" | bc -l)"
+  compare dedup_plain dedup_state kdedup
 fi
