@@ -14,9 +14,11 @@
 #
 #   bench/pipeline.sh [RECORDS] [RUNS]
 #
-# Also: `DEDUP=1 bench/pipeline.sh` times kdedup alone on 1M distinct keys,
-# kconsume --state | kdedup [--state] | kcheckpoint commit, with and without
-# --state (issue 16's second target).
+# Also: `DEDUP=1 bench/pipeline.sh` times kdedup alone on 1M distinct keys
+# (issue 16's second target): `kconsume --state | kdedup --state |
+# kcheckpoint commit` against `kconsume -e --announce | kdedup` (the issue's
+# comparison), then against the same stateful pipeline with kdedup alone
+# run without --state (kdedup's own share).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 records=${1:-1000000}
@@ -143,4 +145,14 @@ if [[ ${DEDUP:-0} == 1 ]]; then
       kcheckpoint commit --state "$work/d.db" >/dev/null
   }
   compare dedup_plain dedup_state kdedup
+  # kdedup's own share: the same pipeline around it (kconsume --state and
+  # kcheckpoint commit), kdedup without --state passing the checkpoints on.
+  dedup_around() {
+    rm -f "$work"/d.db*
+    kconsume -b "$B" -t distinct -e --state "$work/d.db" --checkpoint-interval "$interval" |
+      stage kdedup kdedup --key .value.event_id |
+      kcheckpoint commit --state "$work/d.db" >/dev/null
+  }
+  rm -f "$work"/runs.dedup_state
+  compare dedup_around dedup_state kdedup
 fi
