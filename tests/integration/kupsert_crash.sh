@@ -29,7 +29,12 @@ killer() {
   done
 }
 
-N=30000
+# Enough records that five kills never run out of them: each killed run
+# takes up to about 9,000 (the lines the killer counts, and what kconsume
+# read ahead into its 1 MiB pipe before the first checkpoint line), and a
+# run that ran out would wait on idle checkpoint lines, ten a second. 80k
+# events of about 170 bytes stay under kbroker's 5 MiB per partition.
+N=80000
 start_broker events:4
 "$KPIPE_SOURCE_DIR/scripts/gen-events" -n "$N" -k 500 -s 7 >"$WORK/events.ndjson"
 expect_exit 0 kproduce -b "$BROKERS" -t "$(topic events)" -k .user_id "$WORK/events.ndjson"
