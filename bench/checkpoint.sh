@@ -15,12 +15,9 @@ bin=${KPIPE_BIN:-$root/build/bin}
 export PATH="$bin:$PATH"
 work=$(mktemp -d)
 trap 'kill $broker 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+source "$root/bench/lib.sh"
 
-mkfifo "$work/kbroker.out"
-kbroker --topic bench:64 >"$work/kbroker.out" 2>/dev/null &
-broker=$!
-exec 3<"$work/kbroker.out"
-read -r B <&3
+start_kbroker bench:64
 # 1M events, 10k users, 10 ms apart: about 2.8 hours of event time.
 "$root/scripts/gen-events" -n "$records" -k 10000 -i 10 -j 2000 >"$work/events.ndjson"
 kproduce -b "$B" -t bench -k .event_id "$work/events.ndjson"

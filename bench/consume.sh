@@ -13,12 +13,9 @@ runs=${2:-5}
 bin=${KPIPE_BIN:-$root/build/bin}
 work=$(mktemp -d)
 trap 'kill $broker 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+source "$root/bench/lib.sh"
 
-mkfifo "$work/kbroker.out"
-"$bin/kbroker" --topic bench:64 >"$work/kbroker.out" 2>/dev/null &
-broker=$!
-exec 3<"$work/kbroker.out"
-read -r B <&3
+start_kbroker bench:64
 "$root/scripts/gen-events" -n "$records" -k 100000 >"$work/events.ndjson"
 "$bin/kproduce" -b "$B" -t bench -k .event_id "$work/events.ndjson"
 got=$("$bin/kconsume" -b "$B" -t bench -e | wc -l)

@@ -1,5 +1,5 @@
-# Shared by the benchmarks that time commands over a file (source it after
-# setting tmp and runs): the machine line, and the timing loop.
+# Shared by the benchmarks (source it after setting tmp and runs, or work
+# and bin): the machine line, the timing loop, and a kbroker to measure on.
 
 # bench_header: the date, the machine and its load, as comment lines.
 bench_header() {
@@ -33,4 +33,18 @@ timed() {
       printf "%-34s wall best %6.2fs (%s lines/s) median %6.2fs (%s/s) | cpu best %6.2fs (%s/s) median %6.2fs (%s/s) | %d MB\n",
         name, w[1], rate(w[1]), w[m], rate(w[m]), c[1], rate(c[1]), c[m], rate(c[m]), rss / 1024
     }'
+}
+
+# start_kbroker TOPIC...: kbroker serving these topics (NAME:PARTITIONS),
+# its pid in $broker and, once it serves, its bootstrap address in $B.
+# Needs $work (a scratch directory) and $bin (the binaries). Its standard
+# output stays open on fd 3: a kbroker that cannot write its log would die.
+start_kbroker() {
+  local args=() t
+  for t in "$@"; do args+=(--topic "$t"); done
+  mkfifo "$work/kbroker.out"
+  "$bin/kbroker" "${args[@]}" >"$work/kbroker.out" 2>/dev/null &
+  broker=$!
+  exec 3<"$work/kbroker.out"
+  read -r B <&3
 }

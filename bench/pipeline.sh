@@ -32,11 +32,7 @@ trap 'kill $broker 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
 source "$root/bench/lib.sh"
 bench_header
 
-mkfifo "$work/kbroker.out"
-kbroker --topic bench:64 --topic distinct:64 >"$work/kbroker.out" 2>/dev/null &
-broker=$!
-exec 3<"$work/kbroker.out"
-read -r B <&3
+start_kbroker bench:64 distinct:64
 "$root/scripts/gen-events" -n "$records" -k 1000 -r 0.05 >"$work/events.ndjson"
 kproduce -b "$B" -t bench -k .user_id "$work/events.ndjson"
 got=$(kconsume -b "$B" -t bench -e --format value | wc -l)
