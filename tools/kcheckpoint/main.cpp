@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
       ->type_name("D");
   program.add_inputs(*commit, o.input);
   format(sub("show", "The offsets the pipeline resumes from", kpipe::run_checkpoint_show));
-  format(sub("history", "The checkpoints, with the sizes of their snapshots",
+  format(sub("history", "The checkpoints: how long each took, and its snapshots' sizes",
              kpipe::run_checkpoint_history));
   CLI::App* reset =
       sub("reset", "Move the pipeline's offsets, as kafka-consumer-groups --reset-offsets does",
