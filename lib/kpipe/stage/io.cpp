@@ -77,6 +77,10 @@ std::unique_ptr<Output> Output::owning(int fd, std::string name) {
 }
 
 Status Output::flush() {
+  if (!dropped_.ok()) {
+    buf_.clear();
+    return dropped_;
+  }
   if (!hook_error_.ok()) {
     Status s = std::move(hook_error_);
     hook_error_ = Status();
@@ -115,8 +119,12 @@ Status Output::write_buffer() {
         grace_ms -= 100;
         if (grace_ms > 0) continue;
         buf_.clear();
-        return failure("stopped with {} bytes of output not written: '{}' is not reading", left,
-                       name_);
+        // Sticky: output was dropped, so no later flush may report success
+        // (one that ignored this error, before waiting for input, would
+        // otherwise let the program exit 0).
+        dropped_ = failure("stopped with {} bytes of output not written: '{}' is not reading", left,
+                           name_);
+        return dropped_;
       }
       chunk = std::min<size_t>(left, PIPE_BUF);
     } else if (tick_ && is_pipe_) {

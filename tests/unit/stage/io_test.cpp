@@ -264,6 +264,24 @@ TEST_CASE("Output: the tick hook runs while a write waits for a slow reader", "[
   out.buffer().clear();
 }
 
+TEST_CASE("Output: output given up on a stop fails every later flush too", "[io]") {
+  Pipe pipe;  // a reader that never reads
+  (void)::fcntl(pipe.write_end, F_SETPIPE_SZ, 4096);
+  Output out(pipe.write_end);
+  out.set_stop_check([] { return true; });
+  out.write(std::string(1u << 16, 'q'));
+  Status s = out.flush();  // waits out the grace period
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().message.rfind("stopped with ", 0) == 0);
+  // A caller that ignored that error (a flush before waiting for input)
+  // must not see a later flush, with nothing left to write, succeed:
+  // output was lost.
+  Status again = out.flush();
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.error().message == s.error().message);
+  CHECK(out.buffer().empty());
+}
+
 TEST_CASE("Output: a tick hook's error ends the flush, and what was written is not written again",
           "[io]") {
   Pipe pipe;
