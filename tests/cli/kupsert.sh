@@ -119,7 +119,7 @@ run 2 kupsert --db o.db --table sqlite_master --key id </dev/null
 expect_stderr 'kupsert: error: --table '\''sqlite_master'\'': names beginning with '\''sqlite_'\'' are reserved for SQLite
 '
 run 2 kupsert --db o.db --table t --key id,ID </dev/null
-expect_stderr 'kupsert: error: --key names the column '\''ID'\'' twice (SQLite ignores ASCII case in names)
+expect_stderr 'kupsert: error: --key names the column '\''ID'\'' twice (kupsert ignores ASCII case in names)
 '
 run 2 kupsert --db o.db --table t --key id --batch 0 </dev/null
 expect_stderr 'kupsert: error: --batch must be at least 1
@@ -185,6 +185,5 @@ grep -qxF 'kupsert: warning: skipped 1 bad line' "$WORK/err" ||
 [[ $(q big.db 'SELECT k, typeof(v) FROM t') == 'b|real' ]] ||
   fail "big rows: $(q big.db 'SELECT * FROM t')"
 printf '{"k":"a","v":1e400}\n' | run 65 kupsert --db big.db --table t --key k
-expect_stderr "kupsert: error: <stdin>: line 1: field 'v' is 1e400, outside the range of a double \
-(SQLite's REAL)
+expect_stderr "kupsert: error: <stdin>: line 1: field 'v' is 1e400, outside the range of a double
 "

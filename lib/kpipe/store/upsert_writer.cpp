@@ -11,10 +11,6 @@ namespace kpipe {
 
 namespace {
 
-// Statements kept prepared at once: rows usually share a handful of field
-// sets, but optional fields can make many, and each statement holds memory.
-constexpr size_t kMaxPrepared = 256;
-
 // What a field is, besides a column's id.
 constexpr int kNotChosen = -1;  // not among --columns: left out
 constexpr int kNew = -2;        // no column yet
@@ -30,19 +26,10 @@ void fold_into(std::string_view name, std::string& out) {
   for (char& c : out) c = fold(c);
 }
 
-std::string quoted_list(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) {
-    if (!out.empty()) out.append(", ");
-    out.append(quote_identifier(n));
-  }
-  return out;
-}
-
 // Two fields of a line that differ only in ASCII case.
 Error same_column(std::string_view first, std::string_view second) {
   return data_error(
-      "fields '{}' and '{}' name the same column (SQLite ignores ASCII case in names)",
+      "fields '{}' and '{}' name the same column (kupsert ignores ASCII case in names)",
       display_name(first), display_name(second));
 }
 
@@ -55,6 +42,15 @@ Error not_a_column(std::string_view field, std::string_view table) {
 
 // --- names -------------------------------------------------------------------
 
+std::string quoted_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) {
+    if (!out.empty()) out.append(", ");
+    out.append(quote_identifier(n));
+  }
+  return out;
+}
+
 bool same_name(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
@@ -62,10 +58,10 @@ bool same_name(std::string_view a, std::string_view b) {
   return true;
 }
 
-std::string identifier_problem(std::string_view name) {
+std::string identifier_problem(std::string_view name, size_t max_bytes) {
   if (name.empty()) return "the name is empty";
-  if (name.size() > kMaxIdentifierBytes)
-    return fmt::format("the name is longer than {} bytes ({})", kMaxIdentifierBytes, name.size());
+  if (name.size() > max_bytes)
+    return fmt::format("the name is longer than {} bytes ({})", max_bytes, name.size());
   if (!is_valid_utf8(name)) return "the name is not valid UTF-8";
   for (size_t i = 0; i < name.size(); ++i) {
     auto c = static_cast<unsigned char>(name[i]);
@@ -103,9 +99,9 @@ std::string display_name(std::string_view name) {
   return out;
 }
 
-Status validate_table_spec(const TableSpec& spec) {
-  auto check = [](std::string_view option, std::string_view name) -> Status {
-    std::string problem = identifier_problem(name);
+Status validate_table_spec(const TableSpec& spec, size_t max_name_bytes) {
+  auto check = [&](std::string_view option, std::string_view name) -> Status {
+    std::string problem = identifier_problem(name, max_name_bytes);
     if (!problem.empty()) return usage_error("{} '{}': {}", option, display_name(name), problem);
     return {};
   };
@@ -119,7 +115,7 @@ Status validate_table_spec(const TableSpec& spec) {
       KPIPE_TRY(check(option, names[i]));
       for (size_t j = 0; j < i; ++j)
         if (same_name(names[i], names[j]))
-          return usage_error("{} names the column '{}' twice (SQLite ignores ASCII case in names)",
+          return usage_error("{} names the column '{}' twice (kupsert ignores ASCII case in names)",
                              option, display_name(names[i]));
     }
     return {};
@@ -131,23 +127,19 @@ Status validate_table_spec(const TableSpec& spec) {
 
 // --- the writer ----------------------------------------------------------------
 
-UpsertWriter::UpsertWriter(Database& db, TableSpec spec) : db_(db), spec_(std::move(spec)) {}
-UpsertWriter::~UpsertWriter() = default;
-
-Expected<std::unique_ptr<UpsertWriter>> UpsertWriter::open(Database& db, TableSpec spec) {
-  KPIPE_TRY(validate_table_spec(spec));
-  std::unique_ptr<UpsertWriter> w(new UpsertWriter(db, std::move(spec)));
-  w->max_columns_ = db.max_columns();
+UpsertWriter::UpsertWriter(TableSpec spec, std::string where, size_t max_name_bytes,
+                           int max_columns)
+    : spec_(std::move(spec)),
+      where_(std::move(where)),
+      max_name_bytes_(max_name_bytes),
+      max_columns_(max_columns) {
   // The key comes first in a table made here; --columns then orders the rest.
-  for (const auto& k : w->spec_.key) w->key_ids_.push_back(w->add_column(k, true));
-  for (const auto& c : w->spec_.columns)
-    if (w->find_column(c) < 0) w->add_column(c, false);
-  auto version = w->db_.prepare("PRAGMA schema_version");
-  if (!version) return version.take_error();
-  w->schema_version_query_.emplace(std::move(*version));
-  KPIPE_TRY(w->load_table());
-  return w;
+  for (const auto& k : spec_.key) key_ids_.push_back(add_column(k, true));
+  for (const auto& c : spec_.columns)
+    if (find_column(c) < 0) add_column(c, false);
 }
+
+UpsertWriter::~UpsertWriter() = default;
 
 int UpsertWriter::find_column(std::string_view name) const {
   std::string folded;
@@ -169,31 +161,16 @@ int UpsertWriter::add_column(std::string name, bool planned) {
 }
 
 // Reads what the database holds under the table's name: nothing (the
-// table is made at the first write), a view (refused), or a table whose
-// columns are mapped and whose key must be a primary key or unique index.
+// table is made at the first write), or a table whose columns are mapped
+// and whose key must be a primary key or unique index.
 Status UpsertWriter::load_table() {
-  auto kind = db_.prepare(
-      "SELECT type FROM sqlite_schema WHERE name = ? COLLATE NOCASE AND type IN ('table', 'view')");
-  if (!kind) return kind.take_error();
-  kind->bind_text(1, spec_.table);
-  auto row = kind->step();
-  if (!row) return row.take_error();
+  auto table = read_table();
+  if (!table) return table.take_error();
   for (auto& c : columns_) c.in_table = false;
   unmapped_columns_ = 0;
-  table_exists_ = *row;
-  if (table_exists_ && kind->column_text(0) == "view")
-    return usage_error("'{}' in '{}' is a view, not a table", display_name(spec_.table),
-                       db_.path());
-  kind->reset();
+  table_exists_ = table->has_value();
   if (table_exists_) {
-    auto info = db_.prepare("SELECT name FROM pragma_table_info(?) ORDER BY cid");
-    if (!info) return info.take_error();
-    info->bind_text(1, spec_.table);
-    for (;;) {
-      auto more = info->step();
-      if (!more) return more.take_error();
-      if (!*more) break;
-      std::string name(info->column_text(0));
+    for (const std::string& name : **table) {
       int id = find_column(name);
       if (id < 0 && !spec_.columns.empty()) {
         ++unmapped_columns_;  // the table's, but not chosen: left alone
@@ -201,90 +178,81 @@ Status UpsertWriter::load_table() {
       }
       if (id < 0) id = add_column(name, true);
       Column& c = columns_[static_cast<size_t>(id)];
+      if (c.in_table)  // PostgreSQL's quoted names may differ in case only
+        return usage_error(
+            "table '{}' in '{}' has columns '{}' and '{}': kupsert ignores ASCII case in names",
+            display_name(spec_.table), where_, display_name(c.name), display_name(name));
       if (!c.planned) ++planned_count_;
       c.planned = c.in_table = true;
+      c.name = name;  // as the table spells it
     }
-    for (int k : key_ids_) {
-      if (!columns_[static_cast<size_t>(k)].in_table)
-        return usage_error("table '{}' in '{}' has no column '{}' (--key)",
-                           display_name(spec_.table), db_.path(),
-                           display_name(columns_[static_cast<size_t>(k)].name));
-    }
-    // ON CONFLICT needs the key to be the primary key or a unique index:
-    // SQLite checks that when it prepares the statement.
     std::vector<std::string> keys;
-    for (int k : key_ids_) keys.push_back(columns_[static_cast<size_t>(k)].name);
-    std::string params;
-    for (size_t i = 0; i < keys.size(); ++i) params.append(i == 0 ? "?" : ", ?");
-    auto probe = db_.prepare(
-        fmt::format("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO NOTHING",
-                    quote_identifier(spec_.table), quoted_list(keys), params, quoted_list(keys)));
-    if (!probe)
-      return usage_error(
-          "table '{}' in '{}' has no primary key or unique index on ({}): --key must name one",
-          display_name(spec_.table), db_.path(), fmt::join(keys, ", "));
+    for (int k : key_ids_) {
+      const Column& c = columns_[static_cast<size_t>(k)];
+      if (!c.in_table)
+        return usage_error("table '{}' in '{}' has no column '{}' (--key)",
+                           display_name(spec_.table), where_, display_name(c.name));
+      keys.push_back(c.name);
+    }
+    KPIPE_TRY(check_key(keys));
   }
   ddl_needed_ = !table_exists_;
   for (const auto& c : columns_)
     if (c.planned && !c.in_table) ddl_needed_ = true;
   frozen_ = frozen_ || (spec_.strict && (table_exists_ || !spec_.columns.empty()));
-  auto version = schema_version_query_->step();
-  if (!version) return version.take_error();
-  schema_version_ = schema_version_query_->column_int(0);
-  schema_version_query_->reset();
+  auto changed = schema_changed();  // what was just read is the last look
+  if (!changed) return changed.take_error();
   return {};
 }
 
-Status UpsertWriter::refresh_if_changed() {
-  auto version = schema_version_query_->step();
-  if (!version) return version.take_error();
-  int64_t now = schema_version_query_->column_int(0);
-  schema_version_query_->reset();
-  if (now == schema_version_) return {};
-  return load_table();
-}
-
-Expected<Transaction> UpsertWriter::begin() {
-  auto tx = Transaction::begin(db_);
+Expected<WriteTransaction> UpsertWriter::begin() {
+  auto tx = begin_transaction();
   if (!tx) return tx.take_error();
   recheck_schema_ = true;
   return tx;
 }
 
+UpsertWriter::Kind UpsertWriter::first_kind(int column) const {
+  for (const Row& row : rows_) {
+    const auto& ids = column_sets_[row.column_set];
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] != column) continue;
+      Kind k = values_[row.first_value + i].kind;
+      if (k != Kind::kNull) return k;
+      break;
+    }
+  }
+  return Kind::kNull;
+}
+
 Status UpsertWriter::ensure_schema() {
   if (recheck_schema_) {
-    KPIPE_TRY(refresh_if_changed());
+    auto changed = schema_changed();
+    if (!changed) return changed.take_error();
+    if (*changed) KPIPE_TRY(load_table());
     recheck_schema_ = false;
   }
   if (!ddl_needed_) return {};
-  std::string table = quote_identifier(spec_.table);
+  std::vector<NewColumn> fresh;
+  for (size_t id = 0; id < columns_.size(); ++id) {
+    const Column& c = columns_[id];
+    if (!c.planned || c.in_table) continue;
+    int i = static_cast<int>(id);
+    fresh.push_back({c.name, first_kind(i), is_key(i)});
+  }
   if (!table_exists_) {
-    std::string sql = fmt::format("CREATE TABLE {} (", table);
-    for (size_t id = 0; id < columns_.size(); ++id) {
-      if (!columns_[id].planned) continue;
-      sql.append(quote_identifier(columns_[id].name));
-      if (is_key(static_cast<int>(id))) sql.append(" NOT NULL");
-      sql.append(", ");
-    }
     std::vector<std::string> keys;
     for (int k : key_ids_) keys.push_back(columns_[static_cast<size_t>(k)].name);
-    sql.append(fmt::format("PRIMARY KEY ({})) WITHOUT ROWID", quoted_list(keys)));
-    KPIPE_TRY(db_.exec(sql));
+    KPIPE_TRY(create_table(fresh, keys));
     table_exists_ = true;
   } else {
-    for (const auto& c : columns_) {
-      if (!c.planned || c.in_table) continue;
-      KPIPE_TRY(
-          db_.exec(fmt::format("ALTER TABLE {} ADD COLUMN {}", table, quote_identifier(c.name))));
-    }
+    KPIPE_TRY(create_columns(fresh));
   }
   for (auto& c : columns_)
     if (c.planned) c.in_table = true;
   ddl_needed_ = false;
-  auto version = schema_version_query_->step();
-  if (!version) return version.take_error();
-  schema_version_ = schema_version_query_->column_int(0);
-  schema_version_query_->reset();
+  auto changed = schema_changed();  // our own change is not another's
+  if (!changed) return changed.take_error();
   return {};
 }
 
@@ -292,49 +260,21 @@ bool UpsertWriter::is_key(int id) const {
   return std::find(key_ids_.begin(), key_ids_.end(), id) != key_ids_.end();
 }
 
-std::string UpsertWriter::insert_sql(const ColumnSet& set) const {
-  std::vector<std::string> names, keys;
-  for (int id : set.ids) names.push_back(columns_[static_cast<size_t>(id)].name);
-  for (int k : key_ids_) keys.push_back(columns_[static_cast<size_t>(k)].name);
-  std::string params;
-  for (size_t i = 0; i < names.size(); ++i) params.append(i == 0 ? "?" : ", ?");
-  std::string sql =
-      fmt::format("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) ",
-                  quote_identifier(spec_.table), quoted_list(names), params, quoted_list(keys));
-  std::string updates;
-  if (spec_.mode == UpsertMode::kUpsert) {
-    for (int id : set.ids) {
-      if (is_key(id)) continue;
-      std::string q = quote_identifier(columns_[static_cast<size_t>(id)].name);
-      if (!updates.empty()) updates.append(", ");
-      updates.append(fmt::format("{} = excluded.{}", q, q));
-    }
-  }
-  // A row of key fields only has nothing to update.
-  sql.append(updates.empty() ? "DO NOTHING" : "DO UPDATE SET " + updates);
-  return sql;
-}
-
-Expected<Statement*> UpsertWriter::statement_for(ColumnSet& set) {
-  if (set.insert) return &*set.insert;
-  if (prepared_ >= kMaxPrepared) {
-    for (auto& s : column_sets_) s.insert.reset();
-    prepared_ = 0;
-  }
-  auto stmt = db_.prepare(insert_sql(set));
-  if (!stmt) return stmt.take_error();
-  set.insert.emplace(std::move(*stmt));
-  ++prepared_;
-  return &*set.insert;
+Line UpsertWriter::line_of(const Row& row) const {
+  Line line;
+  line.text = std::string_view(raw_).substr(row.raw_offset, row.raw_size);
+  line.number = row.line;
+  line.input = inputs_[row.input];
+  return line;
 }
 
 uint32_t UpsertWriter::column_set_for(const std::vector<int>& ids) {
-  if (!column_sets_.empty() && column_sets_[last_set_].ids == ids) return last_set_;
+  if (!column_sets_.empty() && column_sets_[last_set_] == ids) return last_set_;
   key_scratch_.assign(reinterpret_cast<const char*>(ids.data()), ids.size() * sizeof(int));
   auto it = column_set_index_.find(key_scratch_);
   if (it != column_set_index_.end()) return last_set_ = it->second;
   auto index = static_cast<uint32_t>(column_sets_.size());
-  column_sets_.push_back({ids, std::nullopt});
+  column_sets_.push_back(ids);
   column_set_index_.emplace(key_scratch_, index);
   return last_set_ = index;
 }
@@ -345,7 +285,7 @@ uint32_t UpsertWriter::intern_input(std::string_view input) {
   return static_cast<uint32_t>(inputs_.size() - 1);
 }
 
-void UpsertWriter::append_value(const JsonField& f, int column) {
+void UpsertWriter::append_value(const JsonField& f) {
   Value& v = values_.emplace_back();
   switch (f.type) {
     case JsonType::kMissing:
@@ -353,17 +293,7 @@ void UpsertWriter::append_value(const JsonField& f, int column) {
       v.kind = Kind::kNull;
       return;
     case JsonType::kBool:
-      if (is_key(column)) {
-        // SQLite finds 1 equal to a key stored as 1: as its JSON text, the
-        // key true is not the key 1 (nor 1.0), as objects and arrays are
-        // stored as theirs.
-        v.kind = Kind::kText;
-        v.offset = text_.size();
-        text_.append(f.boolean ? "true" : "false");
-        v.size = static_cast<uint32_t>(text_.size() - v.offset);
-        return;
-      }
-      v.kind = Kind::kInteger;
+      v.kind = Kind::kBool;
       v.integer = f.boolean ? 1 : 0;
       return;
     case JsonType::kNumber:
@@ -383,7 +313,7 @@ void UpsertWriter::append_value(const JsonField& f, int column) {
       return;
     case JsonType::kObject:
     case JsonType::kArray:
-      v.kind = Kind::kText;
+      v.kind = Kind::kJson;
       v.offset = text_.size();
       append_minified(text_, f.raw);
       v.size = static_cast<uint32_t>(text_.size() - v.offset);
@@ -424,10 +354,10 @@ Status UpsertWriter::map_members(size_t& fresh) {
     member_ids_[i] = id;
     if (id == kNotChosen) continue;
     const JsonField& value = members_[i].value;
-    // Valid JSON, but SQLite's REAL would hold it as an infinity, one for
-    // 1e309 and 1e400 alike: the value would be lost.
+    // Valid JSON, but a REAL (double precision) would hold it as an
+    // infinity, one for 1e309 and 1e400 alike: the value would be lost.
     if (value.type == JsonType::kNumber && !value.is_integer && !std::isfinite(value.number))
-      return data_error("field '{}' is {}, outside the range of a double (SQLite's REAL)",
+      return data_error("field '{}' is {}, outside the range of a double",
                         display_name(members_[i].key), display_name(value.raw));
     if (id == kNew) {
       KPIPE_TRY(map_new_field(i));
@@ -442,7 +372,7 @@ Status UpsertWriter::map_members(size_t& fresh) {
 Status UpsertWriter::map_new_field(size_t member) {
   std::string_view key = members_[member].key;
   if (frozen_) return not_a_column(key, spec_.table);
-  std::string problem = identifier_problem(key);
+  std::string problem = identifier_problem(key, max_name_bytes_);
   if (!problem.empty())
     return data_error("field '{}' cannot be a column: {}", display_name(key), problem);
   for (size_t j = 0; j < member; ++j) {
@@ -485,8 +415,8 @@ Status UpsertWriter::check_row(size_t fresh) const {
   size_t columns = unmapped_columns_ + planned_count_ + fresh + unplanned;
   if (fresh + unplanned > 0 && columns > static_cast<size_t>(max_columns_))
     return data_error(
-        "the row would give table '{}' more than {} columns, SQLite's limit (choose fields with "
-        "--columns)",
+        "the row would give table '{}' more than {} columns, the database's limit (choose fields "
+        "with --columns)",
         display_name(spec_.table), max_columns_);
   return {};
 }
@@ -519,7 +449,7 @@ void UpsertWriter::hold_row(const Line& line) {
     int id = member_ids_[i];
     if (id < 0) continue;
     row_ids_.push_back(id);
-    append_value(members_[i].value, id);
+    append_value(members_[i].value);
   }
   row.column_set = column_set_for(row_ids_);
   row.raw_offset = raw_.size();
@@ -558,47 +488,7 @@ Status UpsertWriter::write_pending(const RefusedRow& refused) {
     // A refused line goes to the dead-letter store, which reads it as it
     // reads any line: padded.
     raw_.append(kJsonPadding, '\0');
-    for (const Row& row : rows_) {
-      auto stmt = statement_for(column_sets_[row.column_set]);
-      if (!stmt) return stmt.take_error();
-      Statement& s = **stmt;
-      const Value* v = &values_[row.first_value];
-      const size_t count = column_sets_[row.column_set].ids.size();
-      for (size_t i = 0; i < count; ++i) {
-        int p = static_cast<int>(i + 1);
-        switch (v[i].kind) {
-          case Kind::kNull:
-            s.bind_null(p);
-            break;
-          case Kind::kInteger:
-            s.bind(p, v[i].integer);
-            break;
-          case Kind::kReal:
-            s.bind(p, v[i].real);
-            break;
-          case Kind::kText:
-            s.bind_text_static(p, std::string_view(text_).substr(v[i].offset, v[i].size));
-            break;
-        }
-      }
-      Status done = s.run();
-      if (done.ok()) {
-        if (db_.changes() == 0) {
-          ++rows_unchanged_;
-        } else {
-          ++rows_written_;
-        }
-        continue;
-      }
-      if (s.refusal().empty()) return done;
-      Line line;
-      line.text = std::string_view(raw_).substr(row.raw_offset, row.raw_size);
-      line.number = row.line;
-      line.input = inputs_[row.input];
-      KPIPE_TRY(refused(inputs_[row.input], line,
-                        fmt::format("the table refused the row: {}", s.refusal())));
-    }
-    return {};
+    return write_rows(refused);
   }();
   discard_pending();
   return result;

@@ -1,4 +1,5 @@
-// kupsert's table writer: NDJSON objects become rows of an SQLite table,
+// kupsert's table writer: NDJSON objects become rows of a table (SQLite or
+// PostgreSQL),
 // upserted by a natural key, so that replaying a stream (after a crash, or
 // on purpose) leaves the table as it was: the idempotent consumer. The
 // stage that drives it is programs/kupsert.h.
@@ -15,6 +16,7 @@
 
 #include "kpipe/json.h"
 #include "kpipe/line.h"
+#include "kpipe/store/postgres.h"
 #include "kpipe/store/sqlite.h"
 #include "kpipe/store/state_store.h"
 
@@ -38,7 +40,10 @@ constexpr size_t kMaxIdentifierBytes = 128;
 bool same_name(std::string_view a, std::string_view b);
 
 // Why `name` cannot be a table or column name, or empty when it can.
-std::string identifier_problem(std::string_view name);
+// PostgreSQL's names are shorter (kMaxPostgresNameBytes): it would cut a
+// longer one without a word, and two fields could become one column.
+constexpr size_t kMaxPostgresNameBytes = 63;
+std::string identifier_problem(std::string_view name, size_t max_bytes = kMaxIdentifierBytes);
 
 // A name made safe to show in a one-line diagnostic: control characters
 // escaped as JSON escapes them, and cut after 64 bytes.
@@ -60,29 +65,46 @@ struct TableSpec {
 };
 
 // Checks the names of a spec (usage errors), before any file is touched.
-Status validate_table_spec(const TableSpec& spec);
+Status validate_table_spec(const TableSpec& spec, size_t max_name_bytes = kMaxIdentifierBytes);
+
+// "a", "b": names quoted for SQL (quote_identifier), comma-separated.
+std::string quoted_names(const std::vector<std::string>& names);
+
+// A write transaction on a writer's database, rolled back unless
+// committed: the backend's own (SQLite's BEGIN IMMEDIATE, PostgreSQL's
+// BEGIN) behind one face for the stage.
+class WriteTransaction {
+ public:
+  struct Backend {
+    virtual ~Backend() = default;  // rolls back unless committed
+    virtual Status commit() = 0;
+  };
+  explicit WriteTransaction(std::unique_ptr<Backend> backend) : backend_(std::move(backend)) {}
+  Status commit() { return backend_->commit(); }
+
+ private:
+  std::unique_ptr<Backend> backend_;
+};
 
 // Turns lines into rows and writes them. add() parses a line and holds its
 // row; write_pending() writes the held rows inside a transaction begun
-// with begin(), so that the write lock is held only while a batch commits
-// (readers never wait: WAL; the pipeline's other stages write the same
-// state file).
+// with begin(), so that the write lock is held only while a batch commits.
+// This class is what the backends share: the mapping of fields to columns
+// (ASCII case ignored, as SQLite does, on either backend), the checks that
+// make a line bad input, and the rows held; a backend reads and changes
+// the table and writes the rows.
 //
-// Columns: each top-level field of an object is a column; objects and
-// arrays are stored as their minified JSON text, integers (within 64 bits)
-// as INTEGER, other numbers as REAL (one beyond a double's range is bad
-// input), strings as TEXT, booleans as 0/1 (in a key column as their JSON
-// text, so that the key true is not the key 1), null as NULL. A table
-// created here declares no column types, so that every value keeps the
-// storage class it arrived with (a declared type's
-// affinity would turn the string "42" into the integer 42), and is WITHOUT
-// ROWID: rows live in key order in one B-tree, so an upsert does one
-// tree's work instead of the key index's and the rowid table's. SQLite's
-// names ignore ASCII case, and so does the mapping of fields to columns.
+// Columns: each top-level field of an object is a column, its type from
+// the first row that has it (each backend's mapping: upsert_writer.cpp,
+// postgres_upsert.cpp); a row without a field leaves its column as it was
+// (upsert) or NULL (a new row). A number beyond a double's range is bad input.
 class UpsertWriter {
  public:
+  // SQLite: the table in `db` (the SQLite mapping is at SqliteUpsertWriter).
   static Expected<std::unique_ptr<UpsertWriter>> open(Database& db, TableSpec spec);
-  ~UpsertWriter();
+  // PostgreSQL: the table in the connection's database (postgres_upsert.cpp).
+  static Expected<std::unique_ptr<UpsertWriter>> open(PgConnection& db, TableSpec spec);
+  virtual ~UpsertWriter();
 
   // Parses one line (padded, as LineFeed gives it) and holds its row. A
   // data_error when the line is bad input: not an object, a key field
@@ -95,13 +117,14 @@ class UpsertWriter {
   // Drops the held rows (they follow no checkpoint: a restart replays them).
   void discard_pending();
 
-  // BEGIN IMMEDIATE on db(); the table's schema is read again inside it,
-  // since another process may have changed it since the last transaction.
-  Expected<Transaction> begin();
+  // Begins a write transaction; the table's schema is read again inside
+  // it, since another process may have changed it since the last one.
+  Expected<WriteTransaction> begin();
 
   // A row the table refused when it was written (a constraint of a table
-  // the user made): the line as it was read, the input it came from, and
-  // the reason. Returning an error stops write_pending.
+  // the user made, a value of the wrong type): the line as it was read,
+  // the input it came from, and the reason. Returning an error stops
+  // write_pending.
   using RefusedRow =
       std::function<Status(const std::string& input, const Line& line, std::string_view reason)>;
 
@@ -111,32 +134,22 @@ class UpsertWriter {
   // write_pending returns it at once (the caller rolls back).
   Status write_pending(const RefusedRow& refused);
 
-  Database& db() { return db_; }
   const TableSpec& spec() const { return spec_; }
   bool table_exists() const { return table_exists_; }
   uint64_t rows_written() const { return rows_written_; }
   // Rows that changed nothing: under ignore, the key was already there.
   uint64_t rows_unchanged() const { return rows_unchanged_; }
 
- private:
-  struct Column {
-    std::string name;
-    bool planned = false;   // in the table, or to be created with it
-    bool in_table = false;  // known to be in the table
-  };
-  struct ColumnSet {
-    std::vector<int> ids;
-    std::optional<Statement> insert;
-  };
-  enum class Kind : uint8_t { kNull, kInteger, kReal, kText };
+ protected:
+  enum class Kind : uint8_t { kNull, kInteger, kReal, kText, kBool, kJson };
   // 16 bytes: with checkpoints, every row since the last one is held.
   struct Value {
     Kind kind = Kind::kNull;
-    uint32_t size = 0;  // kText
+    uint32_t size = 0;  // kText, kJson
     union {
-      int64_t integer = 0;
+      int64_t integer = 0;  // kInteger, kBool (0 or 1)
       double real;
-      uint64_t offset;  // kText: in text_
+      uint64_t offset;  // kText, kJson (minified): in text_
     };
   };
   struct Row {
@@ -147,19 +160,64 @@ class UpsertWriter {
     size_t raw_size = 0;
     uint64_t line = 0;
   };
+  struct Column {
+    std::string name;
+    bool planned = false;   // in the table, or to be created with it
+    bool in_table = false;  // known to be in the table
+  };
+  // A column the backend is to create, and the kind of the first value
+  // the held rows give it (kNull when they give none).
+  struct NewColumn {
+    std::string name;
+    Kind kind = Kind::kNull;
+    bool key = false;
+  };
 
-  UpsertWriter(Database& db, TableSpec spec);
+  UpsertWriter(TableSpec spec, std::string where, size_t max_name_bytes, int max_columns);
+  // Maps the table's columns and checks the key; call from the backend's
+  // open(), and again whenever the schema may have changed.
   Status load_table();
-  Status refresh_if_changed();
-  Status ensure_schema();
-  Expected<Statement*> statement_for(ColumnSet& set);
-  std::string insert_sql(const ColumnSet& set) const;
+
+  // --- what a backend does ----------------------------------------------------
+  // The table's column names in order, nullopt when there is no table;
+  // refuses a view (or anything else that is not a table).
+  virtual Expected<std::optional<std::vector<std::string>>> read_table() = 0;
+  // Refuses a key that is neither the primary key nor a unique index.
+  virtual Status check_key(const std::vector<std::string>& key) = 0;
+  // Whether the table's schema may have changed since the last call.
+  virtual Expected<bool> schema_changed() = 0;
+  virtual Status create_table(const std::vector<NewColumn>& columns,
+                              const std::vector<std::string>& key) = 0;
+  virtual Status create_columns(const std::vector<NewColumn>& columns) = 0;
+  // Writes rows_ (raw_ is padded), counting rows_written_ and
+  // rows_unchanged_, calling `refused` for rows the table refuses.
+  virtual Status write_rows(const RefusedRow& refused) = 0;
+  virtual Expected<WriteTransaction> begin_transaction() = 0;
+
+  // For the backends.
   bool is_key(int id) const;
+  std::string_view text_of(const Value& v) const { return {text_.data() + v.offset, v.size}; }
+  Line line_of(const Row& row) const;
+  const std::vector<int>& column_ids(uint32_t set) const { return column_sets_[set]; }
+
+  TableSpec spec_;
+  std::string where_;  // the database, as messages name it
+  std::vector<Column> columns_;
+  std::vector<int> key_ids_;
+  std::vector<Row> rows_;
+  std::vector<Value> values_;
+  std::vector<std::string> inputs_;
+  uint64_t rows_written_ = 0;
+  uint64_t rows_unchanged_ = 0;
+
+ private:
+  Status ensure_schema();
   int add_column(std::string name, bool planned);
   int find_column(std::string_view name) const;
   uint32_t column_set_for(const std::vector<int>& ids);
   uint32_t intern_input(std::string_view input);
-  void append_value(const JsonField& f, int column);
+  void append_value(const JsonField& f);
+  Kind first_kind(int column) const;
 
   // add()'s phases over members_: which column each field is (into
   // member_ids_) and whether the line can be a row, changing nothing; then
@@ -174,34 +232,26 @@ class UpsertWriter {
   void hold_row(const Line& line);
   void remember_names();
 
-  Database& db_;
-  TableSpec spec_;
+  size_t max_name_bytes_;
+  int max_columns_;
   bool table_exists_ = false;
   bool frozen_ = false;         // --strict, and the table's columns are settled
   bool recheck_schema_ = true;  // a transaction began: others may have changed it
   bool ddl_needed_ = false;     // the table, or planned columns, to create
-  int64_t schema_version_ = -1;
-  std::optional<Statement> schema_version_query_;
-  int max_columns_ = 2000;
 
-  std::vector<Column> columns_;
   std::unordered_map<std::string, int> by_name_;  // ASCII-folded name -> column
-  std::vector<int> key_ids_;
   size_t planned_count_ = 0;
   size_t unmapped_columns_ = 0;  // in the table, but not chosen by --columns
 
-  std::vector<ColumnSet> column_sets_;
+  // Each distinct set of columns rows have, by the columns' ids.
+  std::vector<std::vector<int>> column_sets_;
   std::unordered_map<std::string, uint32_t> column_set_index_;
   uint32_t last_set_ = 0;
-  size_t prepared_ = 0;
 
-  // The rows held, their values, the values' text, and the lines as they
-  // were read (for a row the table refuses).
-  std::vector<Row> rows_;
-  std::vector<Value> values_;
+  // The values' text, and the lines as they were read (for a row the
+  // table refuses).
   std::string text_;
   std::string raw_;
-  std::vector<std::string> inputs_;
 
   // Per-line scratch, reused so that a steady stream allocates nothing.
   JsonReader reader_;
@@ -215,9 +265,6 @@ class UpsertWriter {
   std::vector<int> last_ids_;           // ...and their columns (-1: not a column)
   std::string fold_scratch_;
   std::string key_scratch_;
-
-  uint64_t rows_written_ = 0;
-  uint64_t rows_unchanged_ = 0;
 };
 
 }  // namespace kpipe

@@ -167,9 +167,9 @@ TEST_CASE("a number beyond a double is bad input, not an infinity in the table")
   auto w = writer(*db, spec("t", {"k"}));
   Lines lines;
   CHECK(reason_of(*w, lines, R"({"k":"a","v":1e400})") ==
-        "field 'v' is 1e400, outside the range of a double (SQLite's REAL)");
+        "field 'v' is 1e400, outside the range of a double");
   CHECK(reason_of(*w, lines, R"({"k":-1e309})") ==
-        "field 'k' is -1e309, outside the range of a double (SQLite's REAL)");
+        "field 'k' is -1e309, outside the range of a double");
   // An integer beyond 64 bits is a REAL, as SQLite reads such a literal.
   load(*w, lines, {R"({"k":"b","v":123456789012345678901234567890})"});
   CHECK(dump_rows(*db, "t") == "k=text:b|v=real:1.2345678901234568e+29\n");
@@ -215,9 +215,9 @@ TEST_CASE("fields map to columns ignoring ASCII case, as SQLite's names do") {
   load(*w, lines, {R"({"key":"a","Value":1})", R"({"KEY":"a","VALUE":2})"});
   CHECK(dump_rows(*db, "t") == "Key=text:a|Value=int:2\n");
   CHECK(reason_of(*w, lines, R"({"key":"b","v":1,"V":2})") ==
-        "fields 'v' and 'V' name the same column (SQLite ignores ASCII case in names)");
+        "fields 'v' and 'V' name the same column (kupsert ignores ASCII case in names)");
   CHECK(reason_of(*w, lines, R"({"key":"b","value":1,"VALUE":2})") ==
-        "fields 'value' and 'VALUE' name the same column (SQLite ignores ASCII case in names)");
+        "fields 'value' and 'VALUE' name the same column (kupsert ignores ASCII case in names)");
   // A key repeated exactly: the first wins, as everywhere in kpipe.
   load(*w, lines, {R"({"key":"b","value":1,"value":2})"});
   CHECK(dump_rows(*db, "t") == "Key=text:a|Value=int:2\nKey=text:b|Value=int:1\n");
@@ -369,7 +369,7 @@ TEST_CASE("hostile table and key names stay names") {
     CHECK(s.error().status == ExitStatus::kUsage);
   }
   CHECK(validate_table_spec(spec("t", {"a", "A"})).error().message ==
-        "--key names the column 'A' twice (SQLite ignores ASCII case in names)");
+        "--key names the column 'A' twice (kupsert ignores ASCII case in names)");
   CHECK(validate_table_spec(spec("t", {"a", ""})).error().message == "--key '': the name is empty");
   CHECK(validate_table_spec(spec("t", {})).error().message == "--key needs at least one column");
 }
@@ -396,7 +396,7 @@ TEST_CASE("hostile values stay values") {
   CHECK(count(*db, "SELECT v = '\\\"' || char(10) FROM t WHERE k = '\"quoted\"'") == 1);
   // A number past a double's range is JSON, but not a number SQLite can hold.
   CHECK(reason_of(*w, lines, R"({"k":"huge","v":1e400})") ==
-        "field 'v' is 1e400, outside the range of a double (SQLite's REAL)");
+        "field 'v' is 1e400, outside the range of a double");
 }
 
 TEST_CASE("an existing table must be keyed as --key says") {
@@ -442,7 +442,7 @@ TEST_CASE("a field too many for SQLite is bad input, not a failure") {
   for (int i = 0; i < db->max_columns(); ++i) row += fmt::format(R"(,"c{}":{})", i, i);
   row += "}";
   CHECK(reason_of(*w, lines, row) ==
-        fmt::format("the row would give table 't' more than {} columns, SQLite's limit (choose "
-                    "fields with --columns)",
+        fmt::format("the row would give table 't' more than {} columns, the database's limit "
+                    "(choose fields with --columns)",
                     db->max_columns()));
 }

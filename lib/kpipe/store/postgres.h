@@ -1,0 +1,122 @@
+// The only door to PostgreSQL: a connection, queries with bound values,
+// COPY and transactions, with errors as values. No other file includes
+// libpq-fe.h. How a target is written (kpipe(7), STORES): a URI
+// (postgresql://user@host:port/db?sslmode=require, or postgres://...),
+// or "postgresql:" followed by a keyword=value conninfo ("postgresql:"
+// alone: everything from the PG* environment variables and ~/.pgpass).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kpipe/status.h"
+
+struct pg_conn;
+struct pg_result;
+
+namespace kpipe {
+
+// Whether a store target names a PostgreSQL database rather than a file.
+bool is_postgres_target(std::string_view target);
+
+// The target as it may be shown: the password, where one is written in
+// it, left out ("postgresql://app@db/x", "postgresql:host=db user=app").
+std::string redact_postgres_target(std::string_view target);
+
+// One query's result, freed with it.
+class PgResult {
+ public:
+  PgResult() = default;
+  explicit PgResult(pg_result* r) : r_(r) {}
+  ~PgResult();
+  PgResult(PgResult&& other) noexcept : r_(other.r_) { other.r_ = nullptr; }
+  PgResult& operator=(PgResult&& other) noexcept;
+  PgResult(const PgResult&) = delete;
+  PgResult& operator=(const PgResult&) = delete;
+
+  int rows() const;
+  int columns() const;
+  bool is_null(int row, int column) const;
+  std::string_view text(int row, int column) const;
+  int64_t integer(int row, int column) const;
+  // The command tag ("INSERT 0 5", "COMMIT", "ROLLBACK").
+  std::string_view command() const;
+  // Rows an INSERT, UPDATE or DELETE touched.
+  int64_t affected() const;
+
+ private:
+  pg_result* r_ = nullptr;
+};
+
+// A value bound to a query's $1, $2, ...: text in PostgreSQL's input
+// syntax, or NULL. Never spliced into SQL.
+using PgParam = std::optional<std::string>;
+
+class PgConnection {
+ public:
+  ~PgConnection();
+  PgConnection(const PgConnection&) = delete;
+  PgConnection& operator=(const PgConnection&) = delete;
+
+  // Connects as `application` (shown in pg_stat_activity), with the
+  // client encoding UTF8 and, unless the target or PGCONNECT_TIMEOUT says
+  // otherwise, a 10 s connect timeout. Errors name the redacted target.
+  static Expected<std::unique_ptr<PgConnection>> connect(const std::string& target,
+                                                         const std::string& application);
+
+  // The target without its password, for messages.
+  const std::string& display() const { return display_; }
+
+  // Statements that return nothing worth reading (several may be given).
+  Status exec(std::string_view sql);
+  // One statement with its values bound.
+  Expected<PgResult> query(std::string_view sql, const std::vector<PgParam>& params = {});
+  // COPY ... FROM STDIN, fed `data` in COPY's text format.
+  Status copy_in(std::string_view copy_sql, std::string_view data);
+
+  // After a query failed: the failure's SQLSTATE (empty when the server
+  // sent none) and its message without the "ERROR:" prefix.
+  const std::string& sqlstate() const { return sqlstate_; }
+  const std::string& reason() const { return reason_; }
+  // Whether the last failure was the row's values (SQLSTATE classes 22,
+  // data exception, and 23, integrity constraint violation): the caller
+  // may treat the row as bad input. Otherwise it was the database's.
+  bool refused_values() const;
+  // Whether the connection is gone: every later query fails too.
+  bool broken() const;
+
+ private:
+  PgConnection(pg_conn* conn, std::string display);
+  // Reads the outcome of the query just sent, turning a failure into an
+  // error naming the target (and remembering sqlstate() and reason()).
+  Expected<PgResult> outcome(pg_result* r, std::string_view what);
+  pg_conn* conn_;
+  std::string display_;
+  std::string sqlstate_;
+  std::string reason_;
+};
+
+// BEGIN ... COMMIT on a connection, rolled back unless committed.
+class PgTransaction {
+ public:
+  static Expected<PgTransaction> begin(PgConnection& conn);
+  PgTransaction(PgTransaction&& other) noexcept : conn_(other.conn_) { other.conn_ = nullptr; }
+  PgTransaction& operator=(PgTransaction&&) = delete;
+  ~PgTransaction();
+  Status commit();
+
+ private:
+  explicit PgTransaction(PgConnection* conn) : conn_(conn) {}
+  PgConnection* conn_;
+};
+
+// Appends `value` to a COPY text-format row: backslash, tab, newline and
+// carriage return escaped. The caller adds the tabs between columns and
+// the newline after the row; NULL is written as \N.
+void append_copy_text(std::string& out, std::string_view value);
+
+}  // namespace kpipe
