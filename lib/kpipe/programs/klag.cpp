@@ -12,6 +12,7 @@
 #include "kpipe/lag.h"
 #include "kpipe/lag_format.h"
 #include "kpipe/store/lag_history.h"
+#include "kpipe/store/postgres.h"
 #include "kpipe/store/state_store.h"
 
 namespace kpipe {
@@ -353,7 +354,7 @@ Status run_lag(const LagOptions& o, Io& io) {
   LagEngine engine(io.clock, s.rules);
   if (o.status_only) return run_status(s, o, engine, io);
 
-  if (!o.state.empty()) {
+  if (!o.state.empty() && !is_postgres_target(o.state)) {
     struct stat st;
     if (::stat(o.state.c_str(), &st) != 0)
       return failure("state file '{}' does not exist", o.state);

@@ -196,16 +196,6 @@ bool same_file(const std::string& a, const std::string& b) {
   return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-// kpipe's own tables in a state database are never a sink: upserting into
-// 'offsets' would move where the pipeline resumes.
-Status refuse_state_table(const std::string& table, const std::string& where) {
-  for (const auto& t : kStateTables)
-    if (same_name(t, table))
-      return usage_error("--table '{}' is one of kpipe's own tables in the state database '{}'",
-                         table, where);
-  return {};
-}
-
 }  // namespace
 
 Status run_upsert(const UpsertOptions& o, Io& io) {
@@ -223,55 +213,43 @@ Status run_upsert(const UpsertOptions& o, Io& io) {
                  *mode == 0 ? UpsertMode::kUpsert : UpsertMode::kIgnore, o.strict};
   KPIPE_TRY(validate_table_spec(spec));
 
-  std::unique_ptr<Database> db;
-  std::unique_ptr<PgConnection> pg;
-  std::unique_ptr<StateStore> store;
-  bool same = false;
-  if (is_postgres_target(o.db)) {
-    auto connected = PgConnection::connect(o.db, io.program);
-    if (!connected) return connected.take_error();
-    pg = std::move(*connected);
-    // A database that holds kpipe's state tables: they are never a sink.
-    auto marked = pg->query("SELECT to_regclass('kpipe_schema') IS NOT NULL");
-    if (!marked) return marked.take_error();
-    if (marked->text(0, 0) == "t") KPIPE_TRY(refuse_state_table(o.table, pg->display()));
-  } else {
-    auto opened = Database::open(o.db);
-    if (!opened) return opened.take_error();
-    db = std::move(*opened);
-    // A batch's pages stay in memory until it commits: with SQLite's default
-    // 2 MiB cache, a batch of random keys spills dirty pages into the WAL
-    // mid-transaction and writes many of them more than once.
-    KPIPE_TRY(db->exec("PRAGMA cache_size = -65536"));
-    same = !o.state.empty() && same_file(o.db, o.state);
-    // kpipe's own tables in a state database (the --state file, or any file
-    // that holds them) are never a sink: upserting into 'offsets' would move
-    // where the pipeline resumes.
-    // The statement is finalized at once: left open, it would hold a read
-    // transaction for the whole run, and the first write after another
-    // process's would fail as locked.
-    Expected<bool> is_state = [&]() -> Expected<bool> {
-      auto marked = db->prepare("SELECT 1 FROM sqlite_master WHERE name = 'kpipe_schema'");
-      if (!marked) return marked.take_error();
-      return marked->step();
-    }();
-    if (!is_state) return is_state.take_error();
-    if (same || *is_state) KPIPE_TRY(refuse_state_table(o.table, o.db));
-    if (!o.errors.dlq.empty() && !o.errors.dlq.starts_with("kafka:") &&
-        same_file(o.db, o.errors.dlq))
-      return usage_error(
-          "--dlq must name another file than --db: kupsert holds its write lock while dead "
-          "letters are written");
+  OpenOptions options;
+  options.application = io.program;
+  auto db = Database::open(o.db, options);
+  if (!db) return db.take_error();
+  bool pg = (*db)->postgres();
+  // A batch's pages stay in memory until it commits: with SQLite's default
+  // 2 MiB cache, a batch of random keys spills dirty pages into the WAL
+  // mid-transaction and writes many of them more than once.
+  if (!pg) KPIPE_TRY((*db)->exec("PRAGMA cache_size = -65536"));
+  // --state naming --db: for a server, the same target.
+  bool same = !o.state.empty() && (pg ? o.state == o.db : same_file(o.db, o.state));
+  // kpipe's own tables in a state database (the --state one, or any that
+  // holds them) are never a sink: upserting into 'offsets' would move
+  // where the pipeline resumes.
+  auto is_state = (*db)->has_table("kpipe_schema");
+  if (!is_state) return is_state.take_error();
+  if (same || *is_state) {
+    for (const auto& t : kStateTables)
+      if (same_name(t, o.table))
+        return usage_error("--table '{}' is one of kpipe's own tables in the state database '{}'",
+                           o.table, (*db)->path());
   }
+  if (!pg && !o.errors.dlq.empty() && !o.errors.dlq.starts_with("kafka:") &&
+      same_file(o.db, o.errors.dlq))
+    return usage_error(
+        "--dlq must name another file than --db: kupsert holds its write lock while dead letters "
+        "are written");
+  std::unique_ptr<StateStore> store;
   if (!o.state.empty()) {
-    auto opened = same ? StateStore::attach(*db) : StateStore::open(o.state);
+    auto opened = same ? StateStore::attach(**db) : StateStore::open(o.state);
     if (!opened) return opened.take_error();
     // The terminal stage's lock (kpipe(7), CONTROL LINES AND CHECKPOINTS).
     KPIPE_TRY((*opened)->lock_stage(stage_name(io.program, o.name)));
     store = std::move(*opened);
   }
-  auto writer =
-      pg ? UpsertWriter::open(*pg, std::move(spec)) : UpsertWriter::open(*db, std::move(spec));
+  auto writer = pg ? UpsertWriter::open(*(*db)->connection(), std::move(spec))
+                   : UpsertWriter::open(**db, std::move(spec));
   if (!writer) return writer.take_error();
   std::string name = stage_name(io.program, o.name);
   auto bad = make_bad_input_handler(o.errors, name, io, o.kafka);

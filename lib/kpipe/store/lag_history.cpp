@@ -56,7 +56,7 @@ Status LagHistory::append(const LagSample& s, Millis keep) {
   if (!tx) return tx.take_error();
   auto head = db_->prepare(
       "INSERT INTO lag_samples (subject_kind, subject, at, members, group_state) VALUES (?, ?, ?, "
-      "?, ?)");
+      "?, ?) RETURNING id");
   if (!head) return head.take_error();
   head->bind_text(1, kind_text(s.subject.kind))
       .bind_text(2, s.subject.name)
@@ -67,8 +67,10 @@ Status LagHistory::append(const LagSample& s, Millis keep) {
   } else {
     head->bind_text(5, s.group_state);
   }
-  KPIPE_TRY(head->run());
-  int64_t id = db_->last_insert_rowid();
+  auto inserted = head->step();
+  if (!inserted) return inserted.take_error();
+  int64_t id = head->column_int(0);
+  head->reset();
   auto row = db_->prepare(
       "INSERT INTO lag_partitions (sample, topic, partition, committed, end_offset, lag_seconds, "
       "committed_at, at)"

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include <libpq-fe.h>
+#include <unistd.h>
 
 namespace kpipe {
 
@@ -169,6 +170,12 @@ std::string_view PgResult::text(int row, int column) const {
 int64_t PgResult::integer(int row, int column) const {
   return std::strtoll(PQgetvalue(r_, row, column), nullptr, 10);
 }
+unsigned PgResult::type(int column) const {
+  return PQftype(r_, column);
+}
+std::string_view PgResult::name(int column) const {
+  return PQfname(r_, column);
+}
 std::string_view PgResult::command() const {
   return r_ == nullptr ? "" : PQcmdStatus(r_);
 }
@@ -197,8 +204,11 @@ Expected<std::unique_ptr<PgConnection>> PgConnection::connect(const std::string&
     keys.push_back("connect_timeout");
     values.push_back("10");
   }
+  // PROGRAM[PID]: who holds a lock (StateStore), and which process a
+  // session of pg_stat_activity is.
+  std::string name = fmt::format("{}[{}]", application, ::getpid());
   keys.insert(keys.end(), {"fallback_application_name", "dbname", "client_encoding", nullptr});
-  values.insert(values.end(), {application.c_str(), dbname.c_str(), "UTF8", nullptr});
+  values.insert(values.end(), {name.c_str(), dbname.c_str(), "UTF8", nullptr});
   PGconn* conn = PQconnectdbParams(keys.data(), values.data(), 1);
   if (conn == nullptr) return failure("{}: cannot connect: out of memory", display);
   if (PQstatus(conn) != CONNECTION_OK) {
@@ -251,6 +261,22 @@ Expected<PgResult> PgConnection::query(std::string_view sql, const std::vector<P
                  "query failed");
 }
 
+Expected<PgResult> PgConnection::run_params(const std::string& sql, int n, const unsigned* types,
+                                            const char* const* values, const int* lengths,
+                                            const int* formats) {
+  return outcome(PQexecParams(conn_, sql.c_str(), n, types, values, lengths, formats, 0),
+                 "statement failed");
+}
+
+Status PgConnection::commit() {
+  auto r = query("COMMIT");
+  if (!r) return r.take_error();
+  // COMMIT of a transaction a failed statement aborted answers ROLLBACK.
+  if (r->command() == "ROLLBACK")
+    return failure("{}: the transaction was rolled back, not committed", display_);
+  return {};
+}
+
 Status PgConnection::copy_in(std::string_view copy_sql, std::string_view data) {
   std::string text(copy_sql);
   auto started = outcome(PQexec(conn_, text.c_str()), "COPY failed");
@@ -288,12 +314,211 @@ PgTransaction::~PgTransaction() {
 Status PgTransaction::commit() {
   PgConnection* conn = conn_;
   conn_ = nullptr;
-  auto r = conn->query("COMMIT");
-  if (!r) return r.take_error();
-  // COMMIT of a transaction a failed statement aborted answers ROLLBACK.
-  if (r->command() == "ROLLBACK")
-    return failure("{}: the transaction was rolled back, not committed", conn->display());
-  return {};
+  return conn->commit();
+}
+
+}  // namespace kpipe
+
+// --- the Database of sql.h -------------------------------------------------------
+
+namespace kpipe {
+
+std::string postgres_placeholders(std::string_view sql) {
+  std::string out;
+  out.reserve(sql.size() + 8);
+  int next = 0;
+  for (size_t i = 0; i < sql.size(); ++i) {
+    char c = sql[i];
+    if (c == '\'' || c == '"') {
+      size_t end = sql.find(c, i + 1);
+      if (end == std::string_view::npos) end = sql.size() - 1;
+      out.append(sql.substr(i, end - i + 1));
+      i = end;
+      continue;
+    }
+    if (c != '?') {
+      out.push_back(c);
+      continue;
+    }
+    size_t digits = i + 1;
+    while (digits < sql.size() && sql[digits] >= '0' && sql[digits] <= '9') ++digits;
+    out.push_back('$');
+    if (digits > i + 1) {
+      out.append(sql.substr(i + 1, digits - i - 1));
+      i = digits - 1;
+    } else {
+      out.append(std::to_string(++next));
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// PostgreSQL's type oids (catalog/pg_type.h, stable across versions).
+constexpr Oid kBoolOid = 16, kByteaOid = 17, kInt8Oid = 20, kInt2Oid = 21, kInt4Oid = 23,
+              kTextOid = 25, kFloat4Oid = 700, kFloat8Oid = 701, kNumericOid = 1700;
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return 0;
+}
+
+class PgStatement final : public Statement::Impl {
+ public:
+  PgStatement(PgConnection& conn, std::string sql, int64_t& changes)
+      : conn_(conn), sql_(std::move(sql)), changes_(changes) {}
+
+  void bind_int(int i, int64_t v) override { set(i, std::to_string(v), kInt8Oid, 0); }
+  void bind_double(int i, double v) override { set(i, fmt::format("{}", v), kFloat8Oid, 0); }
+  void bind_text(int i, std::string_view v, bool) override { set(i, std::string(v), kTextOid, 0); }
+  void bind_blob(int i, std::string_view v) override {
+    set(i, std::string(v), kByteaOid, 1);  // binary: the bytes as they are
+  }
+  void bind_null(int i) override {
+    slot(i);
+    null_[static_cast<size_t>(i - 1)] = true;
+  }
+
+  Expected<bool> step() override {
+    if (executed_) return ++row_ < result_.rows();
+    size_t n = values_.size();
+    std::vector<const char*> values(n);
+    std::vector<int> lengths(n);
+    for (size_t i = 0; i < n; ++i) {
+      values[i] = null_[i] ? nullptr : values_[i].data();
+      lengths[i] = static_cast<int>(values_[i].size());
+    }
+    auto r = conn_.run_params(sql_, static_cast<int>(n), types_.data(), values.data(),
+                              lengths.data(), formats_.data());
+    if (!r) {
+      refusal_ = conn_.refused_values() ? conn_.reason() : "";
+      return r.take_error();
+    }
+    result_ = std::move(*r);
+    changes_ = result_.affected();
+    executed_ = true;
+    row_ = 0;
+    decoded_.assign(static_cast<size_t>(result_.columns()), std::string());
+    return row_ < result_.rows();
+  }
+
+  void reset() override {
+    executed_ = false;
+    result_ = PgResult();
+    values_.clear();
+    null_.clear();
+    types_.clear();
+    formats_.clear();
+  }
+  const std::string& refusal() const override { return refusal_; }
+
+  Statement::Type column_type(int i) const override {
+    if (result_.is_null(row_, i)) return Statement::Type::kNull;
+    switch (result_.type(i)) {
+      case kInt2Oid:
+      case kInt4Oid:
+      case kInt8Oid:
+      case kBoolOid:
+        return Statement::Type::kInteger;
+      case kFloat4Oid:
+      case kFloat8Oid:
+      case kNumericOid:
+        return Statement::Type::kFloat;
+      case kByteaOid:
+        return Statement::Type::kBlob;
+      default:
+        return Statement::Type::kText;
+    }
+  }
+  int64_t column_int(int i) const override {
+    if (result_.is_null(row_, i)) return 0;
+    if (result_.type(i) == kBoolOid) return result_.text(row_, i) == "t" ? 1 : 0;
+    return result_.integer(row_, i);
+  }
+  double column_double(int i) const override {
+    if (result_.is_null(row_, i)) return 0;
+    return std::strtod(std::string(result_.text(row_, i)).c_str(), nullptr);
+  }
+  std::string_view column_text(int i) const override {
+    if (result_.is_null(row_, i)) return {};
+    std::string_view text = result_.text(row_, i);
+    if (result_.type(i) != kByteaOid) return text;
+    // bytea comes as text in hex: \x0a1b...
+    std::string& out = decoded_[static_cast<size_t>(i)];
+    out.clear();
+    for (size_t k = 2; k + 1 < text.size(); k += 2)
+      out.push_back(static_cast<char>(hex_digit(text[k]) << 4 | hex_digit(text[k + 1])));
+    return out;
+  }
+  int column_count() const override { return result_.columns(); }
+  std::string_view column_name(int i) const override { return result_.name(i); }
+
+ private:
+  void slot(int i) {
+    auto n = static_cast<size_t>(i);
+    if (values_.size() < n) {
+      values_.resize(n);
+      null_.resize(n, true);
+      types_.resize(n, 0);
+      formats_.resize(n, 0);
+    }
+  }
+  void set(int i, std::string v, Oid type, int format) {
+    slot(i);
+    auto k = static_cast<size_t>(i - 1);
+    values_[k] = std::move(v);
+    null_[k] = false;
+    types_[k] = type;
+    formats_[k] = format;
+  }
+
+  PgConnection& conn_;
+  std::string sql_;
+  int64_t& changes_;
+  std::vector<std::string> values_;
+  std::vector<bool> null_;
+  std::vector<Oid> types_;
+  std::vector<int> formats_;
+  bool executed_ = false;
+  PgResult result_;
+  int row_ = 0;
+  mutable std::vector<std::string> decoded_;
+  std::string refusal_;
+};
+
+class PgDatabase final : public Database {
+ public:
+  explicit PgDatabase(std::unique_ptr<PgConnection> conn)
+      : Database(conn->display()), conn_(std::move(conn)) {}
+
+  Dialect dialect() const override { return Dialect::kPostgres; }
+  Status exec(std::string_view sql) override { return conn_->exec(sql); }
+  Expected<Statement> prepare(std::string_view sql) override {
+    return Statement(std::make_unique<PgStatement>(*conn_, postgres_placeholders(sql), changes_));
+  }
+  int64_t changes() const override { return changes_; }
+  int max_columns() const override { return 1600; }
+  Status begin_write() override { return conn_->exec("BEGIN"); }
+  Status commit_write() override { return conn_->commit(); }
+  Expected<std::vector<std::string>> integrity_check() override {
+    return std::vector<std::string>();
+  }
+  PgConnection* connection() override { return conn_.get(); }
+
+ private:
+  std::unique_ptr<PgConnection> conn_;
+  int64_t changes_ = 0;
+};
+
+}  // namespace
+
+Expected<std::unique_ptr<Database>> open_postgres(const std::string& target, OpenOptions options) {
+  auto conn = PgConnection::connect(target, options.application);
+  if (!conn) return conn.take_error();
+  return std::unique_ptr<Database>(std::make_unique<PgDatabase>(std::move(*conn)));
 }
 
 }  // namespace kpipe

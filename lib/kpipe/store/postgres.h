@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kpipe/status.h"
+#include "kpipe/store/sql.h"
 
 struct pg_conn;
 struct pg_result;
@@ -43,6 +44,9 @@ class PgResult {
   bool is_null(int row, int column) const;
   std::string_view text(int row, int column) const;
   int64_t integer(int row, int column) const;
+  // A column's type (PostgreSQL's oid) and name.
+  unsigned type(int column) const;
+  std::string_view name(int column) const;
   // The command tag ("INSERT 0 5", "COMMIT", "ROLLBACK").
   std::string_view command() const;
   // Rows an INSERT, UPDATE or DELETE touched.
@@ -75,6 +79,11 @@ class PgConnection {
   Status exec(std::string_view sql);
   // One statement with its values bound.
   Expected<PgResult> query(std::string_view sql, const std::vector<PgParam>& params = {});
+  // One statement, its values given as libpq takes them (PQexecParams).
+  Expected<PgResult> run_params(const std::string& sql, int n, const unsigned* types,
+                                const char* const* values, const int* lengths, const int* formats);
+  // COMMIT: an error when the server rolled the transaction back instead.
+  Status commit();
   // COPY ... FROM STDIN, fed `data` in COPY's text format.
   Status copy_in(std::string_view copy_sql, std::string_view data);
 
@@ -113,6 +122,13 @@ class PgTransaction {
   explicit PgTransaction(PgConnection* conn) : conn_(conn) {}
   PgConnection* conn_;
 };
+
+// The Database of sql.h on a PostgreSQL server: statements written with
+// SQLite's "?" and "?N" placeholders run with PostgreSQL's "$N".
+Expected<std::unique_ptr<Database>> open_postgres(const std::string& target, OpenOptions options);
+
+// "?" and "?N" placeholders as PostgreSQL's "$N"; quoted text left alone.
+std::string postgres_placeholders(std::string_view sql);
 
 // Appends `value` to a COPY text-format row: backslash, tab, newline and
 // carriage return escaped. The caller adds the tabs between columns and

@@ -127,7 +127,7 @@ Expected<std::unique_ptr<StateLock>> StateLock::take(const std::string& state_pa
     ::close(file->fd);
     files.erase(id);
   };
-  if (file->held.count(offset) > 0) return failure(busy(::getpid()));
+  if (file->held.count(offset) > 0) return failure(busy(fmt::format("process {}", ::getpid())));
   // The holder may let go between a refused F_SETLK and F_GETLK: try again.
   for (int attempt = 0;; ++attempt) {
     struct flock fl = byte_at(offset, F_WRLCK);
@@ -144,7 +144,7 @@ Expected<std::unique_ptr<StateLock>> StateLock::take(const std::string& state_pa
     }
     if (*pid != 0 || attempt >= 100) {
       release_if_unused();
-      return failure(busy(*pid));
+      return failure(busy(fmt::format("process {}", *pid)));
     }
   }
   file->held.insert(offset);

@@ -34,10 +34,10 @@ class StateLock {
 
   // Takes the lock `name` ("stage:NAME", "kconsume") of the state database
   // at `state_path`, creating its lock file (mode 0600) if need be. When
-  // another process holds it, the error is `busy(pid)`: the caller knows
-  // what to tell the user. A second take of a name this process holds is
+  // another process holds it, the error is `busy("process PID")`: the
+  // caller knows what to tell the user. A second take of a name this process holds is
   // refused the same way (record locks never conflict within a process).
-  using BusyMessage = std::function<std::string(pid_t holder)>;
+  using BusyMessage = std::function<std::string(const std::string& holder)>;
   static Expected<std::unique_ptr<StateLock>> take(const std::string& state_path,
                                                    const std::string& name,
                                                    const BusyMessage& busy);

@@ -8,51 +8,60 @@
 #include <cstring>
 #include <random>
 
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "kpipe/store/postgres.h"
+
 namespace kpipe {
 
 namespace {
 
-const std::vector<std::string> kMigrations = {
+// Written once for both dialects: {int} and {blob} are each dialect's
+// types, {without_rowid} SQLite's clustered table, {seal_*} the seal as
+// each computes it (migrations()). "offset" is quoted: PostgreSQL reserves
+// the word.
+const char* const kMigrationTexts[] = {
     // v1
     "CREATE TABLE checkpoints ("
-    "  id INTEGER PRIMARY KEY,"
-    "  emitted_at INTEGER NOT NULL,"
-    "  completed_at INTEGER,"
+    "  id {id},"
+    "  emitted_at {int} NOT NULL,"
+    "  completed_at {int},"
     "  completed_by TEXT"
     ");"
     "CREATE TABLE checkpoint_offsets ("
-    "  checkpoint INTEGER NOT NULL REFERENCES checkpoints(id) ON DELETE CASCADE,"
+    "  checkpoint {int} NOT NULL REFERENCES checkpoints(id) ON DELETE CASCADE,"
     "  topic TEXT NOT NULL,"
-    "  partition INTEGER NOT NULL,"
-    "  offset INTEGER NOT NULL,"
+    "  partition {int} NOT NULL,"
+    "  \"offset\" {int} NOT NULL,"
     "  PRIMARY KEY (checkpoint, topic, partition)"
     ");"
     // The pipeline's positions: what kconsume resumes from.
     "CREATE TABLE offsets ("
     "  topic TEXT NOT NULL,"
-    "  partition INTEGER NOT NULL,"
-    "  offset INTEGER NOT NULL,"
-    "  checkpoint INTEGER NOT NULL,"
-    "  committed_at INTEGER NOT NULL,"
+    "  partition {int} NOT NULL,"
+    "  \"offset\" {int} NOT NULL,"
+    "  checkpoint {int} NOT NULL,"
+    "  committed_at {int} NOT NULL,"
     "  PRIMARY KEY (topic, partition)"
     ");"
     // Stage state, versioned by checkpoint: an entry lives from the
     // checkpoint that added it until the one that removed (or replaced) it.
     "CREATE TABLE stage_state ("
     "  stage TEXT NOT NULL,"
-    "  key BLOB NOT NULL,"
-    "  value BLOB NOT NULL,"
-    "  added INTEGER NOT NULL,"
-    "  removed INTEGER,"
+    "  key {blob} NOT NULL,"
+    "  value {blob} NOT NULL,"
+    "  added {int} NOT NULL,"
+    "  removed {int},"
     "  PRIMARY KEY (stage, key, added)"
-    ") WITHOUT ROWID;"
+    "){without_rowid};"
     "CREATE INDEX stage_state_live ON stage_state (stage, key) WHERE removed IS NULL;"
     "CREATE TABLE stage_snapshots ("
     "  stage TEXT NOT NULL,"
-    "  checkpoint INTEGER NOT NULL,"
-    "  saved_at INTEGER NOT NULL,"
-    "  entries INTEGER NOT NULL,"
-    "  bytes INTEGER NOT NULL,"
+    "  checkpoint {int} NOT NULL,"
+    "  saved_at {int} NOT NULL,"
+    "  entries {int} NOT NULL,"
+    "  bytes {int} NOT NULL,"
     "  PRIMARY KEY (stage, checkpoint)"
     ");",
     // v2: the primary key's (stage, key) prefix finds a key's live entry;
@@ -64,22 +73,23 @@ const std::vector<std::string> kMigrations = {
     // process's run, the checkpoints it wrote as kconsume or as a stage,
     // so that verify sees two processes that wrote as one at once. Rows
     // already there are sealed as they are.
-    "ALTER TABLE offsets ADD COLUMN seal INTEGER;"
-    "ALTER TABLE checkpoints ADD COLUMN seal INTEGER;"
-    "ALTER TABLE checkpoint_offsets ADD COLUMN seal INTEGER;"
-    "ALTER TABLE stage_snapshots ADD COLUMN seal INTEGER;"
-    "UPDATE offsets SET seal = kpipe_seal(topic, partition, offset, checkpoint, committed_at);"
-    "UPDATE checkpoints SET seal = kpipe_seal(id, emitted_at, completed_at, completed_by);"
-    "UPDATE checkpoint_offsets SET seal = kpipe_seal(checkpoint, topic, partition, offset);"
-    "UPDATE stage_snapshots SET seal = kpipe_seal(stage, checkpoint, saved_at, entries, bytes);"
+    "ALTER TABLE offsets ADD COLUMN seal {int};"
+    "ALTER TABLE checkpoints ADD COLUMN seal {int};"
+    "ALTER TABLE checkpoint_offsets ADD COLUMN seal {int};"
+    "ALTER TABLE stage_snapshots ADD COLUMN seal {int};"
+    "{seal_function}"
+    "UPDATE offsets SET seal = {seal_offsets};"
+    "UPDATE checkpoints SET seal = {seal_checkpoints};"
+    "UPDATE checkpoint_offsets SET seal = {seal_checkpoint_offsets};"
+    "UPDATE stage_snapshots SET seal = {seal_stage_snapshots};"
     // role: 'kconsume' or 'stage:NAME'; run: random per process.
     "CREATE TABLE kpipe_runs ("
     "  role TEXT NOT NULL,"
-    "  run INTEGER NOT NULL,"
-    "  pid INTEGER NOT NULL,"
-    "  first_checkpoint INTEGER NOT NULL,"
-    "  last_checkpoint INTEGER NOT NULL,"
-    "  seal INTEGER,"
+    "  run {int} NOT NULL,"
+    "  pid {int} NOT NULL,"
+    "  first_checkpoint {int} NOT NULL,"
+    "  last_checkpoint {int} NOT NULL,"
+    "  seal {int},"
     "  PRIMARY KEY (role, run)"
     ");",
 };
@@ -93,14 +103,58 @@ struct SealedTable {
   const char* row;      // how verify names a row: an SQL expression
 };
 const SealedTable kSealedTables[] = {
-    {"offsets", "topic, partition, offset, checkpoint, committed_at", "topic || '/' || partition"},
+    {"offsets", "topic, partition, \"offset\", checkpoint, committed_at",
+     "topic || '/' || partition"},
     {"checkpoints", "id, emitted_at, completed_at, completed_by", "id"},
-    {"checkpoint_offsets", "checkpoint, topic, partition, offset",
+    {"checkpoint_offsets", "checkpoint, topic, partition, \"offset\"",
      "checkpoint || ' ' || topic || '/' || partition"},
     {"stage_snapshots", "stage, checkpoint, saved_at, entries, bytes",
      "stage || ' ' || checkpoint"},
     {"kpipe_runs", "role, run, pid, first_checkpoint, last_checkpoint", "role || ' ' || pid"},
 };
+
+// kpipe_seal on PostgreSQL: each value as text, NULL as \x1e, joined by
+// \x1f, and the first 64 bits of their MD5. SQLite's is a C function
+// (sqlite.cpp); the seals of one database are all of one kind.
+constexpr const char* kPostgresSealFunction =
+    "CREATE OR REPLACE FUNCTION kpipe_seal(VARIADIC v text[]) RETURNS bigint"
+    " LANGUAGE sql IMMUTABLE PARALLEL SAFE AS"
+    " $$ SELECT ('x' || left(md5(array_to_string(v, E'\\x1f', E'\\x1e')), 16))::bit(64)::bigint "
+    "$$;";
+
+// The seal of a table's row, of its own columns (a migration's UPDATE).
+std::string seal_columns(Dialect dialect, const char* table) {
+  for (const auto& t : kSealedTables) {
+    if (std::string_view(t.table) != table) continue;
+    std::vector<std::string_view> args;
+    std::string_view columns = t.columns;
+    for (;;) {
+      size_t comma = columns.find(", ");
+      args.push_back(columns.substr(0, comma));
+      if (comma == std::string_view::npos) break;
+      columns.remove_prefix(comma + 2);
+    }
+    return seal_call(dialect, args);
+  }
+  return {};
+}
+
+std::vector<std::string> migrations(Dialect dialect) {
+  bool pg = dialect == Dialect::kPostgres;
+  std::vector<std::string> out;
+  for (const char* text : kMigrationTexts)
+    out.push_back(fmt::format(
+        fmt::runtime(text), fmt::arg("int", pg ? "BIGINT" : "INTEGER"),
+        fmt::arg("id", pg ? "BIGINT PRIMARY KEY" : "INTEGER PRIMARY KEY"),
+        fmt::arg("blob", pg ? "BYTEA" : "BLOB"),
+        fmt::arg("without_rowid", pg ? "" : " WITHOUT ROWID"),
+        fmt::arg("seal_function", pg ? kPostgresSealFunction : ""),
+        fmt::arg("seal_offsets", seal_columns(dialect, "offsets")),
+        fmt::arg("seal_checkpoints", seal_columns(dialect, "checkpoints")),
+        fmt::arg("seal_checkpoint_offsets", seal_columns(dialect, "checkpoint_offsets")),
+        fmt::arg("seal_stage_snapshots", seal_columns(dialect, "stage_snapshots"))));
+  return out;
+}
 
 // At most this many lines per kind of problem: a table rewritten by hand
 // would otherwise print one line per row.
@@ -128,8 +182,45 @@ StateStore::StateStore(std::unique_ptr<Database> owned, Database* db)
 
 StateStore::~StateStore() = default;
 
+// On PostgreSQL the locks are session advisory locks, keyed by a hash of
+// the lock's name: the server drops them when the connection goes (the
+// process killed, the machine gone), so none is ever stale. The holder is
+// named by its connection's application name, "PROGRAM[PID]"
+// (PgConnection::connect), and the address it connects from.
+Status StateStore::lock_postgres(const std::string& name, const StateLock::BusyMessage& busy) {
+  std::string keyed = "kpipe state lock:" + name;
+  auto key = static_cast<int64_t>(XXH3_64bits(keyed.data(), keyed.size()));
+  auto take = db_->prepare("SELECT pg_try_advisory_lock(?)");
+  if (!take) return take.take_error();
+  take->bind(1, key);
+  auto row = take->step();
+  if (!row) return row.take_error();
+  if (take->column_int(0) != 0) return {};
+  auto who = db_->prepare(
+      "SELECT a.application_name, host(a.client_addr) FROM pg_locks l JOIN pg_stat_activity a "
+      "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+      "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+      "AND CAST(l.classid AS bigint) = ? AND CAST(l.objid AS bigint) = ?");
+  if (!who) return who.take_error();
+  auto bits = static_cast<uint64_t>(key);
+  who->bind(1, static_cast<int64_t>(bits >> 32)).bind(2, static_cast<int64_t>(bits & 0xffffffff));
+  auto found = who->step();
+  if (!found) return found.take_error();
+  std::string holder = "another connection";
+  if (*found) {
+    std::string app(who->column_text(0));
+    size_t open = app.rfind('[');
+    if (open != std::string::npos && app.ends_with("]"))
+      holder = "process " + app.substr(open + 1, app.size() - open - 2);
+    if (who->column_type(1) != Statement::Type::kNull)
+      holder += fmt::format(" on {}", who->column_text(1));
+  }
+  return failure(busy(holder));
+}
+
 Status StateStore::lock(const std::string& name, StateLock::BusyMessage busy) {
   if (db_->path() == ":memory:") return {};
+  if (db_->postgres()) return lock_postgres(name, busy);
   auto held = StateLock::take(db_->path(), name, busy);
   if (!held) return held.take_error();
   locks_.push_back(std::move(*held));
@@ -139,43 +230,49 @@ Status StateStore::lock(const std::string& name, StateLock::BusyMessage busy) {
 Status StateStore::lock_stage(std::string_view stage) {
   std::string name(stage);
   const std::string& path = db_->path();
-  return lock("stage:" + name, [&](pid_t pid) {
+  return lock("stage:" + name, [&](const std::string& holder) {
     return fmt::format(
-        "stage '{}' of state database '{}' is in use by process {}: two stages of a pipeline need "
+        "stage '{}' of state database '{}' is in use by {}: two stages of a pipeline need "
         "distinct --name; one pipeline per state file",
-        name, path, pid);
+        name, path, holder);
   });
 }
 
 Status StateStore::lock_pipeline() {
   const std::string& path = db_->path();
-  return lock("kconsume", [&](pid_t pid) {
+  return lock("kconsume", [&](const std::string& holder) {
     return fmt::format(
-        "state database '{}' is in use by process {} (the kconsume of a pipeline, or kcheckpoint "
+        "state database '{}' is in use by {} (the kconsume of a pipeline, or kcheckpoint "
         "rewriting its offsets): one pipeline per state file",
-        path, pid);
+        path, holder);
   });
 }
 
 Status StateStore::lock_offsets() {
   const std::string& path = db_->path();
-  return lock("kconsume", [&](pid_t pid) {
+  return lock("kconsume", [&](const std::string& holder) {
     return fmt::format(
-        "state database '{}' is in use by process {} (the pipeline's kconsume, or another "
+        "state database '{}' is in use by {} (the pipeline's kconsume, or another "
         "kcheckpoint): stop the pipeline before rewriting its offsets",
-        path, pid);
+        path, holder);
   });
 }
 
 Status StateStore::note_run(std::string_view role, int64_t checkpoint) {
-  auto stmt = db_->prepare(
+  Dialect d = db_->dialect();
+  // SQLite's MIN(a, b) is PostgreSQL's LEAST(a, b): CASE is both's.
+  constexpr std::string_view kFirst =
+      "CASE WHEN kpipe_runs.first_checkpoint < excluded.first_checkpoint THEN "
+      "kpipe_runs.first_checkpoint ELSE excluded.first_checkpoint END";
+  constexpr std::string_view kLast =
+      "CASE WHEN kpipe_runs.last_checkpoint > excluded.last_checkpoint THEN "
+      "kpipe_runs.last_checkpoint ELSE excluded.last_checkpoint END";
+  auto stmt = db_->prepare(fmt::format(
       "INSERT INTO kpipe_runs (role, run, pid, first_checkpoint, last_checkpoint, seal) "
-      "VALUES (?1, ?2, ?3, ?4, ?4, kpipe_seal(?1, ?2, ?3, ?4, ?4)) "
-      "ON CONFLICT(role, run) DO UPDATE SET "
-      "first_checkpoint = MIN(first_checkpoint, excluded.first_checkpoint), "
-      "last_checkpoint = MAX(last_checkpoint, excluded.last_checkpoint), "
-      "seal = kpipe_seal(role, run, pid, MIN(first_checkpoint, excluded.first_checkpoint), "
-      "MAX(last_checkpoint, excluded.last_checkpoint))");
+      "VALUES (?1, ?2, ?3, ?4, ?4, {}) "
+      "ON CONFLICT(role, run) DO UPDATE SET first_checkpoint = {}, last_checkpoint = {}, seal = {}",
+      seal_call(d, {"?1", "?2", "?3", "?4", "?4"}), kFirst, kLast,
+      seal_call(d, {"kpipe_runs.role", "kpipe_runs.run", "kpipe_runs.pid", kFirst, kLast})));
   if (!stmt) return stmt.take_error();
   stmt->bind_text(1, role)
       .bind(2, run_)
@@ -194,6 +291,17 @@ Expected<std::unique_ptr<StateStore>> StateStore::open(const std::string& path) 
 }
 
 Expected<std::unique_ptr<StateStore>> StateStore::open_existing(const std::string& path) {
+  if (is_postgres_target(path)) {
+    auto db = Database::open(path);
+    if (!db) return db.take_error();
+    // Only reads: a role that may only read the tables is enough, and
+    // nothing is created by mistake.
+    KPIPE_TRY((*db)->exec("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY"));
+    auto marked = (*db)->has_table("kpipe_schema");
+    if (!marked) return marked.take_error();
+    if (!*marked) return failure("'{}' is not a kpipe state database", (*db)->path());
+    return check_version(std::move(*db));
+  }
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) return failure("state database '{}' does not exist", path);
@@ -205,9 +313,14 @@ Expected<std::unique_ptr<StateStore>> StateStore::open_existing(const std::strin
   options.wal = false;
   auto db = Database::open(path, options);
   if (!db) return db.take_error();
+  return check_version(std::move(*db));
+}
+
+Expected<std::unique_ptr<StateStore>> StateStore::check_version(std::unique_ptr<Database> db) {
+  const std::string path = db->path();
   // In a scope of its own: the statement's read transaction ends with it.
   Expected<int64_t> version = [&]() -> Expected<int64_t> {
-    auto stmt = (*db)->prepare("SELECT version FROM kpipe_schema WHERE component = 'state'");
+    auto stmt = db->prepare("SELECT version FROM kpipe_schema WHERE component = 'state'");
     if (!stmt) {
       const std::string& why = stmt.error().message;
       if (why.find("no such table") == std::string::npos &&
@@ -221,7 +334,7 @@ Expected<std::unique_ptr<StateStore>> StateStore::open_existing(const std::strin
     return stmt->column_int(0);
   }();
   if (!version) return version.take_error();
-  auto known = static_cast<int64_t>(kMigrations.size());
+  auto known = static_cast<int64_t>(std::size(kMigrationTexts));
   if (*version > known)
     return failure(
         "{}: the 'state' tables are at schema version {}, newer than this program knows ({}); "
@@ -232,8 +345,8 @@ Expected<std::unique_ptr<StateStore>> StateStore::open_existing(const std::strin
         "{}: the 'state' tables are at schema version {}, older than this program's ({}); run the "
         "pipeline or kcheckpoint commit on it once to upgrade them",
         path, *version, known);
-  Database* raw = db->get();
-  return std::unique_ptr<StateStore>(new StateStore(std::move(*db), raw));
+  Database* raw = db.get();
+  return std::unique_ptr<StateStore>(new StateStore(std::move(db), raw));
 }
 
 Expected<std::unique_ptr<StateStore>> StateStore::attach(Database& db) {
@@ -245,8 +358,8 @@ Expected<std::unique_ptr<StateStore>> StateStore::attach(Database& db) {
 Status StateStore::migrate() {
   // Snapshots touch many pages at once: a larger page cache than SQLite's
   // 2 MiB default keeps a checkpoint's writes from thrashing it.
-  KPIPE_TRY(db_->exec("PRAGMA cache_size=-65536"));
-  return db_->migrate("state", kMigrations);
+  if (!db_->postgres()) KPIPE_TRY(db_->exec("PRAGMA cache_size=-65536"));
+  return db_->migrate("state", migrations(db_->dialect()));
 }
 
 Expected<int64_t> StateStore::next_checkpoint_id() {
@@ -261,8 +374,9 @@ Status StateStore::record_emitted(int64_t id, Millis at) {
   auto tx = Transaction::begin(*db_);
   if (!tx) return tx.take_error();
   auto stmt = db_->prepare(
-      "INSERT OR IGNORE INTO checkpoints (id, emitted_at, seal) VALUES (?1, ?2, kpipe_seal(?1, ?2, "
-      "NULL, NULL))");
+      fmt::format("INSERT INTO checkpoints (id, emitted_at, seal) VALUES (?1, ?2, {}) ON "
+                  "CONFLICT (id) DO NOTHING",
+                  seal_call(db_->dialect(), {"?1", "?2", "NULL", "NULL"})));
   if (!stmt) return stmt.take_error();
   stmt->bind(1, id).bind(2, at);
   KPIPE_TRY(stmt->run());
@@ -295,24 +409,29 @@ Status StateStore::complete_in_transaction(const Checkpoint& c, std::string_view
     return failure("checkpoint {} arrived after checkpoint {} was complete: ids must grow", c.id,
                    **latest);
   }
-  auto put = db_->prepare(
+  Dialect d = db_->dialect();
+  auto put = db_->prepare(fmt::format(
       "INSERT INTO checkpoints (id, emitted_at, completed_at, completed_by, seal) VALUES (?1, ?2, "
-      "?3, ?4, kpipe_seal(?1, ?2, ?3, ?4)) "
-      "ON CONFLICT(id) DO UPDATE SET completed_at = excluded.completed_at, completed_by = "
-      "excluded.completed_by, seal = kpipe_seal(id, emitted_at, excluded.completed_at, "
-      "excluded.completed_by)");
+      "?3, ?4, {}) ON CONFLICT(id) DO UPDATE SET completed_at = excluded.completed_at, "
+      "completed_by = excluded.completed_by, seal = {}",
+      seal_call(d, {"?1", "?2", "?3", "?4"}),
+      seal_call(d, {"checkpoints.id", "checkpoints.emitted_at", "excluded.completed_at",
+                    "excluded.completed_by"})));
   if (!put) return put.take_error();
   put->bind(1, c.id).bind(2, c.at).bind(3, now).bind_text(4, by);
   KPIPE_TRY(put->run());
-  auto off = db_->prepare(
-      "INSERT OR REPLACE INTO checkpoint_offsets (checkpoint, topic, partition, offset, seal) "
-      "VALUES (?1, ?2, ?3, ?4, kpipe_seal(?1, ?2, ?3, ?4))");
+  auto off = db_->prepare(fmt::format(
+      "INSERT INTO checkpoint_offsets (checkpoint, topic, partition, \"offset\", seal) "
+      "VALUES (?1, ?2, ?3, ?4, {}) ON CONFLICT (checkpoint, topic, partition) DO UPDATE SET "
+      "\"offset\" = excluded.\"offset\", seal = excluded.seal",
+      seal_call(d, {"?1", "?2", "?3", "?4"})));
   if (!off) return off.take_error();
-  auto pos = db_->prepare(
-      "INSERT INTO offsets (topic, partition, offset, checkpoint, committed_at, seal) VALUES (?1, "
-      "?2, ?3, ?4, ?5, kpipe_seal(?1, ?2, ?3, ?4, ?5)) "
-      "ON CONFLICT(topic, partition) DO UPDATE SET offset = excluded.offset, checkpoint = "
-      "excluded.checkpoint, committed_at = excluded.committed_at, seal = excluded.seal");
+  auto pos = db_->prepare(fmt::format(
+      "INSERT INTO offsets (topic, partition, \"offset\", checkpoint, committed_at, seal) VALUES "
+      "(?1, ?2, ?3, ?4, ?5, {}) ON CONFLICT(topic, partition) DO UPDATE SET \"offset\" = "
+      "excluded.\"offset\", checkpoint = excluded.checkpoint, committed_at = "
+      "excluded.committed_at, seal = excluded.seal",
+      seal_call(d, {"?1", "?2", "?3", "?4", "?5"})));
   if (!pos) return pos.take_error();
   for (const auto& o : c.offsets) {
     off->bind(1, c.id)
@@ -342,8 +461,8 @@ Status StateStore::complete_in_transaction(const Checkpoint& c, std::string_view
 
 Expected<std::vector<StoredOffset>> StateStore::offsets() {
   auto stmt = db_->prepare(
-      "SELECT topic, partition, offset, checkpoint, committed_at FROM offsets ORDER BY topic, "
-      "partition");
+      "SELECT topic, partition, \"offset\", checkpoint, committed_at FROM offsets ORDER BY "
+      "topic, partition");
   if (!stmt) return stmt.take_error();
   std::vector<StoredOffset> out;
   for (;;) {
@@ -359,11 +478,12 @@ Expected<std::vector<StoredOffset>> StateStore::offsets() {
 Status StateStore::set_offsets(const std::vector<PartitionOffset>& offsets, Millis now) {
   auto tx = Transaction::begin(*db_);
   if (!tx) return tx.take_error();
-  auto pos = db_->prepare(
-      "INSERT INTO offsets (topic, partition, offset, checkpoint, committed_at, seal) VALUES (?1, "
-      "?2, ?3, 0, ?4, kpipe_seal(?1, ?2, ?3, 0, ?4)) "
-      "ON CONFLICT(topic, partition) DO UPDATE SET offset = excluded.offset, checkpoint = 0, "
-      "committed_at = excluded.committed_at, seal = excluded.seal");
+  auto pos = db_->prepare(fmt::format(
+      "INSERT INTO offsets (topic, partition, \"offset\", checkpoint, committed_at, seal) VALUES "
+      "(?1, ?2, ?3, 0, ?4, {}) ON CONFLICT(topic, partition) DO UPDATE SET \"offset\" = "
+      "excluded.\"offset\", checkpoint = 0, committed_at = excluded.committed_at, seal = "
+      "excluded.seal",
+      seal_call(db_->dialect(), {"?1", "?2", "?3", "0", "?4"})));
   if (!pos) return pos.take_error();
   for (const auto& o : offsets) {
     pos->bind_text(1, o.topic)
@@ -438,9 +558,12 @@ Status StateStore::save_snapshot(std::string_view stage, int64_t checkpoint,
     KPIPE_TRY(insert->run());
     bytes += static_cast<int64_t>(key.size() + value.size());
   }
-  auto record = db_->prepare(
-      "INSERT OR REPLACE INTO stage_snapshots (stage, checkpoint, saved_at, entries, bytes, seal) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, kpipe_seal(?1, ?2, ?3, ?4, ?5))");
+  auto record = db_->prepare(fmt::format(
+      "INSERT INTO stage_snapshots (stage, checkpoint, saved_at, entries, bytes, seal) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, {}) ON CONFLICT (stage, checkpoint) DO UPDATE SET saved_at = "
+      "excluded.saved_at, entries = excluded.entries, bytes = excluded.bytes, seal = "
+      "excluded.seal",
+      seal_call(db_->dialect(), {"?1", "?2", "?3", "?4", "?5"})));
   if (!record) return record.take_error();
   record->bind_text(1, stage).bind(2, checkpoint).bind(3, now);
   record->bind(4, static_cast<int64_t>(changes.put.size() + changes.removed.size())).bind(5, bytes);
@@ -500,14 +623,14 @@ Expected<std::vector<std::string>> StateStore::verify() {
       out.push_back(fmt::format("{}: {}", what, stmt->column_int(0)));
     return {};
   };
-  KPIPE_TRY(check("SELECT COUNT(*) FROM offsets WHERE offset < 0", "negative offsets"));
+  KPIPE_TRY(check("SELECT COUNT(*) FROM offsets WHERE \"offset\" < 0", "negative offsets"));
   KPIPE_TRY(
       check("SELECT COUNT(*) FROM offsets o WHERE o.checkpoint > 0 AND o.checkpoint > "
             "(SELECT COALESCE(MAX(id), 0) FROM checkpoints WHERE completed_at IS NOT NULL)",
             "offsets stored by a checkpoint that is not complete"));
   KPIPE_TRY(
       check("SELECT COUNT(*) FROM (SELECT stage, key FROM stage_state WHERE removed IS NULL "
-            "GROUP BY stage, key HAVING COUNT(*) > 1)",
+            "GROUP BY stage, key HAVING COUNT(*) > 1) AS live",
             "state keys with more than one live value"));
   KPIPE_TRY(check("SELECT COUNT(*) FROM stage_state WHERE removed IS NOT NULL AND removed < added",
                   "state entries removed before they were added"));
@@ -534,8 +657,8 @@ Expected<std::vector<std::string>> StateStore::verify() {
   // A seal that does not match: a row kpipe did not write as it is.
   for (const auto& t : kSealedTables) {
     std::string what = fmt::format("{}: rows changed outside kpipe", t.table);
-    KPIPE_TRY(rows(fmt::format("SELECT {} FROM {} WHERE seal IS NOT kpipe_seal({})", t.row, t.table,
-                               t.columns),
+    KPIPE_TRY(rows(fmt::format("SELECT {} FROM {} WHERE seal IS DISTINCT FROM {}", t.row, t.table,
+                               seal_columns(db_->dialect(), t.table)),
                    what, [&](Statement& stmt) {
                      return fmt::format("{}: row {} changed outside kpipe", t.table,
                                         stmt.column_text(0));
@@ -548,7 +671,8 @@ Expected<std::vector<std::string>> StateStore::verify() {
            "JOIN checkpoints c ON c.id = o.checkpoint "
            "LEFT JOIN checkpoint_offsets k ON k.checkpoint = o.checkpoint AND k.topic = o.topic "
            "AND k.partition = o.partition "
-           "WHERE o.checkpoint > 0 AND k.offset IS NOT o.offset ORDER BY o.topic, o.partition",
+           "WHERE o.checkpoint > 0 AND k.\"offset\" IS DISTINCT FROM o.\"offset\" "
+           "ORDER BY o.topic, o.partition",
            "offsets: rows that disagree with their checkpoint", [](Statement& stmt) {
              return fmt::format("offsets: row {} disagrees with checkpoint {}, which stored it",
                                 stmt.column_text(0), stmt.column_int(1));

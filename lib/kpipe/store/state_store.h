@@ -15,7 +15,7 @@
 #include "kpipe/partition.h"
 #include "kpipe/snapshot.h"
 #include "kpipe/status.h"
-#include "kpipe/store/sqlite.h"
+#include "kpipe/store/sql.h"
 #include "kpipe/store/state_lock.h"
 #include "kpipe/time.h"
 
@@ -119,7 +119,10 @@ class StateStore {
  private:
   StateStore(std::unique_ptr<Database> owned, Database* db);
   Status migrate();
+  // open_existing's last step: the tables at this program's version.
+  static Expected<std::unique_ptr<StateStore>> check_version(std::unique_ptr<Database> db);
   Status lock(const std::string& name, StateLock::BusyMessage busy);
+  Status lock_postgres(const std::string& name, const StateLock::BusyMessage& busy);
   // Extends this process's record of the checkpoints it wrote as `role`
   // ("kconsume", "stage:NAME"), inside the caller's transaction.
   Status note_run(std::string_view role, int64_t checkpoint);

@@ -57,11 +57,10 @@ TEST_CASE("Statement: binds and reads back every type", "[sqlite]") {
       .bind_null(5);
   REQUIRE(ins->run().ok());
   CHECK(db->changes() == 1);
-  CHECK(db->last_insert_rowid() == 1);
   // run() reset the statement: it can run again with new values.
   ins->bind(1, 7).bind(2, -0.5).bind_text(3, "").bind_blob(4, "").bind(5, std::optional<int64_t>{});
   REQUIRE(ins->run().ok());
-  CHECK(db->last_insert_rowid() == 2);
+  CHECK(db->changes() == 1);
 
   auto sel = db->prepare("SELECT i, d, s, b, n FROM t ORDER BY rowid");
   REQUIRE(sel.ok());

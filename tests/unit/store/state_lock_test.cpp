@@ -16,9 +16,13 @@ using namespace kpipe;
 
 namespace {
 
-std::string busy(pid_t pid) {
-  return "busy " + std::to_string(pid);
+std::string busy(const std::string& holder) {
+  return "busy " + holder;
 }
+std::string busy(pid_t pid) {
+  return busy("process " + std::to_string(pid));
+}
+const StateLock::BusyMessage busy_message = [](const std::string& holder) { return busy(holder); };
 
 // A child process that takes `name` of `state`, says whether it got it
 // ("held" or the error) on a pipe and keeps it until `release()`: POSIX
@@ -34,7 +38,7 @@ class Holder {
     if (pid_ == 0) {
       ::close(said[0]);
       ::close(told[1]);
-      auto lock = StateLock::take(state, name, busy);
+      auto lock = StateLock::take(state, name, busy_message);
       std::string answer = lock ? "held" : lock.error().message;
       (void)!::write(said[1], answer.data(), answer.size());
       ::close(said[1]);
@@ -82,7 +86,7 @@ TEST_CASE("StateLock: a second process is refused, naming the holder's pid", "[l
   std::string state = dir.file("p.db");
   Holder first(state, "stage:kdedup");
   REQUIRE(first.answer() == "held");
-  auto second = StateLock::take(state, "stage:kdedup", busy);
+  auto second = StateLock::take(state, "stage:kdedup", busy_message);
   REQUIRE_FALSE(second.ok());
   CHECK(second.error().message == busy(first.pid()));
   CHECK(second.error().status == ExitStatus::kFailure);
@@ -90,7 +94,7 @@ TEST_CASE("StateLock: a second process is refused, naming the holder's pid", "[l
   REQUIRE(holder.ok());
   CHECK(*holder == first.pid());
   first.release();
-  auto after = StateLock::take(state, "stage:kdedup", busy);
+  auto after = StateLock::take(state, "stage:kdedup", busy_message);
   CHECK(after.ok());
 }
 
@@ -103,7 +107,7 @@ TEST_CASE("StateLock: a lock dies with its process, even by SIGKILL", "[lock]") 
   auto holder = StateLock::holder(state, "kconsume");
   REQUIRE(holder.ok());
   CHECK(*holder == 0);
-  CHECK(StateLock::take(state, "kconsume", busy).ok());
+  CHECK(StateLock::take(state, "kconsume", busy_message).ok());
 }
 
 TEST_CASE("StateLock: other names of the same file are free", "[lock]") {
@@ -111,14 +115,14 @@ TEST_CASE("StateLock: other names of the same file are free", "[lock]") {
   std::string state = dir.file("p.db");
   Holder first(state, "stage:kdedup");
   REQUIRE(first.answer() == "held");
-  CHECK(StateLock::take(state, "stage:kdedup/b", busy).ok());
-  CHECK(StateLock::take(state, "kconsume", busy).ok());
+  CHECK(StateLock::take(state, "stage:kdedup/b", busy_message).ok());
+  CHECK(StateLock::take(state, "kconsume", busy_message).ok());
 }
 
 TEST_CASE("StateLock: the lock file is 0600 beside the database and stays", "[lock]") {
   test::TempDir dir;
   std::string state = dir.file("p.db");
-  { REQUIRE(StateLock::take(state, "kconsume", busy).ok()); }
+  { REQUIRE(StateLock::take(state, "kconsume", busy_message).ok()); }
   struct stat st {};
   REQUIRE(::stat(StateLock::lock_path(state).c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0600);
@@ -131,9 +135,9 @@ TEST_CASE("StateLock: the lock file is 0600 beside the database and stays", "[lo
 TEST_CASE("StateLock: one process taking a name twice is refused too", "[lock]") {
   test::TempDir dir;
   std::string state = dir.file("p.db");
-  auto first = StateLock::take(state, "stage:kwindow", busy);
+  auto first = StateLock::take(state, "stage:kwindow", busy_message);
   REQUIRE(first.ok());
-  auto second = StateLock::take(state, "stage:kwindow", busy);
+  auto second = StateLock::take(state, "stage:kwindow", busy_message);
   REQUIRE_FALSE(second.ok());
   CHECK(second.error().message == busy(::getpid()));
 }
@@ -143,8 +147,8 @@ TEST_CASE("StateLock: releasing one lock keeps the others of the file", "[lock]"
   // the second lock must outlive the first's release.
   test::TempDir dir;
   std::string state = dir.file("p.db");
-  auto a = StateLock::take(state, "stage:a", busy);
-  auto b = StateLock::take(state, "stage:b", busy);
+  auto a = StateLock::take(state, "stage:a", busy_message);
+  auto b = StateLock::take(state, "stage:b", busy_message);
   REQUIRE(a.ok());
   REQUIRE(b.ok());
   a->reset();
@@ -161,7 +165,7 @@ TEST_CASE("StateLock: a symbolic link to the database shares its lock", "[lock]"
   REQUIRE(::symlink(state.c_str(), link.c_str()) == 0);
   Holder first(state, "kconsume");
   REQUIRE(first.answer() == "held");
-  auto second = StateLock::take(link, "kconsume", busy);
+  auto second = StateLock::take(link, "kconsume", busy_message);
   REQUIRE_FALSE(second.ok());
   CHECK(second.error().message == busy(first.pid()));
 }

@@ -1,0 +1,125 @@
+#include "kpipe/store/sql.h"
+
+#include "kpipe/store/postgres.h"
+#include "kpipe/store/sqlite.h"
+
+namespace kpipe {
+
+Status Statement::run() {
+  auto r = impl_->step();
+  impl_->reset();
+  if (!r) return r.take_error();
+  return {};
+}
+
+std::optional<int64_t> Statement::column_optional_int(int i) const {
+  if (column_type(i) == Type::kNull) return std::nullopt;
+  return column_int(i);
+}
+
+std::optional<std::string> Statement::column_optional_text(int i) const {
+  if (column_type(i) == Type::kNull) return std::nullopt;
+  return std::string(column_text(i));
+}
+
+Database::~Database() = default;
+
+Expected<std::unique_ptr<Database>> Database::open(const std::string& target, OpenOptions options) {
+  if (is_postgres_target(target)) return open_postgres(target, options);
+  return open_sqlite(target, options);
+}
+
+Expected<bool> Database::has_table(std::string_view table) {
+  auto stmt = prepare(postgres() ? "SELECT 1 WHERE to_regclass(?) IS NOT NULL"
+                                 : "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
+  if (!stmt) return stmt.take_error();
+  stmt->bind_text(1, postgres() ? quote_identifier(table) : std::string(table));
+  return stmt->step();
+}
+
+Expected<int64_t> Database::schema_version(std::string_view component) {
+  KPIPE_TRY(
+      exec("CREATE TABLE IF NOT EXISTS kpipe_schema (component TEXT PRIMARY KEY, version INTEGER "
+           "NOT NULL)"));
+  auto stmt = prepare("SELECT version FROM kpipe_schema WHERE component = ?");
+  if (!stmt) return stmt.take_error();
+  stmt->bind_text(1, component);
+  auto row = stmt->step();
+  if (!row) return row.take_error();
+  return *row ? stmt->column_int(0) : int64_t{0};
+}
+
+Status Database::migrate(std::string_view component, const std::vector<std::string>& migrations) {
+  for (;;) {
+    auto tx = Transaction::begin(*this);
+    if (!tx) return tx.take_error();
+    // PostgreSQL's BEGIN takes no lock: processes that open one database
+    // at once (the stages of a pipeline) upgrade it one after the other.
+    if (postgres()) KPIPE_TRY(exec("SELECT pg_advisory_xact_lock(7021781806061282931)"));
+    auto version = schema_version(component);
+    if (!version) return version.take_error();
+    auto target = static_cast<int64_t>(migrations.size());
+    if (*version > target)
+      return failure(
+          "{}: the '{}' tables are at schema version {}, newer than this program knows ({}); "
+          "upgrade kpipe",
+          path_, component, *version, target);
+    if (*version == target) return tx->commit();
+    KPIPE_TRY(exec(migrations[static_cast<size_t>(*version)]));
+    auto bump = prepare(
+        "INSERT INTO kpipe_schema (component, version) VALUES (?, ?) "
+        "ON CONFLICT(component) DO UPDATE SET version = excluded.version");
+    if (!bump) return bump.take_error();
+    bump->bind_text(1, component).bind(2, *version + 1);
+    KPIPE_TRY(bump->run());
+    KPIPE_TRY(tx->commit());
+  }
+}
+
+Expected<Transaction> Transaction::begin(Database& db) {
+  KPIPE_TRY(db.begin_write());
+  return Transaction(&db);
+}
+
+Transaction::Transaction(Transaction&& other) noexcept : db_(other.db_) {
+  other.db_ = nullptr;
+}
+
+Transaction::~Transaction() {
+  if (db_ != nullptr) (void)db_->exec("ROLLBACK");
+}
+
+Status Transaction::commit() {
+  Database* db = db_;
+  db_ = nullptr;
+  return db->commit_write();
+}
+
+std::string seal_call(Dialect dialect, const std::vector<std::string_view>& args) {
+  std::string out = kSealFunction;
+  out.push_back('(');
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (i > 0) out.append(", ");
+    // PostgreSQL's kpipe_seal takes text (postgres.cpp): each value as
+    // its text, the column's type being fixed.
+    if (dialect == Dialect::kPostgres) {
+      out.append("CAST(").append(args[i]).append(" AS text)");
+    } else {
+      out.append(args[i]);
+    }
+  }
+  out.push_back(')');
+  return out;
+}
+
+std::string quote_identifier(std::string_view name) {
+  std::string out = "\"";
+  for (char c : name) {
+    if (c == '"') out.push_back('"');
+    out.push_back(c);
+  }
+  out.push_back('"');
+  return out;
+}
+
+}  // namespace kpipe
