@@ -33,7 +33,15 @@ _kpipe_complete() {
     --by) COMPREPLY=($(compgen -W "reason stage topic hour" -- "$cur")); return ;;
     --fail-on) COMPREPLY=($(compgen -W "WARN STALL STOP REWIND" -- "$cur")); return ;;
     --each) COMPREPLY=($(compgen -c -- "$cur")); return ;;  # kcheckpoint commit: a command
-    --dlq | --state | --config | --db | --history | --late | --dups | --bootstrap-file)
+    --dlq | --state | --db)
+      # A file, or a PostgreSQL server (kpipe(7), STORES); --dlq also a topic.
+      w=postgresql://
+      [[ $prev == --dlq ]] && w+=" kafka:"
+      COMPREPLY=($(compgen -f -- "$cur") $(compgen -W "$w" -- "$cur"))
+      [[ ${#COMPREPLY[@]} -eq 1 && (${COMPREPLY[0]} == *: || ${COMPREPLY[0]} == *://) ]] &&
+        compopt -o nospace 2>/dev/null
+      return ;;
+    --config | --history | --late | --dups | --bootstrap-file)
       COMPREPLY=($(compgen -f -- "$cur")); return ;;
   esac
   if [[ $cur == -* ]]; then

@@ -13,6 +13,12 @@ complete_words() {
   printf '%s\n' "${COMPREPLY[@]}"
 }
 
+# Stores: a PostgreSQL target beside files (kpipe(7), STORES).
+[[ $(complete_words kupsert --db pos) == postgresql:// ]] ||
+  fail "kupsert --db pos: $(complete_words kupsert --db pos)"
+[[ $(complete_words kdedup --dlq kaf) == kafka: ]] ||
+  fail "kdedup --dlq kaf: $(complete_words kdedup --dlq kaf)"
+
 [[ $(complete_words kconsume --format '') == $'envelope\nvalue' ]] ||
   fail "kconsume --format: $(complete_words kconsume --format '')"
 [[ $(complete_words "$KPIPE_BIN/kconsume" -t events --format v) == value ]] ||

@@ -2,15 +2,15 @@
 #include "kpipe/programs/kcheckpoint.h"
 
 int main(int argc, char** argv) {
-  kpipe::cli::Program program("kcheckpoint",
-                              "The pipeline's offsets and checkpoints, kept in SQLite");
+  kpipe::cli::Program program(
+      "kcheckpoint", "The pipeline's offsets and checkpoints, kept in SQLite or PostgreSQL");
   kpipe::CheckpointOptions o;
   std::function<kpipe::Status(const kpipe::CheckpointOptions&, kpipe::Io&)> run;
   auto sub = [&](const char* name, const char* help, auto fn) {
     CLI::App* app = program.add_subcommand(name, help);
     app->add_option("--state", o.state, "The pipeline's state database")
         ->required()
-        ->type_name("FILE");
+        ->type_name("STORE");
     app->callback([&run, fn] { run = fn; });
     return app;
   };

@@ -29,7 +29,7 @@ int main(int argc, char** argv) {
       "Write control lines naming assigned partitions and those at their end (for kwindow)");
   app.add_option("--state", o.state,
                  "Emit checkpoints and resume from the pipeline's state database FILE")
-      ->type_name("FILE");
+      ->type_name("STORE");
   app.add_option("--checkpoint-interval", o.checkpoint_interval,
                  "With --state, emit a checkpoint this often")
       ->default_val("5s")

@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   app.add_flag("--exact", o.exact, "Remember full keys instead of 128-bit hashes");
   app.add_option("--state", o.state,
                  "The pipeline's state database: snapshot at checkpoints, restore on start")
-      ->type_name("FILE");
+      ->type_name("STORE");
   app.add_option("--name", o.name, "This stage's name in the state database (default: kdedup)")
       ->type_name("N");
   program.add_inputs(o.input);

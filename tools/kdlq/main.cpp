@@ -7,7 +7,8 @@ int main(int argc, char** argv) {
   kpipe::DlqOptions o;
   program.app().require_subcommand(1);
   auto store = [&](CLI::App* sub) {
-    sub->add_option("--dlq", o.dlq, "Dead-letter store: FILE.db (SQLite) or kafka:TOPIC")
+    sub->add_option("--dlq", o.dlq,
+                    "Dead-letter store: FILE.db (SQLite), postgresql://... or kafka:TOPIC")
         ->type_name("TARGET")
         ->required();
     sub->add_option("--group", o.group,

@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
   for (CLI::App* a : {&app, status}) {
     a->add_option("-g,--group", o.groups, "Consumer group (repeatable)")->type_name("GROUP");
     a->add_option("--state", o.state, "A kpipe pipeline's state database instead of a group")
-        ->type_name("FILE");
+        ->type_name("STORE");
     a->add_option("--history", o.history, "SQLite file of samples: each run appends one")
         ->type_name("FILE");
     a->add_option("--format", o.format,

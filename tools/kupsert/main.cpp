@@ -2,13 +2,14 @@
 #include "kpipe/programs/kupsert.h"
 
 int main(int argc, char** argv) {
-  kpipe::cli::Program program("kupsert",
-                              "NDJSON objects in, rows upserted into an SQLite table by key");
+  kpipe::cli::Program program(
+      "kupsert", "NDJSON objects in, rows upserted into an SQLite or PostgreSQL table by key");
   kpipe::UpsertOptions o;
   auto& app = program.app();
-  app.add_option("--db", o.db, "The SQLite database to write (created when missing)")
+  app.add_option("--db", o.db,
+                 "The database to write: an SQLite FILE (created when missing) or postgresql://...")
       ->required()
-      ->type_name("FILE");
+      ->type_name("FILE|URI");
   app.add_option("--table", o.table, "The table (created when missing)")
       ->required()
       ->type_name("NAME");
@@ -33,7 +34,7 @@ int main(int argc, char** argv) {
   app.add_option(
          "--state", o.state,
          "Complete checkpoints in the pipeline's state database (exactly-once if it is --db)")
-      ->type_name("FILE");
+      ->type_name("STORE");
   app.add_option("--name", o.name, "This stage's name in the state database")->type_name("NAME");
   program.add_inputs(o.input);
   program.add_errors(o.errors);

@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
                  "A partition silent for D stops holding the watermark back")
       ->type_name("D");
   app.add_option("--state", o.state, "Checkpoint state database (shared by the pipeline's stages)")
-      ->type_name("FILE");
+      ->type_name("STORE");
   app.add_option("--name", o.name, "This stage's name in the state database (default: kwindow)")
       ->type_name("N");
   app.add_flag("--flush-at-end", o.flush_at_end,

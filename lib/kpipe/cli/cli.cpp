@@ -131,7 +131,8 @@ void Program::add_errors(CLI::App& app, ErrorOptions& o) {
          "--on-error", o.on_error,
          "What to do with bad input: fail, dlq or skip (default: dlq with --dlq, else fail)")
       ->type_name("MODE");
-  app.add_option("--dlq", o.dlq, "Dead-letter store: FILE.db (SQLite) or kafka:TOPIC")
+  app.add_option("--dlq", o.dlq,
+                 "Dead-letter store: FILE.db (SQLite), postgresql://... or kafka:TOPIC")
       ->type_name("TARGET");
 }
 

@@ -1,6 +1,7 @@
 #include "kpipe/store/postgres.h"
 
 #include <algorithm>
+#include <cerrno>  // program_invocation_short_name
 #include <cstdlib>
 #include <cstring>
 
@@ -31,6 +32,9 @@ std::string conninfo_of(std::string_view target) {
 // libpq's messages span lines ("...failed: Connection refused\n\tIs the
 // server running..."): one line, as every kpipe diagnostic.
 std::string one_line(std::string_view message) {
+  // The server's severity is not kpipe's ("FATAL:  terminating ...").
+  for (std::string_view severity : {"FATAL:  ", "ERROR:  "})
+    if (message.starts_with(severity)) message.remove_prefix(severity.size());
   std::string out;
   bool space = false;
   for (char c : message) {
@@ -206,7 +210,8 @@ Expected<std::unique_ptr<PgConnection>> PgConnection::connect(const std::string&
   }
   // PROGRAM[PID]: who holds a lock (StateStore), and which process a
   // session of pg_stat_activity is.
-  std::string name = fmt::format("{}[{}]", application, ::getpid());
+  std::string name = fmt::format(
+      "{}[{}]", application.empty() ? program_invocation_short_name : application, ::getpid());
   keys.insert(keys.end(), {"fallback_application_name", "dbname", "client_encoding", nullptr});
   values.insert(values.end(), {name.c_str(), dbname.c_str(), "UTF8", nullptr});
   PGconn* conn = PQconnectdbParams(keys.data(), values.data(), 1);

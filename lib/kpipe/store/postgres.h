@@ -66,7 +66,8 @@ class PgConnection {
   PgConnection(const PgConnection&) = delete;
   PgConnection& operator=(const PgConnection&) = delete;
 
-  // Connects as `application` (shown in pg_stat_activity), with the
+  // Connects as `application` (empty: the running program; shown in
+  // pg_stat_activity as APPLICATION[PID]), with the
   // client encoding UTF8 and, unless the target or PGCONNECT_TIMEOUT says
   // otherwise, a 10 s connect timeout. Errors name the redacted target.
   static Expected<std::unique_ptr<PgConnection>> connect(const std::string& target,

@@ -94,8 +94,9 @@ struct OpenOptions {
   bool read_only = false;
   bool wal = true;  // SQLite
   int busy_timeout_ms = 10000;
-  // PostgreSQL: the name the server shows for the connection.
-  std::string application = "kpipe";
+  // PostgreSQL: the program the server shows for the connection (empty:
+  // the running program's name).
+  std::string application;
 };
 
 class Database {
