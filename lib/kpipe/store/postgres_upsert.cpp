@@ -152,18 +152,30 @@ std::string PostgresUpsertWriter::insert_head(const std::vector<int>& ids) const
 std::string PostgresUpsertWriter::conflict_tail(const std::vector<int>& ids) const {
   std::vector<std::string> keys;
   for (int k : key_ids_) keys.push_back(columns_[static_cast<size_t>(k)].name);
-  std::string updates;
+  std::vector<std::string> updated;
   if (spec_.mode == UpsertMode::kUpsert) {
-    for (int id : ids) {
-      if (is_key(id)) continue;
-      std::string q = quote_identifier(columns_[static_cast<size_t>(id)].name);
-      if (!updates.empty()) updates.append(", ");
-      updates.append(fmt::format("{} = excluded.{}", q, q));
-    }
+    for (int id : ids)
+      if (!is_key(id)) updated.push_back(columns_[static_cast<size_t>(id)].name);
   }
   // A row of key fields only has nothing to update.
-  return fmt::format(" ON CONFLICT ({}) {}", quoted_names(keys),
-                     updates.empty() ? "DO NOTHING" : "DO UPDATE SET " + updates);
+  if (updated.empty()) return fmt::format(" ON CONFLICT ({}) DO NOTHING", quoted_names(keys));
+  std::string sets, mine, theirs;
+  for (const std::string& name : updated) {
+    std::string q = quote_identifier(name);
+    if (!sets.empty()) {
+      sets.append(", ");
+      mine.append(", ");
+      theirs.append(", ");
+    }
+    sets.append(fmt::format("{} = excluded.{}", q, q));
+    mine.append(fmt::format("{}.{}", table_, q));
+    theirs.append(fmt::format("excluded.{}", q));
+  }
+  // A row that would not change is left as it is: no new row version, no
+  // index entry, nothing for VACUUM (a replay after a crash rewrites
+  // rows the table already holds).
+  return fmt::format(" ON CONFLICT ({}) DO UPDATE SET {} WHERE ROW({}) IS DISTINCT FROM ROW({})",
+                     quoted_names(keys), sets, mine, theirs);
 }
 
 void PostgresUpsertWriter::append_input(std::string& out, const Value& v) const {
@@ -245,6 +257,7 @@ Status PostgresUpsertWriter::copy_run(size_t first, size_t last) {
   const std::vector<int>& ids = column_ids(rows_[first].column_set);
   kept_.clear();
   folded_.clear();
+  folded_.reserve(last - first);
   for (size_t r = first; r < last; ++r) {
     append_key(rows_[r]);
     auto [it, fresh] = folded_.try_emplace(key_, kept_.size());
@@ -279,8 +292,12 @@ Status PostgresUpsertWriter::copy_run(size_t first, size_t last) {
       db_.exec(fmt::format("CREATE TEMP TABLE {} ON COMMIT DROP AS SELECT {} FROM {} WITH NO DATA",
                            staging, columns, table_)));
   KPIPE_TRY(db_.copy_in(fmt::format("COPY {} ({}) FROM STDIN", staging, columns), copy_));
-  auto moved = db_.query(fmt::format("{} SELECT {} FROM {}{}", insert_head(ids), columns, staging,
-                                     conflict_tail(ids)));
+  // In key order: each row finds its key where the previous one left the
+  // index, instead of at a random page of it.
+  std::vector<std::string> keys;
+  for (int k : key_ids_) keys.push_back(columns_[static_cast<size_t>(k)].name);
+  auto moved = db_.query(fmt::format("{} SELECT {} FROM {} ORDER BY {}{}", insert_head(ids),
+                                     columns, staging, quoted_names(keys), conflict_tail(ids)));
   if (!moved) return moved.take_error();
   auto n = static_cast<uint64_t>(last - first);
   if (spec_.mode == UpsertMode::kUpsert) {
@@ -328,10 +345,12 @@ Status PostgresUpsertWriter::write_row_by_row(size_t first, size_t last,
     KPIPE_TRY(db_.exec("SAVEPOINT kpipe_row"));
     auto done = db_.query(sql, params);
     if (done) {
-      if (done->affected() == 0) {
-        ++rows_unchanged_;
-      } else {
+      // Under upsert a row that changed nothing was written all the same
+      // (as SQLite counts it); under ignore it found its key taken.
+      if (spec_.mode == UpsertMode::kUpsert || done->affected() > 0) {
         ++rows_written_;
+      } else {
+        ++rows_unchanged_;
       }
       KPIPE_TRY(db_.exec("RELEASE SAVEPOINT kpipe_row"));
       continue;
