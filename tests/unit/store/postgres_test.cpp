@@ -49,3 +49,14 @@ TEST_CASE("postgres: a server that is not there is one clear error", "[postgres]
   CHECK(message.find("s3cret") == std::string::npos);
   CHECK(message.find('\n') == std::string::npos);
 }
+
+TEST_CASE("postgres: SQLite's placeholders become PostgreSQL's", "[postgres]") {
+  CHECK(postgres_placeholders("SELECT ? + ?") == "SELECT $1 + $2");
+  CHECK(postgres_placeholders("VALUES (?1, ?2, kpipe_seal(?1, ?2))") ==
+        "VALUES ($1, $2, kpipe_seal($1, $2))");
+  // Quoted text and names are left alone: '?' there is data.
+  CHECK(postgres_placeholders("SELECT '?', \"a?\" FROM t WHERE x = ?") ==
+        "SELECT '?', \"a?\" FROM t WHERE x = $1");
+  CHECK(postgres_placeholders("SELECT 'it''s ?' WHERE y = ?") == "SELECT 'it''s ?' WHERE y = $1");
+  CHECK(postgres_placeholders("no placeholders") == "no placeholders");
+}
