@@ -144,38 +144,14 @@ Expected<WriteTransaction> PostgresUpsertWriter::begin_transaction() {
 }
 
 std::string PostgresUpsertWriter::insert_head(const std::vector<int>& ids) const {
-  std::vector<std::string> names;
-  for (int id : ids) names.push_back(columns_[static_cast<size_t>(id)].name);
-  return fmt::format("INSERT INTO {} ({})", table_, quoted_names(names));
+  return fmt::format("INSERT INTO {} ({})", table_, quoted_names(names_of(ids)));
 }
 
 std::string PostgresUpsertWriter::conflict_tail(const std::vector<int>& ids) const {
-  std::vector<std::string> keys;
-  for (int k : key_ids_) keys.push_back(columns_[static_cast<size_t>(k)].name);
-  std::vector<std::string> updated;
-  if (spec_.mode == UpsertMode::kUpsert) {
-    for (int id : ids)
-      if (!is_key(id)) updated.push_back(columns_[static_cast<size_t>(id)].name);
-  }
-  // A row of key fields only has nothing to update.
-  if (updated.empty()) return fmt::format(" ON CONFLICT ({}) DO NOTHING", quoted_names(keys));
-  std::string sets, mine, theirs;
-  for (const std::string& name : updated) {
-    std::string q = quote_identifier(name);
-    if (!sets.empty()) {
-      sets.append(", ");
-      mine.append(", ");
-      theirs.append(", ");
-    }
-    sets.append(fmt::format("{} = excluded.{}", q, q));
-    mine.append(fmt::format("{}.{}", table_, q));
-    theirs.append(fmt::format("excluded.{}", q));
-  }
   // A row that would not change is left as it is: no new row version, no
-  // index entry, nothing for VACUUM (a replay after a crash rewrites
-  // rows the table already holds).
-  return fmt::format(" ON CONFLICT ({}) DO UPDATE SET {} WHERE ROW({}) IS DISTINCT FROM ROW({})",
-                     quoted_names(keys), sets, mine, theirs);
+  // index entry, nothing for VACUUM (a replay after a crash rewrites rows
+  // the table already holds).
+  return conflict_clause(ids, true);
 }
 
 void PostgresUpsertWriter::append_input(std::string& out, const Value& v) const {
@@ -284,9 +260,7 @@ Status PostgresUpsertWriter::copy_run(size_t first, size_t last) {
     }
     copy_.push_back('\n');
   }
-  std::vector<std::string> names;
-  for (int id : ids) names.push_back(columns_[static_cast<size_t>(id)].name);
-  std::string columns = quoted_names(names);
+  std::string columns = quoted_names(names_of(ids));
   std::string staging = fmt::format("kpipe_staging_{}", ++staging_);
   KPIPE_TRY(
       db_.exec(fmt::format("CREATE TEMP TABLE {} ON COMMIT DROP AS SELECT {} FROM {} WITH NO DATA",
@@ -294,10 +268,9 @@ Status PostgresUpsertWriter::copy_run(size_t first, size_t last) {
   KPIPE_TRY(db_.copy_in(fmt::format("COPY {} ({}) FROM STDIN", staging, columns), copy_));
   // In key order: each row finds its key where the previous one left the
   // index, instead of at a random page of it.
-  std::vector<std::string> keys;
-  for (int k : key_ids_) keys.push_back(columns_[static_cast<size_t>(k)].name);
-  auto moved = db_.query(fmt::format("{} SELECT {} FROM {} ORDER BY {}{}", insert_head(ids),
-                                     columns, staging, quoted_names(keys), conflict_tail(ids)));
+  auto moved =
+      db_.query(fmt::format("{} SELECT {} FROM {} ORDER BY {}{}", insert_head(ids), columns,
+                            staging, quoted_names(names_of(key_ids_)), conflict_tail(ids)));
   if (!moved) return moved.take_error();
   auto n = static_cast<uint64_t>(last - first);
   if (spec_.mode == UpsertMode::kUpsert) {

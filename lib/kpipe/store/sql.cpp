@@ -1,5 +1,7 @@
 #include "kpipe/store/sql.h"
 
+#include <fmt/args.h>
+
 #include "kpipe/store/postgres.h"
 #include "kpipe/store/sqlite.h"
 
@@ -109,6 +111,18 @@ std::string seal_call(Dialect dialect, const std::vector<std::string_view>& args
     }
   }
   out.push_back(')');
+  return out;
+}
+
+std::vector<std::string> dialect_migrations(Dialect dialect, const std::vector<const char*>& texts,
+                                            const SqlWords& words) {
+  bool pg = dialect == Dialect::kPostgres;
+  fmt::dynamic_format_arg_store<fmt::format_context> args;
+  args.push_back(fmt::arg("int", pg ? "BIGINT" : "INTEGER"));
+  args.push_back(fmt::arg("blob", pg ? "BYTEA" : "BLOB"));
+  for (const auto& [name, sql] : words) args.push_back(fmt::arg(name.c_str(), sql));
+  std::vector<std::string> out;
+  for (const char* text : texts) out.push_back(fmt::vformat(text, args));
   return out;
 }
 

@@ -172,6 +172,13 @@ class Transaction {
 inline constexpr const char* kSealFunction = "kpipe_seal";
 std::string seal_call(Dialect dialect, const std::vector<std::string_view>& args);
 
+// Migrations written once for both dialects: each text with {int} (a
+// 64-bit integer column), {blob} (bytes) and the caller's own words (NAME,
+// SQL) put in as `dialect` spells them.
+using SqlWords = std::vector<std::pair<std::string, std::string>>;
+std::vector<std::string> dialect_migrations(Dialect dialect, const std::vector<const char*>& texts,
+                                            const SqlWords& words);
+
 // Quotes an identifier for SQL ("a""b"). Callers validate identifiers
 // first; quoting makes any name data, never SQL.
 std::string quote_identifier(std::string_view name);

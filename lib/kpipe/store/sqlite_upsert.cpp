@@ -134,26 +134,11 @@ Expected<WriteTransaction> SqliteUpsertWriter::begin_transaction() {
 }
 
 std::string SqliteUpsertWriter::insert_sql(const std::vector<int>& ids) const {
-  std::vector<std::string> names, keys;
-  for (int id : ids) names.push_back(columns_[static_cast<size_t>(id)].name);
-  for (int k : key_ids_) keys.push_back(columns_[static_cast<size_t>(k)].name);
   std::string params;
-  for (size_t i = 0; i < names.size(); ++i) params.append(i == 0 ? "?" : ", ?");
-  std::string sql =
-      fmt::format("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) ",
-                  quote_identifier(spec_.table), quoted_names(names), params, quoted_names(keys));
-  std::string updates;
-  if (spec_.mode == UpsertMode::kUpsert) {
-    for (int id : ids) {
-      if (is_key(id)) continue;
-      std::string q = quote_identifier(columns_[static_cast<size_t>(id)].name);
-      if (!updates.empty()) updates.append(", ");
-      updates.append(fmt::format("{} = excluded.{}", q, q));
-    }
-  }
-  // A row of key fields only has nothing to update.
-  sql.append(updates.empty() ? "DO NOTHING" : "DO UPDATE SET " + updates);
-  return sql;
+  for (size_t i = 0; i < ids.size(); ++i) params.append(i == 0 ? "?" : ", ?");
+  // Every upsert counts as a change, as SQLite counts it (changes()).
+  return fmt::format("INSERT INTO {} ({}) VALUES ({}){}", quote_identifier(spec_.table),
+                     quoted_names(names_of(ids)), params, conflict_clause(ids, false));
 }
 
 Expected<Statement*> SqliteUpsertWriter::statement_for(uint32_t set) {

@@ -21,7 +21,7 @@ namespace {
 // types, {without_rowid} SQLite's clustered table, {seal_*} the seal as
 // each computes it (migrations()). "offset" is quoted: PostgreSQL reserves
 // the word.
-const char* const kMigrationTexts[] = {
+const std::vector<const char*> kMigrationTexts = {
     // v1
     "CREATE TABLE checkpoints ("
     "  id {id},"
@@ -141,19 +141,15 @@ std::string seal_columns(Dialect dialect, const char* table) {
 
 std::vector<std::string> migrations(Dialect dialect) {
   bool pg = dialect == Dialect::kPostgres;
-  std::vector<std::string> out;
-  for (const char* text : kMigrationTexts)
-    out.push_back(fmt::format(
-        fmt::runtime(text), fmt::arg("int", pg ? "BIGINT" : "INTEGER"),
-        fmt::arg("id", pg ? "BIGINT PRIMARY KEY" : "INTEGER PRIMARY KEY"),
-        fmt::arg("blob", pg ? "BYTEA" : "BLOB"),
-        fmt::arg("without_rowid", pg ? "" : " WITHOUT ROWID"),
-        fmt::arg("seal_function", pg ? kPostgresSealFunction : ""),
-        fmt::arg("seal_offsets", seal_columns(dialect, "offsets")),
-        fmt::arg("seal_checkpoints", seal_columns(dialect, "checkpoints")),
-        fmt::arg("seal_checkpoint_offsets", seal_columns(dialect, "checkpoint_offsets")),
-        fmt::arg("seal_stage_snapshots", seal_columns(dialect, "stage_snapshots"))));
-  return out;
+  return dialect_migrations(
+      dialect, kMigrationTexts,
+      {{"id", pg ? "BIGINT PRIMARY KEY" : "INTEGER PRIMARY KEY"},
+       {"without_rowid", pg ? "" : " WITHOUT ROWID"},
+       {"seal_function", pg ? kPostgresSealFunction : ""},
+       {"seal_offsets", seal_columns(dialect, "offsets")},
+       {"seal_checkpoints", seal_columns(dialect, "checkpoints")},
+       {"seal_checkpoint_offsets", seal_columns(dialect, "checkpoint_offsets")},
+       {"seal_stage_snapshots", seal_columns(dialect, "stage_snapshots")}});
 }
 
 // At most this many lines per kind of problem: a table rewritten by hand
@@ -334,7 +330,7 @@ Expected<std::unique_ptr<StateStore>> StateStore::check_version(std::unique_ptr<
     return stmt->column_int(0);
   }();
   if (!version) return version.take_error();
-  auto known = static_cast<int64_t>(std::size(kMigrationTexts));
+  auto known = static_cast<int64_t>(kMigrationTexts.size());
   if (*version > known)
     return failure(
         "{}: the 'state' tables are at schema version {}, newer than this program knows ({}); "

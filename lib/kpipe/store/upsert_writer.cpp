@@ -260,6 +260,40 @@ bool UpsertWriter::is_key(int id) const {
   return std::find(key_ids_.begin(), key_ids_.end(), id) != key_ids_.end();
 }
 
+std::vector<std::string> UpsertWriter::names_of(const std::vector<int>& ids) const {
+  std::vector<std::string> names;
+  for (int id : ids) names.push_back(columns_[static_cast<size_t>(id)].name);
+  return names;
+}
+
+std::string UpsertWriter::conflict_clause(const std::vector<int>& ids, bool only_changes) const {
+  std::string keys = quoted_names(names_of(key_ids_));
+  std::vector<std::string> updated;
+  if (spec_.mode == UpsertMode::kUpsert) {
+    for (int id : ids)
+      if (!is_key(id)) updated.push_back(columns_[static_cast<size_t>(id)].name);
+  }
+  // A row of key fields only has nothing to update.
+  if (updated.empty()) return fmt::format(" ON CONFLICT ({}) DO NOTHING", keys);
+  std::string table = quote_identifier(spec_.table);
+  std::string sets, mine, theirs;
+  for (const std::string& name : updated) {
+    std::string q = quote_identifier(name);
+    if (!sets.empty()) {
+      sets.append(", ");
+      mine.append(", ");
+      theirs.append(", ");
+    }
+    sets.append(fmt::format("{} = excluded.{}", q, q));
+    mine.append(fmt::format("{}.{}", table, q));
+    theirs.append(fmt::format("excluded.{}", q));
+  }
+  std::string clause = fmt::format(" ON CONFLICT ({}) DO UPDATE SET {}", keys, sets);
+  if (only_changes)
+    clause.append(fmt::format(" WHERE ROW({}) IS DISTINCT FROM ROW({})", mine, theirs));
+  return clause;
+}
+
 Line UpsertWriter::line_of(const Row& row) const {
   Line line;
   line.text = std::string_view(raw_).substr(row.raw_offset, row.raw_size);

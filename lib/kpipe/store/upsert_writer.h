@@ -196,6 +196,11 @@ class UpsertWriter {
 
   // For the backends.
   bool is_key(int id) const;
+  std::vector<std::string> names_of(const std::vector<int>& ids) const;
+  // " ON CONFLICT (key) DO UPDATE SET c = excluded.c, ..." for a row of
+  // these columns (DO NOTHING under ignore, or for key columns only);
+  // `only_changes`: and only where the row would change.
+  std::string conflict_clause(const std::vector<int>& ids, bool only_changes) const;
   std::string_view text_of(const Value& v) const { return {text_.data() + v.offset, v.size}; }
   Line line_of(const Row& row) const;
   const std::vector<int>& column_ids(uint32_t set) const { return column_sets_[set]; }
