@@ -799,10 +799,11 @@ Status run_checkpoint_verify(const CheckpointOptions& o, Io& io) {
   auto problems = (*store)->verify();
   if (!problems) return problems.take_error();
   for (const auto& p : *problems) io.out.write_line(p);
+  const std::string& where = (*store)->db().path();  // a server's without its password
   if (!problems->empty())
-    return failure("state database '{}' has {} problem{}", o.state, problems->size(),
+    return failure("state database '{}' has {} problem{}", where, problems->size(),
                    problems->size() == 1 ? "" : "s");
-  io.reporter.info(fmt::format("state database '{}' is sound", o.state));
+  io.reporter.info(fmt::format("state database '{}' is sound", where));
   return {};
 }
 

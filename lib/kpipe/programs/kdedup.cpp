@@ -8,6 +8,7 @@
 #include "kpipe/programs/dlq_targets.h"
 #include "kpipe/programs/state_file.h"
 #include "kpipe/stage/stateful.h"
+#include "kpipe/store/sql.h"
 
 namespace kpipe {
 
@@ -286,7 +287,8 @@ Status run_dedup(const DedupOptions& options, Io& io) {
   if (!restored) return restored.take_error();
   if (*restored)
     io.reporter.info(fmt::format("restored {} keys of '{}' from checkpoint {} in '{}'",
-                                 engine.remembered(), plan->stage, **restored, options.state));
+                                 engine.remembered(), plan->stage, **restored,
+                                 display_target(options.state)));
 
   DedupStage stage(*plan, engine, **bad, dups.get(), state);
   FilterSettings settings{options.input, *stats};

@@ -44,7 +44,9 @@ Expected<Settings> resolve(const LagOptions& o, const Io& io) {
     if (g.empty()) return usage_error("-g: the group name is empty");
     if (seen.insert(g).second) s.subjects.push_back({LagSubject::Kind::kGroup, g});
   }
-  if (!o.state.empty()) s.subjects.push_back({LagSubject::Kind::kState, o.state});
+  // A PostgreSQL target is shown, in messages, output and history, without
+  // its password (kpipe(7), STORES); the Sampler opens o.state itself.
+  if (!o.state.empty()) s.subjects.push_back({LagSubject::Kind::kState, display_target(o.state)});
   if (o.format.empty()) {
     s.format = io.interactive ? Format::kTable : Format::kNdjson;
   } else {
@@ -217,7 +219,7 @@ class Sampler {
 
   Status read_state(std::vector<PartitionReading>& readings) {
     if (!store_) {
-      auto store = StateStore::open(subject_.name);
+      auto store = StateStore::open(options_.state);
       if (!store) return store.take_error();
       store_ = std::move(*store);
     }

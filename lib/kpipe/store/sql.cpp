@@ -126,6 +126,10 @@ std::vector<std::string> dialect_migrations(Dialect dialect, const std::vector<c
   return out;
 }
 
+std::string display_target(std::string_view target) {
+  return is_postgres_target(target) ? redact_postgres_target(target) : std::string(target);
+}
+
 std::string quote_identifier(std::string_view name) {
   std::string out = "\"";
   for (char c : name) {

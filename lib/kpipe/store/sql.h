@@ -179,6 +179,10 @@ using SqlWords = std::vector<std::pair<std::string, std::string>>;
 std::vector<std::string> dialect_migrations(Dialect dialect, const std::vector<const char*>& texts,
                                             const SqlWords& words);
 
+// A store's target as messages show it: a file as given, a PostgreSQL
+// target without its password (kpipe(7), STORES).
+std::string display_target(std::string_view target);
+
 // Quotes an identifier for SQL ("a""b"). Callers validate identifiers
 // first; quoting makes any name data, never SQL.
 std::string quote_identifier(std::string_view name);

@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstring>
 #include <random>
+#include <thread>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -156,6 +159,10 @@ std::vector<std::string> migrations(Dialect dialect) {
 // would otherwise print one line per row.
 constexpr int kMaxLinesPerCheck = 10;
 
+// How long a lock whose holder has exited may take to go (the server
+// notices a closed connection at its next read, usually at once).
+constexpr std::chrono::seconds kDeadHolderWait{10};
+
 int64_t random_run() {
   std::random_device device;
   uint64_t r = (static_cast<uint64_t>(device()) << 32) ^ device();
@@ -176,8 +183,6 @@ Status run_for_stage(Database& db, std::string_view sql, std::string_view stage,
 StateStore::StateStore(std::unique_ptr<Database> owned, Database* db)
     : owned_(std::move(owned)), db_(db), run_(random_run()) {}
 
-StateStore::~StateStore() = default;
-
 // On PostgreSQL the locks are session advisory locks, keyed by a hash of
 // the lock's name: the server drops them when the connection goes (the
 // process killed, the machine gone), so none is ever stale. The holder is
@@ -186,37 +191,69 @@ StateStore::~StateStore() = default;
 Status StateStore::lock_postgres(const std::string& name, const StateLock::BusyMessage& busy) {
   std::string keyed = "kpipe state lock:" + name;
   auto key = static_cast<int64_t>(XXH3_64bits(keyed.data(), keyed.size()));
+  auto bits = static_cast<uint64_t>(key);
   auto take = db_->prepare("SELECT pg_try_advisory_lock(?)");
   if (!take) return take.take_error();
-  take->bind(1, key);
-  auto row = take->step();
-  if (!row) return row.take_error();
-  if (take->column_int(0) != 0) return {};
+  // The holder's program and pid (its application name), whether it
+  // connects from where this process does, and from where.
   auto who = db_->prepare(
-      "SELECT a.application_name, host(a.client_addr) FROM pg_locks l JOIN pg_stat_activity a "
-      "ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+      "SELECT a.application_name, host(a.client_addr), "
+      "a.client_addr IS NOT DISTINCT FROM inet_client_addr() FROM pg_locks l "
+      "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
+      "AND l.objsubid = 1 "
       "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
       "AND CAST(l.classid AS bigint) = ? AND CAST(l.objid AS bigint) = ?");
   if (!who) return who.take_error();
-  auto bits = static_cast<uint64_t>(key);
-  who->bind(1, static_cast<int64_t>(bits >> 32)).bind(2, static_cast<int64_t>(bits & 0xffffffff));
-  auto found = who->step();
-  if (!found) return found.take_error();
-  std::string holder = "another connection";
-  if (*found) {
-    std::string app(who->column_text(0));
-    size_t open = app.rfind('[');
-    if (open != std::string::npos && app.ends_with("]"))
-      holder = "process " + app.substr(open + 1, app.size() - open - 2);
-    if (who->column_type(1) != Statement::Type::kNull)
-      holder += fmt::format(" on {}", who->column_text(1));
+  auto deadline = std::chrono::steady_clock::now() + kDeadHolderWait;
+  for (;;) {
+    take->bind(1, key);
+    auto row = take->step();
+    if (!row) return row.take_error();
+    bool taken = take->column_int(0) != 0;
+    take->reset();
+    if (taken) return {};
+    who->bind(1, static_cast<int64_t>(bits >> 32)).bind(2, static_cast<int64_t>(bits & 0xffffffff));
+    auto found = who->step();
+    if (!found) return found.take_error();
+    std::string holder = "another connection";
+    bool gone = false;
+    if (*found) {
+      std::string app(who->column_text(0));
+      size_t open = app.rfind('[');
+      pid_t pid = 0;
+      if (open != std::string::npos && app.ends_with("]")) {
+        std::string digits = app.substr(open + 1, app.size() - open - 2);
+        holder = "process " + digits;
+        pid = static_cast<pid_t>(std::strtol(digits.c_str(), nullptr, 10));
+      }
+      if (who->column_type(1) != Statement::Type::kNull)
+        holder += fmt::format(" on {}", who->column_text(1));
+      // A holder on this machine that has exited (killed, say) holds the
+      // lock only until the server notices its connection closed: a
+      // restart right after it waits for that, instead of being refused.
+      bool here = who->column_int(2) != 0;
+      gone = here && pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH;
+    }
+    who->reset();
+    if (!gone || std::chrono::steady_clock::now() >= deadline) return failure(busy(holder));
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  return failure(busy(holder));
+}
+
+StateStore::~StateStore() {
+  // A clean exit lets its locks go at once, not when the server notices
+  // the connection closed (a stage started right after would be refused).
+  if (db_ != nullptr && db_->postgres() && !locks_taken_.empty())
+    (void)db_->exec("SELECT pg_advisory_unlock_all()");
 }
 
 Status StateStore::lock(const std::string& name, StateLock::BusyMessage busy) {
   if (db_->path() == ":memory:") return {};
-  if (db_->postgres()) return lock_postgres(name, busy);
+  if (db_->postgres()) {
+    KPIPE_TRY(lock_postgres(name, busy));
+    locks_taken_.push_back(name);
+    return {};
+  }
   auto held = StateLock::take(db_->path(), name, busy);
   if (!held) return held.take_error();
   locks_.push_back(std::move(*held));
