@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The checkpoint crash test: a pipeline of kconsume | kdedup | kwindow |
-# kcheckpoint commit, all sharing one state file, is killed with SIGKILL at
+# kcheckpoint commit, all sharing one state (an SQLite file or a PostgreSQL
+# database: lib.sh, store), is killed with SIGKILL at
 # random moments six times and restarted each time; a last run with -e and
 # --flush-at-end drains the topic. Taking the last line per window and
 # key, the output equals kwindow over the deduplicated input in one clean
@@ -9,7 +10,7 @@ source "$(dirname "$0")/lib.sh"
 start_broker ev:16
 T=$(topic ev)
 G=$(group crash)
-S=$WORK/state.db
+S=$(store state)
 seed=${KPIPE_CRASH_SEED:-$RANDOM}
 echo "crash test seed: $seed (rerun with KPIPE_CRASH_SEED=$seed)"
 RANDOM=$seed
@@ -31,7 +32,7 @@ session=()
 
 windows=(--time .value.ts --key .value.user_id --tumble 1m --watermark 5s --agg count --agg sum:.value.amount
          --time-format ms --state "$S")
-completed() { sqlite3 "$S" "SELECT COUNT(*) FROM checkpoints WHERE completed_at IS NOT NULL" 2>/dev/null || echo 0; }
+completed() { sql "$S" "SELECT COUNT(*) FROM checkpoints WHERE completed_at IS NOT NULL" 2>/dev/null || echo 0; }
 
 # The pipeline, as a script of its own run in a new process group, so that
 # one SIGKILL reaches every stage at once. Arguments go to kconsume;
@@ -61,7 +62,7 @@ for chunk in "$WORK"/chunk.*; do
     while (($(completed) < $1)); do
       kill -0 "$PIPELINE" 2>/dev/null || fail "the pipeline ended before it was killed: $(cat "$WORK"/*.err)"
       ((SECONDS < deadline)) || fail "no checkpoint completed in 120 s: $(cat "$WORK"/*.err)"
-      sleep 0.02  # polling the state file: there is nothing to wait on
+      sleep 0.02  # polling the state: there is nothing to wait on
     done
   }
   wait_checkpoints $((before + 1))

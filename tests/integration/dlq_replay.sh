@@ -9,6 +9,8 @@ source "$(dirname "$0")/lib.sh"
 start_broker events:3 fixed:3
 T=$(topic events)
 F=$(topic fixed)
+# The dead-letter store: an SQLite file or a PostgreSQL database (lib.sh).
+BAD=$(store bad)
 
 # Good and bad events, with keys, headers (repeated, null, binary) and
 # timestamps; the bad ones lack .value.ts or hold the wrong type.
@@ -24,19 +26,19 @@ expect_exit 0 kproduce -b "$BROKERS" -t "$T" --envelope "$WORK/in.ndjson"
 kconsume -b "$BROKERS" -t "$T" -e >"$WORK/consumed.ndjson"
 [[ $(wc -l <"$WORK/consumed.ndjson") -eq 6 ]] || fail "expected 6 records"
 
-kdlq guard --require .value.user_id:string --require .value.ts:time --dlq "$WORK/bad.db" \
+kdlq guard --require .value.user_id:string --require .value.ts:time --dlq "$BAD" \
   <"$WORK/consumed.ndjson" >"$WORK/good.ndjson" 2>"$WORK/guard.err"
 assert_eq "$(jq -r .key "$WORK/good.ndjson" | sort | tr '\n' ' ')" "u1 u5 " "records passed"
 grep -vE '"key":"u[15]"' "$WORK/consumed.ndjson" >"$WORK/bad.ndjson"
 
 # Each entry knows where its record came from.
-expect_exit 0 kdlq list --dlq "$WORK/bad.db" --format ndjson
+expect_exit 0 kdlq list --dlq "$BAD" --format ndjson
 jq -c '[.source_topic, .source_partition, .source_offset]' "$WORK/out" | sort >"$WORK/sources"
 jq -c '[.topic, .partition, .offset]' "$WORK/bad.ndjson" | sort >"$WORK/want.sources"
 assert_files_equal "$WORK/want.sources" "$WORK/sources"
 
 # To Kafka: original key, headers and timestamp, plus the id of the entry.
-expect_exit 0 kdlq replay --dlq "$WORK/bad.db" --to "kafka:$F" -b "$BROKERS" -v
+expect_exit 0 kdlq replay --dlq "$BAD" --to "kafka:$F" -b "$BROKERS" -v
 assert_contains "$WORK/err" "kdlq: replayed 4 entries to kafka:$F"
 kconsume -b "$BROKERS" -t "$F" -e >"$WORK/fixed.ndjson"
 [[ $(wc -l <"$WORK/fixed.ndjson") -eq 4 ]] || fail "expected 4 replayed records, got $(wc -l <"$WORK/fixed.ndjson")"
@@ -50,20 +52,20 @@ assert_eq "$(jq -r '.headers[] | select(.[0] == "kpipe.replay.id") | .[1]' "$WOR
   tr '\n' ' ')" "1 2 3 4 " "replayed entry ids"
 
 # Nothing is sent twice.
-expect_exit 0 kdlq replay --dlq "$WORK/bad.db" --to "kafka:$F" -b "$BROKERS" -v
+expect_exit 0 kdlq replay --dlq "$BAD" --to "kafka:$F" -b "$BROKERS" -v
 assert_contains "$WORK/err" "kdlq: replayed 0 entries to kafka:$F"
-expect_exit 0 kdlq stats --dlq "$WORK/bad.db" --by topic --format ndjson
+expect_exit 0 kdlq stats --dlq "$BAD" --by topic --format ndjson
 assert_eq "$(jq -c '[.topic, .count, .pending]' "$WORK/out")" "[\"$T\",4,0]" "stats after the replay"
 
 # To standard output (again): the lines as kconsume wrote them.
-expect_exit 0 kdlq replay --dlq "$WORK/bad.db" --again
+expect_exit 0 kdlq replay --dlq "$BAD" --again
 assert_files_equal "$WORK/bad.ndjson" "$WORK/out"
 
 # The replayed records fail the same guard again: new entries, from the
 # fixed topic; the first ones keep their history.
 kconsume -b "$BROKERS" -t "$F" -e |
-  kdlq guard --require .value.user_id:string --require .value.ts:time --dlq "$WORK/bad.db" >/dev/null 2>&1
-expect_exit 0 kdlq stats --dlq "$WORK/bad.db" --by topic --format ndjson
+  kdlq guard --require .value.user_id:string --require .value.ts:time --dlq "$BAD" >/dev/null 2>&1
+expect_exit 0 kdlq stats --dlq "$BAD" --by topic --format ndjson
 jq -c '[.topic, .count, .pending]' "$WORK/out" | sort >"$WORK/got.stats"
 printf '["%s",4,0]\n["%s",4,4]\n' "$T" "$F" | sort >"$WORK/want.stats"
 assert_files_equal "$WORK/want.stats" "$WORK/got.stats"

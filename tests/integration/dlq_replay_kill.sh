@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # A replay killed with SIGKILL at a random moment, twice, then run to the
-# end, delivers every entry exactly once: from an SQLite store and from a
-# Kafka dead-letter topic, to a topic. The kill is synchronised with the
-# consuming side, not with a sleep: kconsume -c K returns once K replayed
-# records exist, and the replay dies right then, usually mid-batch.
+# end, delivers every entry exactly once: from a store (an SQLite file or
+# a PostgreSQL database) and from a Kafka dead-letter topic, to a topic.
+# The kill is synchronised with the consuming side, not with a sleep:
+# kconsume -c K returns once K replayed records exist, and the replay dies
+# right then, usually mid-batch.
 # To standard output, where no reader can say what it received, a kill
 # loses nothing and repeats at most the one line being marked.
 source "$(dirname "$0")/lib.sh"
 start_broker dlq:3 fixed-store:3 fixed-topic:3
 N=3000
 DLQ=$(topic dlq)
+# The dead-letter store: an SQLite file or a PostgreSQL database (lib.sh).
+BAD=$(store bad)
 
 "$KPIPE_SOURCE_DIR/scripts/gen-events" -n "$N" -k 500 >"$WORK/events.ndjson"
-kdlq guard --require .missing --dlq "$WORK/bad.db" <"$WORK/events.ndjson" >/dev/null 2>&1
+kdlq guard --require .missing --dlq "$BAD" <"$WORK/events.ndjson" >/dev/null 2>"$WORK/guard.err" ||
+  fail "kdlq guard --dlq $BAD failed: $(tail -3 "$WORK/guard.err")"
 kdlq guard --require .missing --dlq "kafka:$DLQ" -b "$BROKERS" <"$WORK/events.ndjson" >/dev/null 2>&1
 sort "$WORK/events.ndjson" >"$WORK/want.values"
 
@@ -47,7 +51,7 @@ check_exactly_once() {
 
 for source in store topic; do
   t=$(topic "fixed-$source")
-  if [[ $source == store ]]; then args=(--dlq "$WORK/bad.db"); else args=(--dlq "kafka:$DLQ"); fi
+  if [[ $source == store ]]; then args=(--dlq "$BAD"); else args=(--dlq "kafka:$DLQ"); fi
   first=$((RANDOM % (N / 2) + 1))
   second=$((first + RANDOM % (N / 2) + 1))
   kill_replay_at "$first" "$t" "${args[@]}"
@@ -56,7 +60,7 @@ for source in store topic; do
   cat "$WORK/err" >>"$WORK/replay.log"
   if [[ $source == store ]]; then
     check_exactly_once "$t" '^[0-9a-f]{16}:[0-9]+$'
-    expect_exit 0 kdlq stats --dlq "$WORK/bad.db" --format ndjson
+    expect_exit 0 kdlq stats --dlq "$BAD" --format ndjson
     assert_eq "$(jq -c '[.count, .pending]' "$WORK/out")" "[$N,0]" "store after the replays"
   else
     check_exactly_once "$t" "^kafka:$DLQ:[0-2]:[0-9]+$"
@@ -76,7 +80,7 @@ mkfifo "$WORK/pipe"
 : >"$WORK/stdout.lines"
 kills=0
 for k in $((RANDOM % 500 + 1)) $((RANDOM % 500 + 1)); do
-  args=(--dlq "$WORK/bad.db")
+  args=(--dlq "$BAD")
   [[ $kills -eq 0 ]] && args+=(--again)
   kdlq replay "${args[@]}" >"$WORK/pipe" &
   pid=$!
@@ -91,7 +95,7 @@ for k in $((RANDOM % 500 + 1)) $((RANDOM % 500 + 1)); do
   exec 3<&-
   kills=$((kills + 1))
 done
-kdlq replay --dlq "$WORK/bad.db" >>"$WORK/stdout.lines"
+kdlq replay --dlq "$BAD" >>"$WORK/stdout.lines"
 sort -u "$WORK/stdout.lines" >"$WORK/stdout.distinct"
 assert_files_equal "$WORK/want.values" "$WORK/stdout.distinct"
 repeated=$(($(wc -l <"$WORK/stdout.lines") - N))

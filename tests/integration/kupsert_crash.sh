@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Exactly once into SQLite: the pipeline
+# Exactly once into SQLite, and into PostgreSQL (lib.sh, store): the pipeline
 #   kconsume --state S | kwindow --state S ... | kupsert --db S --table w --key window_start,key --state S
 # is killed with SIGKILL, whole, at random moments (five times: after a
 # random number of lines has gone through it) and restarted; at the end the
@@ -8,7 +8,7 @@
 # partition and offset: there the table can be checked after each kill, and
 # must hold exactly the records before the last complete checkpoint.
 source "$(dirname "$0")/lib.sh"
-command -v sqlite3 >/dev/null || { echo "SKIP: no sqlite3"; exit 77; }
+[[ $KPIPE_TEST_STORE == postgres ]] || command -v sqlite3 >/dev/null || { echo "SKIP: no sqlite3"; exit 77; }
 
 # The kill: a shell loop ahead of the middle stage forwards every line,
 # control lines included, and once KILL_CHECKPOINTS checkpoint lines and
@@ -16,13 +16,24 @@ command -v sqlite3 >/dev/null || { echo "SKIP: no sqlite3"; exit 77; }
 # group, which is the whole pipeline. The kills land anywhere in a
 # checkpoint's interval, early or late, and in any process. Being slow, the
 # loop also keeps the stream flowing while the kills go on. The last and the
-# clean runs go without it, at full speed.
+# clean runs go without it, at full speed. With KILL_AFTER_COMPLETE=1 (the
+# first kill), the loop holds the stream after the last of those checkpoint
+# lines until the store ($S) has a complete checkpoint, so that the restart
+# resumes from one: kupsert may take longer to commit a checkpoint than the
+# loop takes to pass KILL_LINES lines (on PostgreSQL it often does: the
+# first checkpoint also creates the table, over a connection).
 killer() {
-  local checkpoints=0 lines=0
+  local checkpoints=0 lines=0 deadline
   while IFS= read -r line; do
     printf '%s\n' "$line"
     if ((checkpoints < KILL_CHECKPOINTS)); then
       [[ $line != '{"$kpipe":"checkpoint"'* ]] || checkpoints=$((checkpoints + 1))
+      if ((checkpoints == KILL_CHECKPOINTS)) && ((${KILL_AFTER_COMPLETE:-0})); then
+        # Polling the store: nothing else says when kupsert has committed.
+        # Past the deadline the kill goes ahead, and the test fails below.
+        deadline=$((SECONDS + 60))
+        while (($(progress "$S") == 0 && SECONDS < deadline)); do sleep 0.01; done
+      fi
     elif ((++lines >= KILL_LINES)); then
       kill -KILL 0
     fi
@@ -60,7 +71,7 @@ form_setup() {
   esac
 }
 
-# pipeline STATE [kconsume options]: the pipeline on state file STATE,
+# pipeline STATE [kconsume options]: the pipeline on the store STATE,
 # killed by killer() unless FINAL is set.
 pipeline() {
   S=$1
@@ -79,19 +90,19 @@ pipeline() {
 
 # Records covered by the newest complete checkpoint.
 progress() {
-  sqlite3 -readonly "$1" 'SELECT COALESCE(SUM("offset"), 0) FROM offsets' 2>/dev/null || echo 0
+  sql --readonly "$1" 'SELECT COALESCE(SUM("offset"), 0) FROM offsets' 2>/dev/null || echo 0
 }
 
 # The exactly-once invariant of the envelope form: per partition, the rows
 # are the records before the stored offset, no more, no fewer.
 check_exact() {
   local bad
-  if [[ $(sqlite3 -readonly "$1" "SELECT COUNT(*) FROM sqlite_schema WHERE name = 'w'") == 0 ]]; then
+  if [[ $(has_table "$1" w) == 0 ]]; then
     # Killed before the first checkpoint: no rows, and nothing complete.
     assert_eq "$(progress "$1")" 0 "records complete without a table"
     return
   fi
-  bad=$(sqlite3 -readonly "$1" '
+  bad=$(sql --readonly "$1" '
     SELECT (SELECT COUNT(*) FROM offsets o
             WHERE o."offset" != (SELECT COUNT(*) FROM w WHERE w.topic = o.topic AND w.partition = o.partition))
          + (SELECT COUNT(*) FROM w WHERE NOT EXISTS (
@@ -101,23 +112,25 @@ check_exact() {
 
 # Each pipeline runs in a session of its own, so that one kill takes all of
 # its processes at once, as a crash of the machine would.
-export -f pipeline killer
+export -f pipeline killer progress sql is_postgres pg_conninfo
 export BROKERS
 job=""
 trap 'status=$?; set +e; [[ -z "$job" ]] || kill -KILL -- -"$job" 2>/dev/null; (exit $status); cleanup' EXIT
 
 crash_test() {
-  local form=$1 crash=$WORK/$1.db clean=$WORK/$1.clean.db kill checkpoints lines status done_records
+  local form=$1 crash clean kill checkpoints lines status done_records
+  crash=$(store "$form") clean=$(store "$form-clean")
   form_setup "$form"
   export -f middle
   export KEY T
   : >"$WORK/$form.kills"
   for kill in 1 2 3 4 5; do
     # Within the first or the second checkpoint's interval (the first kill
-    # after one checkpoint, so that a restart resumes from one).
+    # after one complete checkpoint, so that a restart resumes from one).
     checkpoints=$(shuf -i 0-1 -n 1) lines=$(shuf -i 1-4000 -n 1)
     ((kill > 1)) || checkpoints=1
-    KILL_CHECKPOINTS=$checkpoints KILL_LINES=$lines setsid bash -c 'pipeline "$0"' "$crash" 2>>"$WORK/$form.err" &
+    KILL_CHECKPOINTS=$checkpoints KILL_LINES=$lines KILL_AFTER_COMPLETE=$((kill == 1)) \
+      setsid bash -c 'pipeline "$0"' "$crash" 2>>"$WORK/$form.err" &
     job=$!
     status=0
     wait "$job" || status=$?
@@ -141,9 +154,12 @@ crash_test() {
   [[ $form != envelopes ]] || check_exact "$crash"
   FINAL=1 pipeline "$clean" -e 2>>"$WORK/$form.err" || fail "$form: the clean run failed: $(cat "$WORK/$form.err")"
 
-  local query="SELECT $COMPARED FROM w ORDER BY ${KEY//,/, }"
-  sqlite3 -readonly "$crash" "$query" >"$WORK/$form.crash.rows"
-  sqlite3 -readonly "$clean" "$query" >"$WORK/$form.clean.rows"
+  # Column names quoted: "offset" is a reserved word in PostgreSQL.
+  local columns=$COMPARED
+  [[ $columns == '*' ]] || columns="\"${COMPARED//,/\", \"}\""
+  local query="SELECT $columns FROM w ORDER BY \"${KEY//,/\", \"}\""
+  sql --readonly "$crash" "$query" >"$WORK/$form.crash.rows"
+  sql --readonly "$clean" "$query" >"$WORK/$form.clean.rows"
   local rows
   rows=$(wc -l <"$WORK/$form.clean.rows")
   case $form in

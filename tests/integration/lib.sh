@@ -3,6 +3,12 @@
 # when KPIPE_TEST_BROKER=kafka: the one scripts/kafka runs (ctest's fixture
 # starts it, see tests/CMakeLists.txt), or the one KPIPE_TEST_BOOTSTRAP names.
 # ctest runs every test against both.
+#
+# Stores (state, dead letters, kupsert's table) are SQLite files by default,
+# or databases on a real PostgreSQL when KPIPE_TEST_STORE=postgres: the one
+# scripts/postgres runs with KPIPE_POSTGRES_STATE (ctest's fixture
+# "postgres" starts it). A test names its stores with `store` and reads
+# them with `sql`, and so runs unchanged on both.
 set -euo pipefail
 
 : "${KPIPE_BIN:?KPIPE_BIN must name the directory of the kpipe binaries}"
@@ -17,12 +23,29 @@ case "$KPIPE_TEST_BROKER" in
     ;;
 esac
 unset KPIPE_BROKERS
+KPIPE_TEST_STORE=${KPIPE_TEST_STORE:-sqlite}
+case "$KPIPE_TEST_STORE" in
+  sqlite) ;;
+  postgres)
+    # The server's URI, postgresql://kpipe@127.0.0.1:PORT/postgres: each
+    # store is a database of its own on it.
+    PG_SERVER=$("$KPIPE_SOURCE_DIR/scripts/postgres" address) || {
+      echo "KPIPE_TEST_STORE=postgres: no PostgreSQL is running (scripts/postgres up, with this KPIPE_POSTGRES_STATE)" >&2
+      exit 1
+    }
+    ;;
+  *)
+    echo "KPIPE_TEST_STORE must be sqlite or postgres, not '$KPIPE_TEST_STORE'" >&2
+    exit 1
+    ;;
+esac
 
 TEST_NAME=$(basename "$0" .sh)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kpipe-${TEST_NAME}.XXXXXX")
 # Topic and group names are unique per run, so that tests can share one
 # real broker.
-RUN_ID="${TEST_NAME}-$$-${RANDOM}"
+RUN_RANDOM=$RANDOM
+RUN_ID="${TEST_NAME}-$$-${RUN_RANDOM}"
 BROKER_PID=""
 
 cleanup() {
@@ -39,6 +62,7 @@ cleanup() {
     wait 2>/dev/null || true
   fi
   if [[ $status -eq 0 ]]; then
+    drop_stores
     rm -rf "$WORK"
   else
     echo "(work files kept in $WORK)" >&2
@@ -50,6 +74,90 @@ trap cleanup EXIT
 fail() {
   echo "FAIL: $TEST_NAME: $*" >&2
   exit 1
+}
+
+# store NAME: a new, empty store for the test to name in --state, --dlq
+# and kupsert --db: "$WORK/NAME.db", or with KPIPE_TEST_STORE=postgres the
+# URI of a database created for it (its name unique to the run, as
+# PostgreSQL spells names: lower case, digits, _; at most 63 bytes). Called
+# as $(store NAME): what is created is noted in a file, as the subshell
+# keeps no variable.
+store() {
+  local name=$1
+  if [[ "$KPIPE_TEST_STORE" != postgres ]]; then
+    echo "$WORK/$name.db"
+    return
+  fi
+  local n db
+  n=$(($(lines "$WORK/.stores") + 1))
+  db=$(printf 'kpipe_%s_%s_%s_%s' "$$" "$RUN_RANDOM" "$n" "$TEST_NAME-$name" | tr '[:upper:]' '[:lower:]' | tr -c 'a-z0-9_' '_' | cut -c1-63)
+  echo "$db" >>"$WORK/.stores"
+  psql -XAtq -v ON_ERROR_STOP=1 "$PG_SERVER" -c "CREATE DATABASE \"$db\"" >"$WORK/.store.err" 2>&1 ||
+    fail "cannot create database $db for store $name: $(cat "$WORK/.store.err")"
+  echo "${PG_SERVER%/*}/$db"
+}
+
+# drop_stores: after a test that passed, its databases go (a failed test
+# keeps them, as it keeps $WORK; the fixture's `down` removes the server).
+drop_stores() {
+  [[ "$KPIPE_TEST_STORE" == postgres && -s "$WORK/.stores" ]] || return 0
+  local db
+  while read -r db; do
+    psql -XAtq "$PG_SERVER" -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" >/dev/null 2>&1 ||
+      echo "(could not drop database $db)" >&2
+  done <"$WORK/.stores"
+}
+
+# is_postgres TARGET: whether a store is a PostgreSQL target rather than a
+# file ("postgresql://..." or "postgresql:" and a conninfo).
+is_postgres() { [[ "$1" == postgresql:* ]]; }
+
+# pg_conninfo TARGET: what psql takes for a PostgreSQL target.
+pg_conninfo() { if [[ "$1" == postgresql://* ]]; then echo "$1"; else echo "${1#postgresql:}"; fi; }
+
+# sql [--readonly] TARGET [QUERY]: runs QUERY (or standard input) on a store
+# and prints the rows as sqlite3 does by default: columns separated by |,
+# no header, NULL empty. Write queries that both dialects take ("offset"
+# quoted; no typeof(); booleans print 1/0 from SQLite, t/f from psql).
+# --readonly: a read-only connection (sqlite3 -readonly, or read-only
+# transactions on PostgreSQL). Fails as the client does on an error.
+sql() {
+  local readonly=false
+  [[ "$1" != --readonly ]] || { readonly=true; shift; }
+  local target=$1
+  shift
+  if is_postgres "$target"; then
+    local options=${PGOPTIONS:-}
+    ! $readonly || options+=" -c default_transaction_read_only=on"
+    if (($#)); then
+      PGOPTIONS=$options psql -XAtq -F'|' -v ON_ERROR_STOP=1 "$(pg_conninfo "$target")" -c "$1"
+    else
+      PGOPTIONS=$options psql -XAtq -F'|' -v ON_ERROR_STOP=1 "$(pg_conninfo "$target")"
+    fi
+  else
+    local args=(-batch)
+    ! $readonly || args+=(-readonly)
+    sqlite3 "${args[@]}" "$target" "$@"
+  fi
+}
+
+# sql_session TARGET: one long-lived client reading queries, one a line,
+# on standard input (for a coprocess: each answer is flushed at once).
+sql_session() {
+  if is_postgres "$1"; then
+    psql -XAtq -F'|' -v ON_ERROR_STOP=1 "$(pg_conninfo "$1")"
+  else
+    sqlite3 -batch "$1"
+  fi
+}
+
+# has_table TARGET NAME: prints 1 when the store has that table, else 0.
+has_table() {
+  if is_postgres "$1"; then
+    sql "$1" "SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = '$2'"
+  else
+    sql --readonly "$1" "SELECT COUNT(*) FROM sqlite_schema WHERE type = 'table' AND name = '$2'"
+  fi
 }
 
 # topic NAME: the run's name for a topic.
