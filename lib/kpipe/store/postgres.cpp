@@ -251,8 +251,16 @@ Expected<PgResult> PgConnection::outcome(pg_result* r, std::string_view what) {
   const char* state = r == nullptr ? nullptr : PQresultErrorField(r, PG_DIAG_SQLSTATE);
   const char* primary = r == nullptr ? nullptr : PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
   sqlstate_ = state != nullptr ? state : "";
-  reason_ = one_line(primary != nullptr ? primary : PQerrorMessage(conn_));
-  if (broken()) return failure("{}: lost the connection ({}): {}", display_, what, reason_);
+  if (primary != nullptr) {
+    reason_ = one_line(primary);
+  } else {
+    // libpq's own message: its first line says what happened; the rest
+    // ("This probably means the server terminated abnormally...") guesses.
+    std::string_view message = PQerrorMessage(conn_);
+    message.remove_prefix(std::min(message.size(), message.find_first_not_of(" \n")));
+    reason_ = one_line(message.substr(0, message.find('\n')));
+  }
+  if (broken()) return failure("{}: lost the connection: {}", display_, reason_);
   return failure("{}: {}: {}", display_, what, reason_);
 }
 
@@ -307,7 +315,7 @@ Status PgConnection::copy_in(std::string_view copy_sql, std::string_view data) {
     if (!done && status.ok()) status = done.take_error();
   }
   if (status.ok() && broken())
-    return failure("{}: lost the connection (COPY failed): {}", display_,
+    return failure("{}: lost the connection during COPY: {}", display_,
                    one_line(PQerrorMessage(conn_)));
   return status;
 }
