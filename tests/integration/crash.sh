@@ -32,7 +32,9 @@ session=()
 
 windows=(--time .value.ts --key .value.user_id --tumble 1m --watermark 5s --agg count --agg sum:.value.amount
          --time-format ms --state "$S")
-completed() { sql "$S" "SELECT COUNT(*) FROM checkpoints WHERE completed_at IS NOT NULL" 2>/dev/null || echo 0; }
+# The newest complete checkpoint's id (ids grow; the oldest are pruned, so
+# a count stops at about a thousand).
+completed() { sql "$S" "SELECT COALESCE(MAX(id), 0) FROM checkpoints WHERE completed_at IS NOT NULL" 2>/dev/null || echo 0; }
 
 # The pipeline, as a script of its own run in a new process group, so that
 # one SIGKILL reaches every stage at once. Arguments go to kconsume;
@@ -70,6 +72,21 @@ for chunk in "$WORK"/chunk.*; do
   (for piece in "$chunk".piece.*; do kproduce -b "$BROKERS" -t "$T" -k .user_id "$piece"; done) &
   producer=$!
   wait_checkpoints $(($(completed) + 1 + RANDOM % 6))
+  # Then the kill waits for work in flight: a window out since the last
+  # complete checkpoint, which is still the last, so that the restart
+  # emits it again. Right after a checkpoint, as it used to, the kill often
+  # found none (six kills in a row did, on a real Kafka). A newer checkpoint
+  # starts the wait over; past the deadline (no more events) it kills anyway.
+  deadline=$((SECONDS + 3)) last=$(completed) out=$(lines "$WORK/out.ndjson")
+  while ((SECONDS < deadline)); do
+    now=$(completed)
+    if ((now != last)); then
+      last=$now out=$(lines "$WORK/out.ndjson")
+    elif (($(lines "$WORK/out.ndjson") > out)); then
+      break
+    fi
+    sleep 0.005 # polling the output and the state: there is nothing to wait on
+  done
   kill -KILL -- "-$PIPELINE"
   wait "$PIPELINE" 2>/dev/null || true
   wait "$producer" || fail "kproduce failed"
