@@ -46,10 +46,14 @@ kconsume "\$@" 2>>"$WORK/consume.err" |
   kwindow ${windows[*]} \${KWINDOW_EXTRA:-} 2>>"$WORK/window.err" |
   kcheckpoint commit --state "$S" --passthrough >>"$WORK/out.ndjson" 2>>"$WORK/commit.err"
 PIPE
+PIPELINE=""
 run_pipeline() {
   setsid bash "$WORK/pipeline.sh" "$@" &
   PIPELINE=$!
 }
+# A failing test leaves no pipeline behind: its stages are a session of
+# their own, out of the reach of lib.sh's cleanup.
+trap 'status=$?; set +e; [[ -z "$PIPELINE" ]] || kill -KILL -- -"$PIPELINE" 2>/dev/null; (exit $status); cleanup' EXIT
 
 # Each round: start the pipeline, wait until it holds its partitions (its
 # first checkpoint completes), then produce the round's events in pieces
