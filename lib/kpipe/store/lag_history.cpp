@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "kpipe/store/postgres.h"
+
 namespace kpipe {
 
 namespace {
@@ -45,7 +47,11 @@ Expected<std::unique_ptr<LagHistory>> LagHistory::open(const std::string& path, 
   struct stat st;
   if (must_exist && path != ":memory:" && ::stat(path.c_str(), &st) != 0)
     return failure("history file '{}' does not exist", path);
-  auto db = Database::open(path);
+  // An SQLite file only (klag(1), FILES): its tables are written in
+  // SQLite's words.
+  if (is_postgres_target(path))
+    return usage_error("--history takes an SQLite file, not a PostgreSQL target");
+  auto db = open_sqlite(path, {});
   if (!db) return db.take_error();
   KPIPE_TRY((*db)->migrate("lag", kMigrations));
   return std::unique_ptr<LagHistory>(new LagHistory(std::move(*db)));
