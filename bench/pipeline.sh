@@ -14,6 +14,8 @@
 #
 #   bench/pipeline.sh [RECORDS] [RUNS]
 #
+# And: `PG=1 bench/pipeline.sh` runs the exactly-once pipeline with its
+# stores in PostgreSQL against the same on SQLite files (issue 17).
 # Also: `DEDUP=1 bench/pipeline.sh` times kdedup alone on 1M distinct keys
 # (issue 16's second target): `kconsume --state | kdedup --state |
 # kcheckpoint commit` against `kconsume -e --announce | kdedup` (the issue's
@@ -151,4 +153,34 @@ if [[ ${DEDUP:-0} == 1 ]]; then
   }
   rm -f "$work"/runs.dedup_state
   compare dedup_around dedup_state kdedup
+fi
+
+if [[ ${PG:-0} == 1 ]]; then
+  # Issue 17: the exactly-once pipeline with its state, dead letters and
+  # table in PostgreSQL (a server of its own, scripts/postgres: loopback,
+  # fsync off) against the same pipeline on SQLite files. A fresh database
+  # for each run.
+  export KPIPE_POSTGRES_STATE=$work/postgres
+  server=$("$root/scripts/postgres" up 2>"$work/postgres.err" | tail -1) ||
+    { echo "bench/pipeline.sh: scripts/postgres up failed: $(cat "$work/postgres.err")" >&2; exit 1; }
+  trap '"$root/scripts/postgres" down >/dev/null 2>&1; kill $broker 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
+  pg="${server%/*}/bench"
+  exactly_once_pg() {
+    psql -XAtq "$server" -c "DROP DATABASE IF EXISTS bench" -c "CREATE DATABASE bench"
+    stage kconsume kconsume -b "$B" -t bench -e --state "$pg" --checkpoint-interval "$interval" |
+      stage guard kdlq guard "${guard[@]}" --dlq "$pg" |
+      stage kdedup kdedup --key .value.event_id --state "$pg" |
+      stage kwindow kwindow "${window[@]}" --state "$pg" --flush-at-end |
+      stage kupsert kupsert --db "$pg" --table clicks --key window_start,key --state "$pg"
+  }
+  rm -f "$work"/runs.exactly_once
+  compare exactly_once exactly_once_pg kconsume guard kdedup kwindow kupsert
+  if ! cmp -s <(sqlite3 "$work/eo.db" "$q" | sed 's/\.0|/|/g') <(psql -XAtq -F'|' "$pg" -c "$q"); then
+    echo "bench/pipeline.sh: the SQLite and PostgreSQL tables differ" >&2
+    exit 1
+  fi
+  echo "tables        equal on SQLite and PostgreSQL: $(psql -XAtq "$pg" -c 'SELECT COUNT(*) FROM clicks') rows"
+  psql -XAtq -F'|' "$pg" -c "SELECT COUNT(*), MIN(completed_at - emitted_at), MAX(completed_at - emitted_at),
+    CAST(AVG(completed_at - emitted_at) AS BIGINT) FROM checkpoints WHERE completed_at IS NOT NULL" |
+    awk -F'|' '{ printf "checkpoints   %d complete on PostgreSQL; barrier to completion min %d ms, mean %d ms, max %d ms\n", $1, $2, $4, $3 }'
 fi
