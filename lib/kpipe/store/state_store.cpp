@@ -243,15 +243,14 @@ Status StateStore::lock_postgres(const std::string& name, const StateLock::BusyM
 StateStore::~StateStore() {
   // A clean exit lets its locks go at once, not when the server notices
   // the connection closed (a stage started right after would be refused).
-  if (db_ != nullptr && db_->postgres() && !locks_taken_.empty())
-    (void)db_->exec("SELECT pg_advisory_unlock_all()");
+  if (session_locks_) (void)db_->exec("SELECT pg_advisory_unlock_all()");
 }
 
 Status StateStore::lock(const std::string& name, StateLock::BusyMessage busy) {
   if (db_->path() == ":memory:") return {};
   if (db_->postgres()) {
     KPIPE_TRY(lock_postgres(name, busy));
-    locks_taken_.push_back(name);
+    session_locks_ = true;
     return {};
   }
   auto held = StateLock::take(db_->path(), name, busy);

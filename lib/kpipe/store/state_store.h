@@ -128,7 +128,7 @@ class StateStore {
   Status note_run(std::string_view role, int64_t checkpoint);
   // Released after the database is closed (members go in reverse order).
   std::vector<std::unique_ptr<StateLock>> locks_;
-  std::vector<std::string> locks_taken_;  // PostgreSQL's, held by the session
+  bool session_locks_ = false;  // PostgreSQL's: held by the connection
   std::unique_ptr<Database> owned_;
   Database* db_;
   int64_t run_;  // this store's run: random, so that no two processes share one
