@@ -248,8 +248,7 @@ Status run_upsert(const UpsertOptions& o, Io& io) {
     KPIPE_TRY((*opened)->lock_stage(stage_name(io.program, o.name)));
     store = std::move(*opened);
   }
-  auto writer = pg ? UpsertWriter::open(*(*db)->connection(), std::move(spec))
-                   : UpsertWriter::open(**db, std::move(spec));
+  auto writer = UpsertWriter::open(**db, std::move(spec));
   if (!writer) return writer.take_error();
   std::string name = stage_name(io.program, o.name);
   auto bad = make_bad_input_handler(o.errors, name, io, o.kafka);

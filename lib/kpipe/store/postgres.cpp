@@ -320,23 +320,6 @@ Status PgConnection::copy_in(std::string_view copy_sql, std::string_view data) {
   return status;
 }
 
-// --- transactions ----------------------------------------------------------------
-
-Expected<PgTransaction> PgTransaction::begin(PgConnection& conn) {
-  KPIPE_TRY(conn.exec("BEGIN"));
-  return PgTransaction(&conn);
-}
-
-PgTransaction::~PgTransaction() {
-  if (conn_ != nullptr && !conn_->broken()) (void)conn_->exec("ROLLBACK");
-}
-
-Status PgTransaction::commit() {
-  PgConnection* conn = conn_;
-  conn_ = nullptr;
-  return conn->commit();
-}
-
 }  // namespace kpipe
 
 // --- the Database of sql.h -------------------------------------------------------

@@ -110,20 +110,6 @@ class PgConnection {
   std::string reason_;
 };
 
-// BEGIN ... COMMIT on a connection, rolled back unless committed.
-class PgTransaction {
- public:
-  static Expected<PgTransaction> begin(PgConnection& conn);
-  PgTransaction(PgTransaction&& other) noexcept : conn_(other.conn_) { other.conn_ = nullptr; }
-  PgTransaction& operator=(PgTransaction&&) = delete;
-  ~PgTransaction();
-  Status commit();
-
- private:
-  explicit PgTransaction(PgConnection* conn) : conn_(conn) {}
-  PgConnection* conn_;
-};
-
 // The Database of sql.h on a PostgreSQL server: statements written with
 // SQLite's "?" and "?N" placeholders run with PostgreSQL's "$N".
 Expected<std::unique_ptr<Database>> open_postgres(const std::string& target, OpenOptions options);

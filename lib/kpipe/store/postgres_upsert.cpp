@@ -14,6 +14,7 @@
 // table refuses from the others.
 #include <unordered_map>
 
+#include "kpipe/store/postgres.h"
 #include "kpipe/store/upsert_writer.h"
 
 namespace kpipe {
@@ -22,13 +23,12 @@ namespace {
 
 // Runs shorter than this go row by row: COPY's round trips cost more.
 constexpr size_t kMinCopyRows = 8;
-constexpr int kMaxColumns = 1600;  // PostgreSQL's MaxHeapAttributeNumber
 
 class PostgresUpsertWriter final : public UpsertWriter {
  public:
-  PostgresUpsertWriter(PgConnection& db, TableSpec spec)
-      : UpsertWriter(std::move(spec), db.display(), kMaxPostgresNameBytes, kMaxColumns),
-        db_(db),
+  PostgresUpsertWriter(Database& db, PgConnection& conn, TableSpec spec)
+      : UpsertWriter(db, std::move(spec), kMaxPostgresNameBytes),
+        conn_(conn),
         table_(quote_identifier(spec_.table)) {}
 
   Status init() { return load_table(); }
@@ -41,7 +41,6 @@ class PostgresUpsertWriter final : public UpsertWriter {
                       const std::vector<std::string>& key) override;
   Status create_columns(const std::vector<NewColumn>& columns) override;
   Status write_rows(const RefusedRow& refused) override;
-  Expected<WriteTransaction> begin_transaction() override;
 
   // Rows [first, last) of rows_, all of one column set.
   Status write_run(size_t first, size_t last, const RefusedRow& refused);
@@ -58,8 +57,8 @@ class PostgresUpsertWriter final : public UpsertWriter {
   // Why a row cannot go to PostgreSQL before it is sent, or empty.
   std::string_view unsendable(const Row& row) const;
 
-  PgConnection& db_;
-  std::string table_;  // quoted
+  PgConnection& conn_;  // db_'s: COPY and the server's reasons
+  std::string table_;   // quoted
   std::string last_look_;
   uint64_t staging_ = 0;
   std::unordered_map<std::string, size_t> folded_;  // key -> index in kept_
@@ -69,21 +68,15 @@ class PostgresUpsertWriter final : public UpsertWriter {
   std::string scratch_;
 };
 
-struct PostgresWrite final : WriteTransaction::Backend {
-  explicit PostgresWrite(PgTransaction tx) : tx(std::move(tx)) {}
-  Status commit() override { return tx.commit(); }
-  PgTransaction tx;
-};
-
 Expected<std::optional<std::vector<std::string>>> PostgresUpsertWriter::read_table() {
-  auto kind = db_.query("SELECT relkind FROM pg_class WHERE oid = to_regclass($1)", {table_});
+  auto kind = conn_.query("SELECT relkind FROM pg_class WHERE oid = to_regclass($1)", {table_});
   if (!kind) return kind.take_error();
   if (kind->rows() == 0) return std::optional<std::vector<std::string>>();
   std::string_view relkind = kind->text(0, 0);
   if (relkind != "r" && relkind != "p")
     return usage_error("'{}' in '{}' is {}, not a table", display_name(spec_.table), where_,
                        relkind == "v" || relkind == "m" ? "a view" : "not a table");
-  auto columns = db_.query(
+  auto columns = conn_.query(
       "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0 "
       "AND NOT attisdropped ORDER BY attnum",
       {table_});
@@ -99,10 +92,10 @@ Status PostgresUpsertWriter::check_key(const std::vector<std::string>& key) {
   std::string nulls;
   for (size_t i = 0; i < key.size(); ++i) nulls.append(i == 0 ? "NULL" : ", NULL");
   Status probe =
-      db_.exec(fmt::format("EXPLAIN INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO NOTHING",
-                           table_, quoted_names(key), nulls, quoted_names(key)));
+      conn_.exec(fmt::format("EXPLAIN INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO NOTHING",
+                             table_, quoted_names(key), nulls, quoted_names(key)));
   if (probe.ok()) return {};
-  if (db_.sqlstate() == "42P10")
+  if (conn_.sqlstate() == "42P10")
     return usage_error(
         "table '{}' in '{}' has no primary key or unique index on ({}): --key must name one",
         display_name(spec_.table), where_, fmt::join(key, ", "));
@@ -111,7 +104,7 @@ Status PostgresUpsertWriter::check_key(const std::vector<std::string>& key) {
 
 Expected<bool> PostgresUpsertWriter::schema_changed() {
   // Every change of the table's columns writes its pg_class row anew.
-  auto look = db_.query(
+  auto look = conn_.query(
       "SELECT oid::text || ':' || xmin::text FROM pg_class WHERE oid = to_regclass($1)", {table_});
   if (!look) return look.take_error();
   std::string now = look->rows() == 0 ? "" : std::string(look->text(0, 0));
@@ -127,20 +120,14 @@ Status PostgresUpsertWriter::create_table(const std::vector<NewColumn>& columns,
     sql.append(fmt::format("{} {}{}, ", quote_identifier(c.name), pg_type(c.kind),
                            c.key ? " NOT NULL" : ""));
   sql.append(fmt::format("PRIMARY KEY ({}))", quoted_names(key)));
-  return db_.exec(sql);
+  return conn_.exec(sql);
 }
 
 Status PostgresUpsertWriter::create_columns(const std::vector<NewColumn>& columns) {
   for (const NewColumn& c : columns)
-    KPIPE_TRY(db_.exec(fmt::format("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}", table_,
-                                   quote_identifier(c.name), pg_type(c.kind))));
+    KPIPE_TRY(conn_.exec(fmt::format("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}", table_,
+                                     quote_identifier(c.name), pg_type(c.kind))));
   return {};
-}
-
-Expected<WriteTransaction> PostgresUpsertWriter::begin_transaction() {
-  auto tx = PgTransaction::begin(db_);
-  if (!tx) return tx.take_error();
-  return WriteTransaction(std::make_unique<PostgresWrite>(std::move(*tx)));
 }
 
 std::string PostgresUpsertWriter::insert_head(const std::vector<int>& ids) const {
@@ -220,12 +207,12 @@ Status PostgresUpsertWriter::write_run(size_t first, size_t last, const RefusedR
   if (last - first < kMinCopyRows) return write_row_by_row(first, last, refused);
   for (size_t r = first; r < last; ++r)
     if (!unsendable(rows_[r]).empty()) return write_row_by_row(first, last, refused);
-  KPIPE_TRY(db_.exec("SAVEPOINT kpipe_run"));
+  KPIPE_TRY(conn_.exec("SAVEPOINT kpipe_run"));
   Status copied = copy_run(first, last);
-  if (copied.ok()) return db_.exec("RELEASE SAVEPOINT kpipe_run");
-  if (db_.broken() || !db_.refused_values()) return copied;
+  if (copied.ok()) return conn_.exec("RELEASE SAVEPOINT kpipe_run");
+  if (conn_.broken() || !conn_.refused_values()) return copied;
   // A row the table refuses: the run again, row by row, to tell which.
-  KPIPE_TRY(db_.exec("ROLLBACK TO SAVEPOINT kpipe_run"));
+  KPIPE_TRY(conn_.exec("ROLLBACK TO SAVEPOINT kpipe_run"));
   return write_row_by_row(first, last, refused);
 }
 
@@ -262,15 +249,15 @@ Status PostgresUpsertWriter::copy_run(size_t first, size_t last) {
   }
   std::string columns = quoted_names(names_of(ids));
   std::string staging = fmt::format("kpipe_staging_{}", ++staging_);
-  KPIPE_TRY(
-      db_.exec(fmt::format("CREATE TEMP TABLE {} ON COMMIT DROP AS SELECT {} FROM {} WITH NO DATA",
-                           staging, columns, table_)));
-  KPIPE_TRY(db_.copy_in(fmt::format("COPY {} ({}) FROM STDIN", staging, columns), copy_));
+  KPIPE_TRY(conn_.exec(
+      fmt::format("CREATE TEMP TABLE {} ON COMMIT DROP AS SELECT {} FROM {} WITH NO DATA", staging,
+                  columns, table_)));
+  KPIPE_TRY(conn_.copy_in(fmt::format("COPY {} ({}) FROM STDIN", staging, columns), copy_));
   // In key order: each row finds its key where the previous one left the
   // index, instead of at a random page of it.
   auto moved =
-      db_.query(fmt::format("{} SELECT {} FROM {} ORDER BY {}{}", insert_head(ids), columns,
-                            staging, quoted_names(names_of(key_ids_)), conflict_tail(ids)));
+      conn_.query(fmt::format("{} SELECT {} FROM {} ORDER BY {}{}", insert_head(ids), columns,
+                              staging, quoted_names(names_of(key_ids_)), conflict_tail(ids)));
   if (!moved) return moved.take_error();
   auto n = static_cast<uint64_t>(last - first);
   if (spec_.mode == UpsertMode::kUpsert) {
@@ -280,7 +267,7 @@ Status PostgresUpsertWriter::copy_run(size_t first, size_t last) {
     rows_written_ += inserted;
     rows_unchanged_ += n - inserted;
   }
-  return db_.exec(fmt::format("DROP TABLE {}", staging));
+  return conn_.exec(fmt::format("DROP TABLE {}", staging));
 }
 
 Status PostgresUpsertWriter::write_row_by_row(size_t first, size_t last,
@@ -315,8 +302,8 @@ Status PostgresUpsertWriter::write_row_by_row(size_t first, size_t last,
       append_input(scratch_, v[i]);
       params.emplace_back(scratch_);
     }
-    KPIPE_TRY(db_.exec("SAVEPOINT kpipe_row"));
-    auto done = db_.query(sql, params);
+    KPIPE_TRY(conn_.exec("SAVEPOINT kpipe_row"));
+    auto done = conn_.query(sql, params);
     if (done) {
       // Under upsert a row that changed nothing was written all the same
       // (as SQLite counts it); under ignore it found its key taken.
@@ -325,13 +312,13 @@ Status PostgresUpsertWriter::write_row_by_row(size_t first, size_t last,
       } else {
         ++rows_unchanged_;
       }
-      KPIPE_TRY(db_.exec("RELEASE SAVEPOINT kpipe_row"));
+      KPIPE_TRY(conn_.exec("RELEASE SAVEPOINT kpipe_row"));
       continue;
     }
-    if (db_.broken() || !db_.refused_values()) return done.take_error();
-    KPIPE_TRY(db_.exec("ROLLBACK TO SAVEPOINT kpipe_row"));
+    if (conn_.broken() || !conn_.refused_values()) return done.take_error();
+    KPIPE_TRY(conn_.exec("ROLLBACK TO SAVEPOINT kpipe_row"));
     KPIPE_TRY(refused(inputs_[row.input], line_of(row),
-                      fmt::format("the table refused the row: {}", db_.reason())));
+                      fmt::format("the table refused the row: {}", conn_.reason())));
   }
   return {};
 }
@@ -355,9 +342,9 @@ std::string_view PostgresUpsertWriter::pg_type(Kind kind) {
 
 }  // namespace
 
-Expected<std::unique_ptr<UpsertWriter>> UpsertWriter::open(PgConnection& db, TableSpec spec) {
+Expected<std::unique_ptr<UpsertWriter>> open_postgres_upsert_writer(Database& db, TableSpec spec) {
   KPIPE_TRY(validate_table_spec(spec, kMaxPostgresNameBytes));
-  auto w = std::make_unique<PostgresUpsertWriter>(db, std::move(spec));
+  auto w = std::make_unique<PostgresUpsertWriter>(db, *db.connection(), std::move(spec));
   KPIPE_TRY(w->init());
   return std::unique_ptr<UpsertWriter>(std::move(w));
 }

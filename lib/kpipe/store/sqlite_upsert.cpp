@@ -21,7 +21,7 @@ constexpr size_t kMaxPrepared = 256;
 class SqliteUpsertWriter final : public UpsertWriter {
  public:
   SqliteUpsertWriter(Database& db, TableSpec spec)
-      : UpsertWriter(std::move(spec), db.path(), kMaxIdentifierBytes, db.max_columns()), db_(db) {}
+      : UpsertWriter(db, std::move(spec), kMaxIdentifierBytes) {}
 
   Status init() {
     auto version = db_.prepare("PRAGMA schema_version");
@@ -38,22 +38,14 @@ class SqliteUpsertWriter final : public UpsertWriter {
                       const std::vector<std::string>& key) override;
   Status create_columns(const std::vector<NewColumn>& columns) override;
   Status write_rows(const RefusedRow& refused) override;
-  Expected<WriteTransaction> begin_transaction() override;
 
   std::string insert_sql(const std::vector<int>& ids) const;
   Expected<Statement*> statement_for(uint32_t set);
 
-  Database& db_;
   std::optional<Statement> schema_version_query_;
   int64_t schema_version_ = -1;
   std::vector<std::optional<Statement>> inserts_;  // by column set
   size_t prepared_ = 0;
-};
-
-struct SqliteWrite final : WriteTransaction::Backend {
-  explicit SqliteWrite(Transaction tx) : tx(std::move(tx)) {}
-  Status commit() override { return tx.commit(); }
-  Transaction tx;
 };
 
 Expected<std::optional<std::vector<std::string>>> SqliteUpsertWriter::read_table() {
@@ -125,12 +117,6 @@ Status SqliteUpsertWriter::create_columns(const std::vector<NewColumn>& columns)
     KPIPE_TRY(db_.exec(fmt::format("ALTER TABLE {} ADD COLUMN {}", quote_identifier(spec_.table),
                                    quote_identifier(c.name))));
   return {};
-}
-
-Expected<WriteTransaction> SqliteUpsertWriter::begin_transaction() {
-  auto tx = Transaction::begin(db_);
-  if (!tx) return tx.take_error();
-  return WriteTransaction(std::make_unique<SqliteWrite>(std::move(*tx)));
 }
 
 std::string SqliteUpsertWriter::insert_sql(const std::vector<int>& ids) const {
@@ -209,7 +195,7 @@ Status SqliteUpsertWriter::write_rows(const RefusedRow& refused) {
 
 }  // namespace
 
-Expected<std::unique_ptr<UpsertWriter>> UpsertWriter::open(Database& db, TableSpec spec) {
+Expected<std::unique_ptr<UpsertWriter>> open_sqlite_upsert_writer(Database& db, TableSpec spec) {
   KPIPE_TRY(validate_table_spec(spec));
   auto w = std::make_unique<SqliteUpsertWriter>(db, std::move(spec));
   KPIPE_TRY(w->init());

@@ -127,12 +127,12 @@ Status validate_table_spec(const TableSpec& spec, size_t max_name_bytes) {
 
 // --- the writer ----------------------------------------------------------------
 
-UpsertWriter::UpsertWriter(TableSpec spec, std::string where, size_t max_name_bytes,
-                           int max_columns)
-    : spec_(std::move(spec)),
-      where_(std::move(where)),
+UpsertWriter::UpsertWriter(Database& db, TableSpec spec, size_t max_name_bytes)
+    : db_(db),
+      spec_(std::move(spec)),
+      where_(db.path()),
       max_name_bytes_(max_name_bytes),
-      max_columns_(max_columns) {
+      max_columns_(db.max_columns()) {
   // The key comes first in a table made here; --columns then orders the rest.
   for (const auto& k : spec_.key) key_ids_.push_back(add_column(k, true));
   for (const auto& c : spec_.columns)
@@ -140,6 +140,11 @@ UpsertWriter::UpsertWriter(TableSpec spec, std::string where, size_t max_name_by
 }
 
 UpsertWriter::~UpsertWriter() = default;
+
+Expected<std::unique_ptr<UpsertWriter>> UpsertWriter::open(Database& db, TableSpec spec) {
+  if (db.postgres()) return open_postgres_upsert_writer(db, std::move(spec));
+  return open_sqlite_upsert_writer(db, std::move(spec));
+}
 
 int UpsertWriter::find_column(std::string_view name) const {
   std::string folded;
@@ -205,8 +210,8 @@ Status UpsertWriter::load_table() {
   return {};
 }
 
-Expected<WriteTransaction> UpsertWriter::begin() {
-  auto tx = begin_transaction();
+Expected<Transaction> UpsertWriter::begin() {
+  auto tx = Transaction::begin(db_);
   if (!tx) return tx.take_error();
   recheck_schema_ = true;
   return tx;

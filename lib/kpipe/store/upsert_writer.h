@@ -16,8 +16,7 @@
 
 #include "kpipe/json.h"
 #include "kpipe/line.h"
-#include "kpipe/store/postgres.h"
-#include "kpipe/store/sqlite.h"
+#include "kpipe/store/sql.h"
 #include "kpipe/store/state_store.h"
 
 namespace kpipe {
@@ -70,22 +69,6 @@ Status validate_table_spec(const TableSpec& spec, size_t max_name_bytes = kMaxId
 // "a", "b": names quoted for SQL (quote_identifier), comma-separated.
 std::string quoted_names(const std::vector<std::string>& names);
 
-// A write transaction on a writer's database, rolled back unless
-// committed: the backend's own (SQLite's BEGIN IMMEDIATE, PostgreSQL's
-// BEGIN) behind one face for the stage.
-class WriteTransaction {
- public:
-  struct Backend {
-    virtual ~Backend() = default;  // rolls back unless committed
-    virtual Status commit() = 0;
-  };
-  explicit WriteTransaction(std::unique_ptr<Backend> backend) : backend_(std::move(backend)) {}
-  Status commit() { return backend_->commit(); }
-
- private:
-  std::unique_ptr<Backend> backend_;
-};
-
 // Turns lines into rows and writes them. add() parses a line and holds its
 // row; write_pending() writes the held rows inside a transaction begun
 // with begin(), so that the write lock is held only while a batch commits.
@@ -100,10 +83,9 @@ class WriteTransaction {
 // (upsert) or NULL (a new row). A number beyond a double's range is bad input.
 class UpsertWriter {
  public:
-  // SQLite: the table in `db` (the SQLite mapping is at SqliteUpsertWriter).
+  // The table in `db`, written by the backend of its dialect
+  // (sqlite_upsert.cpp, postgres_upsert.cpp).
   static Expected<std::unique_ptr<UpsertWriter>> open(Database& db, TableSpec spec);
-  // PostgreSQL: the table in the connection's database (postgres_upsert.cpp).
-  static Expected<std::unique_ptr<UpsertWriter>> open(PgConnection& db, TableSpec spec);
   virtual ~UpsertWriter();
 
   // Parses one line (padded, as LineFeed gives it) and holds its row. A
@@ -119,7 +101,7 @@ class UpsertWriter {
 
   // Begins a write transaction; the table's schema is read again inside
   // it, since another process may have changed it since the last one.
-  Expected<WriteTransaction> begin();
+  Expected<Transaction> begin();
 
   // A row the table refused when it was written (a constraint of a table
   // the user made, a value of the wrong type): the line as it was read,
@@ -173,7 +155,7 @@ class UpsertWriter {
     bool key = false;
   };
 
-  UpsertWriter(TableSpec spec, std::string where, size_t max_name_bytes, int max_columns);
+  UpsertWriter(Database& db, TableSpec spec, size_t max_name_bytes);
   // Maps the table's columns and checks the key; call from the backend's
   // open(), and again whenever the schema may have changed.
   Status load_table();
@@ -192,7 +174,6 @@ class UpsertWriter {
   // Writes rows_ (raw_ is padded), counting rows_written_ and
   // rows_unchanged_, calling `refused` for rows the table refuses.
   virtual Status write_rows(const RefusedRow& refused) = 0;
-  virtual Expected<WriteTransaction> begin_transaction() = 0;
 
   // For the backends.
   bool is_key(int id) const;
@@ -205,6 +186,7 @@ class UpsertWriter {
   Line line_of(const Row& row) const;
   const std::vector<int>& column_ids(uint32_t set) const { return column_sets_[set]; }
 
+  Database& db_;
   TableSpec spec_;
   std::string where_;  // the database, as messages name it
   std::vector<Column> columns_;
@@ -271,5 +253,10 @@ class UpsertWriter {
   std::string fold_scratch_;
   std::string key_scratch_;
 };
+
+// The backends (sqlite_upsert.cpp, postgres_upsert.cpp), which
+// UpsertWriter::open chooses between.
+Expected<std::unique_ptr<UpsertWriter>> open_sqlite_upsert_writer(Database& db, TableSpec spec);
+Expected<std::unique_ptr<UpsertWriter>> open_postgres_upsert_writer(Database& db, TableSpec spec);
 
 }  // namespace kpipe
