@@ -74,7 +74,7 @@ Expected<std::optional<std::vector<std::string>>> PostgresUpsertWriter::read_tab
   if (kind->rows() == 0) return std::optional<std::vector<std::string>>();
   std::string_view relkind = kind->text(0, 0);
   if (relkind != "r" && relkind != "p")
-    return usage_error("'{}' in '{}' is {}, not a table", display_name(spec_.table), where_,
+    return usage_error("'{}' in '{}' is {}, not a table", display_name(spec_.table), db_.path(),
                        relkind == "v" || relkind == "m" ? "a view" : "not a table");
   auto columns = conn_.query(
       "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0 "
@@ -95,10 +95,7 @@ Status PostgresUpsertWriter::check_key(const std::vector<std::string>& key) {
       conn_.exec(fmt::format("EXPLAIN INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO NOTHING",
                              table_, quoted_names(key), nulls, quoted_names(key)));
   if (probe.ok()) return {};
-  if (conn_.sqlstate() == "42P10")
-    return usage_error(
-        "table '{}' in '{}' has no primary key or unique index on ({}): --key must name one",
-        display_name(spec_.table), where_, fmt::join(key, ", "));
+  if (conn_.sqlstate() == "42P10") return key_not_unique(key);
   return probe;
 }
 

@@ -57,7 +57,8 @@ Expected<std::optional<std::vector<std::string>>> SqliteUpsertWriter::read_table
   if (!row) return row.take_error();
   if (!*row) return std::optional<std::vector<std::string>>();
   if (kind->column_text(0) == "view")
-    return usage_error("'{}' in '{}' is a view, not a table", display_name(spec_.table), where_);
+    return usage_error("'{}' in '{}' is a view, not a table", display_name(spec_.table),
+                       db_.path());
   auto info = db_.prepare("SELECT name FROM pragma_table_info(?) ORDER BY cid");
   if (!info) return info.take_error();
   info->bind_text(1, spec_.table);
@@ -79,10 +80,7 @@ Status SqliteUpsertWriter::check_key(const std::vector<std::string>& key) {
   auto probe = db_.prepare(
       fmt::format("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO NOTHING",
                   quote_identifier(spec_.table), quoted_names(key), params, quoted_names(key)));
-  if (!probe)
-    return usage_error(
-        "table '{}' in '{}' has no primary key or unique index on ({}): --key must name one",
-        display_name(spec_.table), where_, fmt::join(key, ", "));
+  if (!probe) return key_not_unique(key);
   return {};
 }
 

@@ -130,7 +130,6 @@ Status validate_table_spec(const TableSpec& spec, size_t max_name_bytes) {
 UpsertWriter::UpsertWriter(Database& db, TableSpec spec, size_t max_name_bytes)
     : db_(db),
       spec_(std::move(spec)),
-      where_(db.path()),
       max_name_bytes_(max_name_bytes),
       max_columns_(db.max_columns()) {
   // The key comes first in a table made here; --columns then orders the rest.
@@ -186,7 +185,7 @@ Status UpsertWriter::load_table() {
       if (c.in_table)  // PostgreSQL's quoted names may differ in case only
         return usage_error(
             "table '{}' in '{}' has columns '{}' and '{}': kupsert ignores ASCII case in names",
-            display_name(spec_.table), where_, display_name(c.name), display_name(name));
+            display_name(spec_.table), db_.path(), display_name(c.name), display_name(name));
       if (!c.planned) ++planned_count_;
       c.planned = c.in_table = true;
       c.name = name;  // as the table spells it
@@ -196,7 +195,7 @@ Status UpsertWriter::load_table() {
       const Column& c = columns_[static_cast<size_t>(k)];
       if (!c.in_table)
         return usage_error("table '{}' in '{}' has no column '{}' (--key)",
-                           display_name(spec_.table), where_, display_name(c.name));
+                           display_name(spec_.table), db_.path(), display_name(c.name));
       keys.push_back(c.name);
     }
     KPIPE_TRY(check_key(keys));
@@ -263,6 +262,12 @@ Status UpsertWriter::ensure_schema() {
 
 bool UpsertWriter::is_key(int id) const {
   return std::find(key_ids_.begin(), key_ids_.end(), id) != key_ids_.end();
+}
+
+Error UpsertWriter::key_not_unique(const std::vector<std::string>& key) const {
+  return usage_error(
+      "table '{}' in '{}' has no primary key or unique index on ({}): --key must name one",
+      display_name(spec_.table), db_.path(), fmt::join(key, ", "));
 }
 
 std::vector<std::string> UpsertWriter::names_of(const std::vector<int>& ids) const {

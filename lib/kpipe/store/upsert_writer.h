@@ -178,6 +178,8 @@ class UpsertWriter {
   // For the backends.
   bool is_key(int id) const;
   std::vector<std::string> names_of(const std::vector<int>& ids) const;
+  // check_key's refusal.
+  Error key_not_unique(const std::vector<std::string>& key) const;
   // " ON CONFLICT (key) DO UPDATE SET c = excluded.c, ..." for a row of
   // these columns (DO NOTHING under ignore, or for key columns only);
   // `only_changes`: and only where the row would change.
@@ -188,7 +190,6 @@ class UpsertWriter {
 
   Database& db_;
   TableSpec spec_;
-  std::string where_;  // the database, as messages name it
   std::vector<Column> columns_;
   std::vector<int> key_ids_;
   std::vector<Row> rows_;
