@@ -6,6 +6,42 @@
 
 namespace kpipe {
 
+namespace {
+
+Status read_group(const JsonValue& tree, std::string& group) {
+  const JsonValue* g = tree.find("group");
+  if (g == nullptr) return {};
+  if (g->type != JsonType::kString) return data_error("checkpoint line: 'group' must be a string");
+  group = g->str;
+  return {};
+}
+
+void append_group(std::string& out, const std::string& group) {
+  if (group.empty()) return;
+  out.append(",\"group\":");
+  append_json_string(out, group);
+}
+
+constexpr std::string_view kCommitMetadataPrefix = "kpipe:checkpoint:";
+
+}  // namespace
+
+std::string checkpoint_commit_metadata(int64_t id) {
+  return std::string(kCommitMetadataPrefix) + std::to_string(id);
+}
+
+std::optional<int64_t> parse_checkpoint_commit_metadata(std::string_view metadata) {
+  if (!metadata.starts_with(kCommitMetadataPrefix)) return std::nullopt;
+  metadata.remove_prefix(kCommitMetadataPrefix.size());
+  if (metadata.empty() || metadata.size() > 18) return std::nullopt;
+  int64_t id = 0;
+  for (char ch : metadata) {
+    if (ch < '0' || ch > '9') return std::nullopt;
+    id = id * 10 + (ch - '0');
+  }
+  return id;
+}
+
 Expected<std::optional<Checkpoint>> parse_checkpoint(std::string_view line) {
   auto tree = parse_json(line);
   if (!tree) return data_error("control line: {}", tree.error().message);
@@ -19,6 +55,7 @@ Expected<std::optional<Checkpoint>> parse_checkpoint(std::string_view line) {
   c.id = id->integer;
   const JsonValue* at = tree->find("at");
   if (at != nullptr && at->is_integer) c.at = at->integer;
+  KPIPE_TRY(read_group(*tree, c.group));
   const JsonValue* offsets = tree->find("offsets");
   if (offsets != nullptr) {
     if (offsets->type != JsonType::kArray)
@@ -43,6 +80,7 @@ void append_checkpoint(std::string& out, const Checkpoint& c) {
   append_int(out, c.id);
   out.append(",\"at\":");
   append_int(out, c.at);
+  append_group(out, c.group);
   out.append(",\"offsets\":[");
   bool first = true;
   for (const auto& o : c.offsets) {

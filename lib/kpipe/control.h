@@ -20,14 +20,27 @@ struct Checkpoint {
   Millis at = 0;
   // The next offset to read for each partition (Kafka's commit convention).
   std::vector<PartitionOffset> offsets;
+  // kconsume's consumer group; empty without -g.
+  std::string group;
 };
 
 // The checkpoint a control line carries; nullopt for other control kinds.
 // A line that claims to be a checkpoint but is malformed is a data_error.
 Expected<std::optional<Checkpoint>> parse_checkpoint(std::string_view line);
 
-// {"$kpipe":"checkpoint","id":7,"at":...,"offsets":[...]} and '\n'.
+// {"$kpipe":"checkpoint","id":7,"at":...,"group":"g","offsets":[...]} and
+// '\n' ("group" only when there is one).
 void append_checkpoint(std::string& out, const Checkpoint& c);
+
+// The metadata of the offsets a transaction commits for checkpoint `id`
+// (kproduce --transactional), by which kconsume tells, after a crash,
+// that Kafka committed a checkpoint the state store did not complete
+// (kpipe(7), EXACTLY ONCE INTO KAFKA).
+std::string checkpoint_commit_metadata(int64_t id);
+// The name checkpoints are completed by when a transaction committed them.
+inline constexpr std::string_view kTransactionCompleter = "kproduce";
+// The checkpoint such metadata names; nullopt for any other text.
+std::optional<int64_t> parse_checkpoint_commit_metadata(std::string_view metadata);
 
 // What kconsume --announce says about its partitions, so that event-time
 // stages know which partitions to wait for: an assigned partition holds

@@ -94,7 +94,7 @@ TEST_CASE("parse_checkpoint: a partition outside int32 is refused, not wrapped",
 }
 
 TEST_CASE("append_checkpoint: exact line", "[control]") {
-  Checkpoint c{7, 1764412345123, {{"events", 0, 1043}, {"t\"q", 12, 0}}};
+  Checkpoint c{7, 1764412345123, {{"events", 0, 1043}, {"t\"q", 12, 0}}, ""};
   std::string out = "prefix\n";
   append_checkpoint(out, c);
   CHECK(out ==
@@ -106,6 +106,31 @@ TEST_CASE("append_checkpoint: exact line", "[control]") {
   out.clear();
   append_checkpoint(out, Checkpoint{});
   CHECK(out == "{\"$kpipe\":\"checkpoint\",\"id\":0,\"at\":0,\"offsets\":[]}\n");
+}
+
+TEST_CASE("checkpoint lines name kconsume's group when it has one", "[control]") {
+  Checkpoint c{3, 5, {{"events", 1, 9}}, "clean \"g\""};
+  std::string out;
+  append_checkpoint(out, c);
+  CHECK(out == R"({"$kpipe":"checkpoint","id":3,"at":5,"group":"clean \"g\"",)"
+               R"("offsets":[{"topic":"events","partition":1,"offset":9}]})"
+               "\n");
+  out.pop_back();
+  CHECK(parsed(out).group == "clean \"g\"");
+  CHECK(parse_error(R"({"$kpipe":"checkpoint","id":1,"group":7})") ==
+        "checkpoint line: 'group' must be a string");
+
+}
+
+TEST_CASE("checkpoint commit metadata names the checkpoint, and nothing else parses",
+          "[control]") {
+  CHECK(checkpoint_commit_metadata(42) == "kpipe:checkpoint:42");
+  CHECK(parse_checkpoint_commit_metadata(checkpoint_commit_metadata(42)) == 42);
+  CHECK(parse_checkpoint_commit_metadata(checkpoint_commit_metadata(INT64_MAX / 10)) ==
+        INT64_MAX / 10);
+  for (const char* other : {"", "kpipe:checkpoint:", "kpipe:checkpoint:4x", "kpipe:checkpoint:-1",
+                            "checkpoint:4", "kpipe:checkpoint:1234567890123456789012"})
+    CHECK_FALSE(parse_checkpoint_commit_metadata(other));
 }
 
 TEST_CASE("append_checkpoint then parse_checkpoint round-trips", "[control]") {

@@ -24,6 +24,10 @@ int main(int argc, char** argv) {
                  "With -g, commit written offsets this often")
       ->default_val("1s")
       ->type_name("D");
+  app.add_option("--isolation", o.isolation,
+                 "read_committed (the default: no aborted or open transactions' records) or "
+                 "read_uncommitted")
+      ->type_name("LEVEL");
   app.add_flag(
       "--announce", o.announce,
       "Write control lines naming assigned partitions and those at their end (for kwindow)");

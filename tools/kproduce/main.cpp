@@ -17,6 +17,15 @@ int main(int argc, char** argv) {
                "Read kconsume envelopes: key, value, headers and timestamp");
   app.add_flag("--keep-partition", o.keep_partition,
                "With --envelope, keep each record's partition");
+  app.add_flag("--transactional", o.transactional,
+               "Produce in one transaction per checkpoint, committed with its offsets "
+               "(exactly once; needs --state)");
+  app.add_option("--transactional-id", o.transactional_id,
+                 "The transactional id (default: from kconsume's group and the state store)")
+      ->type_name("ID");
+  app.add_option("--state", o.state,
+                 "With --transactional, the pipeline's state store, where checkpoints complete")
+      ->type_name("STORE");
   program.add_inputs(o.input);
   program.add_errors(o.errors);
   program.add_stats(o.stats);

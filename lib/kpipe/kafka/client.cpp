@@ -681,20 +681,28 @@ bool is_group_change(rd_kafka_resp_err_t err) {
 
 }  // namespace
 
+namespace {
+
+// Gives every offset of `list` the same metadata; none when empty.
+void set_metadata(rd_kafka_topic_partition_list_t* list, const std::string& metadata) {
+  if (metadata.empty()) return;
+  for (int i = 0; i < list->cnt; ++i) {
+    // The list owns it: rd_kafka_topic_partition_list_destroy frees it.
+    void* copy = std::malloc(metadata.size());
+    std::memcpy(copy, metadata.data(), metadata.size());
+    list->elems[i].metadata = copy;
+    list->elems[i].metadata_size = metadata.size();
+  }
+}
+
+}  // namespace
+
 Status Consumer::commit(const std::vector<PartitionOffset>& offsets, bool* committed,
                         const std::string& metadata) {
   if (committed != nullptr) *committed = true;
   if (offsets.empty()) return {};
   ListGuard g{to_list(offsets)};
-  if (!metadata.empty()) {
-    for (int i = 0; i < g.list->cnt; ++i) {
-      // The list owns it: rd_kafka_topic_partition_list_destroy frees it.
-      void* copy = std::malloc(metadata.size());
-      std::memcpy(copy, metadata.data(), metadata.size());
-      g.list->elems[i].metadata = copy;
-      g.list->elems[i].metadata_size = metadata.size();
-    }
-  }
+  set_metadata(g.list, metadata);
   rd_kafka_resp_err_t err = rd_kafka_commit(handle_->rk, g.list, 0);
   if (err == RD_KAFKA_RESP_ERR__NO_OFFSET) return {};
   bool refused = is_group_change(err);
@@ -878,6 +886,9 @@ Expected<std::unique_ptr<Producer>> Producer::create(const KafkaConfig& base, Re
   solo.ignored.clear();  // warned of once, by the main handle
   producer->state_->solo_config = std::move(solo);
   producer->state_->reporter = &reporter;
+  // A record sent again alone would be outside the transaction: under one,
+  // a refused batch fails it (kproduce(1), --transactional).
+  producer->state_->solo_failed = config.get("transactional.id") != nullptr;
   KPIPE_TRY(new_handle(RD_KAFKA_PRODUCER, config, *producer->handle_, [](rd_kafka_conf_t* conf) {
     rd_kafka_conf_set_dr_msg_cb(conf, delivery_cb);
   }));
@@ -957,6 +968,126 @@ Status Producer::flush(Millis timeout) {
     return failure("{} records not delivered within {}", left, format_duration(timeout));
   }
   return {};
+}
+
+namespace {
+
+struct ErrorGuard {
+  rd_kafka_error_t* error;
+  ~ErrorGuard() {
+    if (error != nullptr) rd_kafka_error_destroy(error);
+  }
+};
+
+bool is_fenced(rd_kafka_resp_err_t code) {
+  return code == RD_KAFKA_RESP_ERR__FENCED || code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
+         code == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH;
+}
+
+// How long a transactional call may take: at least a minute, since the
+// first one on a new cluster waits for Kafka to create its transaction
+// log, and a commit waits for every record of the transaction.
+Millis transaction_timeout(const KafkaConfig& config) {
+  return std::max<Millis>(config.timeout, 60 * kSecond);
+}
+
+// Runs one transactional call (given the milliseconds it may take) until
+// it succeeds, fails for good, or the time is up. `abortable` says whether
+// the transaction must now be aborted.
+Status run_transactional(KafkaClient::Handle& handle, const KafkaConfig& config,
+                                std::string_view what,
+                                const std::function<rd_kafka_error_t*(int)>& call,
+                                bool* abortable = nullptr) {
+  if (abortable != nullptr) *abortable = false;
+  const std::string* id = config.get("transactional.id");
+  Millis limit = transaction_timeout(config);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limit);
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - std::chrono::steady_clock::now())
+                    .count();
+    ErrorGuard e{call(timeout_ms(left))};
+    if (e.error == nullptr) return {};
+    rd_kafka_resp_err_t code = rd_kafka_error_code(e.error);
+    std::string reason = config.redact(rd_kafka_error_string(e.error));
+    if (rd_kafka_error_is_fatal(e.error)) {
+      char text[512] = "";
+      rd_kafka_resp_err_t fatal = rd_kafka_fatal_error(handle.rk, text, sizeof text);
+      if (fatal != RD_KAFKA_RESP_ERR_NO_ERROR) {
+        code = fatal;
+        reason = config.redact(text);
+      }
+    }
+    if (is_fenced(code))
+      return failure(
+          "fenced: another producer with transactional id '{}' has started; what this one wrote "
+          "since its last commit is aborted",
+          id != nullptr ? *id : "");
+    if (rd_kafka_error_is_retriable(e.error) && std::chrono::steady_clock::now() < deadline)
+      continue;
+    if (abortable != nullptr) *abortable = rd_kafka_error_txn_requires_abort(e.error);
+    if (code == RD_KAFKA_RESP_ERR__TIMED_OUT || rd_kafka_error_is_retriable(e.error)) {
+      std::string seen = handle.take_error();
+      if (!seen.empty()) reason = config.redact(connection_reason(seen));
+      return failure("{} did not finish within {}: {}", what, format_duration(limit), reason);
+    }
+    return failure("{}: {}", what, reason);
+  }
+}
+
+}  // namespace
+
+Status Producer::start_transactions(const std::string& id) {
+  // librdkafka takes the id only when a handle is made: this one is made
+  // again, with nothing sent through the first.
+  config_.set("transactional.id", id);
+  state_->solo_failed = true;  // see create()
+  auto handle = std::make_unique<Handle>();
+  handle->reporter = &reporter_;
+  handle->config = &config_;
+  handle->watch = BrokerWatch(config_.timeout);
+  handle->owner = state_.get();
+  KPIPE_TRY(new_handle(RD_KAFKA_PRODUCER, config_, *handle, [](rd_kafka_conf_t* conf) {
+    rd_kafka_conf_set_dr_msg_cb(conf, delivery_cb);
+  }));
+  handle_ = std::move(handle);
+  return run_transactional(
+      *handle_, config_, fmt::format("cannot start transactions as '{}'", id),
+      [&](int t) { return rd_kafka_init_transactions(handle_->rk, t); });
+}
+
+Status Producer::begin_transaction() {
+  return run_transactional(*handle_, config_, "cannot begin a transaction",
+                           [&](int) { return rd_kafka_begin_transaction(handle_->rk); });
+}
+
+Status Producer::commit_transaction(const std::vector<PartitionOffset>& offsets,
+                                    const std::string& group, const std::string& metadata) {
+  bool abortable = false;
+  Status s;
+  if (!offsets.empty()) {
+    ListGuard g{to_list(offsets)};
+    set_metadata(g.list, metadata);
+    rd_kafka_consumer_group_metadata_t* cg = rd_kafka_consumer_group_metadata_new(group.c_str());
+    s = run_transactional(
+        *handle_, config_, fmt::format("cannot add the offsets of group '{}' to the transaction", group),
+        [&](int t) { return rd_kafka_send_offsets_to_transaction(handle_->rk, g.list, cg, t); },
+        &abortable);
+    rd_kafka_consumer_group_metadata_destroy(cg);
+  }
+  if (s.ok())
+    s = run_transactional(*handle_, config_, "cannot commit the transaction",
+                          [&](int t) { return rd_kafka_commit_transaction(handle_->rk, t); },
+                          &abortable);
+  if (s.ok() || !abortable) return s;
+  Status aborted = abort_transaction();
+  if (!aborted.ok()) return s;
+  return failure("{} (the transaction was aborted)", s.error().message);
+}
+
+Status Producer::abort_transaction() {
+  return run_transactional(*handle_, config_, "cannot abort the transaction",
+                           [&](int t) { return rd_kafka_abort_transaction(handle_->rk, t); });
 }
 
 uint64_t Producer::delivered() const {

@@ -166,6 +166,23 @@ class Producer final : public KafkaClient {
   // Waits for every queued record's delivery, up to `timeout`.
   Status flush(Millis timeout);
 
+  // Transactions (kproduce --transactional). start_transactions() makes
+  // this a producer with transactional id `id` (before anything is
+  // produced) and fences every earlier producer of that id, aborting what
+  // it left open; a fenced producer's calls fail from then on, naming the
+  // id. Each call waits at least a minute (or the configuration's timeout)
+  // while the cluster calls its error retriable.
+  Status start_transactions(const std::string& id);
+  Status begin_transaction();
+  // Adds `offsets` (the next offsets to read) to the open transaction as
+  // `group`'s committed offsets, each with `metadata`, and commits it with
+  // every record produced since begin_transaction(). An error the cluster
+  // calls abortable aborts the transaction first: none of its records is
+  // ever visible to a read_committed consumer.
+  Status commit_transaction(const std::vector<PartitionOffset>& offsets, const std::string& group,
+                            const std::string& metadata);
+  Status abort_transaction();
+
   uint64_t delivered() const;
   uint64_t failed() const;
   // The first delivery error, for the final message.

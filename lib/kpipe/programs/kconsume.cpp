@@ -136,6 +136,46 @@ class ConsumeLoop {
     return {};
   }
 
+  // A transactional kproduce commits a checkpoint in Kafka first (its
+  // records and the group's offsets, tagged with the checkpoint's id), then
+  // completes it in the state store; killed between the two, the store
+  // lags Kafka by that checkpoint. It is completed here, before kconsume
+  // resumes and before it writes the first line that lets the stages
+  // restore (kpipe(7), EXACTLY ONCE INTO KAFKA).
+  Status complete_committed() {
+    if (state_ == nullptr || !grouped()) return {};
+    auto latest = state_->latest_complete();
+    if (!latest) return latest.take_error();
+    auto next = state_->next_checkpoint_id();
+    if (!next) return next.take_error();
+    int64_t complete = latest->value_or(0);
+    if (*next - 1 <= complete) return {};  // none emitted since
+    std::vector<TopicPartition> tps;
+    for (const auto& topic : options_.topics) {
+      auto ids = consumer_.partitions(topic);
+      if (!ids) return ids.take_error();
+      for (int32_t p : *ids) tps.push_back({topic, p});
+    }
+    std::vector<std::string> metadata;
+    auto committed = consumer_.committed(tps, &metadata);
+    if (!committed) return committed.take_error();
+    Checkpoint c;
+    for (const auto& m : metadata) {
+      auto id = parse_checkpoint_commit_metadata(m);
+      if (id && *id > complete && *id < *next) c.id = std::max(c.id, *id);
+    }
+    if (c.id == 0) return {};
+    c.group = options_.group;
+    for (size_t i = 0; i < tps.size(); ++i)
+      if ((*committed)[i] && parse_checkpoint_commit_metadata(metadata[i]) == c.id)
+        c.offsets.push_back({tps[i].topic, tps[i].partition, *(*committed)[i]});
+    KPIPE_TRY(state_->complete(c, kTransactionCompleter, io_.clock.now()));
+    io_.reporter.info(fmt::format(
+        "checkpoint {} was committed in Kafka by group '{}' but not complete in '{}': completed now",
+        c.id, options_.group, display_target(options_.state)));
+    return {};
+  }
+
   // Where the state file says a partition resumes, if it knows.
   std::optional<int64_t> saved_position(const TopicPartition& tp) const {
     auto it = saved_.find(tp);
@@ -261,7 +301,17 @@ class ConsumeLoop {
       if (done_) return {};
       auto it = find(e.record.topic, e.record.partition);
       if (e.kind == ConsumerEvent::Kind::kEndOfPartition) {
-        if (it != positions_.end()) it->second.at_end = true;
+        if (it == positions_.end()) return {};
+        it->second.at_end = true;
+        // Past the last record of a transactional topic come its commit
+        // markers, and aborted records a read_committed consumer skips:
+        // the end's offset is past them all, so that what is committed
+        // (and checkpointed) leaves no lag of markers behind.
+        if (e.record.offset > it->second.next) {
+          it->second.next = e.record.offset;
+          if (grouped() && state_ == nullptr)
+            unread_.push_back({out.end_position(), &it->second, it->second.next});
+        }
         return {};
       }
       // A record from a partition no longer ours (a rebalance raced the
@@ -392,6 +442,7 @@ class ConsumeLoop {
     Checkpoint c;
     c.id = next_checkpoint_++;
     c.at = io_.clock.now();
+    c.group = options_.group;
     for (const auto& [tp, pos] : positions_)
       c.offsets.push_back({tp.topic, tp.partition, pos.next});
     KPIPE_TRY(state_->record_emitted(c.id, c.at));
@@ -409,6 +460,15 @@ class ConsumeLoop {
     auto latest = state_->latest_complete();
     if (!latest) return latest.take_error();
     if (!*latest || **latest <= mirrored_) return {};
+    // A transactional kproduce committed the group's offsets with the
+    // checkpoint itself, tagged with its id: a commit of ours could only
+    // set them back.
+    auto by = state_->completed_by(**latest);
+    if (!by) return by.take_error();
+    if (*by == kTransactionCompleter) {
+      mirrored_ = **latest;
+      return {};
+    }
     auto offsets = state_->offsets();
     if (!offsets) return offsets.take_error();
     std::vector<PartitionOffset> commit;
@@ -612,10 +672,17 @@ Status run_consume(const ConsumeOptions& options, Io& io) {
   }
   auto config = resolve_kafka_config(options.kafka, io.env_brokers);
   if (!config) return config.take_error();
+  if (!options.isolation.empty()) {
+    auto level =
+        parse_choice("--isolation", options.isolation, {"read_committed", "read_uncommitted"});
+    if (!level) return level.take_error();
+    config->set("isolation.level", options.isolation);
+  }
   auto consumer = Consumer::create(*config, options.group, io.reporter);
   if (!consumer) return consumer.take_error();
   ConsumeLoop loop(options, **consumer, io, *from, std::move(only), *commit_interval, *stats,
                    state.get(), *checkpoint_interval);
+  KPIPE_TRY(loop.complete_committed());
   KPIPE_TRY(loop.init_state());
   if (options.group.empty()) {
     KPIPE_TRY(loop.start_assigned());

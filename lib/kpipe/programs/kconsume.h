@@ -22,6 +22,9 @@ struct ConsumeOptions {
   bool exit_at_end = false;       // -e
   std::string format = "envelope";
   std::string commit_interval = "1s";
+  // read_committed or read_uncommitted; empty: read_committed, unless -X
+  // isolation.level says otherwise.
+  std::string isolation;
   // Write partition events (control lines) for event-time stages; implied
   // by --state.
   bool announce = false;

@@ -283,6 +283,7 @@ Status run_dedup(const DedupOptions& options, Io& io) {
         "holds keys of several --key paths as an older kdedup wrote them, which this one would "
         "never match";
   StageState state(store->get(), plan->stage, engine, io.clock, std::move(format));
+  if (state.enabled()) KPIPE_TRY(wait_for_input(options.input, io.stop));
   auto restored = state.restore();
   if (!restored) return restored.take_error();
   if (*restored)

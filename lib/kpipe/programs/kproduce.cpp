@@ -3,11 +3,18 @@
 #include <algorithm>
 #include <deque>
 
+#include <stdlib.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "kpipe/control.h"
 #include "kpipe/envelope.h"
 #include "kpipe/json.h"
 #include "kpipe/kafka/client.h"
 #include "kpipe/kafka/topic.h"
 #include "kpipe/programs/dlq_targets.h"
+#include "kpipe/store/state_store.h"
 
 namespace kpipe {
 
@@ -93,13 +100,108 @@ class InFlight {
   size_t held_ = 0;
 };
 
+// --transactional (kpipe(7), EXACTLY ONCE INTO KAFKA): the records
+// between two checkpoint lines go out in one transaction, which the
+// second line commits together with its offsets for kconsume's group,
+// tagged with its id; only then is the checkpoint complete in the state
+// store. A crash in between is repaired by kconsume at its start.
+class Transactions {
+ public:
+  Transactions(const ProduceOptions& options, Producer& producer, StateStore& store,
+               std::string store_identity, Io& io)
+      : options_(options),
+        producer_(producer),
+        store_(store),
+        store_identity_(std::move(store_identity)),
+        io_(io) {}
+
+  // Fences the producer of the run before (a restart's zombie), aborting
+  // what it left open. At once, not at the first line: until then the
+  // group's offsets in its open transaction are unstable, and kconsume
+  // waits for them before it writes anything.
+  Status start() {
+    id_ = options_.transactional_id.empty()
+              ? default_transactional_id(options_.topic, store_identity_)
+              : options_.transactional_id;
+    KPIPE_TRY(producer_.start_transactions(id_));
+    io_.reporter.info(fmt::format("transactional id '{}'", id_));
+    return {};
+  }
+
+  // Before a record is sent: the transaction it goes in.
+  Status before_record() {
+    KPIPE_TRY(begin());
+    ++records_open_;
+    return {};
+  }
+
+  Status on_checkpoint(const Checkpoint& c) {
+    if (c.group.empty())
+      return failure(
+          "checkpoint {} names no consumer group: --transactional commits kconsume's offsets to "
+          "its group; run kconsume with -g GROUP",
+          c.id);
+    KPIPE_TRY(begin());
+    KPIPE_TRY(producer_.commit_transaction(c.offsets, c.group, checkpoint_commit_metadata(c.id)));
+    open_ = false;
+    committed_records_ += records_open_;
+    records_open_ = 0;
+    ++committed_;
+    last_committed_ = c.id;
+    // Kafka's commit is the commit point: were kproduce killed now,
+    // kconsume would complete the checkpoint from the group's offsets.
+    return store_.complete(c, kTransactionCompleter, io_.clock.now());
+  }
+
+  // At the end of input, after every record's delivery: records that no
+  // checkpoint line followed are aborted, to be read again by the next
+  // run.
+  Status finish() {
+    if (!open_) return {};
+    open_ = false;
+    if (records_open_ > 0)
+      io_.reporter.warning(fmt::format(
+          "{} record{} after {} came without a checkpoint line: their transaction is aborted, "
+          "and the next run reads them again",
+          records_open_, records_open_ == 1 ? "" : "s",
+          last_committed_ > 0 ? fmt::format("checkpoint {}", last_committed_) : "the start"));
+    records_open_ = 0;
+    return producer_.abort_transaction();
+  }
+
+  const std::string& id() const { return id_; }
+  uint64_t committed() const { return committed_; }
+  uint64_t committed_records() const { return committed_records_; }
+
+ private:
+  Status begin() {
+    if (open_) return {};
+    KPIPE_TRY(producer_.begin_transaction());
+    open_ = true;
+    return {};
+  }
+
+  const ProduceOptions& options_;
+  Producer& producer_;
+  StateStore& store_;
+  std::string store_identity_;
+  Io& io_;
+  std::string id_;
+  bool open_ = false;
+  uint64_t records_open_ = 0;
+  uint64_t committed_records_ = 0;
+  uint64_t committed_ = 0;
+  int64_t last_committed_ = 0;
+};
+
 class ProduceStage final : public LineStage {
  public:
   ProduceStage(const ProduceOptions& options, Producer& producer, std::optional<FieldPath> key,
-               BadInputHandler& bad, const std::atomic<bool>* stop)
+               BadInputHandler& bad, Transactions* transactions, const std::atomic<bool>* stop)
       : options_(options),
         producer_(producer),
         bad_(bad),
+        transactions_(transactions),
         stop_(stop),
         keep_lines_(bad.mode() == OnError::kDlq) {
     if (key) {
@@ -164,6 +266,21 @@ class ProduceStage final : public LineStage {
     return send(line, partition, key, value, headers_, record_.timestamp.value_or(0));
   }
 
+  Status on_control(const Line& line, Output& out) override {
+    if (transactions_ != nullptr) {
+      auto cp = parse_checkpoint(line.text);
+      if (!cp) return cp.take_error();
+      if (*cp) {
+        // A refusal read now is still this transaction's to report.
+        producer_.poll();
+        KPIPE_TRY(settle());
+        KPIPE_TRY(transactions_->on_checkpoint(**cp));
+        KPIPE_TRY(settle());
+      }
+    }
+    return LineStage::on_control(line, out);
+  }
+
   Status on_idle(Output&) override {
     producer_.poll();
     return settle();
@@ -171,7 +288,8 @@ class ProduceStage final : public LineStage {
 
   Status on_end(Output&) override {
     KPIPE_TRY(drain());
-    return settle();
+    KPIPE_TRY(settle());
+    return transactions_ != nullptr ? transactions_->finish() : Status();
   }
 
   void fill_counters(Counters& c) const override { c.out = producer_.delivered(); }
@@ -222,6 +340,7 @@ class ProduceStage final : public LineStage {
               std::optional<std::string_view> value, const std::vector<Header>& headers,
               int64_t timestamp) {
     if (keep_lines_) KPIPE_TRY(wait_for_room(line.text.size()));
+    if (transactions_ != nullptr) KPIPE_TRY(transactions_->before_record());
     uint64_t tag = in_flight_.next_tag();
     // A data_error here (too large, no such partition) is this line's:
     // run_filter applies --on-error to it.
@@ -269,6 +388,7 @@ class ProduceStage final : public LineStage {
   const ProduceOptions& options_;
   Producer& producer_;
   BadInputHandler& bad_;
+  Transactions* transactions_;  // null without --transactional
   const std::atomic<bool>* stop_;
   bool keep_lines_;
   int32_t partition_ = -1;
@@ -296,6 +416,10 @@ class ProduceStage final : public LineStage {
 
 }  // namespace
 
+std::string default_transactional_id(std::string_view topic, std::string_view store) {
+  return fmt::format("kpipe-{}-{:016x}", topic, XXH3_64bits(store.data(), store.size()));
+}
+
 Status run_produce(const ProduceOptions& options, Io& io) {
   if (options.topic.empty()) return usage_error("a topic is required: -t TOPIC");
   KPIPE_TRY(check_topic_name(options.topic));
@@ -317,8 +441,29 @@ Status run_produce(const ProduceOptions& options, Io& io) {
   if (!stats) return stats.take_error();
   auto config = resolve_kafka_config(options.kafka, io.env_brokers);
   if (!config) return config.take_error();
+  if (config->get("transactional.id") != nullptr)
+    return usage_error("-X transactional.id: use --transactional (and --transactional-id ID)");
   auto bad = make_bad_input_handler(options.errors, io.program, io, &*config);
   if (!bad) return bad.take_error();
+  if (options.transactional && options.state.empty())
+    return usage_error(
+        "--transactional needs --state STORE: the pipeline's checkpoints complete there");
+  if (!options.transactional && (!options.state.empty() || !options.transactional_id.empty()))
+    return usage_error("--state and --transactional-id go with --transactional");
+  std::unique_ptr<StateStore> store;
+  std::string store_identity;
+  if (options.transactional) {
+    auto opened = StateStore::open(options.state);
+    if (!opened) return opened.take_error();
+    // One terminal stage completes a pipeline's checkpoints.
+    KPIPE_TRY((*opened)->lock_stage(kTransactionCompleter));
+    store = std::move(*opened);
+    store_identity = display_target(options.state);
+    if (char* real = ::realpath(options.state.c_str(), nullptr)) {
+      store_identity = real;
+      std::free(real);
+    }
+  }
   auto producer = Producer::create(*config, io.reporter);
   if (!producer) return producer.take_error();
   if (options.partition) {
@@ -327,7 +472,13 @@ Status run_produce(const ProduceOptions& options, Io& io) {
     if (std::find(parts->begin(), parts->end(), *options.partition) == parts->end())
       return usage_error("topic '{}' has no partition {}", options.topic, *options.partition);
   }
-  ProduceStage stage(options, **producer, key, **bad, io.stop);
+  std::optional<Transactions> transactions;
+  if (store) {
+    transactions.emplace(options, **producer, *store, store_identity, io);
+    KPIPE_TRY(transactions->start());
+  }
+  ProduceStage stage(options, **producer, key, **bad, transactions ? &*transactions : nullptr,
+                     io.stop);
   FilterSettings settings{options.input, *stats};
   Status run = run_filter(stage, settings, **bad, io);
   // Whatever happened, wait for what was queued: a record either reaches
@@ -350,6 +501,12 @@ Status run_produce(const ProduceOptions& options, Io& io) {
   if (stage.lost() > 0)
     return failure("{} of {} records not delivered to '{}': {}", stage.lost(), stage.produced(),
                    options.topic, stage.first_lost());
+  if (transactions) {
+    io.reporter.info(fmt::format("committed {} transactions of {} records to '{}'",
+                                 transactions->committed(), transactions->committed_records(),
+                                 options.topic));
+    return {};
+  }
   io.reporter.info(fmt::format("produced {} records to '{}'", stage.produced(), options.topic));
   return {};
 }

@@ -347,6 +347,7 @@ Status run_window(const WindowOptions& options, Io& io) {
   auto store = open_state_file(options.state, stage);
   if (!store) return store.take_error();
   StageState state(store->get(), stage, engine, io.clock);
+  if (state.enabled()) KPIPE_TRY(wait_for_input(options.input, io.stop));
   auto restored = state.restore();
   if (!restored) return restored.take_error();
   if (*restored) {

@@ -158,6 +158,13 @@ struct StatsOptions {
   std::string stats;  // a duration, or empty
 };
 
+// Waits until standard input, when it is one of the inputs, has a line to
+// read or has ended, or a stop is asked for. A stateful stage restores its
+// state only then: the pipeline's kconsume may complete a checkpoint in
+// the state store before it writes its first line (kpipe(7), EXACTLY ONCE
+// INTO KAFKA). Files are there at once.
+Status wait_for_input(const InputOptions& input, const std::atomic<bool>* stop);
+
 // "kdedup", or "kdedup/NAME" when --name differs from the program's name.
 std::string stage_name(const std::string& program, const std::string& name);
 

@@ -424,6 +424,18 @@ Expected<std::optional<int64_t>> StateStore::latest_complete() {
   return stmt->column_optional_int(0);
 }
 
+Expected<std::string> StateStore::completed_by(int64_t id) {
+  auto stmt = db_->prepare(
+      "SELECT COALESCE(completed_by, '') FROM checkpoints WHERE id = ? AND completed_at IS NOT "
+      "NULL");
+  if (!stmt) return stmt.take_error();
+  stmt->bind(1, id);
+  auto row = stmt->step();
+  if (!row) return row.take_error();
+  if (!*row) return std::string();
+  return std::string(stmt->column_text(0));
+}
+
 Status StateStore::complete(const Checkpoint& c, std::string_view by, Millis now) {
   auto tx = Transaction::begin(*db_);
   if (!tx) return tx.take_error();

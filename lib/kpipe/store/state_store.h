@@ -83,6 +83,8 @@ class StateStore {
   Status record_emitted(int64_t id, Millis at);
   // The newest complete checkpoint, if any.
   Expected<std::optional<int64_t>> latest_complete();
+  // Who completed checkpoint `id` ("" when it is not complete, or gone).
+  Expected<std::string> completed_by(int64_t id);
   // Marks `c` complete and stores its offsets as the pipeline's positions,
   // in one transaction. Completing an older id than the newest complete
   // one is refused as a protocol error.

@@ -59,7 +59,7 @@ void snapshot(StateStore& store, MapEngine& e, int64_t id) {
 }
 
 void complete(StateStore& store, int64_t id, int64_t offset) {
-  Checkpoint c{id, 500 + id, {{"events", 0, offset}}};
+  Checkpoint c{id, 500 + id, {{"events", 0, offset}}, ""};
   REQUIRE(store.complete(c, "kcheckpoint", 2000 + id).ok());
 }
 
@@ -142,9 +142,9 @@ TEST_CASE("completing a checkpoint stores its offsets as the pipeline's position
   REQUIRE(store->record_emitted(1, 100).ok());
   REQUIRE(store->record_emitted(2, 200).ok());
   CHECK(*store->next_checkpoint_id() == 3);  // ids grow even past incomplete ones
-  Checkpoint c{2, 200, {{"events", 0, 10}, {"events", 1, 20}}};
+  Checkpoint c{2, 200, {{"events", 0, 10}, {"events", 1, 20}}, ""};
   REQUIRE(store->complete(c, "kcheckpoint", 300).ok());
-  Checkpoint later{3, 300, {{"events", 1, 25}}};
+  Checkpoint later{3, 300, {{"events", 1, 25}}, ""};
   REQUIRE(store->complete(later, "kcheckpoint", 400).ok());
   auto offsets = store->offsets();
   REQUIRE(offsets.ok());
