@@ -27,6 +27,8 @@ _kpipe_complete() {
       esac
       COMPREPLY=($(compgen -W "$w" -- "$cur")); return ;;
     --from) COMPREPLY=($(compgen -W "earliest latest" -- "$cur")); return ;;
+    --isolation) COMPREPLY=($(compgen -W "read_committed read_uncommitted" -- "$cur")); return ;;
+    --transactional-id) return ;;  # kproduce: a name of the user's choosing
     --time-format) COMPREPLY=($(compgen -W "rfc3339 ms" -- "$cur")); return ;;
     --time-unit) COMPREPLY=($(compgen -W "s ms us ns" -- "$cur")); return ;;
     --mode) COMPREPLY=($(compgen -W "upsert ignore" -- "$cur")); return ;;

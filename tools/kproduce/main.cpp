@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
                "Produce in one transaction per checkpoint, committed with its offsets "
                "(exactly once; needs --state)");
   app.add_option("--transactional-id", o.transactional_id,
-                 "The transactional id (default: from kconsume's group and the state store)")
+                 "The transactional id (default: from the topic and the state store)")
       ->type_name("ID");
   app.add_option("--state", o.state,
                  "With --transactional, the pipeline's state store, where checkpoints complete")

@@ -782,6 +782,19 @@ struct Producer::State {
 
 namespace {
 
+bool is_fenced(rd_kafka_resp_err_t code) {
+  return code == RD_KAFKA_RESP_ERR__FENCED || code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
+         code == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH;
+}
+
+Error fenced_error(const KafkaConfig& config) {
+  const std::string* id = config.get("transactional.id");
+  return failure(
+      "fenced: another producer with transactional id '{}' has started; what this one wrote "
+      "since its last commit is aborted",
+      id != nullptr ? *id : "");
+}
+
 // "Broker: Message size too large" -> "message size too large".
 std::string broker_reason(rd_kafka_resp_err_t err) {
   std::string_view text = rd_kafka_err2str(err);
@@ -928,7 +941,9 @@ Status Producer::produce(const std::string& topic, int32_t partition,
       continue;
     }
     char fatal[256];
-    if (rd_kafka_fatal_error(handle_->rk, fatal, sizeof fatal) != RD_KAFKA_RESP_ERR_NO_ERROR)
+    rd_kafka_resp_err_t fatal_code = rd_kafka_fatal_error(handle_->rk, fatal, sizeof fatal);
+    if (is_fenced(fatal_code)) return fenced_error(config_);
+    if (fatal_code != RD_KAFKA_RESP_ERR_NO_ERROR)
       return failure("producer failed: {}", config_.redact(fatal));
     // The record's own faults, found before it is queued: bad input.
     if (err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION)
@@ -979,11 +994,6 @@ struct ErrorGuard {
   }
 };
 
-bool is_fenced(rd_kafka_resp_err_t code) {
-  return code == RD_KAFKA_RESP_ERR__FENCED || code == RD_KAFKA_RESP_ERR_PRODUCER_FENCED ||
-         code == RD_KAFKA_RESP_ERR_INVALID_PRODUCER_EPOCH;
-}
-
 // How long a transactional call may take: at least a minute, since the
 // first one on a new cluster waits for Kafka to create its transaction
 // log, and a commit waits for every record of the transaction.
@@ -999,7 +1009,6 @@ Status run_transactional(KafkaClient::Handle& handle, const KafkaConfig& config,
                                 const std::function<rd_kafka_error_t*(int)>& call,
                                 bool* abortable = nullptr) {
   if (abortable != nullptr) *abortable = false;
-  const std::string* id = config.get("transactional.id");
   Millis limit = transaction_timeout(config);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limit);
   for (;;) {
@@ -1018,11 +1027,7 @@ Status run_transactional(KafkaClient::Handle& handle, const KafkaConfig& config,
         reason = config.redact(text);
       }
     }
-    if (is_fenced(code))
-      return failure(
-          "fenced: another producer with transactional id '{}' has started; what this one wrote "
-          "since its last commit is aborted",
-          id != nullptr ? *id : "");
+    if (is_fenced(code)) return fenced_error(config);
     if (rd_kafka_error_is_retriable(e.error) && std::chrono::steady_clock::now() < deadline)
       continue;
     if (abortable != nullptr) *abortable = rd_kafka_error_txn_requires_abort(e.error);
