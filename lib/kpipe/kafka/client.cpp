@@ -1042,23 +1042,9 @@ Status run_transactional(KafkaClient::Handle& handle, const KafkaConfig& config,
 
 }  // namespace
 
-Status Producer::start_transactions(const std::string& id) {
-  // librdkafka takes the id only when a handle is made: this one is made
-  // again, with nothing sent through the first.
-  config_.set("transactional.id", id);
-  state_->solo_failed = true;  // see create()
-  auto handle = std::make_unique<Handle>();
-  handle->reporter = &reporter_;
-  handle->config = &config_;
-  handle->watch = BrokerWatch(config_.timeout);
-  handle->owner = state_.get();
-  KPIPE_TRY(new_handle(RD_KAFKA_PRODUCER, config_, *handle, [](rd_kafka_conf_t* conf) {
-    rd_kafka_conf_set_dr_msg_cb(conf, delivery_cb);
-  }));
-  handle_ = std::move(handle);
-  return run_transactional(
-      *handle_, config_, fmt::format("cannot start transactions as '{}'", id),
-      [&](int t) { return rd_kafka_init_transactions(handle_->rk, t); });
+Status Producer::init_transactions() {
+  return run_transactional(*handle_, config_, "cannot start transactions",
+                           [&](int t) { return rd_kafka_init_transactions(handle_->rk, t); });
 }
 
 Status Producer::begin_transaction() {

@@ -166,13 +166,12 @@ class Producer final : public KafkaClient {
   // Waits for every queued record's delivery, up to `timeout`.
   Status flush(Millis timeout);
 
-  // Transactions (kproduce --transactional). start_transactions() makes
-  // this a producer with transactional id `id` (before anything is
-  // produced) and fences every earlier producer of that id, aborting what
-  // it left open; a fenced producer's calls fail from then on, naming the
-  // id. Each call waits at least a minute (or the configuration's timeout)
-  // while the cluster calls its error retriable.
-  Status start_transactions(const std::string& id);
+  // Transactions (kproduce --transactional), for a producer created with
+  // a transactional.id. init_transactions() fences every earlier producer
+  // of that id, aborting what it left open; a fenced producer's calls fail
+  // from then on, naming the id. Each call waits at least a minute (or the
+  // configuration's timeout) while the cluster calls its error retriable.
+  Status init_transactions();
   Status begin_transaction();
   // Adds `offsets` (the next offsets to read) to the open transaction as
   // `group`'s committed offsets, each with `metadata`, and commits it with

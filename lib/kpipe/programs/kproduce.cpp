@@ -107,24 +107,19 @@ class InFlight {
 // store. A crash in between is repaired by kconsume at its start.
 class Transactions {
  public:
-  Transactions(const ProduceOptions& options, Producer& producer, StateStore& store,
-               std::string store_identity, Io& io)
-      : options_(options),
-        producer_(producer),
-        store_(store),
-        store_identity_(std::move(store_identity)),
-        io_(io) {}
+  Transactions(const ProduceOptions& options, Producer& producer, StateStore& store, Io& io)
+      : options_(options), producer_(producer), store_(store), io_(io) {}
 
   // Fences the producer of the run before (a restart's zombie), aborting
   // what it left open. At once, not at the first line: until then the
   // group's offsets in its open transaction are unstable, and kconsume
   // waits for them before it writes anything.
   Status start() {
-    id_ = options_.transactional_id.empty()
-              ? default_transactional_id(options_.topic, store_identity_)
-              : options_.transactional_id;
-    KPIPE_TRY(producer_.start_transactions(id_));
-    io_.reporter.info(fmt::format("transactional id '{}'", id_));
+    KPIPE_TRY(producer_.init_transactions());
+    // The first records would otherwise wait for the topic's leaders
+    // inside the first commit; and a missing topic is said at once.
+    auto partitions = producer_.partitions(options_.topic);
+    if (!partitions) return partitions.take_error();
     return {};
   }
 
@@ -157,19 +152,28 @@ class Transactions {
   // checkpoint line followed are aborted, to be read again by the next
   // run.
   Status finish() {
-    if (!open_) return {};
-    open_ = false;
     if (records_open_ > 0)
       io_.reporter.warning(fmt::format(
           "{} record{} after {} came without a checkpoint line: their transaction is aborted, "
-          "and the next run reads them again",
+          "and the next run reads them again{}",
           records_open_, records_open_ == 1 ? "" : "s",
-          last_committed_ > 0 ? fmt::format("checkpoint {}", last_committed_) : "the start"));
+          last_committed_ > 0 ? fmt::format("checkpoint {}", last_committed_) : "the start",
+          committed_ > 0 ? ""
+                         : " (run kconsume with --state, and make sure every stage in between "
+                           "lets control lines through)"));
+    return abort_open();
+  }
+
+  // Aborts the open transaction, if any: after a failure too, so that
+  // the group's offsets are stable again at once, not after Kafka's
+  // transaction timeout.
+  Status abort_open() {
+    if (!open_) return {};
+    open_ = false;
     records_open_ = 0;
     return producer_.abort_transaction();
   }
 
-  const std::string& id() const { return id_; }
   uint64_t committed() const { return committed_; }
   uint64_t committed_records() const { return committed_records_; }
 
@@ -184,9 +188,7 @@ class Transactions {
   const ProduceOptions& options_;
   Producer& producer_;
   StateStore& store_;
-  std::string store_identity_;
   Io& io_;
-  std::string id_;
   bool open_ = false;
   uint64_t records_open_ = 0;
   uint64_t committed_records_ = 0;
@@ -431,6 +433,11 @@ Status run_produce(const ProduceOptions& options, Io& io) {
     return usage_error("--keep-partition and --partition cannot be combined");
   if (options.envelope && !options.key.empty())
     return usage_error("--key cannot be combined with --envelope (the envelope holds the key)");
+  if (options.transactional && options.state.empty())
+    return usage_error(
+        "--transactional needs --state STORE: the pipeline's checkpoints complete there");
+  if (!options.transactional && (!options.state.empty() || !options.transactional_id.empty()))
+    return usage_error("--state and --transactional-id go with --transactional");
   std::optional<FieldPath> key;
   if (!options.key.empty()) {
     auto parsed = FieldPath::parse(options.key);
@@ -445,24 +452,24 @@ Status run_produce(const ProduceOptions& options, Io& io) {
     return usage_error("-X transactional.id: use --transactional (and --transactional-id ID)");
   auto bad = make_bad_input_handler(options.errors, io.program, io, &*config);
   if (!bad) return bad.take_error();
-  if (options.transactional && options.state.empty())
-    return usage_error(
-        "--transactional needs --state STORE: the pipeline's checkpoints complete there");
-  if (!options.transactional && (!options.state.empty() || !options.transactional_id.empty()))
-    return usage_error("--state and --transactional-id go with --transactional");
   std::unique_ptr<StateStore> store;
-  std::string store_identity;
   if (options.transactional) {
     auto opened = StateStore::open(options.state);
     if (!opened) return opened.take_error();
     // One terminal stage completes a pipeline's checkpoints.
     KPIPE_TRY((*opened)->lock_stage(kTransactionCompleter));
     store = std::move(*opened);
-    store_identity = display_target(options.state);
-    if (char* real = ::realpath(options.state.c_str(), nullptr)) {
-      store_identity = real;
-      std::free(real);
+    std::string id = options.transactional_id;
+    if (id.empty()) {
+      std::string identity = display_target(options.state);
+      if (char* real = ::realpath(options.state.c_str(), nullptr)) {
+        identity = real;
+        std::free(real);
+      }
+      id = default_transactional_id(options.topic, identity);
     }
+    config->set("transactional.id", id);
+    io.reporter.info(fmt::format("transactional id '{}'", id));
   }
   auto producer = Producer::create(*config, io.reporter);
   if (!producer) return producer.take_error();
@@ -474,7 +481,7 @@ Status run_produce(const ProduceOptions& options, Io& io) {
   }
   std::optional<Transactions> transactions;
   if (store) {
-    transactions.emplace(options, **producer, *store, store_identity, io);
+    transactions.emplace(options, **producer, *store, io);
     KPIPE_TRY(transactions->start());
   }
   ProduceStage stage(options, **producer, key, **bad, transactions ? &*transactions : nullptr,
@@ -485,6 +492,8 @@ Status run_produce(const ProduceOptions& options, Io& io) {
   // the broker or is accounted for, never dropped unnoticed. (After a
   // normal end, on_end has done this already.)
   Status drained = stage.drain();
+  // (A failed one: a fenced producer's abort fails too, and says nothing new.)
+  if (!run.ok() && transactions) (void)transactions->abort_open();
   if (run.ok()) {
     run = stage.settle();
     if (run.ok()) run = (*bad)->sync();

@@ -279,13 +279,13 @@ Status write_all(int fd, std::string_view bytes, const std::string& name) {
   return {};
 }
 
-Status wait_for_input(const InputOptions& input, const std::atomic<bool>* stop) {
+Status wait_for_input(const InputOptions& input, const std::atomic<bool>* stop, int fd) {
   bool reads_stdin = input.inputs.empty() ||
                      std::find(input.inputs.begin(), input.inputs.end(), "-") != input.inputs.end();
   if (!reads_stdin) return {};
   for (;;) {
     if (stop != nullptr && stop->load(std::memory_order_relaxed)) return {};
-    pollfd pfd{0, POLLIN, 0};
+    pollfd pfd{fd, POLLIN, 0};
     int n = ::poll(&pfd, 1, 200);
     if (n > 0) return {};  // data, its end, or an error the read reports
     if (n < 0 && errno != EINTR) return failure("cannot wait for standard input: {}", std::strerror(errno));

@@ -163,7 +163,8 @@ struct StatsOptions {
 // state only then: the pipeline's kconsume may complete a checkpoint in
 // the state store before it writes its first line (kpipe(7), EXACTLY ONCE
 // INTO KAFKA). Files are there at once.
-Status wait_for_input(const InputOptions& input, const std::atomic<bool>* stop);
+// (`fd` is standard input's descriptor, for tests.)
+Status wait_for_input(const InputOptions& input, const std::atomic<bool>* stop, int fd = 0);
 
 // "kdedup", or "kdedup/NAME" when --name differs from the program's name.
 std::string stage_name(const std::string& program, const std::string& name);

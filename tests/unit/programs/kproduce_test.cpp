@@ -58,3 +58,27 @@ TEST_CASE("kproduce: a topic name Kafka refuses is refused before any broker", "
                                       "digits, '.', '_' and '-' are allowed"));
   }
 }
+
+TEST_CASE("kproduce: the default transactional id is stable, and differs by topic and store",
+          "[kproduce]") {
+  std::string id = default_transactional_id("events-clean", "/srv/p/s.db");
+  CHECK(id.starts_with("kpipe-events-clean-"));
+  CHECK(id.size() == std::string("kpipe-events-clean-").size() + 16);
+  CHECK(default_transactional_id("events-clean", "/srv/p/s.db") == id);
+  CHECK(default_transactional_id("events-other", "/srv/p/s.db") != id);
+  CHECK(default_transactional_id("events-clean", "/srv/q/s.db") != id);
+}
+
+TEST_CASE("kproduce: --transactional's options are refused alone, before any broker", "[kproduce]") {
+  ProduceOptions o;
+  o.topic = "events";
+  o.transactional = true;
+  CHECK(usage_error_of(o) ==
+        "--transactional needs --state STORE: the pipeline's checkpoints complete there");
+  o.transactional = false;
+  o.state = "s.db";
+  CHECK(usage_error_of(o) == "--state and --transactional-id go with --transactional");
+  o.state.clear();
+  o.transactional_id = "mine";
+  CHECK(usage_error_of(o) == "--state and --transactional-id go with --transactional");
+}

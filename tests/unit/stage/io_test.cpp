@@ -323,3 +323,33 @@ TEST_CASE("Output: the tick hook runs once when the reader is found gone", "[io]
   CHECK(calls == 1);
   std::signal(SIGPIPE, previous);
 }
+
+TEST_CASE("wait_for_input: returns once standard input has a line or has ended", "[io]") {
+  InputOptions stdin_only;
+  SECTION("a line is there") {
+    Pipe p;
+    REQUIRE(::write(p.write_end, "{}\n", 3) == 3);
+    CHECK(wait_for_input(stdin_only, nullptr, p.read_end).ok());
+    char buf[4];
+    CHECK(::read(p.read_end, buf, sizeof buf) == 3);  // nothing was read from it
+  }
+  SECTION("the writer is gone") {
+    Pipe p;
+    p.close_write();
+    CHECK(wait_for_input(stdin_only, nullptr, p.read_end).ok());
+  }
+  SECTION("a stop is asked for while nothing comes") {
+    Pipe p;
+    std::atomic<bool> stop{true};
+    CHECK(wait_for_input(stdin_only, &stop, p.read_end).ok());
+  }
+  SECTION("files only: no waiting on standard input") {
+    Pipe p;  // empty and open: waiting on it would never end
+    InputOptions files;
+    files.inputs = {"a.ndjson"};
+    CHECK(wait_for_input(files, nullptr, p.read_end).ok());
+    files.inputs.push_back("-");
+    std::atomic<bool> stop{true};
+    CHECK(wait_for_input(files, &stop, p.read_end).ok());  // "-" is standard input
+  }
+}
