@@ -1,5 +1,6 @@
 #include "kpipe/control.h"
 
+#include <charconv>
 #include <cstdint>
 
 #include "kpipe/json.h"
@@ -26,20 +27,25 @@ constexpr std::string_view kCommitMetadataPrefix = "kpipe:checkpoint:";
 
 }  // namespace
 
-std::string checkpoint_commit_metadata(int64_t id) {
-  return std::string(kCommitMetadataPrefix) + std::to_string(id);
+std::string checkpoint_commit_metadata(const CheckpointMark& mark) {
+  return fmt::format("{}{}:{}", kCommitMetadataPrefix, mark.id, mark.at);
 }
 
-std::optional<int64_t> parse_checkpoint_commit_metadata(std::string_view metadata) {
+std::optional<CheckpointMark> parse_checkpoint_commit_metadata(std::string_view metadata) {
   if (!metadata.starts_with(kCommitMetadataPrefix)) return std::nullopt;
   metadata.remove_prefix(kCommitMetadataPrefix.size());
-  if (metadata.empty() || metadata.size() > 18) return std::nullopt;
-  int64_t id = 0;
-  for (char ch : metadata) {
-    if (ch < '0' || ch > '9') return std::nullopt;
-    id = id * 10 + (ch - '0');
-  }
-  return id;
+  size_t colon = metadata.find(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  // Digits only: from_chars alone would take a sign.
+  auto number = [](std::string_view digits, int64_t& out) {
+    if (digits.empty() || digits[0] < '0' || digits[0] > '9') return false;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), out);
+    return ec == std::errc() && end == digits.data() + digits.size();
+  };
+  CheckpointMark mark;
+  if (!number(metadata.substr(0, colon), mark.id) || !number(metadata.substr(colon + 1), mark.at))
+    return std::nullopt;
+  return mark;
 }
 
 Expected<std::optional<Checkpoint>> parse_checkpoint(std::string_view line) {

@@ -32,15 +32,23 @@ Expected<std::optional<Checkpoint>> parse_checkpoint(std::string_view line);
 // '\n' ("group" only when there is one).
 void append_checkpoint(std::string& out, const Checkpoint& c);
 
-// The metadata of the offsets a transaction commits for checkpoint `id`
-// (kproduce --transactional), by which kconsume tells, after a crash,
-// that Kafka committed a checkpoint the state store did not complete
-// (kpipe(7), EXACTLY ONCE INTO KAFKA).
-std::string checkpoint_commit_metadata(int64_t id);
 // The name checkpoints are completed by when a transaction committed them.
 inline constexpr std::string_view kTransactionCompleter = "kproduce";
+
+// The metadata of the offsets a transaction commits for a checkpoint
+// (kproduce --transactional), by which kconsume tells, after a crash,
+// that Kafka committed a checkpoint the state store did not complete
+// (kpipe(7), EXACTLY ONCE INTO KAFKA): "kpipe:checkpoint:ID:AT". The time
+// it was emitted tells this store's checkpoint from one of the same id in
+// a store that was deleted and made anew.
+struct CheckpointMark {
+  int64_t id = 0;
+  Millis at = 0;
+  bool operator==(const CheckpointMark&) const = default;
+};
+std::string checkpoint_commit_metadata(const CheckpointMark& mark);
 // The checkpoint such metadata names; nullopt for any other text.
-std::optional<int64_t> parse_checkpoint_commit_metadata(std::string_view metadata);
+std::optional<CheckpointMark> parse_checkpoint_commit_metadata(std::string_view metadata);
 
 // What kconsume --announce says about its partitions, so that event-time
 // stages know which partitions to wait for: an assigned partition holds

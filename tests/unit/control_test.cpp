@@ -122,14 +122,17 @@ TEST_CASE("checkpoint lines name kconsume's group when it has one", "[control]")
 
 }
 
-TEST_CASE("checkpoint commit metadata names the checkpoint, and nothing else parses",
+TEST_CASE("checkpoint commit metadata names the checkpoint and its time, nothing else parses",
           "[control]") {
-  CHECK(checkpoint_commit_metadata(42) == "kpipe:checkpoint:42");
-  CHECK(parse_checkpoint_commit_metadata(checkpoint_commit_metadata(42)) == 42);
-  CHECK(parse_checkpoint_commit_metadata(checkpoint_commit_metadata(INT64_MAX / 10)) ==
-        INT64_MAX / 10);
-  for (const char* other : {"", "kpipe:checkpoint:", "kpipe:checkpoint:4x", "kpipe:checkpoint:-1",
-                            "checkpoint:4", "kpipe:checkpoint:1234567890123456789012"})
+  CheckpointMark mark{42, 1764412345123};
+  CHECK(checkpoint_commit_metadata(mark) == "kpipe:checkpoint:42:1764412345123");
+  CHECK(parse_checkpoint_commit_metadata(checkpoint_commit_metadata(mark)) == mark);
+  CheckpointMark big{INT64_MAX, 0};
+  CHECK(parse_checkpoint_commit_metadata(checkpoint_commit_metadata(big)) == big);
+  for (const char* other :
+       {"", "kpipe:checkpoint:", "kpipe:checkpoint:42", "kpipe:checkpoint:42:", "kpipe:checkpoint::5",
+        "kpipe:checkpoint:4x:5", "kpipe:checkpoint:-1:5", "kpipe:checkpoint:+1:5",
+        "kpipe:checkpoint:1:5:6", "checkpoint:4:5", "kpipe:checkpoint:99999999999999999999:5"})
     CHECK_FALSE(parse_checkpoint_commit_metadata(other));
 }
 

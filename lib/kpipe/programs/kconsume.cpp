@@ -159,15 +159,26 @@ class ConsumeLoop {
     std::vector<std::string> metadata;
     auto committed = consumer_.committed(tps, &metadata);
     if (!committed) return committed.take_error();
-    Checkpoint c;
+    // The checkpoints this store emitted and has not completed.
+    auto records = state_->checkpoints();
+    if (!records) return records.take_error();
+    std::map<int64_t, Millis> open;
+    for (const auto& r : *records)
+      if (r.id > complete && !r.completed_at) open[r.id] = r.emitted_at;
+    std::optional<CheckpointMark> newest;
     for (const auto& m : metadata) {
-      auto id = parse_checkpoint_commit_metadata(m);
-      if (id && *id > complete && *id < *next) c.id = std::max(c.id, *id);
+      auto mark = parse_checkpoint_commit_metadata(m);
+      auto it = mark ? open.find(mark->id) : open.end();
+      if (it == open.end() || it->second != mark->at) continue;  // not this store's
+      if (!newest || mark->id > newest->id) newest = mark;
     }
-    if (c.id == 0) return {};
+    if (!newest) return {};
+    Checkpoint c;
+    c.id = newest->id;
+    c.at = newest->at;
     c.group = options_.group;
     for (size_t i = 0; i < tps.size(); ++i)
-      if ((*committed)[i] && parse_checkpoint_commit_metadata(metadata[i]) == c.id)
+      if ((*committed)[i] && parse_checkpoint_commit_metadata(metadata[i]) == newest)
         c.offsets.push_back({tps[i].topic, tps[i].partition, *(*committed)[i]});
     KPIPE_TRY(state_->complete(c, kTransactionCompleter, io_.clock.now()));
     io_.reporter.info(fmt::format(
