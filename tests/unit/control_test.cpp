@@ -119,7 +119,6 @@ TEST_CASE("checkpoint lines name kconsume's group when it has one", "[control]")
   CHECK(parsed(out).group == "clean \"g\"");
   CHECK(parse_error(R"({"$kpipe":"checkpoint","id":1,"group":7})") ==
         "checkpoint line: 'group' must be a string");
-
 }
 
 TEST_CASE("checkpoint commit metadata names the checkpoint and its time, nothing else parses",
@@ -129,10 +128,10 @@ TEST_CASE("checkpoint commit metadata names the checkpoint and its time, nothing
   CHECK(parse_checkpoint_commit_metadata(checkpoint_commit_metadata(mark)) == mark);
   CheckpointMark big{INT64_MAX, 0};
   CHECK(parse_checkpoint_commit_metadata(checkpoint_commit_metadata(big)) == big);
-  for (const char* other :
-       {"", "kpipe:checkpoint:", "kpipe:checkpoint:42", "kpipe:checkpoint:42:", "kpipe:checkpoint::5",
-        "kpipe:checkpoint:4x:5", "kpipe:checkpoint:-1:5", "kpipe:checkpoint:+1:5",
-        "kpipe:checkpoint:1:5:6", "checkpoint:4:5", "kpipe:checkpoint:99999999999999999999:5"})
+  for (const char* other : {"", "kpipe:checkpoint:", "kpipe:checkpoint:42", "kpipe:checkpoint:42:",
+                            "kpipe:checkpoint::5", "kpipe:checkpoint:4x:5", "kpipe:checkpoint:-1:5",
+                            "kpipe:checkpoint:+1:5", "kpipe:checkpoint:1:5:6", "checkpoint:4:5",
+                            "kpipe:checkpoint:99999999999999999999:5"})
     CHECK_FALSE(parse_checkpoint_commit_metadata(other));
 }
 

@@ -1005,9 +1005,8 @@ Millis transaction_timeout(const KafkaConfig& config) {
 // it succeeds, fails for good, or the time is up. `abortable` says whether
 // the transaction must now be aborted.
 Status run_transactional(KafkaClient::Handle& handle, const KafkaConfig& config,
-                                std::string_view what,
-                                const std::function<rd_kafka_error_t*(int)>& call,
-                                bool* abortable = nullptr) {
+                         std::string_view what, const std::function<rd_kafka_error_t*(int)>& call,
+                         bool* abortable = nullptr) {
   if (abortable != nullptr) *abortable = false;
   Millis limit = transaction_timeout(config);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limit);
@@ -1061,15 +1060,16 @@ Status Producer::commit_transaction(const std::vector<PartitionOffset>& offsets,
     set_metadata(g.list, metadata);
     rd_kafka_consumer_group_metadata_t* cg = rd_kafka_consumer_group_metadata_new(group.c_str());
     s = run_transactional(
-        *handle_, config_, fmt::format("cannot add the offsets of group '{}' to the transaction", group),
+        *handle_, config_,
+        fmt::format("cannot add the offsets of group '{}' to the transaction", group),
         [&](int t) { return rd_kafka_send_offsets_to_transaction(handle_->rk, g.list, cg, t); },
         &abortable);
     rd_kafka_consumer_group_metadata_destroy(cg);
   }
   if (s.ok())
-    s = run_transactional(*handle_, config_, "cannot commit the transaction",
-                          [&](int t) { return rd_kafka_commit_transaction(handle_->rk, t); },
-                          &abortable);
+    s = run_transactional(
+        *handle_, config_, "cannot commit the transaction",
+        [&](int t) { return rd_kafka_commit_transaction(handle_->rk, t); }, &abortable);
   if (s.ok() || !abortable) return s;
   Status aborted = abort_transaction();
   if (!aborted.ok()) return s;

@@ -181,9 +181,10 @@ class ConsumeLoop {
       if ((*committed)[i] && parse_checkpoint_commit_metadata(metadata[i]) == newest)
         c.offsets.push_back({tps[i].topic, tps[i].partition, *(*committed)[i]});
     KPIPE_TRY(state_->complete(c, kTransactionCompleter, io_.clock.now()));
-    io_.reporter.info(fmt::format(
-        "checkpoint {} was committed in Kafka by group '{}' but not complete in '{}': completed now",
-        c.id, options_.group, display_target(options_.state)));
+    io_.reporter.info(
+        fmt::format("checkpoint {} was committed in Kafka by group '{}' but not complete in '{}': "
+                    "completed now",
+                    c.id, options_.group, display_target(options_.state)));
     return {};
   }
 

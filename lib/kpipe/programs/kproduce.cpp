@@ -137,7 +137,8 @@ class Transactions {
           "its group; run kconsume with -g GROUP",
           c.id);
     KPIPE_TRY(begin());
-    KPIPE_TRY(producer_.commit_transaction(c.offsets, c.group, checkpoint_commit_metadata({c.id, c.at})));
+    KPIPE_TRY(
+        producer_.commit_transaction(c.offsets, c.group, checkpoint_commit_metadata({c.id, c.at})));
     open_ = false;
     committed_records_ += records_open_;
     records_open_ = 0;

@@ -288,7 +288,8 @@ Status wait_for_input(const InputOptions& input, const std::atomic<bool>* stop, 
     pollfd pfd{fd, POLLIN, 0};
     int n = ::poll(&pfd, 1, 200);
     if (n > 0) return {};  // data, its end, or an error the read reports
-    if (n < 0 && errno != EINTR) return failure("cannot wait for standard input: {}", std::strerror(errno));
+    if (n < 0 && errno != EINTR)
+      return failure("cannot wait for standard input: {}", std::strerror(errno));
   }
 }
 

@@ -69,7 +69,8 @@ TEST_CASE("kproduce: the default transactional id is stable, and differs by topi
   CHECK(default_transactional_id("events-clean", "/srv/q/s.db") != id);
 }
 
-TEST_CASE("kproduce: --transactional's options are refused alone, before any broker", "[kproduce]") {
+TEST_CASE("kproduce: --transactional's options are refused alone, before any broker",
+          "[kproduce]") {
   ProduceOptions o;
   o.topic = "events";
   o.transactional = true;
