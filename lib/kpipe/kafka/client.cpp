@@ -679,10 +679,6 @@ bool is_group_change(rd_kafka_resp_err_t err) {
          err == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID || err == RD_KAFKA_RESP_ERR__STATE;
 }
 
-}  // namespace
-
-namespace {
-
 // Gives every offset of `list` the same metadata; none when empty.
 void set_metadata(rd_kafka_topic_partition_list_t* list, const std::string& metadata) {
   if (metadata.empty()) return;
@@ -1027,8 +1023,12 @@ Status run_transactional(KafkaClient::Handle& handle, const KafkaConfig& config,
       }
     }
     if (is_fenced(code)) return fenced_error(config);
-    if (rd_kafka_error_is_retriable(e.error) && std::chrono::steady_clock::now() < deadline)
+    if (rd_kafka_error_is_retriable(e.error) && std::chrono::steady_clock::now() < deadline) {
+      // librdkafka's calls wait inside; one that gave up at once is not
+      // asked again in a tight loop.
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
       continue;
+    }
     if (abortable != nullptr) *abortable = rd_kafka_error_txn_requires_abort(e.error);
     if (code == RD_KAFKA_RESP_ERR__TIMED_OUT || rd_kafka_error_is_retriable(e.error)) {
       std::string seen = handle.take_error();

@@ -124,11 +124,9 @@ class Transactions {
   }
 
   // Before a record is sent: the transaction it goes in.
-  Status before_record() {
-    KPIPE_TRY(begin());
-    ++records_open_;
-    return {};
-  }
+  Status before_record() { return begin(); }
+  // After it was queued.
+  void sent() { ++records_open_; }
 
   Status on_checkpoint(const Checkpoint& c) {
     if (c.group.empty())
@@ -348,6 +346,7 @@ class ProduceStage final : public LineStage {
     // A data_error here (too large, no such partition) is this line's:
     // run_filter applies --on-error to it.
     KPIPE_TRY(producer_.produce(options_.topic, partition, key, value, headers, timestamp, tag));
+    if (transactions_ != nullptr) transactions_->sent();
     in_flight_.add(line, keep_lines_);
     ++produced_;
     // Verdicts are read as they come, so that a refusal stops the run
