@@ -115,4 +115,14 @@ klag -b "$BROKERS" -g "$R" -t "$OUT" --format ndjson 2>/dev/null |
   jq -r 'select(.partition != null) | "\(.topic) \(.partition) \(.committed) \(.end) \(.lag)"' |
   sort -k1,1 -k2,2n >"$WORK/klag-view"
 assert_files_equal "$WORK/kafka-view" "$WORK/klag-view"
+# A consumer that committed the offset after its last record stands
+# before the partition's last commit marker: kafka-consumer-groups counts
+# the marker as lag, klag counts records (klag(1)) and shows none.
+kafka_tool groups --reset-offsets --group "$R" --topic "$OUT" --shift-by -1 --execute >/dev/null ||
+  fail "cannot move the reader's offsets back by one"
+describe_group "$R" | awk '$5 != 1 { bad = 1 } END { exit bad }' ||
+  fail "kafka-consumer-groups does not count the markers: $(describe_group "$R")"
+klag -b "$BROKERS" -g "$R" -t "$OUT" --format ndjson 2>/dev/null |
+  jq -r 'select(.partition != null) | "\(.lag) \(.end == .committed)"' | sort | uniq -c | xargs >"$WORK/klag-markers"
+assert_eq "$(cat "$WORK/klag-markers")" "16 0 true" "klag's lag and end behind a marker, per partition"
 echo "transactions: ok ($(lines "$WORK/killed") kills: $(paste -sd';' "$WORK/killed"); $((uncommitted - distinct)) aborted records seen read_uncommitted)"

@@ -118,8 +118,9 @@ Expected<GroupDescription> GroupReader::describe() {
 }
 
 Expected<std::vector<std::optional<Millis>>> GroupReader::record_timestamps(
-    const std::vector<PartitionOffset>& parts) {
+    const std::vector<PartitionOffset>& parts, std::vector<std::optional<int64_t>>* ends) {
   std::vector<std::optional<Millis>> out(parts.size());
+  if (ends != nullptr) ends->assign(parts.size(), std::nullopt);
   if (parts.empty()) return out;
   std::map<TopicPartition, size_t> index;
   for (size_t i = 0; i < parts.size(); ++i) index[{parts[i].topic, parts[i].partition}] = i;
@@ -161,7 +162,9 @@ Expected<std::vector<std::optional<Millis>>> GroupReader::record_timestamps(
             rd_kafka_timestamp_type_t type;
             int64_t ts = rd_kafka_message_timestamp(m, &type);
             if (type != RD_KAFKA_TIMESTAMP_NOT_AVAILABLE) out[i] = ts;
-          } else if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+          } else if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+            if (ends != nullptr) (*ends)[i] = m->offset;
+          } else {
             reporter_.warning(
                 fmt::format("{} [{}]: {}", key.topic, key.partition, rd_kafka_message_errstr(m)));
           }

@@ -222,9 +222,12 @@ class GroupReader final : public KafkaClient {
   // For each partition, the timestamp of the first record at or after its
   // offset: the partitions are read together, a small fetch each, and each
   // is paused once its first record has arrived. nullopt where none came
-  // within the timeout.
+  // within the timeout. With `ends`, where the read found no record but
+  // the partition's end, that end's offset (for a read_committed reader,
+  // past transaction markers and aborted records); nullopt elsewhere.
   Expected<std::vector<std::optional<Millis>>> record_timestamps(
-      const std::vector<PartitionOffset>& parts);
+      const std::vector<PartitionOffset>& parts,
+      std::vector<std::optional<int64_t>>* ends = nullptr);
 
  private:
   GroupReader(const KafkaConfig& config, Reporter& reporter);

@@ -143,10 +143,17 @@ class Sampler {
         timelines[{p.topic, p.partition}] = std::move(*seen);
       }
     } else {
-      auto stamps = reader_->record_timestamps(lagging);
+      std::vector<std::optional<int64_t>> ends;
+      auto stamps = reader_->record_timestamps(lagging, &ends);
       if (!stamps) return stamps.take_error();
-      for (size_t k = 0; k < lagging.size(); ++k)
-        readings[lagging_index[k]].record_timestamp = (*stamps)[k];
+      for (size_t k = 0; k < lagging.size(); ++k) {
+        auto& r = readings[lagging_index[k]];
+        r.record_timestamp = (*stamps)[k];
+        // Nothing to read up to the end: what lies between the committed
+        // offset and the end is transaction markers (and aborted records),
+        // not lag (klag(1), Lag in seconds). Its end is then the end of its records.
+        if (ends[k] && *ends[k] >= r.end && lagging[k].offset == *r.committed) r.end = *r.committed;
+      }
     }
     return engine_.sample(subject_, members, std::move(group_state), readings, timelines);
   }
