@@ -470,12 +470,7 @@ Status StateStore::complete_in_transaction(const Checkpoint& c, std::string_view
       "\"offset\" = excluded.\"offset\", seal = excluded.seal",
       seal_call(d, {"?1", "?2", "?3", "?4"})));
   if (!off) return off.take_error();
-  auto pos = db_->prepare(fmt::format(
-      "INSERT INTO offsets (topic, partition, \"offset\", checkpoint, committed_at, seal) VALUES "
-      "(?1, ?2, ?3, ?4, ?5, {}) ON CONFLICT(topic, partition) DO UPDATE SET \"offset\" = "
-      "excluded.\"offset\", checkpoint = excluded.checkpoint, committed_at = "
-      "excluded.committed_at, seal = excluded.seal",
-      seal_call(d, {"?1", "?2", "?3", "?4", "?5"})));
+  auto pos = prepare_position();
   if (!pos) return pos.take_error();
   for (const auto& o : c.offsets) {
     off->bind(1, c.id)
@@ -483,12 +478,7 @@ Status StateStore::complete_in_transaction(const Checkpoint& c, std::string_view
         .bind(3, static_cast<int64_t>(o.partition))
         .bind(4, o.offset);
     KPIPE_TRY(off->run());
-    pos->bind_text(1, o.topic)
-        .bind(2, static_cast<int64_t>(o.partition))
-        .bind(3, o.offset)
-        .bind(4, c.id)
-        .bind(5, now);
-    KPIPE_TRY(pos->run());
+    KPIPE_TRY(put_position(*pos, o, c.id, now));
   }
   KPIPE_TRY(note_run(fmt::format("stage:{}", by), c.id));
   // Older checkpoints' offsets are history only: keep a bounded tail, and
@@ -519,23 +509,31 @@ Expected<std::vector<StoredOffset>> StateStore::offsets() {
   return out;
 }
 
+Expected<Statement> StateStore::prepare_position() {
+  return db_->prepare(fmt::format(
+      "INSERT INTO offsets (topic, partition, \"offset\", checkpoint, committed_at, seal) VALUES "
+      "(?1, ?2, ?3, ?4, ?5, {}) ON CONFLICT(topic, partition) DO UPDATE SET \"offset\" = "
+      "excluded.\"offset\", checkpoint = excluded.checkpoint, committed_at = "
+      "excluded.committed_at, seal = excluded.seal",
+      seal_call(db_->dialect(), {"?1", "?2", "?3", "?4", "?5"})));
+}
+
+Status StateStore::put_position(Statement& pos, const PartitionOffset& o, int64_t checkpoint,
+                                Millis now) {
+  pos.bind_text(1, o.topic)
+      .bind(2, static_cast<int64_t>(o.partition))
+      .bind(3, o.offset)
+      .bind(4, checkpoint)
+      .bind(5, now);
+  return pos.run();
+}
+
 Status StateStore::set_offsets(const std::vector<PartitionOffset>& offsets, Millis now) {
   auto tx = Transaction::begin(*db_);
   if (!tx) return tx.take_error();
-  auto pos = db_->prepare(fmt::format(
-      "INSERT INTO offsets (topic, partition, \"offset\", checkpoint, committed_at, seal) VALUES "
-      "(?1, ?2, ?3, 0, ?4, {}) ON CONFLICT(topic, partition) DO UPDATE SET \"offset\" = "
-      "excluded.\"offset\", checkpoint = 0, committed_at = excluded.committed_at, seal = "
-      "excluded.seal",
-      seal_call(db_->dialect(), {"?1", "?2", "?3", "0", "?4"})));
+  auto pos = prepare_position();
   if (!pos) return pos.take_error();
-  for (const auto& o : offsets) {
-    pos->bind_text(1, o.topic)
-        .bind(2, static_cast<int64_t>(o.partition))
-        .bind(3, o.offset)
-        .bind(4, now);
-    KPIPE_TRY(pos->run());
-  }
+  for (const auto& o : offsets) KPIPE_TRY(put_position(*pos, o, 0, now));
   return tx->commit();
 }
 

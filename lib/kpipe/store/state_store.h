@@ -128,6 +128,10 @@ class StateStore {
   // Extends this process's record of the checkpoints it wrote as `role`
   // ("kconsume", "stage:NAME"), inside the caller's transaction.
   Status note_run(std::string_view role, int64_t checkpoint);
+  // The upsert of a partition's position (the offsets table), and one run
+  // of it: `checkpoint` 0 for a position set by hand.
+  Expected<Statement> prepare_position();
+  Status put_position(Statement& pos, const PartitionOffset& o, int64_t checkpoint, Millis now);
   // Released after the database is closed (members go in reverse order).
   std::vector<std::unique_ptr<StateLock>> locks_;
   bool session_locks_ = false;  // PostgreSQL's: held by the connection
