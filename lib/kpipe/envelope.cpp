@@ -261,4 +261,21 @@ std::optional<SourcePosition> source_position(std::string_view padded_line) {
   return SourcePosition{std::string(v[0].str), static_cast<int32_t>(v[1].integer), v[2].integer};
 }
 
+std::optional<std::string_view> record_key_bytes(const JsonField& f, std::string& buffer) {
+  switch (f.type) {
+    case JsonType::kNull:
+    case JsonType::kMissing:
+      return std::nullopt;
+    case JsonType::kString:
+      return f.str;
+    case JsonType::kObject:
+    case JsonType::kArray:
+      buffer.clear();
+      append_minified(buffer, f.raw);
+      return std::string_view(buffer);
+    default:
+      return f.raw;
+  }
+}
+
 }  // namespace kpipe

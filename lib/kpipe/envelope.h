@@ -68,6 +68,12 @@ struct EnvelopeRecord {
   std::vector<OwnedHeader> headers;
 };
 
+// The Kafka record key that kproduce --key makes of a field's value
+// (kproduce(1)): a string's unescaped text, an object or array minified,
+// any other value its text as written; nullopt for null (no key). The view
+// points into the field or `buffer`. `f` must not be missing.
+std::optional<std::string_view> record_key_bytes(const JsonField& f, std::string& buffer);
+
 // Reads envelope lines with one reused parser.
 class EnvelopeReader {
  public:

@@ -224,24 +224,8 @@ class ProduceStage final : public LineStage {
     if (!key_path_.empty()) {
       KPIPE_TRY(reader_.read(line.text, fields_, values_));
       const JsonField& k = values_[0];
-      switch (k.type) {
-        case JsonType::kMissing:
-          return data_error("field '{}' is missing", key_path_);
-        case JsonType::kNull:
-          break;
-        case JsonType::kString:
-          key = k.str;
-          break;
-        case JsonType::kObject:
-        case JsonType::kArray:
-          key_text_.clear();
-          append_minified(key_text_, k.raw);
-          key = key_text_;
-          break;
-        default:
-          key = k.raw;
-          break;
-      }
+      if (k.type == JsonType::kMissing) return data_error("field '{}' is missing", key_path_);
+      key = record_key_bytes(k, key_text_);
     }
     return send(line, partition_, key, line.text, {}, 0);
   }

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "kpipe/control.h"
+#include "kpipe/envelope.h"
 
 namespace kpipe {
 
@@ -183,6 +184,20 @@ Expected<std::string_view> encode_key(const FieldSet& fields, std::span<const si
   }
   if (!one) buffer.push_back(']');
   return std::string_view(buffer);
+}
+
+Expected<std::optional<std::string_view>> join_key(const FieldSet& fields,
+                                                   std::span<const size_t> slots,
+                                                   const JsonField* values, std::string& buffer) {
+  if (slots.size() != 1) {
+    auto key = encode_key(fields, slots, values, buffer);
+    if (!key) return key.take_error();
+    return std::optional<std::string_view>(*key);
+  }
+  const JsonField& f = values[slots[0]];
+  if (f.type == JsonType::kMissing)
+    return data_error("field '{}' is missing", fields.path(slots[0]).text());
+  return record_key_bytes(f, buffer);
 }
 
 }  // namespace kpipe

@@ -108,4 +108,12 @@ class StageState {
 Expected<std::string_view> encode_key(const FieldSet& fields, std::span<const size_t> slots,
                                       const JsonField* values, std::string& buffer);
 
+// The key kjoin joins on (kjoin(1), KEYS): for one path, the bytes that
+// kproduce --key makes a Kafka record's key of (record_key_bytes), so that
+// a stream's field matches a table topic's keys; for several, encode_key's
+// JSON array. nullopt for a null key, which no row has.
+Expected<std::optional<std::string_view>> join_key(const FieldSet& fields,
+                                                   std::span<const size_t> slots,
+                                                   const JsonField* values, std::string& buffer);
+
 }  // namespace kpipe

@@ -1,0 +1,857 @@
+#include "kpipe/programs/kjoin.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
+#include "kpipe/envelope.h"
+#include "kpipe/event_time.h"
+#include "kpipe/join.h"
+#include "kpipe/json.h"
+#include "kpipe/kafka/client.h"
+#include "kpipe/programs/dlq_targets.h"
+#include "kpipe/programs/state_file.h"
+#include "kpipe/stage/line_feed.h"
+#include "kpipe/stage/stateful.h"
+#include "kpipe/store/sql.h"
+#include "kpipe/store/table_rows.h"
+
+namespace kpipe {
+
+namespace {
+
+constexpr const char* kStateFormat = "kjoin/1";
+// How often the stream's loop looks at the table between records.
+constexpr Millis kPollEvery = 100;
+constexpr Millis kFileCheckEvery = 1000;
+// Stream records waiting for the table's watermark, at most: beyond
+// this, kjoin stops reading the stream and waits for the table.
+constexpr size_t kMaxPending = 100'000;
+constexpr size_t kMaxPendingBytes = size_t{64} << 20;
+
+enum class TableKind { kKafka, kFile, kSql };
+enum class OnMiss { kKeep, kDrop, kDlq };
+
+struct TableSpec {
+  TableKind kind = TableKind::kFile;
+  std::string target;  // topic, file, or database
+  std::string table;   // SQL: the table's name
+};
+
+Expected<TableSpec> parse_table(const std::string& text) {
+  TableSpec spec;
+  if (text.empty()) return usage_error("--table: empty");
+  if (text.rfind("kafka:", 0) == 0) {
+    spec.kind = TableKind::kKafka;
+    spec.target = text.substr(6);
+    if (spec.target.empty()) return usage_error("--table kafka:TOPIC: the topic is missing");
+    return spec;
+  }
+  if (text.rfind("sqlite:", 0) == 0) {
+    spec.kind = TableKind::kSql;
+    std::string rest = text.substr(7);
+    size_t colon = rest.rfind(':');
+    if (colon == std::string::npos || colon == 0 || colon + 1 == rest.size())
+      return usage_error("--table '{}': write sqlite:FILE:TABLE", text);
+    spec.target = rest.substr(0, colon);
+    spec.table = rest.substr(colon + 1);
+    return spec;
+  }
+  if (text.rfind("postgresql://", 0) == 0 || text.rfind("postgres://", 0) == 0) {
+    spec.kind = TableKind::kSql;
+    size_t hash = text.rfind('#');
+    if (hash == std::string::npos || hash + 1 == text.size())
+      return usage_error("--table '{}': name the table after '#': postgresql://...#TABLE",
+                         display_target(text));
+    spec.target = text.substr(0, hash);
+    spec.table = text.substr(hash + 1);
+    return spec;
+  }
+  spec.target = text;
+  return spec;
+}
+
+// What decides the meaning of a saved state: the table, its key and the
+// join's mode. A state saved for another table would restore rows that
+// are not this table's.
+std::vector<std::string> state_options(const JoinOptions& o) {
+  std::vector<std::string> options{"--table " + o.table};
+  std::string keys;
+  for (const std::string& k : o.table_keys)
+    keys += (keys.empty() ? "--table-key " : " --table-key ") + k;
+  options.push_back(keys.empty() ? "no --table-key" : keys);
+  if (o.as_of.empty()) {
+    options.emplace_back("no --as-of");
+  } else {
+    options.push_back("--as-of with --table-time " +
+                      (o.table_time.empty() ? ".timestamp" : o.table_time) + " --time-unit " +
+                      o.time_unit);
+  }
+  return options;
+}
+
+// What the command line says, checked and compiled once.
+struct JoinPlan {
+  TableSpec table;
+  JoinMode mode = JoinMode::kLookup;
+  OnMiss on_miss = OnMiss::kKeep;
+  TimeUnit time_unit = TimeUnit::kMillis;
+  Millis table_disorder = 0;
+  Millis idle_timeout = 0;
+  Millis stream_disorder = 0;
+  Millis refresh = 0;  // 0: never
+  std::string stage;
+
+  // The stream's paths.
+  FieldSet fields;
+  std::vector<size_t> key_slots;
+  size_t as_slot = 0;
+  std::optional<size_t> parent_slot;  // the --as path's object, unless it is the line
+  std::string as_name;                // the member --as sets
+  std::optional<size_t> time_slot;    // --as-of
+
+  // The table's paths (FILE and SQL rows, Kafka envelopes for --table-time).
+  FieldSet table_fields;
+  std::vector<size_t> table_key_slots;
+  std::optional<size_t> table_time_slot;
+};
+
+Expected<FieldPath> parse_path(std::string_view option, const std::string& text) {
+  auto path = FieldPath::parse(text);
+  if (!path) return usage_error("{}: {}", option, path.error().message);
+  return std::move(*path);
+}
+
+// A column name as the path of a member of the row's object.
+Expected<FieldPath> column_path(std::string_view option, const std::string& column) {
+  if (column.empty()) return usage_error("{}: a column name is empty", option);
+  std::string quoted = ".";
+  append_json_string(quoted, column);
+  auto path = FieldPath::parse(quoted);
+  if (!path) return usage_error("{} '{}': {}", option, column, path.error().message);
+  return std::move(*path);
+}
+
+Expected<JoinPlan> make_plan(const JoinOptions& o, const std::string& program) {
+  JoinPlan plan;
+  plan.stage = stage_name(program, o.name);
+  auto table = parse_table(o.table);
+  if (!table) return table.take_error();
+  plan.table = std::move(*table);
+  if (o.keys.empty()) return usage_error("--key is required: the stream's side of the join");
+  if (o.as.empty()) return usage_error("--as is required: where the row goes");
+  for (const std::string& text : o.keys) {
+    auto path = parse_path("--key", text);
+    if (!path) return path.take_error();
+    plan.key_slots.push_back(plan.fields.add(*path));
+  }
+  auto as = parse_path("--as", o.as);
+  if (!as) return as.take_error();
+  if (as->steps().empty() || !as->steps().back().has_key || as->steps().back().has_index)
+    return usage_error("--as {}: the path must end in an object's member (.value.user)", o.as);
+  plan.as_name = as->steps().back().key;
+  plan.as_slot = plan.fields.add(*as);
+  if (as->steps().size() > 1) {
+    // The parent's path: the text up to the last step, as a JSON Pointer.
+    std::string parent;
+    for (size_t i = 0; i + 1 < as->steps().size(); ++i) {
+      const PathStep& s = as->steps()[i];
+      parent.push_back('/');
+      std::string step = s.has_key ? s.key : std::to_string(s.index);
+      for (char c : step) {
+        if (c == '~')
+          parent += "~0";
+        else if (c == '/')
+          parent += "~1";
+        else
+          parent.push_back(c);
+      }
+    }
+    auto p = FieldPath::parse(parent);
+    if (!p) return usage_error("--as: {}", p.error().message);
+    plan.parent_slot = plan.fields.add(*p);
+  }
+
+  if (o.on_miss == "keep") {
+    plan.on_miss = OnMiss::kKeep;
+  } else if (o.on_miss == "drop") {
+    plan.on_miss = OnMiss::kDrop;
+  } else if (o.on_miss == "dlq") {
+    plan.on_miss = OnMiss::kDlq;
+    if (o.errors.dlq.empty())
+      return usage_error("--on-miss dlq needs --dlq FILE.db or --dlq kafka:TOPIC");
+  } else {
+    return usage_error("--on-miss must be keep, drop or dlq, not '{}'", o.on_miss);
+  }
+  auto unit = parse_time_unit(o.time_unit);
+  if (!unit) return usage_error("--time-unit: {}", unit.error().message);
+  plan.time_unit = *unit;
+  auto duration = [](std::string_view option, const std::string& text, Millis& out) -> Status {
+    if (text.empty()) return {};
+    auto d = parse_duration(text);
+    if (!d) return usage_error("{}: {}", option, d.error().message);
+    out = *d;
+    return {};
+  };
+  KPIPE_TRY(duration("--table-watermark", o.table_watermark, plan.table_disorder));
+  KPIPE_TRY(duration("--idle-timeout", o.idle_timeout, plan.idle_timeout));
+  KPIPE_TRY(duration("--watermark", o.watermark, plan.stream_disorder));
+  KPIPE_TRY(duration("--refresh", o.refresh, plan.refresh));
+  if (!o.idle_timeout.empty() && plan.idle_timeout <= 0)
+    return usage_error("--idle-timeout must be more than 0");
+  if (!o.refresh.empty() && plan.refresh <= 0) return usage_error("--refresh must be more than 0");
+  if (!o.refresh.empty() && plan.table.kind != TableKind::kSql)
+    return usage_error(
+        "--refresh is for sqlite: and postgresql: tables (a file is read again when replaced, a "
+        "topic followed)");
+
+  // The table's side.
+  TableKind kind = plan.table.kind;
+  if (kind == TableKind::kKafka && !o.table_keys.empty())
+    return usage_error(
+        "--table-key is not for kafka: tables: a topic's table is keyed by the record key");
+  if (kind != TableKind::kKafka && o.table_keys.empty())
+    return usage_error("--table {} needs --table-key {}", o.table,
+                       kind == TableKind::kSql ? "COLUMN" : "PATH");
+  if (kind != TableKind::kKafka && o.table_keys.size() != o.keys.size())
+    return usage_error("--table-key and --key must name as many fields ({} and {})",
+                       o.table_keys.size(), o.keys.size());
+  for (const std::string& text : o.table_keys) {
+    auto path = kind == TableKind::kSql ? column_path("--table-key", text)
+                                        : parse_path("--table-key", text);
+    if (!path) return path.take_error();
+    plan.table_key_slots.push_back(plan.table_fields.add(*path));
+  }
+  if (!o.as_of.empty()) {
+    plan.mode = JoinMode::kAsOf;
+    auto path = parse_path("--as-of", o.as_of);
+    if (!path) return path.take_error();
+    plan.time_slot = plan.fields.add(*path);
+    if (kind != TableKind::kKafka && o.table_time.empty())
+      return usage_error("--as-of with --table {} needs --table-time: the time of each row",
+                         o.table);
+  } else if (!o.table_time.empty()) {
+    return usage_error("--table-time is for --as-of joins");
+  }
+  if (!o.table_time.empty()) {
+    auto path = kind == TableKind::kSql ? column_path("--table-time", o.table_time)
+                                        : parse_path("--table-time", o.table_time);
+    if (!path) return path.take_error();
+    plan.table_time_slot = plan.table_fields.add(*path);
+  }
+  return plan;
+}
+
+// Reads table rows (a file's lines, a database's rows, Kafka envelopes):
+// their key and time, with one reused parser.
+class RowReader {
+ public:
+  explicit RowReader(const JoinPlan& plan) : plan_(plan) {}
+
+  struct Row {
+    std::optional<std::string_view> key;  // nullopt: a null key
+    Millis time = 0;
+  };
+
+  // `text` must be padded (a Line's, or after pad()).
+  Expected<Row> read(std::string_view text, bool keyed_by_fields) {
+    KPIPE_TRY(reader_.read(text, plan_.table_fields, values_));
+    Row row;
+    if (keyed_by_fields) {
+      auto key = join_key(plan_.table_fields, plan_.table_key_slots, values_.data(), key_);
+      if (!key) return key.take_error();
+      row.key = *key;
+    }
+    if (plan_.table_time_slot) {
+      size_t slot = *plan_.table_time_slot;
+      auto t =
+          read_event_time(values_[slot], plan_.table_fields.path(slot).text(), plan_.time_unit);
+      if (!t) return t.take_error();
+      row.time = *t;
+    }
+    return row;
+  }
+
+  std::string_view pad(std::string_view text) {
+    padded_.assign(text);
+    padded_.append(kJsonPadding, '\0');
+    return std::string_view(padded_.data(), text.size());
+  }
+
+  Status validate(std::string_view padded) { return validator_.check(padded); }
+
+ private:
+  const JoinPlan& plan_;
+  JsonReader reader_;
+  JsonValidator validator_;
+  std::vector<JsonField> values_;
+  std::string key_;
+  std::string padded_;
+};
+
+// Where the table comes from. load() reads it whole (a topic: to its
+// end); poll() takes what changed since, without waiting longer than
+// `wait`.
+class TableSource {
+ public:
+  virtual ~TableSource() = default;
+  virtual Status load(JoinEngine& engine) = 0;
+  virtual Status poll(JoinEngine& engine, Millis wait) = 0;
+  // Reads a topic to its present end (at the end of input); nothing for
+  // a table read whole.
+  virtual Status catch_up(JoinEngine& engine) {
+    (void)engine;
+    return {};
+  }
+  uint64_t skipped() const { return skipped_; }
+
+ protected:
+  uint64_t skipped_ = 0;
+};
+
+// A file of NDJSON rows, read again when replaced.
+class FileTable final : public TableSource {
+ public:
+  FileTable(const JoinPlan& plan, const JoinOptions& options, Io& io)
+      : plan_(plan), path_(plan.table.target), max_line_(options.input.max_line_bytes), io_(io) {}
+
+  Status load(JoinEngine& engine) override {
+    engine.set_whole(true);
+    KPIPE_TRY(identify(identity_));
+    auto read = read_into(engine);
+    if (!read.ok()) return read;
+    last_check_ = io_.clock.steady();
+    return {};
+  }
+
+  Status poll(JoinEngine& engine, Millis) override {
+    Millis now = io_.clock.steady();
+    if (now - last_check_ < kFileCheckEvery) return {};
+    last_check_ = now;
+    Identity current;
+    if (!identify(current).ok() || current == identity_) return {};
+    JoinEngine fresh(engine.mode(), false, 0, 0, io_.clock);
+    Status read = read_into(fresh);
+    if (!read.ok()) {
+      if (!warned_)
+        io_.reporter.warning(fmt::format("kept the table read before: {}", read.error().message));
+      warned_ = true;
+      return {};
+    }
+    identity_ = current;
+    warned_ = false;
+    engine.replace_table(fresh);
+    io_.reporter.info(fmt::format("read '{}' again: {} rows", path_, engine.rows()));
+    return {};
+  }
+
+ private:
+  struct Identity {
+    dev_t dev = 0;
+    ino_t ino = 0;
+    off_t size = 0;
+    int64_t mtime_ns = 0;
+    bool operator==(const Identity&) const = default;
+  };
+
+  Status identify(Identity& out) const {
+    struct stat st {};
+    if (::stat(path_.c_str(), &st) != 0)
+      return failure("cannot read the table '{}': {}", path_, std::strerror(errno));
+    out = Identity{st.st_dev, st.st_ino, st.st_size,
+                   static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
+    return {};
+  }
+
+  Status read_into(JoinEngine& engine) {
+    LineFeed feed({path_}, max_line_, &plan_.table_fields);
+    RowReader rows(plan_);
+    Line line;
+    const ParsedLine* parsed = nullptr;
+    while (true) {
+      auto more = feed.next(line, parsed);
+      if (!more) return more.take_error();
+      if (!*more) break;
+      if (is_blank_line(line.text)) continue;
+      auto bad = [&](const Error& e) {
+        return data_error("table {}: line {}: {}", path_, line.number, e.message);
+      };
+      Status valid = rows.validate(line.text);
+      if (!valid.ok()) return bad(valid.error());
+      auto row = rows.read(line.text, true);
+      if (!row) return bad(row.error());
+      if (!row->key) {
+        ++skipped_;
+        continue;
+      }
+      engine.apply(*row->key, row->time, line.text, -1, 0);
+    }
+    return {};
+  }
+
+  const JoinPlan& plan_;
+  std::string path_;
+  size_t max_line_;
+  Io& io_;
+  Identity identity_;
+  Millis last_check_ = 0;
+  bool warned_ = false;
+};
+
+// A database table, read again every --refresh.
+class SqlTable final : public TableSource {
+ public:
+  SqlTable(const JoinPlan& plan, Io& io) : plan_(plan), io_(io) {}
+
+  Status load(JoinEngine& engine) override {
+    engine.set_whole(true);
+    KPIPE_TRY(read_into(engine));
+    last_read_ = io_.clock.steady();
+    return {};
+  }
+
+  Status poll(JoinEngine& engine, Millis) override {
+    if (plan_.refresh <= 0) return {};
+    Millis now = io_.clock.steady();
+    if (now - last_read_ < plan_.refresh) return {};
+    last_read_ = now;
+    JoinEngine fresh(engine.mode(), false, 0, 0, io_.clock);
+    Status read = read_into(fresh);
+    if (!read.ok()) {
+      io_.reporter.warning(fmt::format("kept the table read before: {}", read.error().message));
+      return {};
+    }
+    engine.replace_table(fresh);
+    return {};
+  }
+
+ private:
+  Status read_into(JoinEngine& engine) {
+    RowReader rows(plan_);
+    uint64_t n = 0;
+    return read_table_rows(
+        plan_.table.target, plan_.table.table, [&](std::string_view text) -> Status {
+          ++n;
+          std::string_view padded = rows.pad(text);
+          auto row = rows.read(padded, true);
+          if (!row)
+            return data_error("table {} of {}: row {}: {}", plan_.table.table,
+                              display_target(plan_.table.target), n, row.error().message);
+          if (!row->key) {
+            ++skipped_;
+            return {};
+          }
+          engine.apply(*row->key, row->time, text, -1, 0);
+          return {};
+        });
+  }
+
+  const JoinPlan& plan_;
+  Io& io_;
+  Millis last_read_ = 0;
+};
+
+// A topic read as a table: each record's key is the table's key, the
+// newest value wins, a tombstone deletes (kjoin(1), TABLES).
+class KafkaTable final : public TableSource {
+ public:
+  KafkaTable(const JoinPlan& plan, std::unique_ptr<Consumer> consumer, Io& io)
+      : plan_(plan), consumer_(std::move(consumer)), io_(io), rows_(plan) {}
+
+  Status load(JoinEngine& engine) override {
+    const std::string& topic = plan_.table.target;
+    auto partitions = consumer_->partitions(topic);
+    if (!partitions) return partitions.take_error();
+    std::vector<PartitionOffset> assign;
+    for (int32_t p : *partitions) {
+      engine.add_partition(p);
+      auto saved = engine.offsets().find(p);
+      assign.push_back(
+          {topic, p, saved == engine.offsets().end() ? kOffsetBeginning : saved->second});
+      parts_.push_back({topic, p});
+    }
+    KPIPE_TRY(consumer_->assign(assign));
+    return catch_up(engine);
+  }
+
+  // Reads until every partition is at the high watermark it had when
+  // this began.
+  Status catch_up(JoinEngine& engine) override {
+    auto marks = consumer_->watermarks(parts_);
+    if (!marks) return marks.take_error();
+    std::map<int32_t, int64_t> end;
+    for (size_t i = 0; i < parts_.size(); ++i) end[parts_[i].partition] = (*marks)[i].high;
+    Millis last_progress = io_.clock.steady();
+    while (true) {
+      bool done = true;
+      for (const auto& [p, high] : end) {
+        auto at = engine.offsets().find(p);
+        auto seen = position_.find(p);
+        int64_t pos = std::max(at == engine.offsets().end() ? -1 : at->second,
+                               seen == position_.end() ? -1 : seen->second);
+        if (pos < high && high > 0) done = false;
+      }
+      if (done) return {};
+      if (io_.stop != nullptr && io_.stop->load()) return {};
+      size_t before = events_;
+      KPIPE_TRY(poll(engine, 100));
+      Millis now = io_.clock.steady();
+      if (events_ != before) last_progress = now;
+      if (now - last_progress > consumer_->config().timeout)
+        return failure("reading table topic '{}' to its end made no progress within {}",
+                       plan_.table.target, format_duration(consumer_->config().timeout));
+    }
+  }
+
+  Status poll(JoinEngine& engine, Millis wait) override {
+    return consumer_->poll(wait, 10'000, [&](const ConsumerEvent& e) -> Status {
+      ++events_;
+      const RecordView& r = e.record;
+      if (e.kind == ConsumerEvent::Kind::kEndOfPartition) {
+        position_[r.partition] = std::max(position_[r.partition], r.offset);
+        return {};
+      }
+      position_[r.partition] = r.offset + 1;
+      return apply(engine, r);
+    });
+  }
+
+ private:
+  Status apply(JoinEngine& engine, const RecordView& r) {
+    if (!r.key) {
+      ++skipped_;
+      engine.skip(r.partition, r.offset + 1);
+      return {};
+    }
+    Millis time = r.timestamp;
+    if (plan_.table_time_slot) {
+      envelope_.clear();
+      writer_.append(envelope_, r);
+      envelope_.pop_back();
+      auto row = rows_.read(rows_.pad(envelope_), false);
+      if (!row) {
+        skip_bad(r, row.error().message);
+        engine.skip(r.partition, r.offset + 1);
+        return {};
+      }
+      time = row->time;
+    }
+    std::optional<std::string_view> value;
+    if (r.value) {
+      value_.clear();
+      writer_.append_value(value_, r);
+      value_.pop_back();
+      value = value_;
+    }
+    engine.apply(*r.key, time, value, r.partition, r.offset + 1);
+    return {};
+  }
+
+  void skip_bad(const RecordView& r, const std::string& why) {
+    ++skipped_;
+    if (warned_bad_) return;
+    warned_bad_ = true;
+    io_.reporter.warning(fmt::format(
+        "table topic '{}': skipped the record at partition {} offset {}: {} (and says no more of "
+        "such records; the -v summary counts them)",
+        plan_.table.target, r.partition, r.offset, why));
+  }
+
+  const JoinPlan& plan_;
+  std::unique_ptr<Consumer> consumer_;
+  Io& io_;
+  RowReader rows_;
+  EnvelopeWriter writer_;
+  std::string envelope_;
+  std::string value_;
+  std::vector<TopicPartition> parts_;
+  std::map<int32_t, int64_t> position_;  // the next offset each partition reads
+  size_t events_ = 0;
+  bool warned_bad_ = false;
+};
+
+class JoinStage final : public ParsingStage {
+ public:
+  JoinStage(const JoinPlan& plan, JoinEngine& engine, TableSource& table, BadInputHandler& bad,
+            StageState& state, Io& io)
+      : plan_(plan), engine_(engine), table_(table), bad_(bad), state_(state), io_(io) {
+    last_poll_ = io.clock.steady();
+  }
+
+  const FieldSet* fields() const override { return &plan_.fields; }
+
+  Status on_parsed(const Line& line, const ParsedLine& parsed, Output& out) override {
+    if (!parsed.status.ok()) return parsed.status;
+    if ((++since_poll_ & 255) == 0) KPIPE_TRY(poll_now(out));
+    const JsonField* values = parsed.values;
+    KPIPE_TRY(check_target(values));
+    auto key = join_key(plan_.fields, plan_.key_slots, values, key_);
+    if (!key) return key.take_error();
+    if (plan_.mode == JoinMode::kLookup) {
+      std::optional<std::string_view> row;
+      if (*key) row = engine_.find(**key);
+      return emit(line, values, *key, row, out);
+    }
+    size_t slot = *plan_.time_slot;
+    auto time = read_event_time(values[slot], plan_.fields.path(slot).text(), plan_.time_unit);
+    if (!time) return time.take_error();
+    stream_newest_ = std::max(stream_newest_, *time);
+    if (!engine_.has_pending() && *time <= engine_.table_watermark())
+      return emit_as_of(line, values, *key, *time, out);
+    engine_.hold(*time, line.number, line.input, line.text);
+    KPIPE_TRY(release(out));
+    // The table is behind: read it, not the stream, until it catches up.
+    while (engine_.pending() > kMaxPending || engine_.pending_bytes() > kMaxPendingBytes) {
+      if (stopping()) break;
+      KPIPE_TRY(out.flush());
+      KPIPE_TRY(table_.poll(engine_, kPollEvery));
+      KPIPE_TRY(release(out));
+    }
+    return {};
+  }
+
+  Status on_control(const Line& line, Output& out) override {
+    KPIPE_TRY(release(out));
+    KPIPE_TRY(state_.on_control(line));
+    out.write_line(line.text);
+    return {};
+  }
+
+  Status before_wait(Output& out) override {
+    KPIPE_TRY(table_.poll(engine_, 0));
+    return release(out);
+  }
+
+  Status on_idle(Output& out) override {
+    KPIPE_TRY(table_.poll(engine_, 0));
+    return release(out);
+  }
+
+  Millis idle_interval() const override { return kPollEvery; }
+
+  // Waits for the table no longer than --idle-timeout lets a quiet one
+  // hold records; without it, joins what waits with the table as it is.
+  Status on_end(Output& out) override {
+    if (plan_.mode != JoinMode::kAsOf || !engine_.has_pending()) return {};
+    KPIPE_TRY(table_.catch_up(engine_));
+    KPIPE_TRY(release(out));
+    if (plan_.idle_timeout > 0) {
+      while (engine_.has_pending() && !stopping()) {
+        KPIPE_TRY(out.flush());
+        KPIPE_TRY(table_.poll(engine_, kPollEvery));
+        KPIPE_TRY(release(out));
+      }
+    }
+    if (stopping()) return {};  // they stay in the state for the next run
+    return release(out, true);
+  }
+
+  void fill_counters(Counters& c) const override {
+    c.out = joined_ + missed_ - dead_lettered_;
+    c.dropped = dropped_;
+    c.state_size = engine_.rows();
+  }
+
+  uint64_t joined() const { return joined_; }
+  uint64_t missed() const { return missed_; }
+  uint64_t dropped() const { return dropped_; }
+  uint64_t dead_lettered() const { return dead_lettered_; }
+
+ private:
+  bool stopping() const { return io_.stop != nullptr && io_.stop->load(); }
+
+  Status poll_now(Output& out) {
+    Millis now = io_.clock.steady();
+    if (now - last_poll_ < kPollEvery) return {};
+    last_poll_ = now;
+    KPIPE_TRY(table_.poll(engine_, 0));
+    return release(out);
+  }
+
+  // The row can go where --as says: its member exists, or its parent is
+  // an object.
+  Status check_target(const JsonField* values) const {
+    if (values[plan_.as_slot].type != JsonType::kMissing) return {};
+    if (!plan_.parent_slot) return {};
+    const JsonField& parent = values[*plan_.parent_slot];
+    if (parent.type == JsonType::kObject) return {};
+    const std::string& path = plan_.fields.path(*plan_.parent_slot).text();
+    if (parent.type == JsonType::kMissing) return data_error("--as: field '{}' is missing", path);
+    return data_error("--as: field '{}' is {}, not an object", path, json_type_phrase(parent.type));
+  }
+
+  Status emit_as_of(const Line& line, const JsonField* values, std::optional<std::string_view> key,
+                    Millis time, Output& out) {
+    std::optional<std::string_view> row;
+    if (key) {
+      VersionedTable::Found found = engine_.find_as_of(*key, time);
+      if (found.pruned)
+        return data_error(
+            "event time {} is older than the table versions kept for key {} (raise --watermark)",
+            format_rfc3339(time), *key);
+      row = found.row;
+    }
+    return emit(line, values, key, row, out);
+  }
+
+  Status emit(const Line& line, const JsonField* values, std::optional<std::string_view> key,
+              std::optional<std::string_view> row, Output& out) {
+    if (!row) {
+      if (plan_.on_miss == OnMiss::kDrop) {
+        ++dropped_;
+        return {};
+      }
+      ++missed_;
+      if (plan_.on_miss == OnMiss::kDlq) {
+        ++dead_lettered_;
+        std::string why = key ? fmt::format("no row in the table for key {}", *key)
+                              : std::string("no row in the table for a null key");
+        return bad_.dead_letter(std::string(line.input), line, why);
+      }
+    } else {
+      ++joined_;
+    }
+    std::string_view value = row ? *row : std::string_view("null");
+    std::string& buf = out.buffer();
+    std::string_view text = line.text;
+    const JsonField& target = values[plan_.as_slot];
+    if (target.type != JsonType::kMissing) {
+      size_t start = static_cast<size_t>(target.raw.data() - text.data());
+      buf.append(text.substr(0, start));
+      buf.append(value);
+      buf.append(text.substr(start + target.raw.size()));
+    } else {
+      std::string_view object = plan_.parent_slot ? values[*plan_.parent_slot].raw : text;
+      size_t close = static_cast<size_t>(object.data() - text.data()) + object.size() - 1;
+      bool empty = object.find_first_not_of(" \t\r\n", 1) == object.size() - 1;
+      buf.append(text.substr(0, close));
+      if (!empty) buf.push_back(',');
+      append_json_string(buf, plan_.as_name);
+      buf.push_back(':');
+      buf.append(value);
+      buf.append(text.substr(close));
+    }
+    buf.push_back('\n');
+    return out.end_record();
+  }
+
+  // Joins the waiting records the table's watermark has passed (all of
+  // them with `all`), oldest first.
+  Status release(Output& out, bool all = false) {
+    if (!engine_.has_pending()) return {};
+    Millis watermark = engine_.table_watermark();
+    while (engine_.has_pending() && (all || engine_.front().time <= watermark)) {
+      const PendingRecord& r = engine_.front();
+      padded_.assign(r.text);
+      padded_.append(kJsonPadding, '\0');
+      Line line;
+      line.text = std::string_view(padded_.data(), r.text.size());
+      line.number = r.number;
+      line.input = r.input;
+      Status joined = reader_.read(line.text, plan_.fields, values_);
+      if (joined.ok()) {
+        auto key = join_key(plan_.fields, plan_.key_slots, values_.data(), key_);
+        joined =
+            key ? emit_as_of(line, values_.data(), *key, r.time, out) : Status(key.take_error());
+      }
+      if (!joined.ok()) {
+        if (joined.error().status != ExitStatus::kDataError) return joined;
+        KPIPE_TRY(bad_.handle(r.input, line, joined.error().message));
+      }
+      engine_.pop_front();
+    }
+    engine_.maybe_prune(stream_newest_ - plan_.stream_disorder);
+    return {};
+  }
+
+  const JoinPlan& plan_;
+  JoinEngine& engine_;
+  TableSource& table_;
+  BadInputHandler& bad_;
+  StageState& state_;
+  Io& io_;
+  std::string key_;
+  uint64_t since_poll_ = 0;
+  Millis last_poll_ = 0;
+  Millis stream_newest_ = kMinTime;
+  // For waiting records, joined later.
+  JsonReader reader_;
+  std::vector<JsonField> values_;
+  std::string padded_;
+  uint64_t joined_ = 0;
+  uint64_t missed_ = 0;
+  uint64_t dropped_ = 0;
+  uint64_t dead_lettered_ = 0;
+};
+
+}  // namespace
+
+Status run_join(const JoinOptions& options, Io& io) {
+  auto plan = make_plan(options, io.program);
+  if (!plan) return plan.take_error();
+  auto stats = parse_stats_interval(options.stats);
+  if (!stats) return stats.take_error();
+
+  std::optional<KafkaConfig> kafka;
+  if (plan->table.kind == TableKind::kKafka) {
+    auto config = resolve_kafka_config(options.kafka, io.env_brokers);
+    if (!config) return config.take_error();
+    if (config->brokers().empty())
+      return usage_error("--table {} needs brokers: use -b or set KPIPE_BROKERS", options.table);
+    kafka = std::move(*config);
+  }
+  auto bad = kafka ? make_bad_input_handler(options.errors, plan->stage, io, &*kafka)
+                   : make_bad_input_handler(options.errors, plan->stage, io, options.kafka);
+  if (!bad) return bad.take_error();
+
+  bool persist_rows = plan->table.kind == TableKind::kKafka;
+  JoinEngine engine(plan->mode, persist_rows, plan->table_disorder, plan->idle_timeout, io.clock);
+  auto store = open_state_file(options.state, plan->stage);
+  if (!store) return store.take_error();
+  StageState state(store->get(), plan->stage, engine, io.clock,
+                   StateFormat{kStateFormat, "", state_options(options)});
+  engine.set_tracking(state.enabled());
+  if (state.enabled()) KPIPE_TRY(wait_for_input(options.input, io.stop));
+  auto restored = state.restore();
+  if (!restored) return restored.take_error();
+  if (*restored)
+    io.reporter.info(fmt::format("restored {} rows of '{}' from checkpoint {} in '{}'",
+                                 engine.rows(), plan->stage, **restored,
+                                 display_target(options.state)));
+
+  std::unique_ptr<TableSource> table;
+  switch (plan->table.kind) {
+    case TableKind::kKafka: {
+      auto consumer = Consumer::create(*kafka, "", io.reporter);
+      if (!consumer) return consumer.take_error();
+      table = std::make_unique<KafkaTable>(*plan, std::move(*consumer), io);
+      break;
+    }
+    case TableKind::kFile:
+      table = std::make_unique<FileTable>(*plan, options, io);
+      break;
+    case TableKind::kSql:
+      table = std::make_unique<SqlTable>(*plan, io);
+      break;
+  }
+  KPIPE_TRY(table->load(engine));
+
+  JoinStage stage(*plan, engine, *table, **bad, state, io);
+  FilterSettings settings{options.input, *stats};
+  Status run = run_filter(stage, settings, **bad, io);
+  if (table->skipped() > 0)
+    io.reporter.warning(
+        fmt::format("{} table rows had no key (or no time) and were left out", table->skipped()));
+  if (!run.ok()) return run;
+  uint64_t bad_lines = (*bad)->skipped() + (*bad)->dead_lettered() - stage.dead_lettered();
+  std::string bad_part = bad_lines > 0 ? fmt::format(", {} bad", bad_lines) : "";
+  io.reporter.info(
+      fmt::format("{} records in, {} joined, {} missed, {} dropped{}; table {} rows",
+                  stage.joined() + stage.missed() + stage.dropped() + bad_lines + engine.pending(),
+                  stage.joined(), stage.missed(), stage.dropped(), bad_part, engine.rows()));
+  return {};
+}
+
+}  // namespace kpipe

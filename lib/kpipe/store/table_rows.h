@@ -1,0 +1,22 @@
+// A database table read as rows of JSON (kjoin(1), --table sqlite:FILE:TABLE
+// and postgresql://...#TABLE): the store layer's part of kjoin, since only
+// store/ may speak to a database.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "kpipe/status.h"
+
+namespace kpipe {
+
+// Calls `each` with every row of `table` ("name" or "schema.name") in the
+// database at `target` (an SQLite file, opened read-only, or a PostgreSQL
+// target), as one JSON object of its columns in order: integers and floats
+// as numbers, text as strings, blobs as base64 strings, NULL as null.
+// Stops at the first error `each` returns.
+Status read_table_rows(const std::string& target, const std::string& table,
+                       const std::function<Status(std::string_view row)>& each);
+
+}  // namespace kpipe
