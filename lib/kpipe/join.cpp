@@ -217,6 +217,9 @@ void VersionedTable::put(std::string_view key, Millis time, std::optional<std::s
   auto it = keys_.find(key);
   if (it == keys_.end()) it = keys_.emplace(std::string(key), Entry{}).first;
   auto& v = it->second.versions;
+  // At or before a forgotten version: it would answer for times where
+  // the forgotten one held (records there are refused as pruned).
+  if (it->second.pruned_through && time <= *it->second.pruned_through) return;
   auto at = std::upper_bound(v.begin(), v.end(), time,
                              [](Millis t, const Version& x) { return t < x.time; });
   std::optional<std::string> owned;
@@ -235,18 +238,20 @@ VersionedTable::Found VersionedTable::find(std::string_view key, Millis time) co
   const auto& v = it->second.versions;
   auto at = std::upper_bound(v.begin(), v.end(), time,
                              [](Millis t, const Version& x) { return t < x.time; });
-  if (at == v.begin()) return {std::nullopt, it->second.pruned};
+  if (at == v.begin()) return {std::nullopt, it->second.pruned_through.has_value()};
   const Version& found = *std::prev(at);
   if (!found.row) return {};
   return {std::string_view(*found.row), false};
 }
 
-// "P;T,L,ROW;T,-1,": P is 1 when older versions were pruned, then each
+// "P;T,L,ROW;T,-1,": P is the time of the newest version pruned ("-":
+// none), then each
 // version's time, its row's length (-1: a tombstone) and the row.
 std::optional<std::string> VersionedTable::encode(std::string_view key) const {
   auto it = keys_.find(key);
   if (it == keys_.end()) return std::nullopt;
-  std::string out(it->second.pruned ? "1" : "0");
+  const auto& through = it->second.pruned_through;
+  std::string out = through ? fmt::format("{}", *through) : std::string(1, '-');
   for (const Version& v : it->second.versions) {
     out += fmt::format(";{},{},", v.time, v.row ? static_cast<int64_t>(v.row->size()) : -1);
     if (v.row) out += *v.row;
@@ -257,9 +262,16 @@ std::optional<std::string> VersionedTable::encode(std::string_view key) const {
 Status VersionedTable::decode(std::string_view key, std::string_view text) {
   Entry entry;
   auto bad = [&] { return data_error("malformed versions of key '{}'", key); };
-  if (text.empty() || (text[0] != '0' && text[0] != '1')) return bad();
-  entry.pruned = text[0] == '1';
-  text.remove_prefix(1);
+  if (text.empty()) return bad();
+  if (text[0] == '-') {
+    text.remove_prefix(1);
+  } else {
+    Millis through = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), through);
+    if (ec != std::errc()) return bad();
+    entry.pruned_through = through;
+    text.remove_prefix(static_cast<size_t>(end - text.data()));
+  }
   while (!text.empty()) {
     if (text[0] != ';') return bad();
     text.remove_prefix(1);

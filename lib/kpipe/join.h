@@ -105,7 +105,9 @@ class VersionedTable {
  private:
   struct Entry {
     std::vector<Version> versions;  // ascending time
-    bool pruned = false;
+    // The newest version forgotten by prune(): the answer for times from
+    // the first forgotten one up to the first kept one is unknown.
+    std::optional<Millis> pruned_through;
   };
   struct KeyHash {
     using is_transparent = void;
@@ -128,9 +130,9 @@ void VersionedTable::prune(Millis bound, F&& changed) {
       any = true;
     }
     if (!any || newest_at_or_before == 0) continue;
+    entry.pruned_through = v[newest_at_or_before - 1].time;
     v.erase(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(newest_at_or_before));
     versions_ -= newest_at_or_before;
-    entry.pruned = true;
     changed(std::string_view(key));
   }
 }
