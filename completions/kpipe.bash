@@ -32,13 +32,20 @@ _kpipe_complete() {
     --time-format) COMPREPLY=($(compgen -W "rfc3339 ms" -- "$cur")); return ;;
     --time-unit) COMPREPLY=($(compgen -W "s ms us ns" -- "$cur")); return ;;
     --mode) COMPREPLY=($(compgen -W "upsert ignore" -- "$cur")); return ;;
+    --on-miss) COMPREPLY=($(compgen -W "keep drop dlq" -- "$cur")); return ;;
     --by) COMPREPLY=($(compgen -W "reason stage topic hour" -- "$cur")); return ;;
     --fail-on) COMPREPLY=($(compgen -W "WARN STALL STOP REWIND" -- "$cur")); return ;;
     --each) COMPREPLY=($(compgen -c -- "$cur")); return ;;  # kcheckpoint commit: a command
-    --dlq | --state | --db)
-      # A file, or a PostgreSQL server (kpipe(7), STORES); --dlq also a topic.
+    --dlq | --state | --db | --table)
+      # A file, or a PostgreSQL server (kpipe(7), STORES); --dlq also a topic,
+      # kjoin's --table a topic or an SQLite file's table (kjoin(1)).
+      # kupsert's --table is a table's name: files, as before.
       w=postgresql://
       [[ $prev == --dlq ]] && w+=" kafka:"
+      if [[ $prev == --table ]]; then
+        [[ ${prog##*/} == kjoin ]] || { COMPREPLY=($(compgen -f -- "$cur")); return; }
+        w+=" kafka: sqlite:"
+      fi
       COMPREPLY=($(compgen -f -- "$cur") $(compgen -W "$w" -- "$cur"))
       [[ ${#COMPREPLY[@]} -eq 1 && (${COMPREPLY[0]} == *: || ${COMPREPLY[0]} == *://) ]] &&
         compopt -o nospace 2>/dev/null
@@ -54,4 +61,4 @@ _kpipe_complete() {
     COMPREPLY=($(compgen -f -- "$cur"))
   fi
 }
-complete -F _kpipe_complete kbroker kconsume kproduce kwindow kdedup kupsert kcheckpoint klag kdlq
+complete -F _kpipe_complete kbroker kconsume kproduce kwindow kdedup kjoin kupsert kcheckpoint klag kdlq
