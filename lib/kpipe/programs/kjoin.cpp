@@ -403,7 +403,8 @@ class FileTable final : public TableSource {
 // A database table, read again every --refresh.
 class SqlTable final : public TableSource {
  public:
-  SqlTable(const JoinPlan& plan, Io& io) : plan_(plan), io_(io) {}
+  SqlTable(const JoinPlan& plan, const JoinOptions& options, Io& io)
+      : plan_(plan), options_(options), io_(io) {}
 
   Status load(JoinEngine& engine) override {
     engine.set_whole(true);
@@ -428,6 +429,25 @@ class SqlTable final : public TableSource {
   }
 
  private:
+  // The columns --table-key and --table-time name are the table's: a
+  // misspelt one is a usage error, not bad data in every row.
+  Status check_columns(std::string_view padded_row) {
+    std::vector<JsonMember> members;
+    JsonReader reader;  // the members' views live as long as it
+    KPIPE_TRY(reader.read_members(padded_row, members));
+    std::string names;
+    for (const JsonMember& m : members) names += (names.empty() ? "" : ", ") + std::string(m.key);
+    auto check = [&](std::string_view option, const std::string& column) -> Status {
+      for (const JsonMember& m : members)
+        if (m.key == column) return {};
+      return usage_error("{} {}: table {} has no such column (it has {})", option, column,
+                         plan_.table.table, names);
+    };
+    for (const std::string& c : options_.table_keys) KPIPE_TRY(check("--table-key", c));
+    if (!options_.table_time.empty()) KPIPE_TRY(check("--table-time", options_.table_time));
+    return {};
+  }
+
   Status read_into(JoinEngine& engine) {
     RowReader rows(plan_);
     uint64_t n = 0;
@@ -435,6 +455,7 @@ class SqlTable final : public TableSource {
         plan_.table.target, plan_.table.table, [&](std::string_view text) -> Status {
           ++n;
           std::string_view padded = rows.pad(text);
+          if (n == 1) KPIPE_TRY(check_columns(padded));
           auto row = rows.read(padded, true);
           if (!row)
             return data_error("table {} of {}: row {}: {}", plan_.table.table,
@@ -449,6 +470,7 @@ class SqlTable final : public TableSource {
   }
 
   const JoinPlan& plan_;
+  const JoinOptions& options_;
   Io& io_;
   Millis last_read_ = 0;
 };
@@ -833,7 +855,7 @@ Status run_join(const JoinOptions& options, Io& io) {
       table = std::make_unique<FileTable>(*plan, options, io);
       break;
     case TableKind::kSql:
-      table = std::make_unique<SqlTable>(*plan, io);
+      table = std::make_unique<SqlTable>(*plan, options, io);
       break;
   }
   KPIPE_TRY(table->load(engine));

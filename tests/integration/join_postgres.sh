@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# kjoin with its table in a real PostgreSQL (kjoin(1), Tables:
+# postgresql://...#TABLE): rows as JSON objects of their columns, keys of
+# one column and of two, a table in a schema, --refresh bringing an UPDATE
+# and a DELETE to later records while kjoin runs, and a table that is not
+# there: exit 1, the password never shown. Runs only with its stores in
+# PostgreSQL.
+source "$(dirname "$0")/lib.sh"
+if [[ "$KPIPE_TEST_STORE" != postgres ]]; then
+  echo "skipped: needs KPIPE_TEST_STORE=postgres (ctest: integration/postgres: join_postgres)"
+  exit 77
+fi
+
+DB=$(store crm)
+sql "$DB" "CREATE TABLE customers (id bigint PRIMARY KEY, name text, tier text, score double precision,
+    photo bytea, region text);
+  INSERT INTO customers VALUES (7, 'Ada', 'gold', 1.5, '\\x00ff', 'eu'), (9, 'Grace', NULL, NULL, NULL, 'us'),
+    (11, 'Edsger \"E\" W.', 'free', -2, NULL, 'eu');
+  CREATE SCHEMA sales;
+  CREATE TABLE sales.accounts (region text, id bigint, owner text, PRIMARY KEY (region, id));
+  INSERT INTO sales.accounts VALUES ('eu', 7, 'Olga'), ('us', 7, 'Sam'), ('us', 9, 'Kim');"
+
+# --- rows, keys ----------------------------------------------------------------
+printf '%s\n' '{"customer_id":7,"n":1}' '{"customer_id":"9","n":2}' '{"customer_id":11,"n":3}' \
+  '{"customer_id":12,"n":4}' '{"customer_id":null,"n":5}' >"$WORK/orders.ndjson"
+expect_exit 0 kjoin --table "$DB#customers" --table-key id --key .customer_id --as .customer -v \
+  "$WORK/orders.ndjson"
+assert_eq "$(cat "$WORK/out")" '{"customer_id":7,"n":1,"customer":{"id":7,"name":"Ada","tier":"gold","score":1.5,"photo":"AP8=","region":"eu"}}
+{"customer_id":"9","n":2,"customer":{"id":9,"name":"Grace","tier":null,"score":null,"photo":null,"region":"us"}}
+{"customer_id":11,"n":3,"customer":{"id":11,"name":"Edsger \"E\" W.","tier":"free","score":-2,"photo":null,"region":"eu"}}
+{"customer_id":12,"n":4,"customer":null}
+{"customer_id":null,"n":5,"customer":null}' "joined rows"
+assert_eq "$(cat "$WORK/err")" "kjoin: 5 records in, 3 joined, 2 missed, 0 dropped; table 3 rows" "summary"
+
+# Two key columns, in a schema: the key is the array of both values.
+printf '%s\n' '{"r":"us","c":7}' '{"r":"eu","c":7}' '{"r":"eu","c":9}' |
+  expect_exit 0 kjoin --table "$DB#sales.accounts" --table-key region --table-key id \
+    --key .r --key .c --as .account
+assert_eq "$(jq -c '[.r, .c, .account.owner]' "$WORK/out" | paste -sd' ')" \
+  '["us",7,"Sam"] ["eu",7,"Olga"] ["eu",9,null]' "composite keys"
+
+# --- --refresh: a change reaches the records read after it ------------------------
+# kjoin reads a FIFO; the test writes one record at a time and waits for
+# its line, until the UPDATE made after the first record shows.
+mkfifo "$WORK/in"
+kjoin --table "$DB#customers" --table-key id --key .customer_id --as .customer --refresh 100ms \
+  <"$WORK/in" >"$WORK/live.out" 2>"$WORK/live.err" &
+JOIN=$!
+exec 3>"$WORK/in"
+echo '{"customer_id":9}' >&3
+wait_for "the first record" 30 grep -q Grace "$WORK/live.out"
+sql "$DB" "UPDATE customers SET name = 'Grace H.' WHERE id = 9; DELETE FROM customers WHERE id = 7"
+sent=1
+written() { (($(lines "$WORK/live.out") >= sent)); }
+updated() {
+  echo '{"customer_id":9}' >&3
+  sent=$((sent + 1))
+  wait_for "record $sent" 30 written
+  grep -q 'Grace H\.' "$WORK/live.out"
+}
+wait_for "the UPDATE to reach kjoin" 30 updated
+echo '{"customer_id":7}' >&3
+exec 3>&-
+wait "$JOIN" || fail "kjoin --refresh exited $?: $(cat "$WORK/live.err")"
+assert_eq "$(tail -1 "$WORK/live.out")" '{"customer_id":7,"customer":null}' "a deleted row after a refresh"
+# Each record got the old row or the new one, whole.
+assert_eq "$(jq -r .customer.name "$WORK/live.out" | sort -u | paste -sd,)" "Grace,Grace H.,null" "names seen"
+
+# --- errors --------------------------------------------------------------------
+SECRET_DB=$(sed 's#://kpipe@#://kpipe:hunter2@#' <<<"$DB")
+expect_exit 1 kjoin --table "$SECRET_DB#nosuch" --table-key id --key .customer_id --as .c "$WORK/orders.ndjson"
+assert_contains "$WORK/err" "nosuch"
+if grep -q hunter2 "$WORK/err"; then fail "the password is shown: $(cat "$WORK/err")"; fi
+[[ $(wc -l <"$WORK/err") -eq 1 ]] || fail "not one line: $(cat "$WORK/err")"
+expect_exit 2 kjoin --table "$DB#customers" --table-key nosuch --key .customer_id --as .c "$WORK/orders.ndjson"
+assert_eq "$(cat "$WORK/err")" \
+  "kjoin: error: --table-key nosuch: table customers has no such column (it has id, name, tier, score, photo, region)" \
+  "a column that is not there"
+drop_stores
