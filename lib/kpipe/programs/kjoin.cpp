@@ -6,6 +6,7 @@
 #include <cstring>
 #include <optional>
 
+#include "kpipe/control.h"
 #include "kpipe/envelope.h"
 #include "kpipe/event_time.h"
 #include "kpipe/join.h"
@@ -634,8 +635,23 @@ class JoinStage final : public ParsingStage {
     return {};
   }
 
+  // A control line does not overtake the records waiting before it
+  // (kpipe(7), CONTROL LINES AND CHECKPOINTS): it waits behind them.
+  // With --state a checkpoint line is the exception: the records waiting
+  // are in the snapshot it saves, so it may go on at once.
   Status on_control(const Line& line, Output& out) override {
     KPIPE_TRY(release(out));
+    if (engine_.has_pending()) {
+      bool checkpoint = false;
+      if (state_.enabled()) {
+        auto parsed = parse_checkpoint(line.text);
+        checkpoint = parsed && parsed->has_value();
+      }
+      if (!checkpoint) {
+        engine_.hold(kMinTime, line.number, line.input, line.text);
+        return {};
+      }
+    }
     KPIPE_TRY(state_.on_control(line));
     out.write_line(line.text);
     return {};
@@ -666,7 +682,9 @@ class JoinStage final : public ParsingStage {
         KPIPE_TRY(release(out));
       }
     }
-    if (stopping()) return {};  // they stay in the state for the next run
+    // Stopped with --state, the records waiting are read again from the
+    // last checkpoint by the next run; without, they are written now.
+    if (stopping() && state_.enabled()) return {};
     return release(out, true);
   }
 
@@ -766,6 +784,11 @@ class JoinStage final : public ParsingStage {
     Millis watermark = engine_.table_watermark();
     while (engine_.has_pending() && (all || engine_.front().time <= watermark)) {
       const PendingRecord& r = engine_.front();
+      if (is_control_line(r.text)) {
+        out.write_line(r.text);
+        engine_.pop_front();
+        continue;
+      }
       padded_.assign(r.text);
       padded_.append(kJsonPadding, '\0');
       Line line;
