@@ -111,6 +111,7 @@ struct JoinPlan {
   size_t as_slot = 0;
   std::optional<size_t> parent_slot;  // the --as path's object, unless it is the line
   std::string as_name;                // the member --as sets
+  std::string parent_name;            // the parent's path, for messages
   std::optional<size_t> time_slot;    // --as-of
 
   // The table's paths (FILE and SQL rows, Kafka envelopes for --table-time).
@@ -173,6 +174,14 @@ Expected<JoinPlan> make_plan(const JoinOptions& o, const std::string& program) {
     auto p = FieldPath::parse(parent);
     if (!p) return usage_error("--as: {}", p.error().message);
     plan.parent_slot = plan.fields.add(*p);
+    // Messages name the parent as the user wrote it, where that is plain.
+    plan.parent_name = parent;
+    for (std::string_view sep : {".", "/"}) {
+      std::string tail = std::string(sep) + plan.as_name;
+      if (o.as.size() > tail.size() &&
+          o.as.compare(o.as.size() - tail.size(), tail.size(), tail) == 0)
+        plan.parent_name = o.as.substr(0, o.as.size() - tail.size());
+    }
   }
 
   if (o.on_miss == "keep") {
@@ -243,6 +252,14 @@ Expected<JoinPlan> make_plan(const JoinOptions& o, const std::string& program) {
     plan.table_time_slot = plan.table_fields.add(*path);
   }
   return plan;
+}
+
+// The line without the blanks around its value.
+std::string_view trim(std::string_view text) {
+  size_t start = text.find_first_not_of(" \t\r\n");
+  if (start == std::string_view::npos) return {};
+  size_t end = text.find_last_not_of(" \t\r\n");
+  return text.substr(start, end - start + 1);
 }
 
 // Reads table rows (a file's lines, a database's rows, Kafka envelopes):
@@ -609,7 +626,7 @@ class JoinStage final : public ParsingStage {
     if (!parsed.status.ok()) return parsed.status;
     if ((++since_poll_ & 255) == 0) KPIPE_TRY(poll_now(out));
     const JsonField* values = parsed.values;
-    KPIPE_TRY(check_target(values));
+    KPIPE_TRY(check_target(values, parsed.root_type));
     auto key = join_key(plan_.fields, plan_.key_slots, values, key_);
     if (!key) return key.take_error();
     if (plan_.mode == JoinMode::kLookup) {
@@ -712,12 +729,15 @@ class JoinStage final : public ParsingStage {
 
   // The row can go where --as says: its member exists, or its parent is
   // an object.
-  Status check_target(const JsonField* values) const {
+  Status check_target(const JsonField* values, JsonType root) const {
     if (values[plan_.as_slot].type != JsonType::kMissing) return {};
-    if (!plan_.parent_slot) return {};
+    if (!plan_.parent_slot) {
+      if (root == JsonType::kObject) return {};
+      return data_error("--as: the line is {}, not an object", json_type_phrase(root));
+    }
     const JsonField& parent = values[*plan_.parent_slot];
     if (parent.type == JsonType::kObject) return {};
-    const std::string& path = plan_.fields.path(*plan_.parent_slot).text();
+    const std::string& path = plan_.parent_name;
     if (parent.type == JsonType::kMissing) return data_error("--as: field '{}' is missing", path);
     return data_error("--as: field '{}' is {}, not an object", path, json_type_phrase(parent.type));
   }
@@ -729,7 +749,7 @@ class JoinStage final : public ParsingStage {
       VersionedTable::Found found = engine_.find_as_of(*key, time);
       if (found.pruned)
         return data_error(
-            "event time {} is older than the table versions kept for key {} (raise --watermark)",
+            "event time {} is older than the versions kept for key {} (raise --watermark)",
             format_rfc3339(time), *key);
       row = found.row;
     }
@@ -763,7 +783,7 @@ class JoinStage final : public ParsingStage {
       buf.append(value);
       buf.append(text.substr(start + target.raw.size()));
     } else {
-      std::string_view object = plan_.parent_slot ? values[*plan_.parent_slot].raw : text;
+      std::string_view object = plan_.parent_slot ? values[*plan_.parent_slot].raw : trim(text);
       size_t close = static_cast<size_t>(object.data() - text.data()) + object.size() - 1;
       bool empty = object.find_first_not_of(" \t\r\n", 1) == object.size() - 1;
       buf.append(text.substr(0, close));
@@ -887,8 +907,9 @@ Status run_join(const JoinOptions& options, Io& io) {
   FilterSettings settings{options.input, *stats};
   Status run = run_filter(stage, settings, **bad, io);
   if (table->skipped() > 0)
-    io.reporter.warning(
-        fmt::format("{} table rows had no key (or no time) and were left out", table->skipped()));
+    io.reporter.warning(fmt::format("{} table {} had no key (or no time) and {} left out",
+                                    table->skipped(), table->skipped() == 1 ? "row" : "rows",
+                                    table->skipped() == 1 ? "was" : "were"));
   if (!run.ok()) return run;
   uint64_t bad_lines = (*bad)->skipped() + (*bad)->dead_lettered() - stage.dead_lettered();
   std::string bad_part = bad_lines > 0 ? fmt::format(", {} bad", bad_lines) : "";
