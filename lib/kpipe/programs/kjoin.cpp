@@ -60,7 +60,8 @@ Expected<TableSpec> parse_table(const std::string& text) {
     spec.table = rest.substr(colon + 1);
     return spec;
   }
-  if (text.rfind("postgresql://", 0) == 0 || text.rfind("postgres://", 0) == 0) {
+  // A PostgreSQL target of either form (kpipe(7), STORES), then #TABLE.
+  if (text.rfind("postgresql:", 0) == 0 || text.rfind("postgres:", 0) == 0) {
     spec.kind = TableKind::kSql;
     size_t hash = text.rfind('#');
     if (hash == std::string::npos || hash + 1 == text.size())
