@@ -39,6 +39,15 @@ printf '%s\n' '{"r":"us","c":7}' '{"r":"eu","c":7}' '{"r":"eu","c":9}' |
 assert_eq "$(jq -c '[.r, .c, .account.owner]' "$WORK/out" | paste -sd' ')" \
   '["us",7,"Sam"] ["eu",7,"Olga"] ["eu",9,null]' "composite keys"
 
+# The conninfo form of a target (kpipe(7), STORES).
+if [[ $DB =~ ^postgresql://([^@]+)@([^:/]+):([0-9]+)/(.+)$ ]]; then
+  CONNINFO="postgresql:user=${BASH_REMATCH[1]} host=${BASH_REMATCH[2]} port=${BASH_REMATCH[3]} dbname=${BASH_REMATCH[4]}"
+else
+  fail "cannot take apart $DB"
+fi
+echo '{"c":9}' | expect_exit 0 kjoin --table "$CONNINFO#customers" --table-key id --key .c --as .who
+assert_eq "$(jq -r .who.name "$WORK/out")" "Grace" "a conninfo target"
+
 # --- --refresh: a change reaches the records read after it ------------------------
 # kjoin reads a FIFO; the test writes one record at a time and waits for
 # its line, until the UPDATE made after the first record shows.
