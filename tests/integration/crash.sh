@@ -48,21 +48,8 @@ completed() { sql "$S" "SELECT COALESCE(MAX(id), 0) FROM checkpoints WHERE compl
 # state, often came when nothing was in flight.
 cat >"$WORK/pipeline.sh" <<PIPE
 #!/usr/bin/env bash
-killer() {
-  [[ -n "\${KILL_LINES:-}" ]] || exec cat
-  local checkpoints=0 lines=0 line
-  while IFS= read -r line; do
-    printf '%s\n' "\$line"
-    if [[ \$line == '{"\$kpipe":"checkpoint"'* ]]; then
-      checkpoints=\$((checkpoints + 1)) lines=0
-    elif ((checkpoints >= KILL_CHECKPOINTS && ++lines >= KILL_LINES)); then
-      echo "after checkpoint line \$checkpoints and \$lines records" >>"$WORK/killed"
-      kill -KILL 0
-    fi
-  done
-}
 kconsume "\$@" 2>>"$WORK/consume.err" |
-  killer |
+  KILL_LOG="$WORK/killed" "$KPIPE_SOURCE_DIR/tests/integration/bin/kill_after_checkpoints" |
   kdedup --key .value.event_id --state "$S" 2>>"$WORK/dedup.err" |
   kwindow ${windows[*]} \${KWINDOW_EXTRA:-} 2>>"$WORK/window.err" |
   kcheckpoint commit --state "$S" --passthrough >>"$WORK/out.ndjson" 2>>"$WORK/commit.err"

@@ -37,21 +37,8 @@ session=(-X session.timeout.ms=6000)
 # checkpoint has committed.
 cat >"$WORK/pipeline.sh" <<PIPE
 #!/usr/bin/env bash
-killer() {
-  [[ -n "\${KILL_LINES:-}" ]] || exec cat
-  local checkpoints=0 lines=0 line
-  while IFS= read -r line; do
-    printf '%s\n' "\$line"
-    if [[ \$line == '{"\$kpipe":"checkpoint"'* ]]; then
-      checkpoints=\$((checkpoints + 1))
-    elif ((checkpoints >= KILL_CHECKPOINTS && ++lines >= KILL_LINES)); then
-      echo "after checkpoint line \$checkpoints and \$lines records" >>"$WORK/killed"
-      kill -KILL 0
-    fi
-  done
-}
 kconsume -b "$BROKERS" -t "$SRC" -g "$G" --state "$S" --checkpoint-interval 100ms ${session[*]} "\$@" 2>>"$WORK/consume.err" |
-  killer |
+  KILL_LOG="$WORK/killed" KILL_SINCE=first "$KPIPE_SOURCE_DIR/tests/integration/bin/kill_after_checkpoints" |
   kdedup --key .value.event_id --state "$S" 2>>"$WORK/dedup.err" |
   kproduce -b "$BROKERS" -t "$OUT" --envelope --keep-partition --transactional --state "$S" \
     >/dev/null 2>>"$WORK/produce.err"
