@@ -101,6 +101,23 @@ std::string_view LookupTable::entry_row(const char* e) {
   return {e + kEntryHeader + read_u32(e), read_u32(e + 4)};
 }
 
+uint64_t LookupTable::hash(std::string_view key) {
+  return hash_key(key);
+}
+
+void LookupTable::prefetch_entry(uint64_t hash) const {
+  if (slots_.empty()) return;
+  const Slot& s = slots_[hash & (slots_.size() - 1)];
+  if (s.hash == hash && s.entry != nullptr && s.entry != kDeleted) __builtin_prefetch(s.entry);
+}
+
+void LookupTable::reserve(size_t rows) {
+  size_t capacity = std::max<size_t>(slots_.size(), 1024);
+  // As full as put() lets the index get before it grows.
+  while (rows * 10 > capacity * 7) capacity *= 2;
+  if (capacity != slots_.size()) rehash(capacity);
+}
+
 const char* LookupTable::store(std::string_view key, std::string_view row) {
   size_t size = kEntryHeader + key.size() + row.size();
   if (blocks_.empty() || block_size_ - block_used_ < size) {
@@ -199,10 +216,10 @@ bool LookupTable::erase(std::string_view key) {
   return true;
 }
 
-std::optional<std::string_view> LookupTable::find(std::string_view key) const {
+std::optional<std::string_view> LookupTable::find(std::string_view key, uint64_t hash) const {
   if (slots_.empty()) return std::nullopt;
   bool found = false;
-  size_t i = probe(hash_key(key), key, found);
+  size_t i = probe(hash, key, found);
   if (!found) return std::nullopt;
   return entry_row(slots_[i].entry);
 }

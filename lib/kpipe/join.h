@@ -37,7 +37,18 @@ class LookupTable {
   void put(std::string_view key, std::string_view row);
   // Whether the key was there.
   bool erase(std::string_view key);
-  std::optional<std::string_view> find(std::string_view key) const;
+  std::optional<std::string_view> find(std::string_view key) const { return find(key, hash(key)); }
+  // A lookup in steps, for a caller that works on several records at once
+  // so that their cache misses overlap: the key's hash, then a prefetch of
+  // its index slot, then (once that is in cache) of its entry, then find.
+  static uint64_t hash(std::string_view key);
+  void prefetch_slot(uint64_t hash) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[hash & (slots_.size() - 1)]);
+  }
+  void prefetch_entry(uint64_t hash) const;
+  std::optional<std::string_view> find(std::string_view key, uint64_t hash) const;
+  // Room for `rows` keys without growing the index.
+  void reserve(size_t rows);
   size_t size() const { return live_; }
   // Bytes held: the arena and the index.
   size_t memory() const;
@@ -212,6 +223,9 @@ class JoinEngine final : public Snapshottable {
 
   // Lookup: the newest row of `key`.
   std::optional<std::string_view> find(std::string_view key) const { return lookup_.find(key); }
+  const LookupTable& lookup_table() const { return lookup_; }
+  // Lookup: room for `rows` keys without growing the index.
+  void reserve(size_t rows) { lookup_.reserve(rows); }
   // As of: the row of `key` valid at `time`.
   VersionedTable::Found find_as_of(std::string_view key, Millis time) const {
     return versions_.find(key, time);

@@ -277,16 +277,20 @@ class RowReader {
   // `text` must be padded (a Line's, or after pad()).
   Expected<Row> read(std::string_view text, bool keyed_by_fields) {
     KPIPE_TRY(reader_.read(text, plan_.table_fields, values_));
+    return from_values(values_.data(), keyed_by_fields);
+  }
+
+  // The same from values read already (a LineFeed's).
+  Expected<Row> from_values(const JsonField* values, bool keyed_by_fields) {
     Row row;
     if (keyed_by_fields) {
-      auto key = join_key(plan_.table_fields, plan_.table_key_slots, values_.data(), key_);
+      auto key = join_key(plan_.table_fields, plan_.table_key_slots, values, key_);
       if (!key) return key.take_error();
       row.key = *key;
     }
     if (plan_.table_time_slot) {
       size_t slot = *plan_.table_time_slot;
-      auto t =
-          read_event_time(values_[slot], plan_.table_fields.path(slot).text(), plan_.time_unit);
+      auto t = read_event_time(values[slot], plan_.table_fields.path(slot).text(), plan_.time_unit);
       if (!t) return t.take_error();
       row.time = *t;
     }
@@ -387,6 +391,9 @@ class FileTable final : public TableSource {
   Status read_into(JoinEngine& engine) {
     LineFeed feed({path_}, max_line_, &plan_.table_fields);
     RowReader rows(plan_);
+    constexpr uint64_t kSizeAfter = 4096;
+    uint64_t rows_read = 0;
+    uint64_t line_bytes = 0;
     Line line;
     const ParsedLine* parsed = nullptr;
     while (true) {
@@ -397,10 +404,19 @@ class FileTable final : public TableSource {
       auto bad = [&](const Error& e) {
         return data_error("table {}: line {}: {}", path_, line.number, e.message);
       };
+      if (line.too_long)
+        return bad(Error{ExitStatus::kDataError, fmt::format("longer than {} bytes", max_line_)});
       Status valid = rows.validate(line.text);
       if (!valid.ok()) return bad(valid.error());
-      auto row = rows.read(line.text, true);
+      if (parsed != nullptr && !parsed->status.ok()) return bad(parsed->status.error());
+      auto row =
+          parsed != nullptr ? rows.from_values(parsed->values, true) : rows.read(line.text, true);
       if (!row) return bad(row.error());
+      // A large table's index is sized once, from the first rows' length.
+      line_bytes += line.text.size() + 1;
+      if (++rows_read == kSizeAfter && engine.mode() == JoinMode::kLookup)
+        engine.reserve(static_cast<size_t>(static_cast<double>(identity_.size) /
+                                           static_cast<double>(line_bytes) * kSizeAfter * 1.05));
       if (!row->key) {
         ++skipped_;
         continue;
@@ -619,22 +635,26 @@ class JoinStage final : public ParsingStage {
             StageState& state, Io& io)
       : plan_(plan), engine_(engine), table_(table), bad_(bad), state_(state), io_(io) {
     last_poll_ = io.clock.steady();
+    append_json_string(member_, plan.as_name);
+    member_.push_back(':');
   }
 
   const FieldSet* fields() const override { return &plan_.fields; }
 
   Status on_parsed(const Line& line, const ParsedLine& parsed, Output& out) override {
-    if (!parsed.status.ok()) return parsed.status;
+    Status read = read_record(parsed);
+    if (!read.ok()) {
+      KPIPE_TRY(settle(out));
+      return read;
+    }
     if ((++since_poll_ & 255) == 0) KPIPE_TRY(poll_now(out));
     const JsonField* values = parsed.values;
-    KPIPE_TRY(check_target(values, parsed.root_type));
     auto key = join_key(plan_.fields, plan_.key_slots, values, key_);
-    if (!key) return key.take_error();
-    if (plan_.mode == JoinMode::kLookup) {
-      std::optional<std::string_view> row;
-      if (*key) row = engine_.find(**key);
-      return emit(line, values, *key, row, out);
+    if (!key) {
+      KPIPE_TRY(settle(out));
+      return key.take_error();
     }
+    if (plan_.mode == JoinMode::kLookup) return look_up(line, values, *key, out);
     size_t slot = *plan_.time_slot;
     auto time = read_event_time(values[slot], plan_.fields.path(slot).text(), plan_.time_unit);
     if (!time) return time.take_error();
@@ -658,6 +678,7 @@ class JoinStage final : public ParsingStage {
   // With --state a checkpoint line is the exception: the records waiting
   // are in the snapshot it saves, so it may go on at once.
   Status on_control(const Line& line, Output& out) override {
+    KPIPE_TRY(settle(out));
     KPIPE_TRY(release(out));
     if (engine_.has_pending()) {
       bool checkpoint = false;
@@ -676,6 +697,7 @@ class JoinStage final : public ParsingStage {
   }
 
   Status before_wait(Output& out) override {
+    KPIPE_TRY(settle(out));
     KPIPE_TRY(table_.poll(engine_, 0));
     return release(out);
   }
@@ -690,6 +712,7 @@ class JoinStage final : public ParsingStage {
   // Waits for the table no longer than --idle-timeout lets a quiet one
   // hold records; without it, joins what waits with the table as it is.
   Status on_end(Output& out) override {
+    KPIPE_TRY(settle(out));
     if (plan_.mode != JoinMode::kAsOf || !engine_.has_pending()) return {};
     KPIPE_TRY(table_.catch_up(engine_));
     KPIPE_TRY(release(out));
@@ -724,12 +747,18 @@ class JoinStage final : public ParsingStage {
     Millis now = io_.clock.steady();
     if (now - last_poll_ < kPollEvery) return {};
     last_poll_ = now;
+    KPIPE_TRY(settle(out));
     KPIPE_TRY(table_.poll(engine_, 0));
     return release(out);
   }
 
-  // The row can go where --as says: its member exists, or its parent is
-  // an object.
+  // The line was parsed, and the row can go where --as says: its member
+  // exists, or its parent is an object.
+  Status read_record(const ParsedLine& parsed) const {
+    if (!parsed.status.ok()) return parsed.status;
+    return check_target(parsed.values, parsed.root_type);
+  }
+
   Status check_target(const JsonField* values, JsonType root) const {
     if (values[plan_.as_slot].type != JsonType::kMissing) return {};
     if (!plan_.parent_slot) {
@@ -757,7 +786,37 @@ class JoinStage final : public ParsingStage {
     return emit(line, values, key, row, out);
   }
 
+  // Where the row goes in a line: over the bytes [at, at + length), or
+  // (`insert`) as a new member before the byte at `at`, its parent's
+  // closing brace, after a comma unless the parent is empty.
+  struct Splice {
+    size_t at = 0;
+    size_t length = 0;
+    bool insert = false;
+    bool comma = false;
+  };
+
+  Splice splice_of(std::string_view text, const JsonField* values) const {
+    Splice sp;
+    const JsonField& target = values[plan_.as_slot];
+    if (target.type != JsonType::kMissing) {
+      sp.at = static_cast<size_t>(target.raw.data() - text.data());
+      sp.length = target.raw.size();
+      return sp;
+    }
+    std::string_view object = plan_.parent_slot ? values[*plan_.parent_slot].raw : trim(text);
+    sp.at = static_cast<size_t>(object.data() - text.data()) + object.size() - 1;
+    sp.insert = true;
+    sp.comma = object.find_first_not_of(" \t\r\n", 1) != object.size() - 1;
+    return sp;
+  }
+
   Status emit(const Line& line, const JsonField* values, std::optional<std::string_view> key,
+              std::optional<std::string_view> row, Output& out) {
+    return emit(line, splice_of(line.text, values), key, row, out);
+  }
+
+  Status emit(const Line& line, const Splice& sp, std::optional<std::string_view> key,
               std::optional<std::string_view> row, Output& out) {
     if (!row) {
       if (plan_.on_miss == OnMiss::kDrop) {
@@ -777,25 +836,76 @@ class JoinStage final : public ParsingStage {
     std::string_view value = row ? *row : std::string_view("null");
     std::string& buf = out.buffer();
     std::string_view text = line.text;
-    const JsonField& target = values[plan_.as_slot];
-    if (target.type != JsonType::kMissing) {
-      size_t start = static_cast<size_t>(target.raw.data() - text.data());
-      buf.append(text.substr(0, start));
-      buf.append(value);
-      buf.append(text.substr(start + target.raw.size()));
-    } else {
-      std::string_view object = plan_.parent_slot ? values[*plan_.parent_slot].raw : trim(text);
-      size_t close = static_cast<size_t>(object.data() - text.data()) + object.size() - 1;
-      bool empty = object.find_first_not_of(" \t\r\n", 1) == object.size() - 1;
-      buf.append(text.substr(0, close));
-      if (!empty) buf.push_back(',');
-      append_json_string(buf, plan_.as_name);
-      buf.push_back(':');
-      buf.append(value);
-      buf.append(text.substr(close));
+    buf.append(text.substr(0, sp.at));
+    if (sp.insert) {
+      if (sp.comma) buf.push_back(',');
+      buf.append(member_);
     }
+    buf.append(value);
+    buf.append(text.substr(sp.at + sp.length));
     buf.push_back('\n');
     return out.end_record();
+  }
+
+  // Lookups, two records deep: a record's index slot is fetched while the
+  // next is parsed, its entry while the one after is, and it is joined
+  // then; the cache misses of a large table overlap the parsing instead
+  // of stalling it. What is held is written before anything that follows
+  // it and before the driver waits.
+  struct Held {
+    std::string text;  // the line, then kJsonPadding zero bytes
+    size_t size = 0;
+    std::string key;
+    bool has_key = false;
+    uint64_t hash = 0;
+    Splice splice;
+    uint64_t number = 0;
+    std::string input;
+  };
+
+  Status look_up(const Line& line, const JsonField* values, std::optional<std::string_view> key,
+                 Output& out) {
+    if (held_count_ == 2) KPIPE_TRY(settle_oldest(out));
+    if (held_count_ == 1) {
+      const Held& older = held_[held_first_];
+      if (older.has_key) engine_.lookup_table().prefetch_entry(older.hash);
+    }
+    Held& h = held_[(held_first_ + held_count_) % 2];
+    ++held_count_;
+    h.size = line.text.size();
+    if (h.text.size() < h.size + kJsonPadding) h.text.resize(2 * h.size + kJsonPadding);
+    std::memcpy(h.text.data(), line.text.data(), h.size);
+    std::memset(h.text.data() + h.size, 0, kJsonPadding);
+    h.splice = splice_of(line.text, values);
+    h.has_key = key.has_value();
+    if (key) {
+      h.key.assign(*key);
+      h.hash = LookupTable::hash(*key);
+      engine_.lookup_table().prefetch_slot(h.hash);
+    }
+    h.number = line.number;
+    if (h.input != line.input) h.input.assign(line.input);
+    return {};
+  }
+
+  Status settle_oldest(Output& out) {
+    Held& h = held_[held_first_];
+    held_first_ = (held_first_ + 1) % 2;
+    --held_count_;
+    std::optional<std::string_view> row;
+    if (h.has_key) row = engine_.lookup_table().find(h.key, h.hash);
+    Line line;
+    line.text = std::string_view(h.text.data(), h.size);
+    line.number = h.number;
+    line.input = h.input;
+    std::optional<std::string_view> key;
+    if (h.has_key) key = h.key;
+    return emit(line, h.splice, key, row, out);
+  }
+
+  Status settle(Output& out) {
+    while (held_count_ > 0) KPIPE_TRY(settle_oldest(out));
+    return {};
   }
 
   // Joins the waiting records the table's watermark has passed (all of
@@ -839,6 +949,10 @@ class JoinStage final : public ParsingStage {
   StageState& state_;
   Io& io_;
   std::string key_;
+  std::string member_;  // "NAME": of --as
+  Held held_[2];
+  size_t held_first_ = 0;
+  size_t held_count_ = 0;
   uint64_t since_poll_ = 0;
   Millis last_poll_ = 0;
   Millis stream_newest_ = kMinTime;
