@@ -557,10 +557,14 @@ bool is_blank_after(std::string_view line, od::document& doc) {
 
 struct JsonReader::Impl {
   od::parser parser;
-  // For a path that is both a leaf and a prefix (rare): the leaf's text is
-  // read again with a parser of its own, one per level, since re-using a
-  // parser ends the document that a level above is still walking.
+  // For the root when it is both a leaf and a prefix (rare): the leaf's
+  // text is read again with a parser of its own, one per level, since
+  // re-using a parser ends the document that a level above is still
+  // walking.
   std::vector<std::unique_ptr<od::parser>> nested;
+  // The document being walked, whose position tells where a value walked
+  // through ends (capture).
+  od::document* doc = nullptr;
   size_t nested_depth = 0;
   const std::vector<FieldSet::Node>* nodes = nullptr;
   JsonField* out = nullptr;
@@ -659,25 +663,36 @@ struct JsonReader::Impl {
 
   bool capture(od::value v, size_t node_index) {
     const FieldSet::Node& node = (*nodes)[node_index];
-    if (node.slot >= 0) {
-      JsonField& f = out[static_cast<size_t>(node.slot)];
-      if (f.type != JsonType::kMissing) return true;  // a repeated key: the first wins
-      if (!read_leaf(v, f)) return false;
-      if (node.children.empty()) return true;
-      if (f.type != JsonType::kObject && f.type != JsonType::kArray) return true;
-      // The value was consumed whole; read the deeper paths from its text.
-      return descend_text(f.raw, node);
-    }
-    return descend(v, node);
+    if (node.slot < 0) return descend(v, node);
+    JsonField& f = out[static_cast<size_t>(node.slot)];
+    if (f.type != JsonType::kMissing) return true;  // a repeated key: the first wins
+    if (node.children.empty()) return read_leaf(v, f);
+    // Both a leaf and a prefix (kjoin's --as and its parent): an object or
+    // array is walked once for the deeper paths, and its text is from its
+    // first byte to where the walk left the document.
+    od::json_type t;
+    if ((error = v.type().get(t))) return false;
+    if (t != od::json_type::object && t != od::json_type::array) return read_leaf(v, f);
+    const char* start = v.raw_json_token().data();
+    if (!descend(v, node)) return false;
+    const char* end = nullptr;
+    if ((error = doc->current_location().get(end))) return false;
+    f.type = to_type(t);
+    f.raw = trim_right(std::string_view(start, static_cast<size_t>(end - start)));
+    return true;
   }
 
   bool descend_text(std::string_view text, const FieldSet::Node& node) {
     if (nested_depth == nested.size()) nested.push_back(std::make_unique<od::parser>());
     od::parser& p = *nested[nested_depth];
     ++nested_depth;
-    auto doc = p.iterate(text.data(), text.size(), text.size() + 64);
+    od::document inner_doc;
+    od::document* outer = doc;
+    doc = &inner_doc;
     od::value inner;
-    bool ok = !(error = doc.get_value().get(inner)) && descend(inner, node);
+    bool ok = !(error = p.iterate(text.data(), text.size(), text.size() + 64).get(inner_doc)) &&
+              !(error = inner_doc.get_value().get(inner)) && descend(inner, node);
+    doc = outer;
     --nested_depth;
     return ok;
   }
@@ -769,6 +784,7 @@ Status JsonReader::read(std::string_view line, const FieldSet& fields, JsonField
   od::json_type t;
   if (!m.start(line, doc, t)) return data_error(explain(m.error, line));
   root_type_ = to_type(t);
+  m.doc = &doc;
   bool ok = true;
   if (root.slot >= 0) {
     JsonField& f = out[static_cast<size_t>(root.slot)];
