@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <optional>
 
@@ -314,6 +315,41 @@ class RowReader {
   std::string padded_;
 };
 
+// Rows put into a table read whole a batch at a time: each row's index
+// slot is prefetched as it is read and the batch put once full, so that the
+// cache misses of a large table overlap instead of coming one by one.
+class RowBatch {
+ public:
+  explicit RowBatch(JoinEngine& engine) : engine_(engine) {}
+  ~RowBatch() { flush(); }
+
+  void add(std::string_view key, Millis time, std::string_view row) {
+    Item& item = items_[count_++];
+    item.key.assign(key);
+    item.row.assign(row);
+    item.time = time;
+    engine_.lookup_table().prefetch_slot(LookupTable::hash(key));
+    if (count_ == kSize) flush();
+  }
+
+  void flush() {
+    for (size_t i = 0; i < count_; ++i)
+      engine_.apply(items_[i].key, items_[i].time, items_[i].row, -1, 0);
+    count_ = 0;
+  }
+
+ private:
+  static constexpr size_t kSize = 16;
+  struct Item {
+    std::string key;
+    std::string row;
+    Millis time = 0;
+  };
+  JoinEngine& engine_;
+  std::array<Item, kSize> items_;
+  size_t count_ = 0;
+};
+
 // Where the table comes from. load() reads it whole (a topic: to its
 // end); poll() takes what changed since, without waiting longer than
 // `wait`.
@@ -393,6 +429,7 @@ class FileTable final : public TableSource {
     RowReader rows(plan_);
     constexpr uint64_t kSizeAfter = 4096;
     uint64_t rows_read = 0;
+    RowBatch batch(engine);
     uint64_t line_bytes = 0;
     Line line;
     const ParsedLine* parsed = nullptr;
@@ -421,8 +458,9 @@ class FileTable final : public TableSource {
         ++skipped_;
         continue;
       }
-      engine.apply(*row->key, row->time, line.text, -1, 0);
+      batch.add(*row->key, row->time, line.text);
     }
+    batch.flush();
     return {};
   }
 
@@ -485,8 +523,9 @@ class SqlTable final : public TableSource {
 
   Status read_into(JoinEngine& engine) {
     RowReader rows(plan_);
+    RowBatch batch(engine);
     uint64_t n = 0;
-    return read_table_rows(
+    Status read = read_table_rows(
         plan_.table.target, plan_.table.table, [&](std::string_view text) -> Status {
           ++n;
           std::string_view padded = rows.pad(text);
@@ -499,9 +538,11 @@ class SqlTable final : public TableSource {
             ++skipped_;
             return {};
           }
-          engine.apply(*row->key, row->time, text, -1, 0);
+          batch.add(*row->key, row->time, text);
           return {};
         });
+    batch.flush();
+    return read;
   }
 
   const JoinPlan& plan_;
@@ -847,11 +888,12 @@ class JoinStage final : public ParsingStage {
     return out.end_record();
   }
 
-  // Lookups, two records deep: a record's index slot is fetched while the
-  // next is parsed, its entry while the one after is, and it is joined
-  // then; the cache misses of a large table overlap the parsing instead
-  // of stalling it. What is held is written before anything that follows
-  // it and before the driver waits.
+  // Lookups a few records deep: a record's index slot is fetched when it
+  // is parsed, its entry two records later, and it is joined two after
+  // that; the cache misses of a large table overlap the parsing instead
+  // of stalling it (one record apart was too close to hide them; 4 and 2
+  // measured best on bench/join.sh). What is held is written before
+  // anything that follows it and before the driver waits.
   struct Held {
     std::string text;  // the line, then kJsonPadding zero bytes
     size_t size = 0;
@@ -865,12 +907,12 @@ class JoinStage final : public ParsingStage {
 
   Status look_up(const Line& line, const JsonField* values, std::optional<std::string_view> key,
                  Output& out) {
-    if (held_count_ == 2) KPIPE_TRY(settle_oldest(out));
-    if (held_count_ == 1) {
-      const Held& older = held_[held_first_];
+    if (held_count_ == kHeld) KPIPE_TRY(settle_oldest(out));
+    if (held_count_ >= kEntryAfter) {
+      const Held& older = held_[(held_first_ + held_count_ - kEntryAfter) % kHeld];
       if (older.has_key) engine_.lookup_table().prefetch_entry(older.hash);
     }
-    Held& h = held_[(held_first_ + held_count_) % 2];
+    Held& h = held_[(held_first_ + held_count_) % kHeld];
     ++held_count_;
     h.size = line.text.size();
     if (h.text.size() < h.size + kJsonPadding) h.text.resize(2 * h.size + kJsonPadding);
@@ -890,7 +932,7 @@ class JoinStage final : public ParsingStage {
 
   Status settle_oldest(Output& out) {
     Held& h = held_[held_first_];
-    held_first_ = (held_first_ + 1) % 2;
+    held_first_ = (held_first_ + 1) % kHeld;
     --held_count_;
     std::optional<std::string_view> row;
     if (h.has_key) row = engine_.lookup_table().find(h.key, h.hash);
@@ -950,7 +992,9 @@ class JoinStage final : public ParsingStage {
   Io& io_;
   std::string key_;
   std::string member_;  // "NAME": of --as
-  Held held_[2];
+  static constexpr size_t kHeld = 4;
+  static constexpr size_t kEntryAfter = 2;
+  Held held_[kHeld];
   size_t held_first_ = 0;
   size_t held_count_ = 0;
   uint64_t since_poll_ = 0;
