@@ -390,16 +390,26 @@ class FileTable final : public TableSource {
     if (now - last_check_ < kFileCheckEvery) return {};
     last_check_ = now;
     Identity current;
-    if (!identify(current).ok() || current == identity_) return {};
-    JoinEngine fresh(engine.mode(), false, 0, 0, io_.clock);
-    Status read = read_into(fresh);
-    if (!read.ok()) {
+    Status there = identify(current);
+    if (!there.ok()) {
+      // Gone for a moment (a rename in two steps), or for good: the table
+      // read before stays, and the operator hears of it once.
       if (!warned_)
-        io_.reporter.warning(fmt::format("kept the table read before: {}", read.error().message));
+        io_.reporter.warning(fmt::format("kept the table read before: {}", there.error().message));
       warned_ = true;
       return {};
     }
+    // A version refused once is not read again until it changes.
+    if (current == identity_ || (refused_ && current == *refused_)) return {};
+    JoinEngine fresh(engine.mode(), false, 0, 0, io_.clock);
+    Status read = read_into(fresh);
+    if (!read.ok()) {
+      io_.reporter.warning(fmt::format("kept the table read before: {}", read.error().message));
+      refused_ = current;
+      return {};
+    }
     identity_ = current;
+    refused_.reset();
     warned_ = false;
     engine.replace_table(fresh);
     io_.reporter.info(fmt::format("read '{}' again: {} rows", path_, engine.rows()));
@@ -469,6 +479,7 @@ class FileTable final : public TableSource {
   size_t max_line_;
   Io& io_;
   Identity identity_;
+  std::optional<Identity> refused_;  // a new version that was bad
   Millis last_check_ = 0;
   bool warned_ = false;
 };
