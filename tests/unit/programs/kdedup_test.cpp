@@ -11,6 +11,7 @@
 #include "fakes.h"
 #include "helpers.h"
 #include "kpipe/store/state_store.h"
+#include "program_run.h"
 
 // kdedup as a whole, short of the command line: the keys of several paths,
 // and the state saved by an older kdedup whose keys of several paths read
@@ -21,26 +22,11 @@ namespace {
 
 using test::TempDir;
 
-struct Result {
-  Status status;
-  std::string out;
-  RecordingReporter reporter;
-};
+using Result = test::ProgramRun;
 
 Result run_tool(DedupOptions o, const std::string& input, const TempDir& dir) {
   Result r;
-  o.input.inputs = {dir.write("in.ndjson", input)};
-  int fd = ::open(dir.file("out.ndjson").c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
-  REQUIRE(fd >= 0);
-  {
-    Output out(fd, "<stdout>");
-    FakeClock clock(1795946400000);
-    Io io{out, r.reporter, clock, nullptr, "kdedup", nullptr};
-    r.status = run_dedup(o, io);
-    (void)out.flush();
-  }
-  ::close(fd);
-  r.out = test::read_file(dir.file("out.ndjson"));
+  test::run_program("kdedup", input, dir, o.input, r, [&](Io& io) { return run_dedup(o, io); });
   return r;
 }
 

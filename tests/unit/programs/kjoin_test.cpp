@@ -2,13 +2,9 @@
 
 #include <catch2/catch.hpp>
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <string>
 
-#include "fakes.h"
-#include "helpers.h"
+#include "program_run.h"
 
 // kjoin as a whole, short of the command line, on file tables: lookups
 // held a few records deep come out in order, before the control lines and
@@ -20,26 +16,11 @@ namespace {
 
 using test::TempDir;
 
-struct Result {
-  Status status;
-  std::string out;
-  RecordingReporter reporter;
-};
+using Result = test::ProgramRun;
 
 Result run_tool(JoinOptions o, const std::string& input, const TempDir& dir) {
   Result r;
-  o.input.inputs = {dir.write("in.ndjson", input)};
-  int fd = ::open(dir.file("out.ndjson").c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
-  REQUIRE(fd >= 0);
-  {
-    Output out(fd, "<stdout>");
-    FakeClock clock(1795946400000);
-    Io io{out, r.reporter, clock, nullptr, "kjoin", nullptr};
-    r.status = run_join(o, io);
-    (void)out.flush();
-  }
-  ::close(fd);
-  r.out = test::read_file(dir.file("out.ndjson"));
+  test::run_program("kjoin", input, dir, o.input, r, [&](Io& io) { return run_join(o, io); });
   return r;
 }
 

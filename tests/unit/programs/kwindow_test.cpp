@@ -2,17 +2,13 @@
 
 #include <catch2/catch.hpp>
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include "fakes.h"
+#include "helpers.h"
 #include "kpipe/store/sqlite.h"
 #include "kpipe/store/state_store.h"
+#include "program_run.h"
 
 // kwindow as a whole, short of the command line: times and keys read from
 // lines, bad input, late records, control lines, the options' usage errors.
@@ -20,53 +16,13 @@
 namespace kpipe {
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-class TempDir {
- public:
-  TempDir() {
-    std::string pattern =
-        (std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") + std::string("/kwindow.XXXXXX");
-    char* made = ::mkdtemp(pattern.data());
-    REQUIRE(made != nullptr);
-    path_ = made;
-  }
-  ~TempDir() { (void)std::system(("rm -rf '" + path_ + "'").c_str()); }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-struct Result {
-  Status status;
-  std::string out;
-  RecordingReporter reporter;
-};
+using test::read_file;
+using test::TempDir;
+using Result = test::ProgramRun;
 
 // Runs kwindow over `input` (one file) and collects what it wrote.
 void run_tool(WindowOptions o, const std::string& input, Result& r, const TempDir& dir) {
-  {
-    std::ofstream f(dir.file("in.ndjson"), std::ios::binary);
-    f << input;
-  }
-  o.input.inputs = {dir.file("in.ndjson")};
-  int fd = ::open(dir.file("out.ndjson").c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
-  REQUIRE(fd >= 0);
-  {
-    Output out(fd, "<stdout>");
-    FakeClock clock(1795946400000);
-    Io io{out, r.reporter, clock, nullptr, "kwindow", nullptr};
-    r.status = run_window(o, io);
-    (void)out.flush();
-  }
-  ::close(fd);
-  r.out = read_file(dir.file("out.ndjson"));
+  test::run_program("kwindow", input, dir, o.input, r, [&](Io& io) { return run_window(o, io); });
 }
 
 WindowOptions options() {
