@@ -32,9 +32,6 @@ session=()
 
 windows=(--time .value.ts --key .value.user_id --tumble 1m --watermark 5s --agg count --agg sum:.value.amount
          --time-format ms --state "$S")
-# The newest complete checkpoint's id (ids grow; the oldest are pruned, so
-# a count stops at about a thousand).
-completed() { sql "$S" "SELECT COALESCE(MAX(id), 0) FROM checkpoints WHERE completed_at IS NOT NULL" 2>/dev/null || echo 0; }
 
 # The pipeline, as a script of its own run in a new process group, so that
 # one SIGKILL reaches every stage at once. Arguments go to kconsume;
@@ -54,14 +51,6 @@ kconsume "\$@" 2>>"$WORK/consume.err" |
   kwindow ${windows[*]} \${KWINDOW_EXTRA:-} 2>>"$WORK/window.err" |
   kcheckpoint commit --state "$S" --passthrough >>"$WORK/out.ndjson" 2>>"$WORK/commit.err"
 PIPE
-PIPELINE=""
-run_pipeline() {
-  setsid bash "$WORK/pipeline.sh" "$@" &
-  PIPELINE=$!
-}
-# A failing test leaves no pipeline behind: its stages are a session of
-# their own, out of the reach of lib.sh's cleanup.
-trap 'status=$?; set +e; [[ -z "$PIPELINE" ]] || kill -KILL -- -"$PIPELINE" 2>/dev/null; (exit $status); cleanup' EXIT
 
 # Each round: start the pipeline, wait until it holds its partitions (its
 # first checkpoint completes), then produce the round's events in pieces
@@ -69,18 +58,6 @@ trap 'status=$?; set +e; [[ -z "$PIPELINE" ]] || kill -KILL -- -"$PIPELINE" 2>/d
 # and 1 to 2,000 records more. Should the round's records run out first,
 # the kill comes from outside once they are all produced and read.
 kills=0
-wait_checkpoints() {
-  local deadline=$((SECONDS + 120))
-  while (($(completed) < $1)); do
-    if ! kill -0 "$PIPELINE" 2>/dev/null; then
-      # Killed by its own loop (on records left from the round before)?
-      (($(lines "$WORK/killed") > killed_before)) && return
-      fail "the pipeline ended before it was killed: $(cat "$WORK"/*.err)"
-    fi
-    ((SECONDS < deadline)) || fail "no checkpoint completed in 120 s: $(cat "$WORK"/*.err)"
-    sleep 0.02  # polling the state: there is nothing to wait on
-  done
-}
 for chunk in "$WORK"/chunk.*; do
   before=$(completed) killed_before=$(lines "$WORK/killed")
   KILL_CHECKPOINTS=$((1 + RANDOM % 6)) KILL_LINES=$((1 + RANDOM % 2000)) \

@@ -58,8 +58,6 @@ table_batch() {
 session=()
 [[ "$KPIPE_TEST_BROKER" == kafka ]] && session=(-X session.timeout.ms=6000)
 
-# The newest complete checkpoint's id.
-completed() { sql "$S" "SELECT COALESCE(MAX(id), 0) FROM checkpoints WHERE completed_at IS NOT NULL" 2>/dev/null || echo 0; }
 
 # The pipeline, as a script of its own run in a new session, so that one
 # SIGKILL reaches every stage at once. Arguments go to kconsume. With
@@ -75,30 +73,6 @@ kconsume "\$@" 2>>"$WORK/consume.err" |
   kjoin -v -b "$BROKERS" --table "kafka:$U" --key .value.user_id --as .value.user --state "$S" 2>>"$WORK/join.err" |
   kcheckpoint commit --state "$S" --passthrough >>"$WORK/out.ndjson" 2>>"$WORK/commit.err"
 PIPE
-PIPELINE=""
-run_pipeline() {
-  setsid bash "$WORK/pipeline.sh" "$@" &
-  PIPELINE=$!
-}
-# A failing test leaves no pipeline behind: its stages are a session of
-# their own, out of the reach of lib.sh's cleanup.
-trap 'status=$?; set +e; [[ -z "$PIPELINE" ]] || kill -KILL -- -"$PIPELINE" 2>/dev/null; (exit $status); cleanup' EXIT
-
-wait_checkpoints() {
-  local deadline=$((SECONDS + 120))
-  while (($(completed) < $1)); do
-    if ! kill -0 "$PIPELINE" 2>/dev/null; then
-      # Killed by its own loop (on records left from the round before)?
-      (($(lines "$WORK/killed") > killed_before)) && return
-      fail "the pipeline ended before it was killed: $(cat "$WORK"/*.err)"
-    fi
-    ((SECONDS < deadline)) || fail "no checkpoint completed in 120 s: $(cat "$WORK"/*.err)"
-    sleep 0.02 # polling the state: there is nothing to wait on
-  done
-}
-# gone: no process of the pipeline's session is left (zombies aside), so
-# that nothing more reaches the output.
-gone() { [[ -z "$(ps -o stat= -s "$PIPELINE" | grep -v '^Z')" ]]; }
 
 # Each run's lines of out.ndjson (first and last, 1-based) go to ranges:
 # "RUN FIRST LAST", and after it the newest complete checkpoint's id to
@@ -126,7 +100,7 @@ for r in 0 1 2 3; do
   done
   kill -KILL -- "-$PIPELINE" 2>/dev/null || true
   wait "$PIPELINE" 2>/dev/null || true
-  wait_for "every process of run $r to end" 30 gone
+  wait_for "every process of run $r to end" 30 pipeline_gone
   kills=$((kills + 1))
   echo "$r $first $(lines "$WORK/out.ndjson")" >>"$WORK/ranges"
   echo "$r $(completed)" >>"$WORK/checkpoints"

@@ -47,9 +47,13 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/kpipe-${TEST_NAME}.XXXXXX")
 RUN_RANDOM=$RANDOM
 RUN_ID="${TEST_NAME}-$$-${RUN_RANDOM}"
 BROKER_PID=""
+PIPELINE=""  # run_pipeline's session
 
 cleanup() {
   local status=$?
+  # A crash test's pipeline is a session of its own, out of reach of the
+  # jobs below.
+  [[ -z "$PIPELINE" ]] || kill -KILL -- -"$PIPELINE" 2>/dev/null || true
   if [[ -n "$BROKER_PID" ]]; then
     kill "$BROKER_PID" 2>/dev/null || true
     wait "$BROKER_PID" 2>/dev/null || true
@@ -227,6 +231,42 @@ wait_for() {
     sleep 0.05
   done
 }
+
+# --- crash tests ------------------------------------------------------------------
+# A crash test writes its pipeline as a script, $WORK/pipeline.sh, with
+# bin/kill_after_checkpoints after kconsume logging to $WORK/killed, and
+# keeps its state in $S.
+
+# run_pipeline ARGS...: starts $WORK/pipeline.sh in a session of its own,
+# so that one SIGKILL reaches every stage; PIPELINE is the session (killed
+# when the test ends).
+run_pipeline() {
+  setsid bash "$WORK/pipeline.sh" "$@" &
+  PIPELINE=$!
+}
+
+# completed [STORE]: the newest complete checkpoint's id in STORE (default
+# $S; ids grow, the oldest are pruned, so a count stops at about a thousand).
+completed() { sql "${1:-$S}" "SELECT COALESCE(MAX(id), 0) FROM checkpoints WHERE completed_at IS NOT NULL" 2>/dev/null || echo 0; }
+
+# wait_checkpoints N: until checkpoint N is complete, or the pipeline has
+# killed itself (on records left from the round before: $WORK/killed has
+# more lines than killed_before).
+wait_checkpoints() {
+  local deadline=$((SECONDS + 120))
+  while (($(completed) < $1)); do
+    if ! kill -0 "$PIPELINE" 2>/dev/null; then
+      (($(lines "$WORK/killed") > killed_before)) && return
+      fail "the pipeline ended before it was killed: $(cat "$WORK"/*.err)"
+    fi
+    ((SECONDS < deadline)) || fail "no checkpoint completed in 120 s: $(cat "$WORK"/*.err)"
+    sleep 0.02 # polling the state: there is nothing to wait on
+  done
+}
+
+# pipeline_gone: no process of the pipeline's session is left (zombies
+# aside), so that nothing more reaches the output.
+pipeline_gone() { [[ -z "$(ps -o stat= -s "$PIPELINE" | grep -v '^Z')" ]]; }
 
 # lines FILE: its number of lines (0 when it does not exist yet).
 lines() { if [[ -f "$1" ]]; then wc -l <"$1"; else echo 0; fi; }

@@ -43,13 +43,9 @@ kconsume -b "$BROKERS" -t "$SRC" -g "$G" --state "$S" --checkpoint-interval 100m
   kproduce -b "$BROKERS" -t "$OUT" --envelope --keep-partition --transactional --state "$S" \
     >/dev/null 2>>"$WORK/produce.err"
 PIPE
-PIPELINE=""
-trap 'status=$?; set +e; [[ -z "$PIPELINE" ]] || kill -KILL -- -"$PIPELINE" 2>/dev/null; (exit $status); cleanup' EXIT
-
 for round in 1 2 3 4 5 6; do
   killed_before=$(lines "$WORK/killed")
-  KILL_CHECKPOINTS=$((1 + RANDOM % 3)) KILL_LINES=$((1 + RANDOM % 3000)) setsid bash "$WORK/pipeline.sh" &
-  PIPELINE=$!
+  KILL_CHECKPOINTS=$((1 + RANDOM % 3)) KILL_LINES=$((1 + RANDOM % 3000)) run_pipeline
   # The pipeline kills itself; 200k records are far more than six rounds
   # read (the shell loop keeps each to a few thousand records a
   # checkpoint).

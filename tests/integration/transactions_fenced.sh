@@ -16,7 +16,6 @@ checkpoint() {
   printf '{"$kpipe":"checkpoint","id":%d,"at":0,"group":"%s","offsets":[{"topic":"%s","partition":0,"offset":%d}]}\n' \
     "$1" "$G" "$SRC" "$2"
 }
-completed() { sql "$1" "SELECT COALESCE(MAX(id), 0) FROM checkpoints WHERE completed_at IS NOT NULL" 2>/dev/null || echo 0; }
 has_completed() { (($(completed "$1") >= $2)); }
 
 # Each producer reads a fifo the test writes to, and keeps its own store:
