@@ -77,6 +77,9 @@ for chunk in "$WORK"/chunk.*; do
   # left: the kill then fails, and must not end the test (set -e).
   kill -KILL -- "-$PIPELINE" 2>/dev/null || true
   wait "$PIPELINE" 2>/dev/null || true
+  # SIGKILL reaches every stage at once, but each takes its time to die:
+  # the next round's kconsume would find the state file still locked.
+  wait_for "every process of the round to end" 30 pipeline_gone
   kills=$((kills + 1))
 done
 assert_eq "$kills" 6 "pipelines killed"

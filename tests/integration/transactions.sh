@@ -55,6 +55,9 @@ for round in 1 2 3 4 5 6; do
     sleep 0.05 # polling the pipeline: its own loop kills it, nothing else tells
   done
   wait "$PIPELINE" 2>/dev/null || true
+  # SIGKILL reaches every stage at once, but each takes its time to die:
+  # the next round's kconsume would find the state file still locked.
+  wait_for "every process of round $round to end" 30 pipeline_gone
   (($(lines "$WORK/killed") > killed_before)) ||
     fail "round $round: the pipeline ended before it was killed: $(cat "$WORK"/*.err)"
 done
