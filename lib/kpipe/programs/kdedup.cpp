@@ -1,6 +1,5 @@
 #include "kpipe/programs/kdedup.h"
 
-#include <cstring>
 #include <optional>
 
 #include "kpipe/event_time.h"
@@ -170,16 +169,10 @@ class DedupStage final : public ParsingStage {
   void hold(const Line& line, std::string_view key, const DedupEngine::Prepared& prepared,
             std::optional<Millis> time) {
     Pending& p = pending_;
-    // Copied with the padding that a dead letter's reader needs after it.
-    p.size = line.text.size();
-    if (p.text.size() < p.size + kJsonPadding) p.text.resize(2 * p.size + kJsonPadding);
-    std::memcpy(p.text.data(), line.text.data(), p.size);
-    std::memset(p.text.data() + p.size, 0, kJsonPadding);
+    p.line.assign(line);
     if (plan_.key_count > 0) p.key.assign(key);  // else the key is the text
     p.prepared = prepared;
     p.time = time;
-    p.number = line.number;
-    if (p.input != line.input) p.input.assign(line.input);
     p.active = true;
   }
 
@@ -188,7 +181,7 @@ class DedupStage final : public ParsingStage {
     Pending& p = pending_;
     if (!p.active) return {};
     p.active = false;
-    std::string_view text(p.text.data(), p.size);
+    std::string_view text = p.line.text();
     std::string_view key = plan_.key_count == 0 ? text : std::string_view(p.key);
     bool passes = p.time ? engine_.offer(p.prepared, key, *p.time) : engine_.offer(p.prepared, key);
     if (passes) {
@@ -203,11 +196,7 @@ class DedupStage final : public ParsingStage {
     }
     if (!plan_.dups_to_dlq) return {};
     ++dead_lettered_dups_;
-    Line line;
-    line.text = text;
-    line.number = p.number;
-    line.input = p.input;
-    return bad_.dead_letter(p.input, line, duplicate_reason(key));
+    return bad_.dead_letter(p.line.input(), p.line.line(), duplicate_reason(key));
   }
 
   // Several --key paths make encode_key's JSON array. One path keeps the
@@ -243,13 +232,10 @@ class DedupStage final : public ParsingStage {
   std::string key_;
   struct Pending {
     bool active = false;
-    std::string text;  // the line, then kJsonPadding zero bytes
-    size_t size = 0;
+    HeldLine line;
     std::string key;
     DedupEngine::Prepared prepared;
     std::optional<Millis> time;
-    uint64_t number = 0;
-    std::string input;
   };
   Pending pending_;
   uint64_t passed_ = 0;

@@ -299,9 +299,8 @@ class RowReader {
   }
 
   std::string_view pad(std::string_view text) {
-    padded_.assign(text);
-    padded_.append(kJsonPadding, '\0');
-    return std::string_view(padded_.data(), text.size());
+    padded_.assign(text, 0, {});
+    return padded_.text();
   }
 
   Status validate(std::string_view padded) { return validator_.check(padded); }
@@ -312,7 +311,7 @@ class RowReader {
   JsonValidator validator_;
   std::vector<JsonField> values_;
   std::string key_;
-  std::string padded_;
+  HeldLine padded_;
 };
 
 // Rows put into a table read whole a batch at a time: each row's index
@@ -906,14 +905,11 @@ class JoinStage final : public ParsingStage {
   // measured best on bench/join.sh). What is held is written before
   // anything that follows it and before the driver waits.
   struct Held {
-    std::string text;  // the line, then kJsonPadding zero bytes
-    size_t size = 0;
+    HeldLine line;
     std::string key;
     bool has_key = false;
     uint64_t hash = 0;
     Splice splice;
-    uint64_t number = 0;
-    std::string input;
   };
 
   Status look_up(const Line& line, const JsonField* values, std::optional<std::string_view> key,
@@ -925,10 +921,7 @@ class JoinStage final : public ParsingStage {
     }
     Held& h = held_[(held_first_ + held_count_) % kHeld];
     ++held_count_;
-    h.size = line.text.size();
-    if (h.text.size() < h.size + kJsonPadding) h.text.resize(2 * h.size + kJsonPadding);
-    std::memcpy(h.text.data(), line.text.data(), h.size);
-    std::memset(h.text.data() + h.size, 0, kJsonPadding);
+    h.line.assign(line);
     h.splice = splice_of(line.text, values);
     h.has_key = key.has_value();
     if (key) {
@@ -936,8 +929,6 @@ class JoinStage final : public ParsingStage {
       h.hash = LookupTable::hash(*key);
       engine_.lookup_table().prefetch_slot(h.hash);
     }
-    h.number = line.number;
-    if (h.input != line.input) h.input.assign(line.input);
     return {};
   }
 
@@ -947,13 +938,9 @@ class JoinStage final : public ParsingStage {
     --held_count_;
     std::optional<std::string_view> row;
     if (h.has_key) row = engine_.lookup_table().find(h.key, h.hash);
-    Line line;
-    line.text = std::string_view(h.text.data(), h.size);
-    line.number = h.number;
-    line.input = h.input;
     std::optional<std::string_view> key;
     if (h.has_key) key = h.key;
-    return emit(line, h.splice, key, row, out);
+    return emit(h.line.line(), h.splice, key, row, out);
   }
 
   Status settle(Output& out) {
@@ -973,12 +960,8 @@ class JoinStage final : public ParsingStage {
         engine_.pop_front();
         continue;
       }
-      padded_.assign(r.text);
-      padded_.append(kJsonPadding, '\0');
-      Line line;
-      line.text = std::string_view(padded_.data(), r.text.size());
-      line.number = r.number;
-      line.input = r.input;
+      released_.assign(r.text, r.number, r.input);
+      Line line = released_.line();
       Status joined = reader_.read(line.text, plan_.fields, values_);
       if (joined.ok()) {
         auto key = join_key(plan_.fields, plan_.key_slots, values_.data(), key_);
@@ -1014,7 +997,7 @@ class JoinStage final : public ParsingStage {
   // For waiting records, joined later.
   JsonReader reader_;
   std::vector<JsonField> values_;
-  std::string padded_;
+  HeldLine released_;
   uint64_t joined_ = 0;
   uint64_t missed_ = 0;
   uint64_t dropped_ = 0;
