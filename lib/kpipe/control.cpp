@@ -23,6 +23,23 @@ void append_group(std::string& out, const std::string& group) {
   append_json_string(out, group);
 }
 
+// An owned partition's epoch: positive when present (kpipe(7), MANY
+// INSTANCES), 0 when absent.
+Status read_epoch(const JsonValue& item, std::string_view line, int64_t& epoch) {
+  const JsonValue* e = item.find("epoch");
+  if (e == nullptr) return {};
+  if (!e->is_integer || e->integer <= 0)
+    return data_error("{} line: 'epoch' must be a positive integer", line);
+  epoch = e->integer;
+  return {};
+}
+
+void append_epoch(std::string& out, int64_t epoch) {
+  if (epoch <= 0) return;
+  out.append(",\"epoch\":");
+  append_int(out, epoch);
+}
+
 constexpr std::string_view kCommitMetadataPrefix = "kpipe:checkpoint:";
 
 }  // namespace
@@ -75,7 +92,9 @@ Expected<std::optional<Checkpoint>> parse_checkpoint(std::string_view line) {
         return data_error("checkpoint line: each offset needs 'topic', 'partition' and 'offset'");
       if (partition->integer < INT32_MIN || partition->integer > INT32_MAX)
         return data_error("checkpoint line: partition {} is out of range", partition->integer);
-      c.offsets.push_back({topic->str, static_cast<int32_t>(partition->integer), offset->integer});
+      PartitionOffset po{topic->str, static_cast<int32_t>(partition->integer), offset->integer};
+      KPIPE_TRY(read_epoch(o, "checkpoint", po.epoch));
+      c.offsets.push_back(std::move(po));
     }
   }
   return std::optional<Checkpoint>{std::move(c)};
@@ -98,6 +117,7 @@ void append_checkpoint(std::string& out, const Checkpoint& c) {
     append_int(out, o.partition);
     out.append(",\"offset\":");
     append_int(out, o.offset);
+    append_epoch(out, o.epoch);
     out.push_back('}');
   }
   out.append("]}\n");
@@ -136,8 +156,18 @@ Expected<std::optional<PartitionEvent>> parse_partition_event(std::string_view l
     if (topic == nullptr || topic->type != JsonType::kString || partition == nullptr ||
         !partition->is_integer)
       return data_error("partitions line: each partition needs 'topic' and 'partition'");
+    if (partition->integer < INT32_MIN || partition->integer > INT32_MAX)
+      return data_error("partitions line: partition {} is out of range", partition->integer);
     e.partitions.push_back({topic->str, static_cast<int32_t>(partition->integer)});
+    int64_t epoch = 0;
+    KPIPE_TRY(read_epoch(p, "partitions", epoch));
+    // Owned partitions are all owned: one line comes from one kconsume.
+    if (epoch > 0 && e.epochs.size() + 1 != e.partitions.size())
+      return data_error("partitions line: either every partition has an 'epoch' or none");
+    if (epoch > 0) e.epochs.push_back(epoch);
   }
+  if (!e.epochs.empty() && e.epochs.size() != e.partitions.size())
+    return data_error("partitions line: either every partition has an 'epoch' or none");
   return std::optional<PartitionEvent>{std::move(e)};
 }
 
@@ -153,6 +183,7 @@ void append_partition_event(std::string& out, const PartitionEvent& e) {
     append_json_string(out, p.topic);
     out.append(",\"partition\":");
     append_int(out, p.partition);
+    if (e.owned()) append_epoch(out, e.epochs[static_cast<size_t>(&p - e.partitions.data())]);
     out.push_back('}');
   }
   out.append("]}\n");

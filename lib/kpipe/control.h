@@ -55,10 +55,18 @@ std::optional<CheckpointMark> parse_checkpoint_commit_metadata(std::string_view 
 // the watermark back from the start, not only from its first record; a
 // revoked one no longer holds it.
 //   {"$kpipe":"partitions","event":"assigned","partitions":[{"topic":"events","partition":0}]}
+// In a consumer group whose instances share one state store (kpipe(7),
+// MANY INSTANCES), an assigned partition carries the epoch its owner
+// claimed it at, and the stages keep their state per partition:
+//   {"$kpipe":"partitions","event":"assigned","partitions":[{"topic":"events","partition":0,"epoch":3}]}
 struct PartitionEvent {
   enum class Kind { kAssigned, kRevoked };
   Kind kind = Kind::kAssigned;
   std::vector<TopicPartition> partitions;
+  // Parallel to `partitions` when the partitions are owned (assigned only);
+  // empty otherwise.
+  std::vector<int64_t> epochs;
+  bool owned() const { return !epochs.empty(); }
 };
 
 // The event a control line carries; nullopt for other control kinds.

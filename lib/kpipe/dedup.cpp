@@ -846,6 +846,11 @@ void DedupEngine::tick() {
   if (impl_->config.within) impl_->advance(impl_->clock.now());
 }
 
+bool DedupEngine::remembers(const Prepared& p, std::string_view key) {
+  auto found = impl_->find(Hash128{p.lo, p.hi}, key);
+  return found && !impl_->expired(impl_->ring.time(found->first));
+}
+
 uint64_t DedupEngine::remembered() const {
   return impl_->live();
 }

@@ -71,6 +71,10 @@ class DedupEngine final : public Snapshottable {
   // do not call it then.
   void tick();
 
+  // Whether a record of the key is remembered, changing nothing (how
+  // kdedup tells that a key came from two partitions).
+  bool remembers(const Prepared& prepared, std::string_view key);
+
   uint64_t remembered() const;
   uint64_t evicted() const;
   // The largest time seen, if any.

@@ -18,6 +18,10 @@ struct PartitionOffset {
   std::string topic;
   int32_t partition = 0;
   int64_t offset = 0;
+  // The owner's epoch when the pipeline runs as a consumer group sharing
+  // one state store (kpipe(7), MANY INSTANCES): the store refuses what an
+  // older owner of the partition writes. 0: no owner (one pipeline).
+  int64_t epoch = 0;
   auto operator<=>(const PartitionOffset&) const = default;
 };
 

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "kpipe/partition.h"
 #include "kpipe/status.h"
 
 namespace kpipe {
@@ -24,6 +25,15 @@ struct StateChanges {
     removed.clear();
   }
   bool empty() const { return put.empty() && removed.empty(); }
+};
+
+// One partition's share of a stage's changes at a checkpoint, when the
+// pipeline is an instance of a consumer group (kpipe(7), MANY INSTANCES):
+// saved only while the partition's owner is still at `epoch`.
+struct SliceChanges {
+  TopicPartition partition;
+  int64_t epoch = 0;
+  const StateChanges* changes = nullptr;
 };
 
 class Snapshottable {

@@ -1040,6 +1040,27 @@ struct WindowEngine::Impl {
     return end > watermark ? Placement::kOnTime : Placement::kLate;
   }
 
+  // Whether a window the record falls into holds its key already (the
+  // last such window, for tumbling and sliding; any session of the key).
+  bool holds_key(const WindowInput& in) const {
+    if (kind == WindowKind::kSession) return sessions.find(in.key) != sessions.end();
+    Millis last = in.time - floor_mod(in.time, every);
+    auto it = buckets.find(last);
+    if (it == buckets.end()) return false;
+    const Bucket& b = it->second;
+    if (b.slots.empty()) return false;
+    uint64_t hash = hash_bytes(in.key);
+    size_t mask = b.slots.size() - 1;
+    uint32_t tag = static_cast<uint32_t>(hash >> 32);
+    for (size_t at = hash & mask;; at = (at + 1) & mask) {
+      const Slot& slot = b.slots[at];
+      if (slot.index == 0) return false;
+      if (slot.tag != tag) continue;
+      const Entry& e = b.entries[slot.index - 1];
+      if (e.hash == hash && b.key(e) == in.key) return true;
+    }
+  }
+
   Expected<Placement> add(const WindowInput& in, std::string& out) {
     KPIPE_TRY(check(in));
     Millis now = idle > 0 ? clock.steady() : 0;
@@ -1500,6 +1521,9 @@ Expected<Placement> WindowEngine::add(const WindowInput& in, std::string& out) {
 }
 Status WindowEngine::check(const WindowInput& in) const {
   return impl_->check(in);
+}
+bool WindowEngine::holds_key(const WindowInput& in) const {
+  return impl_->holds_key(in);
 }
 std::optional<Placement> WindowEngine::placement(const WindowInput& in) const {
   if (impl_->kind == WindowKind::kSession) return std::nullopt;

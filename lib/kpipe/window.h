@@ -114,6 +114,10 @@ class WindowEngine final : public Snapshottable {
   // starts fetching the memory that add() will touch.
   Status check(const WindowInput& in) const;
   std::optional<Placement> placement(const WindowInput& in) const;
+  // Whether a window the record falls into already holds its key (for
+  // sessions: whether the key has a session): how kwindow tells that a
+  // key came from two partitions.
+  bool holds_key(const WindowInput& in) const;
 
   // Processing time passed without input: partitions idle for
   // --idle-timeout stop holding the watermark back.

@@ -512,10 +512,18 @@ Expected<std::unique_ptr<Consumer>> Consumer::create(const KafkaConfig& base,
     // at once would wait 45 s. Against the mock only, and unless the user
     // chose, the shortest session the mock's 3 s join delay allows makes
     // that wait a few seconds.
-    if (attempt == 0 && !group.empty() && base.get("session.timeout.ms") == nullptr &&
-        consumer->is_mock_cluster()) {
-      config.set("session.timeout.ms", "6000");
-      config.set("heartbeat.interval.ms", "1000");
+    // The mock also takes a member's leaving for every other member's
+    // session lost when the cooperative protocol is used (librdkafka
+    // 2.0.2): its members rebalance the eager way, all partitions at once.
+    const std::string* assignor = config.get("partition.assignment.strategy");
+    bool cooperative = assignor != nullptr && assignor->find("cooperative") != std::string::npos;
+    bool session = base.get("session.timeout.ms") == nullptr;
+    if (attempt == 0 && !group.empty() && (session || cooperative) && consumer->is_mock_cluster()) {
+      if (session) {
+        config.set("session.timeout.ms", "6000");
+        config.set("heartbeat.interval.ms", "1000");
+      }
+      if (cooperative) config.set("partition.assignment.strategy", "range,roundrobin");
       continue;
     }
     rd_kafka_poll_set_consumer(consumer->handle_->rk);
@@ -548,6 +556,15 @@ Status Consumer::subscribe(const std::vector<std::string>& topics, AssignHandler
   State* state = state_.get();
   rd_kafka_t* rk = handle_->rk;
   handle_->rebalance = [state, rk](rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t* list) {
+    // The cooperative protocol hands over only what moves: the list is
+    // added to, or taken from, the assignment.
+    bool cooperative = std::string_view(rd_kafka_rebalance_protocol(rk)) == "COOPERATIVE";
+    auto keep = [&](rd_kafka_error_t* error) {
+      if (error == nullptr) return;
+      if (state->pending.ok())
+        state->pending = failure("cannot change the assignment: {}", rd_kafka_error_string(error));
+      rd_kafka_error_destroy(error);
+    };
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
       std::vector<PartitionOffset> parts;
       for (int i = 0; i < list->cnt; ++i)
@@ -556,16 +573,26 @@ Status Consumer::subscribe(const std::vector<std::string>& topics, AssignHandler
       if (!s.ok() && state->pending.ok()) state->pending = s;
       for (int i = 0; i < list->cnt; ++i)
         list->elems[i].offset = parts[static_cast<size_t>(i)].offset;
-      rd_kafka_assign(rk, list);
+      if (cooperative) {
+        keep(rd_kafka_incremental_assign(rk, list));
+      } else {
+        rd_kafka_assign(rk, list);
+      }
       return;
     }
     if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
       std::vector<TopicPartition> parts;
       for (int i = 0; i < list->cnt; ++i)
         parts.push_back({list->elems[i].topic, list->elems[i].partition});
-      Status s = state->on_revoke ? state->on_revoke(parts) : Status();
+      bool lost = rd_kafka_assignment_lost(rk) != 0;
+      Status s = state->on_revoke ? state->on_revoke(parts, lost) : Status();
       if (!s.ok() && state->pending.ok()) state->pending = s;
+      if (cooperative) {
+        keep(rd_kafka_incremental_unassign(rk, list));
+        return;
+      }
     }
+    if (cooperative) return;  // an error: librdkafka rejoins by itself
     rd_kafka_assign(rk, nullptr);
   };
   ListGuard g{rd_kafka_topic_partition_list_new(static_cast<int>(topics.size()))};

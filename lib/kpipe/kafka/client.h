@@ -104,8 +104,13 @@ class Consumer final : public KafkaClient {
   // offset to start each at (all start as kOffsetInvalid).
   using AssignHandler = std::function<Status(std::vector<PartitionOffset>& parts)>;
   // Called inside poll() before partitions are taken away: the last moment
-  // to commit what was processed.
-  using RevokeHandler = std::function<Status(const std::vector<TopicPartition>& parts)>;
+  // to commit what was processed. `lost`: the group gave them to another
+  // member already (this one missed its session timeout), so nothing may
+  // be committed for them any more.
+  using RevokeHandler = std::function<Status(const std::vector<TopicPartition>& parts, bool lost)>;
+  // With the cooperative-sticky assignor (partition.assignment.strategy),
+  // the handlers see only the partitions that move, and the others are
+  // read on through a rebalance.
   Status subscribe(const std::vector<std::string>& topics, AssignHandler on_assign,
                    RevokeHandler on_revoke);
 

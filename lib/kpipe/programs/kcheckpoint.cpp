@@ -484,8 +484,11 @@ Status run_checkpoint_commit(const CheckpointOptions& o, Io& io) {
   if (o.each_given && o.each.empty()) return usage_error("--each: the command is empty");
   auto store = open_state(o);
   if (!store) return store.take_error();
-  // The terminal stage's lock (kpipe(7), CONTROL LINES AND CHECKPOINTS).
-  KPIPE_TRY((*store)->lock_stage(stage_name(io.program, o.name)));
+  // The terminal stage's lock (kpipe(7), CONTROL LINES AND CHECKPOINTS),
+  // shared by the instances of a consumer group (MANY INSTANCES), whose
+  // kconsume claims its partitions before its first line.
+  KPIPE_TRY(wait_for_input(o.input, io.stop));
+  KPIPE_TRY((*store)->lock_stage_as_kept(stage_name(io.program, o.name)));
   auto interval = parse_duration(o.checkpoint_interval);
   if (!interval) return usage_error("--checkpoint-interval: {}", interval.error().message);
   ErrorOptions errors;  // the commit stage reads any line: nothing is bad input

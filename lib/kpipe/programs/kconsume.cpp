@@ -99,6 +99,11 @@ namespace {
 // away, for its reader to read what was written, so that their offsets can
 // be committed. What is still unread then is read again by the next run.
 constexpr Millis kDrainWait = 10 * kSecond;
+// How long an instance waits, before its partitions go to another, for the
+// checkpoint that hands them over to complete. Past it they go anyway: the
+// next owner resumes from the last complete checkpoint, and a completion
+// after the take-over is refused (fenced).
+constexpr Millis kHandOverWait = 60 * kSecond;
 // How often (in records) the records the reader has passed are folded
 // into the offsets to commit. Records not yet read are at most what the
 // pipe and the output buffer hold, since writes block once the pipe is full.
@@ -248,6 +253,11 @@ class ConsumeLoop {
           for (const auto& p : parts) tps.push_back({p.topic, p.partition});
           auto committed = consumer_.committed(tps);
           if (!committed) return committed.take_error();
+          // An instance takes its partitions over in the state store
+          // first (kpipe(7), MANY INSTANCES): from now on what their last
+          // owner still writes for them is refused, and they resume from
+          // the checkpoint that last completed each.
+          if (owned()) KPIPE_TRY(claim(parts));
           std::vector<PartitionOffset> fresh;
           std::vector<size_t> fresh_index;
           for (size_t i = 0; i < parts.size(); ++i) {
@@ -269,14 +279,26 @@ class ConsumeLoop {
           }
           for (const auto& p : parts) {
             track(p);
-            io_.reporter.info(
-                fmt::format("assigned {} [{}] from offset {}", p.topic, p.partition, p.offset));
+            if (p.epoch > 0) {
+              io_.reporter.info(fmt::format("assigned {} [{}] from offset {} (epoch {})", p.topic,
+                                            p.partition, p.offset, p.epoch));
+            } else {
+              io_.reporter.info(
+                  fmt::format("assigned {} [{}] from offset {}", p.topic, p.partition, p.offset));
+            }
           }
           announce(PartitionEvent::Kind::kAssigned, parts);
           return {};
         },
-        [this](const std::vector<TopicPartition>& parts) -> Status {
-          if (state_ != nullptr) {
+        [this](const std::vector<TopicPartition>& parts, bool lost) -> Status {
+          if (owned() && lost) {
+            // Another member owns them already: a checkpoint for them
+            // would be refused, and the stages drop their state.
+            io_.reporter.warning(fmt::format(
+                "{} partitions were lost (this instance missed its session timeout): their "
+                "records since the last complete checkpoint are read again by their new owner",
+                parts.size()));
+          } else if (state_ != nullptr) {
             // Hand the partitions over at a checkpoint, so that the next
             // owner resumes where this pipeline's output ends.
             if (written_since_checkpoint_ || last_emitted_ == 0) KPIPE_TRY(emit_checkpoint());
@@ -289,12 +311,37 @@ class ConsumeLoop {
           }
           for (const auto& tp : parts) forget(tp);
           last_ = positions_.end();
+          // An instance's output ends here: its stages keep what they hold
+          // to the end of their input (kwindow --flush-at-end fires it).
+          if (owned() && closing_) return {};
           std::vector<PartitionOffset> gone;
           for (const auto& tp : parts) gone.push_back({tp.topic, tp.partition, 0});
           announce(PartitionEvent::Kind::kRevoked, gone);
           io_.reporter.info(fmt::format("{} partitions revoked", parts.size()));
           return {};
         });
+  }
+
+  // Takes `parts` over in the state store: each gets its epoch, and its
+  // stored position where there is one.
+  Status claim(std::vector<PartitionOffset>& parts) {
+    std::vector<TopicPartition> tps;
+    for (const auto& p : parts) tps.push_back({p.topic, p.partition});
+    auto claims = state_->claim(tps, io_.clock.now());
+    if (!claims) return claims.take_error();
+    std::map<TopicPartition, const PartitionClaim*> by_partition;
+    for (const auto& c : *claims) by_partition[c.partition] = &c;
+    for (auto& p : parts) {
+      const PartitionClaim& c = *by_partition.at({p.topic, p.partition});
+      p.epoch = c.epoch;
+      TopicPartition tp{p.topic, p.partition};
+      if (c.offset) {
+        saved_[tp] = *c.offset;
+      } else {
+        saved_.erase(tp);
+      }
+    }
+    return {};
   }
 
   Status run() {
@@ -374,6 +421,7 @@ class ConsumeLoop {
       // CHECKPOINTS).
       KPIPE_TRY(emit_checkpoint());
       if (grouped()) KPIPE_TRY(await_and_mirror(last_emitted_));
+      closing_ = true;
     } else if (grouped()) {
       KPIPE_TRY(commit_delivered_at_end());
       finished_ = true;
@@ -389,6 +437,7 @@ class ConsumeLoop {
     bool at_end = false;
     int64_t read = -1;       // the offset after the last record the reader has read
     int64_t committed = -1;  // the offset last committed
+    int64_t epoch = 0;       // an instance's: the epoch it owns the partition at
   };
 
   // A record written: where it ends in the output, and the offset after
@@ -439,9 +488,14 @@ class ConsumeLoop {
   // Tells event-time stages downstream which partitions to wait for.
   void announce(PartitionEvent::Kind kind, const std::vector<PartitionOffset>& parts) {
     if (!options_.announce && state_ == nullptr) return;
+    // The cooperative protocol calls with nothing that moves.
+    if (parts.empty()) return;
     PartitionEvent e;
     e.kind = kind;
-    for (const auto& p : parts) e.partitions.push_back({p.topic, p.partition});
+    for (const auto& p : parts) {
+      e.partitions.push_back({p.topic, p.partition});
+      if (kind == PartitionEvent::Kind::kAssigned && p.epoch > 0) e.epochs.push_back(p.epoch);
+    }
     append_partition_event(io_.out.buffer(), e);
   }
 
@@ -452,12 +506,18 @@ class ConsumeLoop {
     // Before the group assigns anything there is no position to save.
     if (io_.out.closed() || positions_.empty()) return {};
     Checkpoint c;
-    c.id = next_checkpoint_++;
     c.at = io_.clock.now();
     c.group = options_.group;
     for (const auto& [tp, pos] : positions_)
-      c.offsets.push_back({tp.topic, tp.partition, pos.next});
-    KPIPE_TRY(state_->record_emitted(c.id, c.at));
+      c.offsets.push_back({tp.topic, tp.partition, pos.next, pos.epoch});
+    if (owned()) {
+      auto id = state_->record_emitted(c.at);
+      if (!id) return id.take_error();
+      c.id = *id;
+    } else {
+      c.id = next_checkpoint_++;
+      KPIPE_TRY(state_->record_emitted(c.id, c.at));
+    }
     append_checkpoint(io_.out.buffer(), c);
     KPIPE_TRY(io_.out.flush());
     last_emitted_ = c.id;
@@ -469,6 +529,7 @@ class ConsumeLoop {
   // group, so that klag and Kafka's own tools see true progress. Only
   // complete offsets are ever committed.
   Status mirror_complete() {
+    if (owned()) return mirror_owned();
     auto latest = state_->latest_complete();
     if (!latest) return latest.take_error();
     if (!*latest || **latest <= mirrored_) return {};
@@ -496,15 +557,46 @@ class ConsumeLoop {
     return {};
   }
 
+  // An instance mirrors each of its partitions' stored positions, which
+  // other instances' checkpoints do not move.
+  Status mirror_owned() {
+    auto offsets = state_->offsets();
+    if (!offsets) return offsets.take_error();
+    std::vector<PartitionOffset> commit;
+    for (const auto& o : *offsets) {
+      auto it = positions_.find({o.topic, o.partition});
+      if (it == positions_.end() || o.checkpoint == 0 || o.offset <= it->second.committed) continue;
+      commit.push_back({o.topic, o.partition, o.offset});
+    }
+    if (commit.empty()) return {};
+    bool committed = true;
+    KPIPE_TRY(consumer_.commit(commit, &committed));
+    if (!committed) return {};
+    for (const auto& o : commit) positions_[{o.topic, o.partition}].committed = o.offset;
+    return {};
+  }
+
+  // Whether checkpoint `id` is complete.
+  Expected<bool> complete(int64_t id) {
+    if (owned()) {
+      auto by = state_->completed_by(id);
+      if (!by) return by.take_error();
+      return !by->empty();
+    }
+    auto latest = state_->latest_complete();
+    if (!latest) return latest.take_error();
+    return *latest && **latest >= id;
+  }
+
   // Waits (bounded) for the pipeline's terminal stage to complete
   // checkpoint `id`, then mirrors it. Downstream stages run in other
   // processes: this is waiting on the state file, not on time passing.
   Status await_and_mirror(int64_t id) {
-    Millis deadline = io_.clock.steady() + 10 * kSecond;
+    Millis deadline = io_.clock.steady() + (owned() ? kHandOverWait : 10 * kSecond);
     for (;;) {
-      auto latest = state_->latest_complete();
-      if (!latest) return latest.take_error();
-      if (*latest && **latest >= id) break;
+      auto done = complete(id);
+      if (!done) return done.take_error();
+      if (*done) break;
       if (io_.clock.steady() >= deadline || io_.out.closed()) {
         io_.reporter.info(fmt::format(
             "checkpoint {} not complete yet; the group keeps its last complete offsets", id));
@@ -518,7 +610,7 @@ class ConsumeLoop {
   void track(const PartitionOffset& p) {
     TopicPartition tp{p.topic, p.partition};
     if (auto it = positions_.find(tp); it != positions_.end()) forget(tp);
-    positions_[tp] = {p.offset, false, -1, -1};
+    positions_[tp] = {p.offset, false, -1, -1, p.epoch};
     last_ = positions_.end();
   }
 
@@ -544,6 +636,9 @@ class ConsumeLoop {
     return last_;
   }
   bool grouped() const { return !options_.group.empty(); }
+  // An instance of a consumer group of pipelines sharing the state store
+  // (kpipe(7), MANY INSTANCES).
+  bool owned() const { return grouped() && state_ != nullptr; }
   bool ticker_active() const { return true; }
 
   bool all_at_end() const {
@@ -633,6 +728,7 @@ class ConsumeLoop {
   std::deque<Written> unread_;
   bool committing_ = false;
   bool finished_ = false;  // the final commit is done
+  bool closing_ = false;   // the final checkpoint is written
   bool done_ = false;
   StateStore* state_;
   Millis checkpoint_interval_;
@@ -678,8 +774,20 @@ Status run_consume(const ConsumeOptions& options, Io& io) {
     auto opened = StateStore::open(options.state);
     if (!opened) return opened.take_error();
     // One pipeline per state file (kpipe(7), CONTROL LINES AND CHECKPOINTS):
-    // a second would emit the same checkpoint ids as the first.
-    KPIPE_TRY((*opened)->lock_pipeline());
+    // a second would emit the same checkpoint ids as the first. The
+    // instances of a consumer group share it (MANY INSTANCES): their ids
+    // come from the store, and each partition has one owner.
+    bool instance = !options.group.empty();
+    KPIPE_TRY((*opened)->lock_pipeline(instance));
+    if (!instance) {
+      auto grouped = (*opened)->owned_by_group();
+      if (!grouped) return grouped.take_error();
+      if (*grouped)
+        return failure(
+            "state database '{}' keeps the state of a consumer group's instances by partition: "
+            "run kconsume with their -g GROUP",
+            display_target(options.state));
+    }
     state = std::move(*opened);
   }
   auto config = resolve_kafka_config(options.kafka, io.env_brokers);
@@ -690,6 +798,11 @@ Status run_consume(const ConsumeOptions& options, Io& io) {
     if (!level) return level.take_error();
     config->set("isolation.level", options.isolation);
   }
+  // Only the partitions that move pause in a rebalance (kpipe(7), MANY
+  // INSTANCES), unless the user chose an assignor.
+  if (state != nullptr && !options.group.empty() &&
+      config->get("partition.assignment.strategy") == nullptr)
+    config->set("partition.assignment.strategy", "cooperative-sticky");
   auto consumer = Consumer::create(*config, options.group, io.reporter);
   if (!consumer) return consumer.take_error();
   ConsumeLoop loop(options, **consumer, io, *from, std::move(only), *commit_interval, *stats,

@@ -45,6 +45,10 @@ struct DedupPlan {
   size_t key_count = 0;             // slots [0, key_count) of `fields`
   std::vector<size_t> key_slots;    // the same, listed for encode_key
   std::optional<size_t> time_slot;  // --time
+  // With --state: the envelope's partition, which an instance of a
+  // consumer group keeps its keys by (kpipe(7), MANY INSTANCES).
+  std::optional<size_t> topic_slot;
+  std::optional<size_t> partition_slot;
   TimeUnit time_unit = TimeUnit::kMillis;
   bool dups_to_dlq = false;
   std::string stage;
@@ -74,6 +78,10 @@ Expected<DedupPlan> make_plan(const DedupOptions& o, const std::string& program)
   auto unit = parse_time_unit(o.time_unit);
   if (!unit) return usage_error("--time-unit: {}", unit.error().message);
   plan.time_unit = *unit;
+  if (!o.state.empty()) {
+    plan.topic_slot = plan.fields.add(*FieldPath::parse(".topic"));
+    plan.partition_slot = plan.fields.add(*FieldPath::parse(".partition"));
+  }
   if (o.max_keys < 1 || o.max_keys > kMaxMaxKeys)
     return usage_error("--max-keys must be between 1 and {}", kMaxMaxKeys);
   plan.engine.max_keys = o.max_keys;
@@ -84,6 +92,23 @@ Expected<DedupPlan> make_plan(const DedupOptions& o, const std::string& program)
   return plan;
 }
 
+// Keys remembered and evicted, over an instance's partitions too.
+uint64_t remembered(const StageState& state, const DedupEngine& single) {
+  uint64_t n = single.remembered();
+  state.for_each_slice([&](const TopicPartition&, Snapshottable& e) {
+    n += static_cast<DedupEngine&>(e).remembered();
+  });
+  return n;
+}
+
+uint64_t evicted(const StageState& state, const DedupEngine& single) {
+  uint64_t n = single.evicted();
+  state.for_each_slice([&](const TopicPartition&, Snapshottable& e) {
+    n += static_cast<DedupEngine&>(e).evicted();
+  });
+  return n;
+}
+
 // Decides each line one line late: the key's index slot is fetched while
 // the next line is read and parsed, which hides the cache miss that
 // otherwise costs more than the parsing. What is held back is written
@@ -92,8 +117,9 @@ Expected<DedupPlan> make_plan(const DedupOptions& o, const std::string& program)
 class DedupStage final : public ParsingStage {
  public:
   DedupStage(DedupPlan& plan, DedupEngine& engine, BadInputHandler& bad, Output* dups,
-             StageState& state)
-      : plan_(plan), engine_(engine), bad_(bad), dups_(dups), state_(state) {
+             StageState& state, Reporter& reporter)
+      : plan_(plan), single_(engine), bad_(bad), dups_(dups), state_(state), reporter_(reporter) {
+    for (size_t i = 0; i < plan.key_count; ++i) key_paths_.emplace_back(plan.fields.path(i).text());
     // Processing time moves while the input is quiet: expire then too.
     tick_ = plan.engine.within && !plan.time_slot;
   }
@@ -103,14 +129,15 @@ class DedupStage final : public ParsingStage {
   Status on_parsed(const Line& line, const ParsedLine& parsed, Output& out) override {
     std::string_view key;
     std::optional<Millis> time;
-    Status read = read_record(line, parsed, key, time);
+    DedupEngine* engine = &single_;
+    Status read = read_record(line, parsed, key, time, engine);
     if (!read.ok()) {
       KPIPE_TRY(settle(out));
       return read;
     }
-    DedupEngine::Prepared prepared = engine_.prepare(key);
+    DedupEngine::Prepared prepared = engine->prepare(key);
     KPIPE_TRY(settle(out));
-    hold(line, key, prepared, time);
+    hold(line, key, prepared, time, engine);
     return {};
   }
 
@@ -126,7 +153,11 @@ class DedupStage final : public ParsingStage {
 
   Status on_idle(Output&) override {
     // Nothing is pending here: before_wait settled it.
-    if (tick_) engine_.tick();
+    if (tick_) {
+      single_.tick();
+      state_.for_each_slice(
+          [](const TopicPartition&, Snapshottable& e) { static_cast<DedupEngine&>(e).tick(); });
+    }
     return flush_dups();
   }
 
@@ -138,7 +169,7 @@ class DedupStage final : public ParsingStage {
   void fill_counters(Counters& c) const override {
     c.out = passed_;
     c.dropped = dropped_;
-    c.state_size = engine_.remembered();
+    c.state_size = remembered(state_, single_);
   }
 
   uint64_t passed() const { return passed_; }
@@ -149,9 +180,10 @@ class DedupStage final : public ParsingStage {
   // The line was parsed even without a path: a line that is not JSON is
   // bad input.
   Status read_record(const Line& line, const ParsedLine& parsed, std::string_view& key,
-                     std::optional<Millis>& time) {
+                     std::optional<Millis>& time, DedupEngine*& engine) {
     if (!parsed.status.ok()) return parsed.status;
     values_ = parsed.values;
+    if (state_.sliced()) KPIPE_TRY(find_engine(engine));
     key = line.text;
     if (plan_.key_count > 0) {
       auto k = build_key();
@@ -166,9 +198,27 @@ class DedupStage final : public ParsingStage {
     return {};
   }
 
+  // An instance's record goes to its partition's engine.
+  Status find_engine(DedupEngine*& engine) {
+    const JsonField& topic = values_[*plan_.topic_slot];
+    const JsonField& partition = values_[*plan_.partition_slot];
+    if (topic.type != JsonType::kString || !partition.is_integer || partition.integer < INT32_MIN ||
+        partition.integer > INT32_MAX)
+      return data_error(
+          "a record without the envelope's 'topic' and 'partition', which an instance of a "
+          "consumer group keeps its keys by");
+    auto* found = state_.engine_for(topic.str, static_cast<int32_t>(partition.integer));
+    if (found == nullptr)
+      return data_error("a record of {} [{}], a partition kconsume has not assigned", topic.str,
+                        partition.integer);
+    engine = static_cast<DedupEngine*>(found);
+    return {};
+  }
+
   void hold(const Line& line, std::string_view key, const DedupEngine::Prepared& prepared,
-            std::optional<Millis> time) {
+            std::optional<Millis> time, DedupEngine* engine) {
     Pending& p = pending_;
+    p.engine = engine;
     p.line.assign(line);
     if (plan_.key_count > 0) p.key.assign(key);  // else the key is the text
     p.prepared = prepared;
@@ -183,7 +233,9 @@ class DedupStage final : public ParsingStage {
     p.active = false;
     std::string_view text = p.line.text();
     std::string_view key = plan_.key_count == 0 ? text : std::string_view(p.key);
-    bool passes = p.time ? engine_.offer(p.prepared, key, *p.time) : engine_.offer(p.prepared, key);
+    DedupEngine& engine = *p.engine;
+    bool passes = p.time ? engine.offer(p.prepared, key, *p.time) : engine.offer(p.prepared, key);
+    if (passes && state_.sliced() && !warned_) check_copartitioned(engine, p.prepared, key);
     if (passes) {
       out.write_line(text);
       ++passed_;
@@ -213,6 +265,29 @@ class DedupStage final : public ParsingStage {
     return std::string_view(key_);
   }
 
+  // Keys are kept per partition: exact only when every record of a key
+  // comes from one partition (kpipe(7), MANY INSTANCES). A key another of
+  // this instance's partitions remembers says the topic is not keyed by
+  // it; once is enough to say so.
+  void check_copartitioned(DedupEngine& engine, const DedupEngine::Prepared& prepared,
+                           std::string_view key) {
+    const TopicPartition* other = nullptr;
+    const TopicPartition* mine = nullptr;
+    state_.for_each_slice([&](const TopicPartition& p, Snapshottable& e) {
+      if (&e == &engine) {
+        mine = &p;
+      } else if (other == nullptr && static_cast<DedupEngine&>(e).remembers(prepared, key)) {
+        other = &p;
+      }
+    });
+    if (other == nullptr || mine == nullptr) return;
+    warned_ = true;
+    reporter_.warning(copartition_warning(
+        key, *other, *mine,
+        "an instance keeps its keys per partition, so duplicates across partitions pass",
+        key_paths_));
+  }
+
   std::string duplicate_reason(std::string_view key) const {
     if (plan_.key_count == 0) return "duplicate of an earlier line";
     constexpr size_t kShown = 200;
@@ -223,15 +298,19 @@ class DedupStage final : public ParsingStage {
   Status flush_dups() { return dups_ != nullptr ? dups_->flush() : Status(); }
 
   DedupPlan& plan_;
-  DedupEngine& engine_;
+  DedupEngine& single_;  // a single pipeline's (an instance's are in state_)
   BadInputHandler& bad_;
   Output* dups_;
   StageState& state_;
+  Reporter& reporter_;
+  bool warned_ = false;
+  std::vector<std::string> key_paths_;  // --key, as written
   bool tick_ = false;
   const JsonField* values_ = nullptr;  // the line's, during on_parsed
   std::string key_;
   struct Pending {
     bool active = false;
+    DedupEngine* engine = nullptr;
     HeldLine line;
     std::string key;
     DedupEngine::Prepared prepared;
@@ -260,7 +339,7 @@ Status run_dedup(const DedupOptions& options, Io& io) {
   }
 
   DedupEngine engine(plan->engine, io.clock);
-  auto store = open_state_file(options.state, plan->stage);
+  auto store = open_state_file(options.state);
   if (!store) return store.take_error();
   StateFormat format{kStateFormat, "", state_options(options)};
   // Keys of one path, and whole lines, hash as they always did.
@@ -268,7 +347,19 @@ Status run_dedup(const DedupOptions& options, Io& io) {
     format.unmarked_refusal =
         "holds keys of several --key paths as an older kdedup wrote them, which this one would "
         "never match";
-  StageState state(store->get(), plan->stage, engine, io.clock, std::move(format));
+  StageState state(store->get(), plan->stage, engine, io.clock, std::move(format),
+                   [&] { return std::make_unique<DedupEngine>(plan->engine, io.clock); });
+  uint64_t dropped_evicted = 0;  // by the engines of partitions revoked
+  state.on_restored = [&](const TopicPartition& p, Snapshottable& e,
+                          std::optional<int64_t> checkpoint) {
+    if (!checkpoint) return;
+    io.reporter.info(fmt::format("restored {} keys of '{}' for {} [{}] from checkpoint {}",
+                                 static_cast<DedupEngine&>(e).remembered(), plan->stage, p.topic,
+                                 p.partition, *checkpoint));
+  };
+  state.on_dropped = [&](const TopicPartition&, Snapshottable& e) {
+    dropped_evicted += static_cast<DedupEngine&>(e).evicted();
+  };
   if (state.enabled()) KPIPE_TRY(wait_for_input(options.input, io.stop));
   auto restored = state.restore();
   if (!restored) return restored.take_error();
@@ -277,22 +368,23 @@ Status run_dedup(const DedupOptions& options, Io& io) {
                                  engine.remembered(), plan->stage, **restored,
                                  display_target(options.state)));
 
-  DedupStage stage(*plan, engine, **bad, dups.get(), state);
+  DedupStage stage(*plan, engine, **bad, dups.get(), state, io.reporter);
   FilterSettings settings{options.input, *stats};
   if (dups != nullptr) settings.outputs.emplace_back("the --dups file", dups.get());
   Status run = run_filter(stage, settings, **bad, io);
 
-  if (engine.evicted() > 0)
+  uint64_t evicted_keys = evicted(state, engine) + dropped_evicted;
+  if (evicted_keys > 0)
     io.reporter.warning(
         fmt::format("evicted {} keys to stay within --max-keys {}: their duplicates pass again",
-                    engine.evicted(), plan->engine.max_keys));
+                    evicted_keys, plan->engine.max_keys));
   if (!run.ok()) return run;
   uint64_t bad_lines = (*bad)->skipped() + (*bad)->dead_lettered() - stage.dead_lettered_dups();
   std::string bad_part = bad_lines > 0 ? fmt::format(", {} bad", bad_lines) : "";
   io.reporter.info(
       fmt::format("{} records in, {} passed, {} dropped{}; {} keys remembered, {} evicted",
                   stage.passed() + stage.dropped() + bad_lines, stage.passed(), stage.dropped(),
-                  bad_part, engine.remembered(), engine.evicted()));
+                  bad_part, remembered(state, engine), evicted_keys));
   return {};
 }
 

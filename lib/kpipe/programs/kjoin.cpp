@@ -1026,7 +1026,7 @@ Status run_join(const JoinOptions& options, Io& io) {
 
   bool persist_rows = plan->table.kind == TableKind::kKafka;
   JoinEngine engine(plan->mode, persist_rows, plan->table_disorder, plan->idle_timeout, io.clock);
-  auto store = open_state_file(options.state, plan->stage);
+  auto store = open_state_file(options.state);
   if (!store) return store.take_error();
   StageState state(store->get(), plan->stage, engine, io.clock,
                    StateFormat{kStateFormat, "", state_options(options)});

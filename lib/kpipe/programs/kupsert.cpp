@@ -87,7 +87,11 @@ Status UpsertStage::commit_checkpoint(const Checkpoint& c) {
   // Dead letters are durable before the checkpoint that passes them.
   KPIPE_TRY(bad_.sync());
   KPIPE_TRY(store_->complete_in_transaction(c, stage_, io_.clock.now()));
-  return tx->commit();
+  KPIPE_TRY(tx->commit());
+  owned_.clear();
+  for (const auto& o : c.offsets)
+    if (o.epoch > 0) owned_.push_back(o);
+  return {};
 }
 
 Status UpsertStage::on_control(const Line& line, Output& out) {
@@ -148,7 +152,26 @@ Status UpsertStage::on_end(Output&) {
   // too: kwindow --flush-at-end fires its last windows after kconsume's
   // last checkpoint, and nothing follows them. No checkpoint covers them,
   // so they are at least once: were the input cut short by a stage dying
-  // before kupsert, the restart writes them again, by key.
+  // before kupsert, the restart writes them again, by key. An instance
+  // writes them only while it still owns the partitions of its last
+  // checkpoint: a stage before it may have stopped because another
+  // instance took them over, and stale rows would overwrite that one's.
+  if (exactly_once() && !owned_.empty() && writer_.pending() > 0) {
+    auto tx = writer_.begin();
+    if (!tx) return tx.take_error();
+    Status owner = store_->check_owners(owned_, "the rows after the last checkpoint");
+    if (!owner.ok()) {
+      io_.reporter.info(fmt::format("{} rows after the last checkpoint were not written: {}",
+                                    writer_.pending(), owner.error().message));
+      writer_.discard_pending();
+      return {};
+    }
+    KPIPE_TRY(writer_.write_pending(
+        [this](const std::string& input, const Line& line, std::string_view reason) {
+          return bad_.handle(input, line, reason);
+        }));
+    KPIPE_TRY(tx->commit());
+  }
   KPIPE_TRY(commit_batch());
   if (store_ != nullptr && completed_ == 0 && rows_ > 0)
     io_.reporter.warning(fmt::format(
@@ -244,8 +267,11 @@ Status run_upsert(const UpsertOptions& o, Io& io) {
   if (!o.state.empty()) {
     auto opened = same ? StateStore::attach(**db) : StateStore::open(o.state);
     if (!opened) return opened.take_error();
-    // The terminal stage's lock (kpipe(7), CONTROL LINES AND CHECKPOINTS).
-    KPIPE_TRY((*opened)->lock_stage(stage_name(io.program, o.name)));
+    // The terminal stage's lock (kpipe(7), CONTROL LINES AND CHECKPOINTS),
+    // shared by the instances of a consumer group (MANY INSTANCES), whose
+    // kconsume claims its partitions before its first line.
+    KPIPE_TRY(wait_for_input(o.input, io.stop));
+    KPIPE_TRY((*opened)->lock_stage_as_kept(stage_name(io.program, o.name)));
     store = std::move(*opened);
   }
   auto writer = UpsertWriter::open(**db, std::move(spec));

@@ -79,6 +79,9 @@ class UpsertStage final : public LineStage {
   Io& io_;
   Millis first_held_at_ = 0;
   uint64_t completed_ = 0;
+  // An instance's (kpipe(7), MANY INSTANCES): the partitions and epochs of
+  // the last checkpoint completed, which the rows after it need still.
+  std::vector<PartitionOffset> owned_;
   uint64_t rows_ = 0;  // rows accepted
   bool warned_holding_ = false;
 };

@@ -66,9 +66,10 @@ Expected<Paths> compile_paths(const WindowOptions& o, const WindowConfig& config
 class WindowStage final : public ParsingStage {
  public:
   WindowStage(const WindowOptions& options, WindowEngine& engine, Paths paths, TimeUnit unit,
-              BadInputHandler& bad, Output* late_out, StageState& state)
+              BadInputHandler& bad, Output* late_out, StageState& state, Reporter& reporter)
       : options_(options),
-        engine_(engine),
+        single_(engine),
+        reporter_(reporter),
         paths_(std::move(paths)),
         unit_(unit),
         bad_(bad),
@@ -88,21 +89,23 @@ class WindowStage final : public ParsingStage {
 
   Status on_parsed(const Line& line, const ParsedLine& parsed, Output& out) override {
     WindowInput in;
-    Status read = read_record(parsed, in);
+    WindowEngine* engine = &single_;
+    Status read = read_record(parsed, in, engine);
     if (!read.ok()) {
       // What came before a bad line is out before its diagnostic.
       KPIPE_TRY(release(out));
       return read;
     }
     KPIPE_TRY(release(out));
-    std::optional<Placement> placed = engine_.placement(in);
+    if (state_.sliced() && !warned_) check_copartitioned(*engine, in);
+    std::optional<Placement> placed = engine->placement(in);
     if (placed && *placed != Placement::kTooLate) {
-      hold(in);
+      hold(in, engine);
       return {};
     }
-    auto added = engine_.add(in, out.buffer());
+    auto added = engine->add(in, out.buffer());
     if (!added) return added.take_error();
-    if (*added == Placement::kTooLate) return too_late(line);
+    if (*added == Placement::kTooLate) return too_late(line, *engine);
     return {};
   }
 
@@ -114,23 +117,37 @@ class WindowStage final : public ParsingStage {
     auto event = parse_partition_event(line.text);
     if (!event)
       return data_error("{}: line {}: {}", line.input, line.number, event.error().message);
-    if (*event) {
+    KPIPE_TRY(state_.on_control(line));
+    if (*event && state_.sliced()) {
+      // An instance's partition has an engine of its own, whose watermark
+      // is the partition's: it waits for that partition alone (kpipe(7),
+      // MANY INSTANCES). A revoked partition's engine is gone, its open
+      // windows saved for the next owner.
+      if ((*event)->kind == PartitionEvent::Kind::kAssigned) {
+        for (const auto& tp : (*event)->partitions) {
+          auto* engine = static_cast<WindowEngine*>(state_.engine_for(tp.topic, tp.partition));
+          if (engine != nullptr) engine->partition_assigned(tp.topic, tp.partition, out.buffer());
+        }
+      }
+    } else if (*event) {
       for (const auto& tp : (*event)->partitions) {
         if ((*event)->kind == PartitionEvent::Kind::kAssigned) {
-          engine_.partition_assigned(tp.topic, tp.partition, out.buffer());
+          single_.partition_assigned(tp.topic, tp.partition, out.buffer());
         } else {
-          engine_.partition_revoked(tp.topic, tp.partition, out.buffer());
+          single_.partition_revoked(tp.topic, tp.partition, out.buffer());
         }
       }
     }
-    KPIPE_TRY(state_.on_control(line));
     out.write_line(line.text);
     return {};
   }
 
   Status on_idle(Output& out) override {
     KPIPE_TRY(release(out));
-    engine_.on_idle(out.buffer());
+    single_.on_idle(out.buffer());
+    state_.for_each_slice([&](const TopicPartition&, Snapshottable& e) {
+      static_cast<WindowEngine&>(e).on_idle(out.buffer());
+    });
     return flush_late();
   }
 
@@ -138,16 +155,28 @@ class WindowStage final : public ParsingStage {
   // checkpoint, for the next run, unless --flush-at-end.
   Status on_end(Output& out) override {
     KPIPE_TRY(release(out));
-    if (!state_.enabled() || options_.flush_at_end) engine_.flush(out.buffer());
+    if (!state_.enabled() || options_.flush_at_end) {
+      single_.flush(out.buffer());
+      state_.for_each_slice([&](const TopicPartition&, Snapshottable& e) {
+        static_cast<WindowEngine&>(e).flush(out.buffer());
+      });
+    }
     return flush_late();
   }
 
   void fill_counters(Counters& c) const override {
-    c.out = engine_.emitted();
+    c.out = emitted_gone_ + single_.emitted();
+    c.state_size = single_.states();
+    state_.for_each_slice([&](const TopicPartition&, Snapshottable& e) {
+      c.out += static_cast<WindowEngine&>(e).emitted();
+      c.state_size += static_cast<WindowEngine&>(e).states();
+    });
     c.late = late_;
     c.dropped = dropped_;
-    c.state_size = engine_.states();
   }
+
+  // Lines the engines of revoked partitions had written.
+  void partition_dropped(const WindowEngine& engine) { emitted_gone_ += engine.emitted(); }
 
   uint64_t late() const { return late_; }
   uint64_t dropped() const { return dropped_; }
@@ -156,6 +185,7 @@ class WindowStage final : public ParsingStage {
   // A record held back by on_line, with copies of what its views point to.
   struct Held {
     bool active = false;
+    WindowEngine* engine = nullptr;
     WindowInput in;
     std::string key;
     std::string topic;
@@ -165,7 +195,7 @@ class WindowStage final : public ParsingStage {
   };
 
   // Reads the line into `in`; a data_error for bad input.
-  Status read_record(const ParsedLine& parsed, WindowInput& in) {
+  Status read_record(const ParsedLine& parsed, WindowInput& in, WindowEngine*& engine) {
     if (!parsed.status.ok()) return parsed.status;
     values_ = parsed.values;
     // kwindow's own words for a time of another type, older than the
@@ -189,12 +219,46 @@ class WindowStage final : public ParsingStage {
       const JsonField& topic = values_[paths_.topic];
       if (topic.type == JsonType::kString) in.topic = topic.str;
     }
-    return engine_.check(in);
+    if (state_.sliced()) {
+      // An instance's record goes to its partition's engine.
+      if (partition.type != JsonType::kNumber || !partition.is_integer ||
+          values_[paths_.topic].type != JsonType::kString || in.partition < INT32_MIN ||
+          in.partition > INT32_MAX)
+        return data_error(
+            "a record without the envelope's 'topic' and 'partition', which an instance of a "
+            "consumer group keeps its windows by");
+      auto* found = state_.engine_for(in.topic, static_cast<int32_t>(in.partition));
+      if (found == nullptr)
+        return data_error("a record of {} [{}], a partition kconsume has not assigned", in.topic,
+                          in.partition);
+      engine = static_cast<WindowEngine*>(found);
+    }
+    return engine->check(in);
   }
 
-  void hold(const WindowInput& in) {
+  // Windows are kept per partition: exact only when every record of a key
+  // comes from one partition (kpipe(7), MANY INSTANCES). A key whose
+  // window another of this instance's partitions holds says the topic is
+  // not keyed by it; once is enough to say so.
+  void check_copartitioned(const WindowEngine& engine, const WindowInput& in) {
+    if (engine.holds_key(in)) return;
+    const TopicPartition* other = nullptr;
+    state_.for_each_slice([&](const TopicPartition& p, Snapshottable& e) {
+      if (other == nullptr && &e != &engine && static_cast<WindowEngine&>(e).holds_key(in))
+        other = &p;
+    });
+    if (other == nullptr) return;
+    warned_ = true;
+    reporter_.warning(copartition_warning(
+        in.key, *other, {std::string(in.topic), static_cast<int32_t>(in.partition)},
+        "an instance keeps its windows per partition, so each counts its own share of the key",
+        options_.keys));
+  }
+
+  void hold(const WindowInput& in, WindowEngine* engine) {
     Held& h = held_;
     h.active = true;
+    h.engine = engine;
     h.in = in;
     h.key.assign(in.key);
     h.in.key = h.key;
@@ -222,11 +286,11 @@ class WindowStage final : public ParsingStage {
   Status release(Output& out) {
     if (!held_.active) return {};
     held_.active = false;
-    auto added = engine_.add(held_.in, out.buffer());
+    auto added = held_.engine->add(held_.in, out.buffer());
     return added.ok() ? Status() : Status(added.take_error());
   }
 
-  Status too_late(const Line& line) {
+  Status too_late(const Line& line, const WindowEngine& engine) {
     ++late_;
     if (late_out_ != nullptr) {
       late_out_->write_line(line.text);
@@ -234,7 +298,7 @@ class WindowStage final : public ParsingStage {
     }
     if (options_.late == "dlq") {
       std::string reason = "too late for every window: the watermark is ";
-      append_rfc3339(reason, engine_.watermark());
+      append_rfc3339(reason, engine.watermark());
       return bad_.dead_letter(std::string(line.input), line, reason);
     }
     ++dropped_;
@@ -244,7 +308,10 @@ class WindowStage final : public ParsingStage {
   Status flush_late() { return late_out_ != nullptr ? late_out_->flush() : Status(); }
 
   const WindowOptions& options_;
-  WindowEngine& engine_;
+  WindowEngine& single_;  // a single pipeline's (an instance's are in state_)
+  Reporter& reporter_;
+  bool warned_ = false;
+  uint64_t emitted_gone_ = 0;
   Paths paths_;
   TimeUnit unit_;
   BadInputHandler& bad_;
@@ -344,9 +411,20 @@ Status run_window(const WindowOptions& options, Io& io) {
   }
 
   WindowEngine engine(*config, io.clock, &io.reporter);
-  auto store = open_state_file(options.state, stage);
+  auto store = open_state_file(options.state);
   if (!store) return store.take_error();
-  StageState state(store->get(), stage, engine, io.clock);
+  StageState state(store->get(), stage, engine, io.clock, {},
+                   [&] { return std::make_unique<WindowEngine>(*config, io.clock, &io.reporter); });
+  state.on_restored = [&](const TopicPartition& p, Snapshottable& e,
+                          std::optional<int64_t> checkpoint) {
+    if (!checkpoint) return;
+    auto& restored = static_cast<WindowEngine&>(e);
+    Millis w = restored.watermark();
+    io.reporter.info(fmt::format(
+        "restored '{}' for {} [{}] as of checkpoint {}: {} window aggregate{}, watermark {}", stage,
+        p.topic, p.partition, *checkpoint, restored.states(), restored.states() == 1 ? "" : "s",
+        w == kNoWatermark ? "none" : format_rfc3339(w)));
+  };
   if (state.enabled()) KPIPE_TRY(wait_for_input(options.input, io.stop));
   auto restored = state.restore();
   if (!restored) return restored.take_error();
@@ -357,7 +435,11 @@ Status run_window(const WindowOptions& options, Io& io) {
                     **restored, engine.states(), engine.states() == 1 ? "" : "s",
                     w == kNoWatermark ? "none" : format_rfc3339(w)));
   }
-  WindowStage window(options, engine, std::move(*paths), *unit, **bad, late_out.get(), state);
+  WindowStage window(options, engine, std::move(*paths), *unit, **bad, late_out.get(), state,
+                     io.reporter);
+  state.on_dropped = [&](const TopicPartition&, Snapshottable& e) {
+    window.partition_dropped(static_cast<WindowEngine&>(e));
+  };
   FilterSettings settings{options.input, *stats};
   if (late_out != nullptr) settings.outputs.emplace_back("the --late file", late_out.get());
   Status run = run_filter(window, settings, **bad, io);

@@ -17,8 +17,24 @@ class StateFileSnapshots final : public SnapshotStore {
     return store_->save_snapshot(stage, checkpoint, changes, now);
   }
 
+  // The stage's lock comes first: restoring drops the snapshots a running
+  // stage of the same name saved for checkpoints not yet complete. Stages
+  // restore once their input has a first line, after an instance's
+  // kconsume claimed its partitions: the lock is then a shared one.
   Expected<std::optional<int64_t>> restore(std::string_view stage, Snapshottable& engine) override {
+    KPIPE_TRY(store_->lock_stage_as_kept(stage));
     return store_->restore(stage, engine);
+  }
+
+  Status save_slices(std::string_view stage, int64_t checkpoint,
+                     const std::vector<SliceChanges>& slices, Millis now) override {
+    return store_->save_slices(stage, checkpoint, slices, now);
+  }
+
+  Expected<std::optional<int64_t>> restore_slice(std::string_view stage,
+                                                 const TopicPartition& partition,
+                                                 Snapshottable& engine) override {
+    return store_->restore_slice(stage, partition, engine);
   }
 
  private:
@@ -27,14 +43,10 @@ class StateFileSnapshots final : public SnapshotStore {
 
 }  // namespace
 
-Expected<std::unique_ptr<SnapshotStore>> open_state_file(const std::string& path,
-                                                         const std::string& stage) {
+Expected<std::unique_ptr<SnapshotStore>> open_state_file(const std::string& path) {
   if (path.empty()) return std::unique_ptr<SnapshotStore>();
   auto opened = StateStore::open(path);
   if (!opened) return opened.take_error();
-  // Before anything is restored: restoring drops the snapshots a running
-  // stage of the same name saved for checkpoints not yet complete.
-  KPIPE_TRY((*opened)->lock_stage(stage));
   return std::unique_ptr<SnapshotStore>(std::make_unique<StateFileSnapshots>(std::move(*opened)));
 }
 

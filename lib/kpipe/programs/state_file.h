@@ -11,10 +11,9 @@
 
 namespace kpipe {
 
-// Opens (creating) the state file at `path` for the stage `stage`, whose
-// lock it holds until closed (kpipe(7), CONTROL LINES AND CHECKPOINTS);
-// null when `path` is empty (no --state).
-Expected<std::unique_ptr<SnapshotStore>> open_state_file(const std::string& path,
-                                                         const std::string& stage);
+// Opens (creating) the state file at `path` for a stage, whose lock it
+// takes at restore() and holds until closed (kpipe(7), CONTROL
+// LINES AND CHECKPOINTS); null when `path` is empty (no --state).
+Expected<std::unique_ptr<SnapshotStore>> open_state_file(const std::string& path);
 
 }  // namespace kpipe

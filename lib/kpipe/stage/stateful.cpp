@@ -49,9 +49,9 @@ std::string join(const std::vector<std::string>& items) {
 // engine finishes and the store commits.
 class StageState::Restoring final : public Snapshottable {
  public:
-  Restoring(const StageState& state) : state_(state) {}
+  Restoring(const StageState& state, Snapshottable& engine) : state_(state), engine_(engine) {}
 
-  void take_changes(StateChanges& out) override { state_.engine_.take_changes(out); }
+  void take_changes(StateChanges& out) override { engine_.take_changes(out); }
 
   Status restore_entry(std::string_view key, std::string_view value) override {
     if (key == kStateFormatKey) {
@@ -65,13 +65,13 @@ class StageState::Restoring final : public Snapshottable {
       return {};
     }
     any_ = true;
-    return state_.engine_.restore_entry(key, value);
+    return engine_.restore_entry(key, value);
   }
 
   Status finish_restore() override {
     KPIPE_TRY(check_format());
     KPIPE_TRY(check_options());
-    return state_.engine_.finish_restore();
+    return engine_.finish_restore();
   }
 
   bool marked() const { return saved_marker_.has_value(); }
@@ -114,22 +114,26 @@ class StageState::Restoring final : public Snapshottable {
   }
 
   const StageState& state_;
+  Snapshottable& engine_;
   std::optional<std::string> saved_marker_;
   std::optional<std::vector<std::string>> saved_options_;
   bool any_ = false;  // entries besides the marker
 };
 
 StageState::StageState(SnapshotStore* store, std::string stage, Snapshottable& engine, Clock& clock,
-                       StateFormat format)
+                       StateFormat format, MakeEngine make)
     : store_(store),
       stage_(std::move(stage)),
       engine_(engine),
       clock_(clock),
-      format_(std::move(format)) {}
+      format_(std::move(format)),
+      make_(std::move(make)) {}
+
+StageState::~StageState() = default;
 
 Expected<std::optional<int64_t>> StageState::restore() {
   if (store_ == nullptr) return std::optional<int64_t>{};
-  Restoring restoring(*this);
+  Restoring restoring(*this, engine_);
   auto restored = store_->restore(stage_, restoring);
   if (!restored) return restored.take_error();
   marker_saved_ = restoring.marked();
@@ -138,25 +142,143 @@ Expected<std::optional<int64_t>> StageState::restore() {
   return *restored;
 }
 
+std::pair<bool, bool> StageState::add_format(StateChanges& changes, bool marker_saved,
+                                             bool options_saved) {
+  bool marking = !marker_saved && !format_.marker.empty();
+  if (marking) changes.put.emplace_back(kStateFormatKey, format_.marker);
+  bool recording = !options_saved && !format_.options.empty();
+  if (recording) changes.put.emplace_back(kStateOptionsKey, encode_options(format_.options));
+  return {marking, recording};
+}
+
 Status StageState::on_control(const Line& line) {
   if (store_ == nullptr) return {};
   auto checkpoint = parse_checkpoint(line.text);
   if (!checkpoint)
     return data_error("{}: line {}: {}", line.input, line.number, checkpoint.error().message);
-  if (!*checkpoint) return {};
+  if (*checkpoint) {
+    if (sliced_) return save_slices(**checkpoint);
+    return save((*checkpoint)->id);
+  }
+  auto event = parse_partition_event(line.text);
+  if (!event) return data_error("{}: line {}: {}", line.input, line.number, event.error().message);
+  if (*event) return on_partitions(**event, line);
+  return {};
+}
+
+Status StageState::save(int64_t checkpoint) {
   changes_.clear();
   engine_.take_changes(changes_);
-  bool marking = !marker_saved_ && !format_.marker.empty();
-  if (marking) changes_.put.emplace_back(kStateFormatKey, format_.marker);
-  bool recording = !options_saved_ && !format_.options.empty();
-  if (recording) changes_.put.emplace_back(kStateOptionsKey, encode_options(format_.options));
-  Status saved = store_->save_snapshot(stage_, (*checkpoint)->id, changes_, clock_.now());
+  auto [marking, recording] = add_format(changes_, marker_saved_, options_saved_);
+  Status saved = store_->save_snapshot(stage_, checkpoint, changes_, clock_.now());
   // The changes can be millions of strings: free them now, not at the next
   // checkpoint.
   changes_.clear();
   if (saved.ok() && marking) marker_saved_ = true;
   if (saved.ok() && recording) options_saved_ = true;
   return saved;
+}
+
+Status StageState::on_partitions(const PartitionEvent& e, const Line& line) {
+  if (e.kind == PartitionEvent::Kind::kRevoked) {
+    // kconsume revokes after the checkpoint that hands the partitions
+    // over has completed: what the engines hold is saved.
+    for (const TopicPartition& p : e.partitions) {
+      auto it = slices_.find(p);
+      if (it == slices_.end()) continue;
+      if (on_dropped) on_dropped(p, *it->second.engine);
+      slices_.erase(it);
+    }
+    last_ = slices_.end();
+    return {};
+  }
+  if (!e.owned()) {
+    if (!sliced_ || e.partitions.empty()) return {};
+    return data_error(
+        "{}: line {}: partitions assigned without an epoch in a pipeline whose partitions are "
+        "owned: one kconsume per pipeline",
+        line.input, line.number);
+  }
+  if (!make_)
+    return failure(
+        "stage '{}' cannot keep its state per partition, as an instance of a consumer group "
+        "sharing its state database does: run it in a pipeline of one kconsume without -g, or "
+        "without --state",
+        stage_);
+  sliced_ = true;
+  for (size_t i = 0; i < e.partitions.size(); ++i) {
+    const TopicPartition& p = e.partitions[i];
+    Slice slice;
+    slice.engine = make_();
+    slice.epoch = e.epochs[i];
+    Restoring restoring(*this, *slice.engine);
+    auto restored = store_->restore_slice(stage_, p, restoring);
+    if (!restored) return restored.take_error();
+    slice.marker_saved = restoring.marked();
+    slice.options_saved = restoring.has_options();
+    if (on_restored) on_restored(p, *slice.engine, *restored);
+    slices_[p] = std::move(slice);
+  }
+  last_ = slices_.end();
+  return {};
+}
+
+Status StageState::save_slices(const Checkpoint& c) {
+  // The epochs the checkpoint line carries are kconsume's: they win over
+  // those of the assigned line (the same, unless a line was lost).
+  for (const PartitionOffset& o : c.offsets) {
+    auto it = slices_.find({o.topic, o.partition});
+    if (it != slices_.end() && o.epoch > 0) it->second.epoch = o.epoch;
+  }
+  std::vector<StateChanges> changes(slices_.size());
+  std::vector<SliceChanges> slices;
+  std::vector<std::pair<bool, bool>> added;
+  size_t i = 0;
+  for (auto& [partition, slice] : slices_) {
+    slice.engine->take_changes(changes[i]);
+    added.push_back(add_format(changes[i], slice.marker_saved, slice.options_saved));
+    slices.push_back({partition, slice.epoch, &changes[i]});
+    ++i;
+  }
+  Status saved = store_->save_slices(stage_, c.id, slices, clock_.now());
+  if (!saved.ok()) return saved;
+  i = 0;
+  for (auto& [partition, slice] : slices_) {
+    if (added[i].first) slice.marker_saved = true;
+    if (added[i].second) slice.options_saved = true;
+    ++i;
+  }
+  return {};
+}
+
+Snapshottable* StageState::engine_for(std::string_view topic, int32_t partition) {
+  if (last_ != slices_.end() && last_->first.partition == partition && last_->first.topic == topic)
+    return last_->second.engine.get();
+  key_.topic.assign(topic);
+  key_.partition = partition;
+  last_ = slices_.find(key_);
+  return last_ == slices_.end() ? nullptr : last_->second.engine.get();
+}
+
+std::string copartition_warning(std::string_view key, const TopicPartition& a,
+                                const TopicPartition& b, std::string_view consequence,
+                                const std::vector<std::string>& paths) {
+  constexpr size_t kShown = 200;
+  // kproduce -k reads the record kconsume --format value writes: the
+  // envelope's value.
+  std::string keys;
+  for (const std::string& path : paths) {
+    std::string_view p = path;
+    if (p.starts_with(".value.")) p.remove_prefix(6);
+    if (!keys.empty()) keys += ' ';
+    keys += fmt::format("-k {}", p);
+  }
+  if (keys.empty()) keys = "-k PATH";
+  return fmt::format(
+      "key {}{} came from partitions {} [{}] and {} [{}]: {}; re-key the topic by it first: "
+      "kconsume -t {} --format value | kproduce -t {}-rekeyed {} (kpipe(7), MANY INSTANCES)",
+      key.substr(0, kShown), key.size() > kShown ? "..." : "", a.topic, a.partition, b.topic,
+      b.partition, consequence, b.topic, b.topic, keys);
 }
 
 Expected<std::string_view> encode_key(const FieldSet& fields, std::span<const size_t> slots,

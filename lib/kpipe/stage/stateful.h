@@ -10,12 +10,16 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "kpipe/control.h"
 #include "kpipe/json.h"
 #include "kpipe/line.h"
 #include "kpipe/snapshot.h"
@@ -37,6 +41,17 @@ class SnapshotStore {
   // none).
   virtual Expected<std::optional<int64_t>> restore(std::string_view stage,
                                                    Snapshottable& engine) = 0;
+  // When the pipeline is an instance of a consumer group (kpipe(7), MANY
+  // INSTANCES): saves the changes of each partition under its owner's
+  // epoch, refused whole (fenced) when another instance took one over.
+  virtual Status save_slices(std::string_view stage, int64_t checkpoint,
+                             const std::vector<SliceChanges>& slices, Millis now) = 0;
+  // Hands `engine` one partition's entries as of the checkpoint that last
+  // completed it, then calls its finish_restore(). Returns that checkpoint
+  // (nullopt: nothing saved).
+  virtual Expected<std::optional<int64_t>> restore_slice(std::string_view stage,
+                                                         const TopicPartition& partition,
+                                                         Snapshottable& engine) = 0;
 };
 
 // The format of a stage's entries, kept beside them when the entries alone
@@ -63,12 +78,24 @@ inline constexpr std::string_view kStateFormatKey = "!format";
 inline constexpr std::string_view kStateOptionsKey = "!options";
 
 // A stage's state between its engine and the store.
+//
+// When the pipeline is an instance of a consumer group sharing the store
+// (kpipe(7), MANY INSTANCES), kconsume's partitions lines carry epochs and
+// the state is kept per partition, Kafka Streams' way: an engine of its
+// own for each partition the instance owns (made by `make`), restored when
+// the partition is assigned, saved at each checkpoint under the owner's
+// epoch, and dropped when it is revoked. A stage then asks engine_for()
+// which engine a record goes to. The engine given to the constructor is
+// the state of a single pipeline, and stays empty in an instance.
 class StageState {
  public:
+  using MakeEngine = std::function<std::unique_ptr<Snapshottable>()>;
   // `store` null: the stage runs without --state, restores nothing and
-  // does not read checkpoint lines.
+  // does not read checkpoint lines. `make` null: the stage cannot keep its
+  // state per partition, and refuses to run in an instance.
   StageState(SnapshotStore* store, std::string stage, Snapshottable& engine, Clock& clock,
-             StateFormat format = {});
+             StateFormat format = {}, MakeEngine make = nullptr);
+  ~StageState();
 
   bool enabled() const { return store_ != nullptr; }
   const std::string& stage() const { return stage_; }
@@ -80,22 +107,68 @@ class StageState {
 
   // For a control line, before the stage forwards it: a checkpoint saves
   // what changed since the previous one, so that the snapshot holds every
-  // record before the line and only those. A malformed checkpoint line is
-  // a data_error naming the line.
+  // record before the line and only those. A partitions line with epochs
+  // makes or drops the partitions' engines. A malformed checkpoint or
+  // partitions line is a data_error naming the line.
   Status on_control(const Line& line);
+
+  // --- an instance of a consumer group ------------------------------------
+  // Whether the state is kept per partition (a partitions line with
+  // epochs arrived).
+  bool sliced() const { return sliced_; }
+  // The engine of a record's partition; null when this instance does not
+  // own it.
+  Snapshottable* engine_for(std::string_view topic, int32_t partition);
+  // The engines of the partitions owned now.
+  template <typename F>
+  void for_each_slice(F&& f) const {
+    for (const auto& [partition, slice] : slices_) f(partition, *slice.engine);
+  }
+  // Called after a partition's engine is restored (entries: whether
+  // anything was) and before one is dropped: for the stage's messages and
+  // counters.
+  std::function<void(const TopicPartition&, Snapshottable&, std::optional<int64_t> checkpoint)>
+      on_restored;
+  std::function<void(const TopicPartition&, Snapshottable&)> on_dropped;
 
  private:
   class Restoring;
+  struct Slice {
+    std::unique_ptr<Snapshottable> engine;
+    int64_t epoch = 0;
+    bool marker_saved = false;
+    bool options_saved = false;
+  };
+
+  Status save(int64_t checkpoint);
+  Status save_slices(const Checkpoint& c);
+  Status on_partitions(const PartitionEvent& e, const Line& line);
+  // Adds the format marker and the options to `changes` when not yet
+  // saved; returns which it added.
+  std::pair<bool, bool> add_format(StateChanges& changes, bool marker_saved, bool options_saved);
 
   SnapshotStore* store_;
   std::string stage_;
   Snapshottable& engine_;
   Clock& clock_;
   StateFormat format_;
+  MakeEngine make_;
   bool marker_saved_ = false;   // the store holds format_.marker live
   bool options_saved_ = false;  // the store holds format_.options live
   StateChanges changes_;
+  bool sliced_ = false;
+  std::map<TopicPartition, Slice> slices_;
+  std::map<TopicPartition, Slice>::iterator last_ = slices_.end();
+  TopicPartition key_;  // engine_for's lookup, without a string per record
 };
+
+// The warning of a stage that saw `key` on partitions `a` and `b` of an
+// instance (kpipe(7), MANY INSTANCES): what goes wrong (`consequence`) and
+// the fix, a topic re-keyed by `paths` (the stage's --key paths into the
+// envelope, as written).
+std::string copartition_warning(std::string_view key, const TopicPartition& a,
+                                const TopicPartition& b, std::string_view consequence,
+                                const std::vector<std::string>& paths);
 
 // The key of a record, from the values at `slots` of `fields` (its --key
 // paths): the JSON text of the value for one path, a JSON array of the

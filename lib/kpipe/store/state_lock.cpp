@@ -67,8 +67,9 @@ struct flock byte_at(off_t offset, short type) {
 }
 
 // The pid holding the byte at `offset` against this process, 0 if none.
-Expected<pid_t> query(int fd, off_t offset, const std::string& path) {
-  struct flock fl = byte_at(offset, F_WRLCK);
+// `type` F_RDLCK asks for a writer only (what refuses a shared lock).
+Expected<pid_t> query(int fd, off_t offset, const std::string& path, short type = F_WRLCK) {
+  struct flock fl = byte_at(offset, type);
   if (::fcntl(fd, F_GETLK, &fl) != 0)
     return failure("cannot test the lock in '{}': {}", path, std::strerror(errno));
   return fl.l_type == F_UNLCK ? pid_t{0} : fl.l_pid;
@@ -97,7 +98,8 @@ std::string StateLock::lock_path(const std::string& state_path) {
 
 Expected<std::unique_ptr<StateLock>> StateLock::take(const std::string& state_path,
                                                      const std::string& name,
-                                                     const BusyMessage& busy) {
+                                                     const BusyMessage& busy, bool shared) {
+  short type = shared ? F_RDLCK : F_WRLCK;
   std::string path = lock_path(state_path);
   off_t offset = offset_of(name);
   std::lock_guard<std::mutex> guard(table_mutex());
@@ -130,14 +132,14 @@ Expected<std::unique_ptr<StateLock>> StateLock::take(const std::string& state_pa
   if (file->held.count(offset) > 0) return failure(busy(fmt::format("process {}", ::getpid())));
   // The holder may let go between a refused F_SETLK and F_GETLK: try again.
   for (int attempt = 0;; ++attempt) {
-    struct flock fl = byte_at(offset, F_WRLCK);
+    struct flock fl = byte_at(offset, type);
     if (::fcntl(file->fd, F_SETLK, &fl) == 0) break;
     if (errno != EACCES && errno != EAGAIN) {
       Error e = failure("cannot lock '{}': {}", path, std::strerror(errno));
       release_if_unused();
       return e;
     }
-    auto pid = query(file->fd, offset, path);
+    auto pid = query(file->fd, offset, path, type);
     if (!pid) {
       release_if_unused();
       return pid.take_error();

@@ -37,10 +37,12 @@ class StateLock {
   // another process holds it, the error is `busy("process PID")`: the
   // caller knows what to tell the user. A second take of a name this process holds is
   // refused the same way (record locks never conflict within a process).
+  // `shared`: any number of processes hold it at once (a read lock), and
+  // none while another holds it alone.
   using BusyMessage = std::function<std::string(const std::string& holder)>;
   static Expected<std::unique_ptr<StateLock>> take(const std::string& state_path,
-                                                   const std::string& name,
-                                                   const BusyMessage& busy);
+                                                   const std::string& name, const BusyMessage& busy,
+                                                   bool shared = false);
 
   // The pid of the process holding `name`, 0 when none does (or the lock
   // file does not exist). Takes nothing.

@@ -95,6 +95,23 @@ const std::vector<const char*> kMigrationTexts = {
     "  seal {int},"
     "  PRIMARY KEY (role, run)"
     ");",
+    // v4 (kpipe(7), MANY INSTANCES): the instances of a consumer group of
+    // pipelines share the store; each partition has one owner at a time,
+    // whose epoch grows with every take-over, and checkpoint ids come from
+    // one sequence so that no two instances emit the same.
+    "CREATE TABLE partition_owners ("
+    "  topic TEXT NOT NULL,"
+    "  partition {int} NOT NULL,"
+    "  epoch {int} NOT NULL,"
+    "  run {int} NOT NULL,"
+    "  pid {int} NOT NULL,"
+    "  host TEXT NOT NULL,"
+    "  claimed_at {int} NOT NULL,"
+    "  PRIMARY KEY (topic, partition)"
+    ");"
+    "CREATE TABLE kpipe_sequences (name TEXT PRIMARY KEY, value {int} NOT NULL);"
+    "INSERT INTO kpipe_sequences (name, value) "
+    "SELECT 'checkpoint', COALESCE(MAX(id), 0) FROM checkpoints;",
 };
 
 // What each table's seal covers, in verify's words; every statement that
@@ -169,6 +186,26 @@ int64_t random_run() {
   return static_cast<int64_t>(r >> 1);
 }
 
+// A partition's entries in stage_state are the engine's keys after a
+// prefix of the partition (kpipe(7), MANY INSTANCES): "@TOPIC/PARTITION/".
+// Engines' own keys never begin with '@', and topic names hold no '/', so
+// a partition's entries are the keys in [prefix, prefix with its last '/'
+// made '0'), one range of the primary key.
+constexpr char kSliceMark = '@';
+std::string slice_prefix(const TopicPartition& p) {
+  return fmt::format("{}{}/{}/", kSliceMark, p.topic, p.partition);
+}
+std::string slice_end(std::string prefix) {
+  prefix.back() = '0';  // '/' + 1
+  return prefix;
+}
+
+std::string this_host() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "?";
+  return name;
+}
+
 // Runs `sql`, whose parameters are a stage and a checkpoint id.
 Status run_for_stage(Database& db, std::string_view sql, std::string_view stage,
                      int64_t checkpoint) {
@@ -188,11 +225,13 @@ StateStore::StateStore(std::unique_ptr<Database> owned, Database* db)
 // process killed, the machine gone), so none is ever stale. The holder is
 // named by its connection's application name, "PROGRAM[PID]"
 // (PgConnection::connect), and the address it connects from.
-Status StateStore::lock_postgres(const std::string& name, const StateLock::BusyMessage& busy) {
+Status StateStore::lock_postgres(const std::string& name, bool shared,
+                                 const StateLock::BusyMessage& busy) {
   std::string keyed = "kpipe state lock:" + name;
   auto key = static_cast<int64_t>(XXH3_64bits(keyed.data(), keyed.size()));
   auto bits = static_cast<uint64_t>(key);
-  auto take = db_->prepare("SELECT pg_try_advisory_lock(?)");
+  auto take = db_->prepare(shared ? "SELECT pg_try_advisory_lock_shared(?)"
+                                  : "SELECT pg_try_advisory_lock(?)");
   if (!take) return take.take_error();
   // The holder's program and pid (its application name), whether it
   // connects from where this process does, and from where.
@@ -200,7 +239,7 @@ Status StateStore::lock_postgres(const std::string& name, const StateLock::BusyM
       "SELECT a.application_name, host(a.client_addr), "
       "a.client_addr IS NOT DISTINCT FROM inet_client_addr() FROM pg_locks l "
       "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
-      "AND l.objsubid = 1 "
+      "AND l.objsubid = 1 AND (CAST(? AS integer) = 1 OR l.mode = 'ExclusiveLock') "
       "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
       "AND CAST(l.classid AS bigint) = ? AND CAST(l.objid AS bigint) = ?");
   if (!who) return who.take_error();
@@ -212,7 +251,10 @@ Status StateStore::lock_postgres(const std::string& name, const StateLock::BusyM
     bool taken = take->column_int(0) != 0;
     take->reset();
     if (taken) return {};
-    who->bind(1, static_cast<int64_t>(bits >> 32)).bind(2, static_cast<int64_t>(bits & 0xffffffff));
+    // A shared take is refused by a holder alone only.
+    who->bind(1, static_cast<int64_t>(shared ? 0 : 1))
+        .bind(2, static_cast<int64_t>(bits >> 32))
+        .bind(3, static_cast<int64_t>(bits & 0xffffffff));
     auto found = who->step();
     if (!found) return found.take_error();
     std::string holder = "another connection";
@@ -246,23 +288,28 @@ StateStore::~StateStore() {
   if (session_locks_) (void)db_->exec("SELECT pg_advisory_unlock_all()");
 }
 
-Status StateStore::lock(const std::string& name, StateLock::BusyMessage busy) {
+Status StateStore::lock(const std::string& name, bool shared, StateLock::BusyMessage busy) {
   if (db_->path() == ":memory:") return {};
   if (db_->postgres()) {
-    KPIPE_TRY(lock_postgres(name, busy));
+    KPIPE_TRY(lock_postgres(name, shared, busy));
     session_locks_ = true;
     return {};
   }
-  auto held = StateLock::take(db_->path(), name, busy);
+  auto held = StateLock::take(db_->path(), name, busy, shared);
   if (!held) return held.take_error();
   locks_.push_back(std::move(*held));
   return {};
 }
 
-Status StateStore::lock_stage(std::string_view stage) {
+Status StateStore::lock_stage(std::string_view stage, bool shared) {
   std::string name(stage);
   const std::string& path = db_->path();
-  return lock("stage:" + name, [&](const std::string& holder) {
+  return lock("stage:" + name, shared, [&](const std::string& holder) {
+    if (shared)
+      return fmt::format(
+          "stage '{}' of state database '{}' is in use by {}, a pipeline that is not an instance "
+          "of a consumer group: one pipeline per state file",
+          name, path, holder);
     return fmt::format(
         "stage '{}' of state database '{}' is in use by {}: two stages of a pipeline need "
         "distinct --name; one pipeline per state file",
@@ -270,9 +317,14 @@ Status StateStore::lock_stage(std::string_view stage) {
   });
 }
 
-Status StateStore::lock_pipeline() {
+Status StateStore::lock_pipeline(bool shared) {
   const std::string& path = db_->path();
-  return lock("kconsume", [&](const std::string& holder) {
+  return lock("kconsume", shared, [&](const std::string& holder) {
+    if (shared)
+      return fmt::format(
+          "state database '{}' is in use by {} (the kconsume of a pipeline that is not an "
+          "instance of a consumer group, or kcheckpoint rewriting its offsets)",
+          path, holder);
     return fmt::format(
         "state database '{}' is in use by {} (the kconsume of a pipeline, or kcheckpoint "
         "rewriting its offsets): one pipeline per state file",
@@ -280,9 +332,15 @@ Status StateStore::lock_pipeline() {
   });
 }
 
+Status StateStore::lock_stage_as_kept(std::string_view stage) {
+  auto grouped = owned_by_group();
+  if (!grouped) return grouped.take_error();
+  return lock_stage(stage, *grouped);
+}
+
 Status StateStore::lock_offsets() {
   const std::string& path = db_->path();
-  return lock("kconsume", [&](const std::string& holder) {
+  return lock("kconsume", false, [&](const std::string& holder) {
     return fmt::format(
         "state database '{}' is in use by {} (the pipeline's kconsume, or another "
         "kcheckpoint): stop the pipeline before rewriting its offsets",
@@ -412,8 +470,153 @@ Status StateStore::record_emitted(int64_t id, Millis at) {
   if (!stmt) return stmt.take_error();
   stmt->bind(1, id).bind(2, at);
   KPIPE_TRY(stmt->run());
+  // Instances of a consumer group later on this store take ids past it.
+  auto bump = db_->prepare(
+      "UPDATE kpipe_sequences SET value = ?1 WHERE name = 'checkpoint' AND value < ?1");
+  if (!bump) return bump.take_error();
+  bump->bind(1, id);
+  KPIPE_TRY(bump->run());
   KPIPE_TRY(note_run("kconsume", id));
   return tx->commit();
+}
+
+Expected<int64_t> StateStore::record_emitted(Millis at) {
+  auto tx = Transaction::begin(*db_);
+  if (!tx) return tx.take_error();
+  // The row lock (PostgreSQL) or the write lock (SQLite) makes the
+  // instances take ids one after the other.
+  auto next = db_->prepare(
+      "UPDATE kpipe_sequences SET value = value + 1 WHERE name = 'checkpoint' RETURNING value");
+  if (!next) return next.take_error();
+  auto row = next->step();
+  if (!row) return row.take_error();
+  if (!*row) return failure("{}: the checkpoint sequence is missing", db_->path());
+  int64_t id = next->column_int(0);
+  next->reset();
+  auto stmt =
+      db_->prepare(fmt::format("INSERT INTO checkpoints (id, emitted_at, seal) VALUES (?1, ?2, {})",
+                               seal_call(db_->dialect(), {"?1", "?2", "NULL", "NULL"})));
+  if (!stmt) return stmt.take_error();
+  stmt->bind(1, id).bind(2, at);
+  KPIPE_TRY(stmt->run());
+  // Each instance writes as a role of its own: many at once is the design.
+  KPIPE_TRY(note_run(fmt::format("member:kconsume:{}", run_), id));
+  KPIPE_TRY(tx->commit());
+  return id;
+}
+
+Expected<bool> StateStore::owned_by_group() {
+  auto stmt = db_->prepare("SELECT COUNT(*) FROM partition_owners");
+  if (!stmt) return stmt.take_error();
+  auto row = stmt->step();
+  if (!row) return row.take_error();
+  return stmt->column_int(0) > 0;
+}
+
+Expected<std::vector<PartitionClaim>> StateStore::claim(std::vector<TopicPartition> partitions,
+                                                        Millis now) {
+  // One order for every writer of owners' rows: no two transactions wait
+  // on each other's (PostgreSQL).
+  std::sort(partitions.begin(), partitions.end());
+  auto tx = Transaction::begin(*db_);
+  if (!tx) return tx.take_error();
+  auto take = db_->prepare(
+      "INSERT INTO partition_owners (topic, partition, epoch, run, pid, host, claimed_at) "
+      "VALUES (?1, ?2, 1, ?3, ?4, ?5, ?6) ON CONFLICT (topic, partition) DO UPDATE SET "
+      "epoch = partition_owners.epoch + 1, run = excluded.run, pid = excluded.pid, "
+      "host = excluded.host, claimed_at = excluded.claimed_at RETURNING epoch");
+  if (!take) return take.take_error();
+  auto position =
+      db_->prepare("SELECT \"offset\", checkpoint FROM offsets WHERE topic = ? AND partition = ?");
+  if (!position) return position.take_error();
+  // The stages whose entries may hold the partition's.
+  std::vector<std::string> stages;
+  {
+    auto names = db_->prepare("SELECT DISTINCT stage FROM stage_snapshots");
+    if (!names) return names.take_error();
+    for (;;) {
+      auto row = names->step();
+      if (!row) return row.take_error();
+      if (!*row) break;
+      stages.emplace_back(names->column_text(0));
+    }
+  }
+  auto drop = db_->prepare(
+      "DELETE FROM stage_state WHERE stage = ?1 AND key >= ?2 AND key < ?3 AND added > ?4");
+  if (!drop) return drop.take_error();
+  auto revive = db_->prepare(
+      "UPDATE stage_state SET removed = NULL WHERE stage = ?1 AND key >= ?2 AND key < ?3 AND "
+      "removed > ?4");
+  if (!revive) return revive.take_error();
+  auto prune = db_->prepare(
+      "DELETE FROM stage_state WHERE stage = ?1 AND key >= ?2 AND key < ?3 AND removed <= ?4");
+  if (!prune) return prune.take_error();
+  std::string host = this_host();
+  std::vector<PartitionClaim> out;
+  for (const TopicPartition& p : partitions) {
+    PartitionClaim c;
+    c.partition = p;
+    take->bind_text(1, p.topic)
+        .bind(2, static_cast<int64_t>(p.partition))
+        .bind(3, run_)
+        .bind(4, static_cast<int64_t>(::getpid()))
+        .bind_text(5, host)
+        .bind(6, now);
+    auto row = take->step();
+    if (!row) return row.take_error();
+    c.epoch = take->column_int(0);
+    take->reset();
+    position->bind_text(1, p.topic).bind(2, static_cast<int64_t>(p.partition));
+    auto found = position->step();
+    if (!found) return found.take_error();
+    if (*found) {
+      c.offset = position->column_int(0);
+      c.checkpoint = position->column_int(1);
+    }
+    position->reset();
+    // What the last owner saved past its last complete checkpoint belongs
+    // to records that will be read again; what it removed before it is
+    // history.
+    std::string lo = slice_prefix(p);
+    std::string hi = slice_end(lo);
+    for (const std::string& stage : stages) {
+      for (Statement* stmt : {&*drop, &*revive, &*prune}) {
+        stmt->bind_text(1, stage).bind_blob(2, lo).bind_blob(3, hi).bind(4, c.checkpoint);
+        KPIPE_TRY(stmt->run());
+      }
+    }
+    out.push_back(std::move(c));
+  }
+  KPIPE_TRY(tx->commit());
+  return out;
+}
+
+Status StateStore::check_owners(std::vector<PartitionOffset> owned, std::string_view what) {
+  std::sort(owned.begin(), owned.end());
+  for (const auto& o : owned) KPIPE_TRY(check_owner({o.topic, o.partition}, o.epoch, what));
+  return {};
+}
+
+Status StateStore::check_owner(const TopicPartition& p, int64_t epoch, std::string_view what) {
+  // FOR SHARE holds a take-over (claim's update) until this transaction
+  // ends; SQLite's write lock does the same.
+  auto stmt = db_->prepare(
+      fmt::format("SELECT epoch, pid, host FROM partition_owners WHERE topic = ? AND partition = "
+                  "?{}",
+                  db_->postgres() ? " FOR SHARE" : ""));
+  if (!stmt) return stmt.take_error();
+  stmt->bind_text(1, p.topic).bind(2, static_cast<int64_t>(p.partition));
+  auto row = stmt->step();
+  if (!row) return row.take_error();
+  if (!*row)
+    return failure("{}: partition {} [{}] has no owner in '{}': was the state database replaced?",
+                   what, p.topic, p.partition, db_->path());
+  int64_t owner = stmt->column_int(0);
+  if (owner == epoch) return {};
+  return failure(
+      "{}: fenced: partition {} [{}] was taken over by another instance (process {} on {}, "
+      "epoch {}; this one's is {}): this instance lost it and stops",
+      what, p.topic, p.partition, stmt->column_int(1), stmt->column_text(2), owner, epoch);
 }
 
 Expected<std::optional<int64_t>> StateStore::latest_complete() {
@@ -444,6 +647,9 @@ Status StateStore::complete(const Checkpoint& c, std::string_view by, Millis now
 }
 
 Status StateStore::complete_in_transaction(const Checkpoint& c, std::string_view by, Millis now) {
+  if (std::any_of(c.offsets.begin(), c.offsets.end(),
+                  [](const PartitionOffset& o) { return o.epoch > 0; }))
+    return complete_owned(c, by, now);
   auto latest = latest_complete();
   if (!latest) return latest.take_error();
   if (*latest && **latest >= c.id) {
@@ -484,6 +690,68 @@ Status StateStore::complete_in_transaction(const Checkpoint& c, std::string_view
   // Older checkpoints' offsets are history only: keep a bounded tail, and
   // the runs that wrote it.
   auto prune = db_->prepare("DELETE FROM checkpoints WHERE id < ? - 1000");
+  if (!prune) return prune.take_error();
+  prune->bind(1, c.id);
+  KPIPE_TRY(prune->run());
+  auto prune_runs = db_->prepare("DELETE FROM kpipe_runs WHERE last_checkpoint < ? - 1000");
+  if (!prune_runs) return prune_runs.take_error();
+  prune_runs->bind(1, c.id);
+  return prune_runs->run();
+}
+
+// An instance's checkpoint: its partitions' owners decide, and ids grow per
+// partition (other instances complete theirs in between).
+Status StateStore::complete_owned(const Checkpoint& c, std::string_view by, Millis now) {
+  auto done = completed_by(c.id);
+  if (!done) return done.take_error();
+  // A replayed checkpoint line (the terminal stage restarted and saw it
+  // again): already complete, nothing to do.
+  if (!done->empty()) return {};
+  std::vector<PartitionOffset> offsets = c.offsets;
+  std::sort(offsets.begin(), offsets.end());
+  KPIPE_TRY(check_owners(offsets, fmt::format("checkpoint {}", c.id)));
+  Dialect d = db_->dialect();
+  auto put = db_->prepare(fmt::format(
+      "INSERT INTO checkpoints (id, emitted_at, completed_at, completed_by, seal) VALUES (?1, ?2, "
+      "?3, ?4, {}) ON CONFLICT(id) DO UPDATE SET completed_at = excluded.completed_at, "
+      "completed_by = excluded.completed_by, seal = {}",
+      seal_call(d, {"?1", "?2", "?3", "?4"}),
+      seal_call(d, {"checkpoints.id", "checkpoints.emitted_at", "excluded.completed_at",
+                    "excluded.completed_by"})));
+  if (!put) return put.take_error();
+  put->bind(1, c.id).bind(2, c.at).bind(3, now).bind_text(4, by);
+  KPIPE_TRY(put->run());
+  auto off = db_->prepare(fmt::format(
+      "INSERT INTO checkpoint_offsets (checkpoint, topic, partition, \"offset\", seal) "
+      "VALUES (?1, ?2, ?3, ?4, {}) ON CONFLICT (checkpoint, topic, partition) DO UPDATE SET "
+      "\"offset\" = excluded.\"offset\", seal = excluded.seal",
+      seal_call(d, {"?1", "?2", "?3", "?4"})));
+  if (!off) return off.take_error();
+  auto pos = prepare_position();
+  if (!pos) return pos.take_error();
+  auto stored = db_->prepare("SELECT checkpoint FROM offsets WHERE topic = ? AND partition = ?");
+  if (!stored) return stored.take_error();
+  for (const auto& o : offsets) {
+    stored->bind_text(1, o.topic).bind(2, static_cast<int64_t>(o.partition));
+    auto row = stored->step();
+    if (!row) return row.take_error();
+    int64_t before = *row ? stored->column_int(0) : 0;
+    stored->reset();
+    if (before >= c.id)
+      return failure(
+          "checkpoint {} arrived after checkpoint {} completed partition {} [{}]: ids "
+          "must grow",
+          c.id, before, o.topic, o.partition);
+    off->bind(1, c.id)
+        .bind_text(2, o.topic)
+        .bind(3, static_cast<int64_t>(o.partition))
+        .bind(4, o.offset);
+    KPIPE_TRY(off->run());
+    KPIPE_TRY(put_position(*pos, o, c.id, now));
+  }
+  KPIPE_TRY(note_run(fmt::format("member:stage:{}:{}", by, run_), c.id));
+  auto prune = db_->prepare(
+      "DELETE FROM checkpoints WHERE id < ? - 1000 AND id NOT IN (SELECT checkpoint FROM offsets)");
   if (!prune) return prune.take_error();
   prune->bind(1, c.id);
   KPIPE_TRY(prune->run());
@@ -614,8 +882,138 @@ Status StateStore::save_snapshot(std::string_view stage, int64_t checkpoint,
   return tx->commit();
 }
 
+Status StateStore::save_slices(std::string_view stage, int64_t checkpoint,
+                               const std::vector<SliceChanges>& slices, Millis now) {
+  auto tx = Transaction::begin(*db_);
+  if (!tx) return tx.take_error();
+  std::vector<const SliceChanges*> sorted;
+  for (const auto& slice : slices) sorted.push_back(&slice);
+  std::sort(sorted.begin(), sorted.end(), [](const SliceChanges* a, const SliceChanges* b) {
+    return a->partition < b->partition;
+  });
+  std::string what = fmt::format("the snapshot of '{}' for checkpoint {}", stage, checkpoint);
+  for (const SliceChanges* slice : sorted)
+    KPIPE_TRY(check_owner(slice->partition, slice->epoch, what));
+  // A snapshot for this checkpoint may exist from a run that crashed before
+  // the checkpoint completed and was then replayed: replace it.
+  auto drop = db_->prepare(
+      "DELETE FROM stage_state WHERE stage = ?1 AND key >= ?2 AND key < ?3 AND added >= ?4");
+  if (!drop) return drop.take_error();
+  auto revive = db_->prepare(
+      "UPDATE stage_state SET removed = NULL WHERE stage = ?1 AND key >= ?2 AND key < ?3 AND "
+      "removed >= ?4");
+  if (!revive) return revive.take_error();
+  auto retire = db_->prepare(
+      "UPDATE stage_state SET removed = ? WHERE stage = ? AND key = ? AND removed IS NULL");
+  if (!retire) return retire.take_error();
+  auto insert =
+      db_->prepare("INSERT INTO stage_state (stage, key, value, added) VALUES (?, ?, ?, ?)");
+  if (!insert) return insert.take_error();
+  int64_t bytes = 0;
+  int64_t entries = 0;
+  std::string key;
+  for (const SliceChanges* slice : sorted) {
+    std::string lo = slice_prefix(slice->partition);
+    std::string hi = slice_end(lo);
+    for (Statement* stmt : {&*drop, &*revive}) {
+      stmt->bind_text(1, stage).bind_blob(2, lo).bind_blob(3, hi).bind(4, checkpoint);
+      KPIPE_TRY(stmt->run());
+    }
+    const StateChanges& changes = *slice->changes;
+    for (const auto& removed : changes.removed) {
+      key = lo + removed;
+      retire->bind(1, checkpoint).bind_text(2, stage).bind_blob(3, key);
+      KPIPE_TRY(retire->run());
+    }
+    for (const auto& [k, value] : changes.put) {
+      key = lo + k;
+      retire->bind(1, checkpoint).bind_text(2, stage).bind_blob(3, key);
+      KPIPE_TRY(retire->run());
+      insert->bind_text(1, stage).bind_blob(2, key).bind_blob(3, value).bind(4, checkpoint);
+      KPIPE_TRY(insert->run());
+      bytes += static_cast<int64_t>(k.size() + value.size());
+    }
+    entries += static_cast<int64_t>(changes.put.size() + changes.removed.size());
+  }
+  auto record = db_->prepare(fmt::format(
+      "INSERT INTO stage_snapshots (stage, checkpoint, saved_at, entries, bytes, seal) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, {}) ON CONFLICT (stage, checkpoint) DO UPDATE SET saved_at = "
+      "excluded.saved_at, entries = excluded.entries, bytes = excluded.bytes, seal = "
+      "excluded.seal",
+      seal_call(db_->dialect(), {"?1", "?2", "?3", "?4", "?5"})));
+  if (!record) return record.take_error();
+  record->bind_text(1, stage).bind(2, checkpoint).bind(3, now).bind(4, entries).bind(5, bytes);
+  KPIPE_TRY(record->run());
+  KPIPE_TRY(note_run(fmt::format("member:stage:{}:{}", stage, run_), checkpoint));
+  return tx->commit();
+}
+
+Expected<std::optional<int64_t>> StateStore::restore_slice(std::string_view stage,
+                                                           const TopicPartition& partition,
+                                                           Snapshottable& engine) {
+  // One read of a consistent state (a transaction), while the owner may
+  // not write yet: it restores before it saves.
+  auto tx = Transaction::begin(*db_);
+  if (!tx) return tx.take_error();
+  std::string lo = slice_prefix(partition);
+  std::string hi = slice_end(lo);
+  auto live = db_->prepare(
+      "SELECT key, value FROM stage_state WHERE stage = ? AND key >= ? AND key < ? AND removed "
+      "IS NULL");
+  if (!live) return live.take_error();
+  live->bind_text(1, stage).bind_blob(2, lo).bind_blob(3, hi);
+  bool any = false;
+  for (;;) {
+    auto row = live->step();
+    if (!row) return row.take_error();
+    if (!*row) break;
+    any = true;
+    std::string_view key = live->column_text(0);
+    KPIPE_TRY(engine.restore_entry(key.substr(lo.size()), live->column_text(1)));
+  }
+  live->reset();
+  KPIPE_TRY(engine.finish_restore());
+  auto position = db_->prepare("SELECT checkpoint FROM offsets WHERE topic = ? AND partition = ?");
+  if (!position) return position.take_error();
+  position->bind_text(1, partition.topic).bind(2, static_cast<int64_t>(partition.partition));
+  auto found = position->step();
+  if (!found) return found.take_error();
+  std::optional<int64_t> checkpoint;
+  if (*found) checkpoint = position->column_int(0);
+  position->reset();
+  KPIPE_TRY(tx->commit());
+  if (!any) return std::optional<int64_t>{};
+  return checkpoint;
+}
+
+// A stage of an instance restores per partition (restore_slice); entries
+// of no partition are a single pipeline's, which no partition can take.
+Expected<std::optional<int64_t>> StateStore::restore_unowned(std::string_view stage,
+                                                             Snapshottable& engine) {
+  auto single = db_->prepare(
+      "SELECT COUNT(*) FROM stage_state WHERE stage = ? AND removed IS NULL AND (key < ? OR key "
+      ">= ?)");
+  if (!single) return single.take_error();
+  single->bind_text(1, stage).bind_blob(2, "@").bind_blob(3, "A");
+  auto row = single->step();
+  if (!row) return row.take_error();
+  int64_t n = single->column_int(0);
+  single->reset();
+  if (n > 0)
+    return failure(
+        "the saved state of '{}' in '{}' was saved by a single pipeline, not by partition, and "
+        "cannot follow the partitions of a consumer group: give the instances a new state "
+        "database",
+        stage, db_->path());
+  KPIPE_TRY(engine.finish_restore());
+  return std::optional<int64_t>{};
+}
+
 Expected<std::optional<int64_t>> StateStore::restore(std::string_view stage,
                                                      Snapshottable& engine) {
+  auto grouped = owned_by_group();
+  if (!grouped) return grouped.take_error();
+  if (*grouped) return restore_unowned(stage, engine);
   auto tx = Transaction::begin(*db_);
   if (!tx) return tx.take_error();
   auto latest = latest_complete();

@@ -37,6 +37,16 @@ struct CheckpointRecord {
   int64_t partitions = 0;
 };
 
+// A partition an instance of a consumer group of pipelines took over
+// (kpipe(7), MANY INSTANCES): the epoch it owns it at, and where it
+// resumes.
+struct PartitionClaim {
+  TopicPartition partition;
+  int64_t epoch = 0;
+  std::optional<int64_t> offset;  // the stored position, if any
+  int64_t checkpoint = 0;         // the checkpoint that stored it (0: none, or set by hand)
+};
+
 struct SnapshotRecord {
   std::string stage;
   int64_t checkpoint = 0;
@@ -68,9 +78,17 @@ class StateStore {
   // database in memory.
   // A stage's, by the name it saves its snapshots under (or completes
   // checkpoints as).
-  Status lock_stage(std::string_view stage);
-  // kconsume's: one pipeline per state file.
-  Status lock_pipeline();
+  // `shared`: by the instances of a consumer group of pipelines (kpipe(7),
+  // MANY INSTANCES), which the store's owners keep apart; a shared lock is
+  // refused while a single pipeline holds it, and the other way round.
+  Status lock_stage(std::string_view stage, bool shared = false);
+  // kconsume's: one pipeline per state file, or any number of instances
+  // of one consumer group (`shared`).
+  Status lock_pipeline(bool shared = false);
+  // A stage's lock as the store is kept: shared once a consumer group's
+  // instance has claimed a partition here (call it once the stage's input
+  // has a first line: an instance's kconsume claims before it writes).
+  Status lock_stage_as_kept(std::string_view stage);
   // The same lock for kcheckpoint reset and import, which rewrite the
   // offsets kconsume resumes from: refused while the pipeline runs.
   Status lock_offsets();
@@ -81,13 +99,20 @@ class StateStore {
   Expected<int64_t> next_checkpoint_id();
   // kconsume records each checkpoint it emits (not yet complete).
   Status record_emitted(int64_t id, Millis at);
+  // The same for an instance of a consumer group of pipelines: the id is
+  // the store's next, so that instances sharing the store never take one
+  // id twice.
+  Expected<int64_t> record_emitted(Millis at);
   // The newest complete checkpoint, if any.
   Expected<std::optional<int64_t>> latest_complete();
   // Who completed checkpoint `id` ("" when it is not complete, or gone).
   Expected<std::string> completed_by(int64_t id);
   // Marks `c` complete and stores its offsets as the pipeline's positions,
   // in one transaction. Completing an older id than the newest complete
-  // one is refused as a protocol error.
+  // one is refused as a protocol error. Offsets with an epoch (a consumer
+  // group's instance) are each checked against the partition's owner: a
+  // checkpoint of an instance that lost a partition is refused whole
+  // (fenced), and ids grow per partition, not across the store.
   Status complete(const Checkpoint& c, std::string_view by, Millis now);
   // The same, inside a transaction the caller holds on db().
   Status complete_in_transaction(const Checkpoint& c, std::string_view by, Millis now);
@@ -101,14 +126,41 @@ class StateStore {
   Expected<std::vector<CheckpointRecord>> checkpoints();
   Expected<std::vector<SnapshotRecord>> snapshots();
 
+  // --- many instances (kpipe(7), MANY INSTANCES) ----------------------------
+  // Whether instances of a consumer group keep their state here by
+  // partition (a partition was ever claimed).
+  Expected<bool> owned_by_group();
+  // Takes partitions over for this process: each one's epoch grows by one,
+  // so that the store refuses what an older owner still writes for it;
+  // the state its stages saved after its last complete checkpoint is
+  // dropped (the records behind it will be read again) and history before
+  // it pruned. One transaction.
+  Expected<std::vector<PartitionClaim>> claim(std::vector<TopicPartition> partitions, Millis now);
+  // Inside the caller's transaction: refuses, naming the new owner, unless
+  // every partition is still owned at its epoch. `what` names what was
+  // refused ("checkpoint 41").
+  Status check_owners(std::vector<PartitionOffset> owned, std::string_view what);
+
   // --- stage snapshots ----------------------------------------------------
   // Saves a stage's changes as its snapshot for `checkpoint`.
   Status save_snapshot(std::string_view stage, int64_t checkpoint, const StateChanges& changes,
                        Millis now);
+  // Saves a stage's changes per partition (a consumer group's instance),
+  // each checked against its owner's epoch, in one transaction.
+  Status save_slices(std::string_view stage, int64_t checkpoint,
+                     const std::vector<SliceChanges>& slices, Millis now);
   // Restores the stage's state as of the newest complete checkpoint: calls
   // `entry` for each live entry, drops snapshots saved after it and prunes
   // history before it. Returns the checkpoint restored (nullopt: none).
+  // In a store kept by partition, only the entries of no partition, and
+  // nothing is dropped: other instances are writing.
   Expected<std::optional<int64_t>> restore(std::string_view stage, Snapshottable& engine);
+  // One partition's entries, as of the checkpoint that last completed it
+  // (claim() dropped what came after). Returns that checkpoint (nullopt:
+  // no entries).
+  Expected<std::optional<int64_t>> restore_slice(std::string_view stage,
+                                                 const TopicPartition& partition,
+                                                 Snapshottable& engine);
 
   // Integrity of the file and of the protocol's invariants; each problem
   // is one line. Beyond SQLite's own check: rows of kpipe's tables changed
@@ -123,8 +175,12 @@ class StateStore {
   Status migrate();
   // open_existing's last step: the tables at this program's version.
   static Expected<std::unique_ptr<StateStore>> check_version(std::unique_ptr<Database> db);
-  Status lock(const std::string& name, StateLock::BusyMessage busy);
-  Status lock_postgres(const std::string& name, const StateLock::BusyMessage& busy);
+  Status lock(const std::string& name, bool shared, StateLock::BusyMessage busy);
+  Status lock_postgres(const std::string& name, bool shared, const StateLock::BusyMessage& busy);
+  // Refuses, naming the owner, unless `p` is still owned at `epoch`.
+  Status check_owner(const TopicPartition& p, int64_t epoch, std::string_view what);
+  Status complete_owned(const Checkpoint& c, std::string_view by, Millis now);
+  Expected<std::optional<int64_t>> restore_unowned(std::string_view stage, Snapshottable& engine);
   // Extends this process's record of the checkpoints it wrote as `role`
   // ("kconsume", "stage:NAME"), inside the caller's transaction.
   Status note_run(std::string_view role, int64_t checkpoint);

@@ -41,6 +41,36 @@ class FakeStore final : public SnapshotStore {
     return latest;
   }
 
+  // Each partition's entries as a stage of their own, "STAGE@TOPIC/P";
+  // an epoch other than `owners` holds is refused, as the store's fencing.
+  Status save_slices(std::string_view stage, int64_t checkpoint,
+                     const std::vector<SliceChanges>& slices, Millis now) override {
+    for (const auto& slice : slices) {
+      auto owner = owners.find(slice.partition);
+      if (owner != owners.end() && owner->second != slice.epoch)
+        return failure("fenced: {} [{}]", slice.partition.topic, slice.partition.partition);
+    }
+    for (const auto& slice : slices)
+      KPIPE_TRY(save_snapshot(slice_name(stage, slice.partition), checkpoint, *slice.changes, now));
+    return {};
+  }
+
+  Expected<std::optional<int64_t>> restore_slice(std::string_view stage,
+                                                 const TopicPartition& partition,
+                                                 Snapshottable& engine) override {
+    auto& live = stages[slice_name(stage, partition)];
+    for (const auto& [key, value] : live) KPIPE_TRY(engine.restore_entry(key, value));
+    KPIPE_TRY(engine.finish_restore());
+    if (live.empty()) return std::optional<int64_t>{};
+    return latest;
+  }
+
+  static std::string slice_name(std::string_view stage, const TopicPartition& p) {
+    return fmt::format("{}@{}/{}", stage, p.topic, p.partition);
+  }
+
+  std::map<TopicPartition, int64_t> owners;
+
   struct Save {
     std::string stage;
     int64_t checkpoint;

@@ -359,7 +359,7 @@ TEST_CASE("a state file of schema version 2 is upgraded, its rows sealed as they
   REQUIRE_FALSE(old.ok());
   CHECK(old.error().message ==
         path +
-            ": the 'state' tables are at schema version 2, older than this program's (3); run the "
+            ": the 'state' tables are at schema version 2, older than this program's (4); run the "
             "pipeline or kcheckpoint commit on it once to upgrade them");
   {
     auto upgraded = file_store(path);
