@@ -46,9 +46,10 @@ assert_eq "$(kcheckpoint history --state "$S1" | jq -s 'map(select(.completed_at
 expect_exit 0 kconsume -b "$BROKERS" -t "$T" -g "$G" -e
 assert_empty "$WORK/out"
 
-# 2. A restart resumes from the state: only new records come.
+# 2. A restart resumes from the state: only new records come (the same
+# group: a state kept by partition, kpipe(7), MANY INSTANCES).
 "$KPIPE_SOURCE_DIR/scripts/gen-events" -n 60 -k 50 -s 2 | kproduce -b "$BROKERS" -t "$T" -k .user_id
-kconsume -b "$BROKERS" -t "$T" -e --state "$S1" --checkpoint-interval 50ms |
+kconsume -b "$BROKERS" -t "$T" -g "$G" -e --state "$S1" --checkpoint-interval 50ms |
   kcheckpoint commit --state "$S1" --passthrough >"$WORK/second"
 assert_eq "$(wc -l <"$WORK/second")" 60 "resumed run reads only the new records"
 assert_eq "$(offsets_sum "$S1")" 460 "offsets after the resumed run"
@@ -70,7 +71,7 @@ assert_contains "$WORK/err" "dry run"
 assert_eq "$(offsets_sum "$S1")" 460 "a dry run changes nothing"
 expect_exit 0 kcheckpoint reset --state "$S1" -b "$BROKERS" --shift-by -10 --execute
 assert_eq "$(offsets_sum "$S1")" 420 "reset applied"
-kconsume -b "$BROKERS" -t "$T" -e --state "$S1" | kcheckpoint commit --state "$S1" --passthrough >"$WORK/replay"
+kconsume -b "$BROKERS" -t "$T" -g "$G" -e --state "$S1" | kcheckpoint commit --state "$S1" --passthrough >"$WORK/replay"
 assert_eq "$(wc -l <"$WORK/replay")" 40 "the reset replays 10 records per partition"
 expect_exit 0 kcheckpoint reset --state "$S1" -b "$BROKERS" --to-earliest --execute -t "$T:0"
 assert_eq "$(kcheckpoint export --state "$S1" | jq -c 'select(.partition == 0) | .offset')" 0 "reset one partition"

@@ -353,9 +353,9 @@ Status run_dedup(const DedupOptions& options, Io& io) {
   state.on_restored = [&](const TopicPartition& p, Snapshottable& e,
                           std::optional<int64_t> checkpoint) {
     if (!checkpoint) return;
-    io.reporter.info(fmt::format("restored {} keys of '{}' for {} [{}] from checkpoint {}",
+    io.reporter.info(fmt::format("restored {} keys of '{}' for {} [{}] from checkpoint {} in '{}'",
                                  static_cast<DedupEngine&>(e).remembered(), plan->stage, p.topic,
-                                 p.partition, *checkpoint));
+                                 p.partition, *checkpoint, display_target(options.state)));
   };
   state.on_dropped = [&](const TopicPartition&, Snapshottable& e) {
     dropped_evicted += static_cast<DedupEngine&>(e).evicted();

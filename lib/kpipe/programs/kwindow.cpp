@@ -9,6 +9,7 @@
 #include "kpipe/programs/dlq_targets.h"
 #include "kpipe/programs/state_file.h"
 #include "kpipe/stage/stateful.h"
+#include "kpipe/store/sql.h"
 
 namespace kpipe {
 
@@ -421,9 +422,10 @@ Status run_window(const WindowOptions& options, Io& io) {
     auto& restored = static_cast<WindowEngine&>(e);
     Millis w = restored.watermark();
     io.reporter.info(fmt::format(
-        "restored '{}' for {} [{}] as of checkpoint {}: {} window aggregate{}, watermark {}", stage,
-        p.topic, p.partition, *checkpoint, restored.states(), restored.states() == 1 ? "" : "s",
-        w == kNoWatermark ? "none" : format_rfc3339(w)));
+        "restored '{}' for {} [{}] as of checkpoint {} in '{}': {} window aggregate{}, watermark "
+        "{}",
+        stage, p.topic, p.partition, *checkpoint, display_target(options.state), restored.states(),
+        restored.states() == 1 ? "" : "s", w == kNoWatermark ? "none" : format_rfc3339(w)));
   };
   if (state.enabled()) KPIPE_TRY(wait_for_input(options.input, io.stop));
   auto restored = state.restore();

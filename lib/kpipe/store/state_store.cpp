@@ -574,6 +574,13 @@ Expected<std::vector<PartitionClaim>> StateStore::claim(std::vector<TopicPartiti
       c.checkpoint = position->column_int(1);
     }
     position->reset();
+    // A position set by hand (kcheckpoint reset) moves where the partition
+    // resumes, not its state: that stays the last complete checkpoint's.
+    if (c.checkpoint == 0) {
+      auto last = last_completed(p);
+      if (!last) return last.take_error();
+      c.checkpoint = *last;
+    }
     // What the last owner saved past its last complete checkpoint belongs
     // to records that will be read again; what it removed before it is
     // history.
@@ -589,6 +596,17 @@ Expected<std::vector<PartitionClaim>> StateStore::claim(std::vector<TopicPartiti
   }
   KPIPE_TRY(tx->commit());
   return out;
+}
+
+Expected<int64_t> StateStore::last_completed(const TopicPartition& p) {
+  auto stmt = db_->prepare(
+      "SELECT COALESCE(MAX(o.checkpoint), 0) FROM checkpoint_offsets o JOIN checkpoints c ON c.id "
+      "= o.checkpoint WHERE o.topic = ? AND o.partition = ? AND c.completed_at IS NOT NULL");
+  if (!stmt) return stmt.take_error();
+  stmt->bind_text(1, p.topic).bind(2, static_cast<int64_t>(p.partition));
+  auto row = stmt->step();
+  if (!row) return row.take_error();
+  return stmt->column_int(0);
 }
 
 Status StateStore::check_owners(std::vector<PartitionOffset> owned, std::string_view what) {
@@ -973,17 +991,11 @@ Expected<std::optional<int64_t>> StateStore::restore_slice(std::string_view stag
   }
   live->reset();
   KPIPE_TRY(engine.finish_restore());
-  auto position = db_->prepare("SELECT checkpoint FROM offsets WHERE topic = ? AND partition = ?");
-  if (!position) return position.take_error();
-  position->bind_text(1, partition.topic).bind(2, static_cast<int64_t>(partition.partition));
-  auto found = position->step();
-  if (!found) return found.take_error();
-  std::optional<int64_t> checkpoint;
-  if (*found) checkpoint = position->column_int(0);
-  position->reset();
+  auto checkpoint = last_completed(partition);
+  if (!checkpoint) return checkpoint.take_error();
   KPIPE_TRY(tx->commit());
   if (!any) return std::optional<int64_t>{};
-  return checkpoint;
+  return std::optional<int64_t>(*checkpoint);
 }
 
 // A stage of an instance restores per partition (restore_slice); entries

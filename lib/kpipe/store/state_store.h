@@ -180,6 +180,8 @@ class StateStore {
   // Refuses, naming the owner, unless `p` is still owned at `epoch`.
   Status check_owner(const TopicPartition& p, int64_t epoch, std::string_view what);
   Status complete_owned(const Checkpoint& c, std::string_view by, Millis now);
+  // The newest complete checkpoint that held partition `p` (0: none).
+  Expected<int64_t> last_completed(const TopicPartition& p);
   Expected<std::optional<int64_t>> restore_unowned(std::string_view stage, Snapshottable& engine);
   // Extends this process's record of the checkpoints it wrote as `role`
   // ("kconsume", "stage:NAME"), inside the caller's transaction.
