@@ -301,8 +301,15 @@ class ConsumeLoop {
           } else if (state_ != nullptr) {
             // Hand the partitions over at a checkpoint, so that the next
             // owner resumes where this pipeline's output ends.
+            Millis began = io_.clock.steady();
             if (written_since_checkpoint_ || last_emitted_ == 0) KPIPE_TRY(emit_checkpoint());
             KPIPE_TRY(await_and_mirror(last_emitted_));
+            // What a move costs the partitions that move (kpipe(7), MANY
+            // INSTANCES): the time they wait for their last checkpoint.
+            if (owned() && !closing_)
+              io_.reporter.info(
+                  fmt::format("handing {} partitions over at checkpoint {} took {} ms",
+                              parts.size(), last_emitted_, io_.clock.steady() - began));
           } else {
             // After the final commit (close() revokes too), what is
             // unread now stays so: the final commit waited already.
@@ -800,9 +807,14 @@ Status run_consume(const ConsumeOptions& options, Io& io) {
   }
   // Only the partitions that move pause in a rebalance (kpipe(7), MANY
   // INSTANCES), unless the user chose an assignor.
-  if (state != nullptr && !options.group.empty() &&
-      config->get("partition.assignment.strategy") == nullptr)
-    config->set("partition.assignment.strategy", "cooperative-sticky");
+  if (state != nullptr && !options.group.empty()) {
+    if (config->get("partition.assignment.strategy") == nullptr)
+      config->set("partition.assignment.strategy", "cooperative-sticky");
+    // Members learn of a rebalance at their next heartbeat, twice in a
+    // cooperative one: librdkafka's 3 s made a move pause for 4 s.
+    if (config->get("heartbeat.interval.ms") == nullptr)
+      config->set("heartbeat.interval.ms", "1000");
+  }
   auto consumer = Consumer::create(*config, options.group, io.reporter);
   if (!consumer) return consumer.take_error();
   ConsumeLoop loop(options, **consumer, io, *from, std::move(only), *commit_interval, *stats,

@@ -268,19 +268,19 @@ class DedupStage final : public ParsingStage {
   // Keys are kept per partition: exact only when every record of a key
   // comes from one partition (kpipe(7), MANY INSTANCES). A key another of
   // this instance's partitions remembers says the topic is not keyed by
-  // it; once is enough to say so.
+  // it; once is enough to say so. One passing record in
+  // kCopartitionSample is looked for in one other partition.
   void check_copartitioned(DedupEngine& engine, const DedupEngine::Prepared& prepared,
                            std::string_view key) {
-    const TopicPartition* other = nullptr;
+    if (++sampled_ % kCopartitionSample != 0) return;
+    auto [other, other_engine] = state_.other_slice(&engine);
+    if (other == nullptr || !static_cast<DedupEngine*>(other_engine)->remembers(prepared, key))
+      return;
     const TopicPartition* mine = nullptr;
     state_.for_each_slice([&](const TopicPartition& p, Snapshottable& e) {
-      if (&e == &engine) {
-        mine = &p;
-      } else if (other == nullptr && static_cast<DedupEngine&>(e).remembers(prepared, key)) {
-        other = &p;
-      }
+      if (&e == &engine) mine = &p;
     });
-    if (other == nullptr || mine == nullptr) return;
+    if (mine == nullptr) return;
     warned_ = true;
     reporter_.warning(copartition_warning(
         key, *other, *mine,
@@ -304,6 +304,7 @@ class DedupStage final : public ParsingStage {
   StageState& state_;
   Reporter& reporter_;
   bool warned_ = false;
+  uint64_t sampled_ = 0;
   std::vector<std::string> key_paths_;  // --key, as written
   bool tick_ = false;
   const JsonField* values_ = nullptr;  // the line's, during on_parsed

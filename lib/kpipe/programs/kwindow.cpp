@@ -240,15 +240,12 @@ class WindowStage final : public ParsingStage {
   // Windows are kept per partition: exact only when every record of a key
   // comes from one partition (kpipe(7), MANY INSTANCES). A key whose
   // window another of this instance's partitions holds says the topic is
-  // not keyed by it; once is enough to say so.
+  // not keyed by it; once is enough to say so. One record in
+  // kCopartitionSample is looked for in one other partition.
   void check_copartitioned(const WindowEngine& engine, const WindowInput& in) {
-    if (engine.holds_key(in)) return;
-    const TopicPartition* other = nullptr;
-    state_.for_each_slice([&](const TopicPartition& p, Snapshottable& e) {
-      if (other == nullptr && &e != &engine && static_cast<WindowEngine&>(e).holds_key(in))
-        other = &p;
-    });
-    if (other == nullptr) return;
+    if (++sampled_ % kCopartitionSample != 0) return;
+    auto [other, other_engine] = state_.other_slice(&engine);
+    if (other == nullptr || !static_cast<WindowEngine*>(other_engine)->holds_key(in)) return;
     warned_ = true;
     reporter_.warning(copartition_warning(
         in.key, *other, {std::string(in.topic), static_cast<int32_t>(in.partition)},
@@ -312,6 +309,7 @@ class WindowStage final : public ParsingStage {
   WindowEngine& single_;  // a single pipeline's (an instance's are in state_)
   Reporter& reporter_;
   bool warned_ = false;
+  uint64_t sampled_ = 0;
   uint64_t emitted_gone_ = 0;
   Paths paths_;
   TimeUnit unit_;

@@ -251,6 +251,15 @@ Status StageState::save_slices(const Checkpoint& c) {
   return {};
 }
 
+std::pair<const TopicPartition*, Snapshottable*> StageState::other_slice(
+    const Snapshottable* mine) {
+  if (slices_.size() < 2) return {nullptr, nullptr};
+  auto it = std::next(slices_.begin(), static_cast<std::ptrdiff_t>(probe_++ % slices_.size()));
+  if (it->second.engine.get() == mine && ++it == slices_.end()) it = slices_.begin();
+  if (it->second.engine.get() == mine) return {nullptr, nullptr};
+  return {&it->first, it->second.engine.get()};
+}
+
 Snapshottable* StageState::engine_for(std::string_view topic, int32_t partition) {
   if (last_ != slices_.end() && last_->first.partition == partition && last_->first.topic == topic)
     return last_->second.engine.get();

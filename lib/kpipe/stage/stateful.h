@@ -124,6 +124,13 @@ class StageState {
   void for_each_slice(F&& f) const {
     for (const auto& [partition, slice] : slices_) f(partition, *slice.engine);
   }
+  // The engine of another owned partition than `mine`'s, a different one
+  // at each call (round robin), with its partition; {null, null} when
+  // there is none. A stage checks one other partition per sampled record
+  // for keys that come from two partitions: a topic not keyed by the
+  // stage's key shows in a few hundred records, at a cost that does not
+  // grow with the partitions owned.
+  std::pair<const TopicPartition*, Snapshottable*> other_slice(const Snapshottable* mine);
   // Called after a partition's engine is restored (entries: whether
   // anything was) and before one is dropped: for the stage's messages and
   // counters.
@@ -159,8 +166,13 @@ class StageState {
   bool sliced_ = false;
   std::map<TopicPartition, Slice> slices_;
   std::map<TopicPartition, Slice>::iterator last_ = slices_.end();
+  size_t probe_ = 0;    // other_slice's next
   TopicPartition key_;  // engine_for's lookup, without a string per record
 };
+
+// How often (in records) an instance's stage looks for a record's key in
+// another of its partitions (StageState::other_slice).
+inline constexpr uint64_t kCopartitionSample = 16;
 
 // The warning of a stage that saw `key` on partitions `a` and `b` of an
 // instance (kpipe(7), MANY INSTANCES): what goes wrong (`consequence`) and
