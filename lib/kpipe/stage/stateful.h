@@ -124,6 +124,7 @@ class StageState {
   void for_each_slice(F&& f) const {
     for (const auto& [partition, slice] : slices_) f(partition, *slice.engine);
   }
+  size_t slice_count() const { return slices_.size(); }
   // The engine of another owned partition than `mine`'s, a different one
   // at each call (round robin), with its partition; {null, null} when
   // there is none. A stage checks one other partition per sampled record
@@ -170,8 +171,8 @@ class StageState {
   TopicPartition key_;  // engine_for's lookup, without a string per record
 };
 
-// How often (in records) an instance's stage looks for a record's key in
-// another of its partitions (StageState::other_slice).
+// How often (in records) kwindow in an instance looks for a record's key
+// in another of its partitions (StageState::other_slice).
 inline constexpr uint64_t kCopartitionSample = 16;
 
 // The warning of a stage that saw `key` on partitions `a` and `b` of an
