@@ -570,9 +570,19 @@ class ConsumeLoop {
     auto offsets = state_->offsets();
     if (!offsets) return offsets.take_error();
     std::vector<PartitionOffset> commit;
+    std::map<int64_t, bool> by_transaction;  // per checkpoint
     for (const auto& o : *offsets) {
       auto it = positions_.find({o.topic, o.partition});
       if (it == positions_.end() || o.checkpoint == 0 || o.offset <= it->second.committed) continue;
+      // A transaction committed these with its checkpoint already, tagged
+      // with its id: a commit of ours could only set them back.
+      auto [known, fresh] = by_transaction.try_emplace(o.checkpoint, false);
+      if (fresh) {
+        auto by = state_->completed_by(o.checkpoint);
+        if (!by) return by.take_error();
+        known->second = *by == kTransactionCompleter;
+      }
+      if (known->second) continue;
       commit.push_back({o.topic, o.partition, o.offset});
     }
     if (commit.empty()) return {};
