@@ -162,3 +162,131 @@ TEST_CASE("append_checkpoint then parse_checkpoint round-trips", "[control]") {
     }
   }
 }
+
+// --- epochs (kpipe(7), MANY INSTANCES) ---------------------------------------
+
+namespace {
+
+PartitionEvent event_of(std::string_view line) {
+  auto e = parse_partition_event(line);
+  INFO(line);
+  if (!e) FAIL("refused: " << e.error().message);
+  if (!*e) FAIL("not a partitions line");
+  return **e;
+}
+
+std::string event_error(std::string_view line) {
+  auto e = parse_partition_event(line);
+  INFO(line);
+  if (e) FAIL("accepted");
+  CHECK(e.error().status == ExitStatus::kDataError);
+  return e.error().message;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint lines carry each offset's owner epoch, absent when there is none",
+          "[control]") {
+  Checkpoint c = parsed(R"({"$kpipe":"checkpoint","id":9,"at":1,"offsets":[)"
+                        R"({"topic":"events","partition":0,"offset":5,"epoch":3},)"
+                        R"({"topic":"events","partition":1,"offset":7}]})");
+  REQUIRE(c.offsets.size() == 2);
+  CHECK(c.offsets[0].epoch == 3);
+  CHECK(c.offsets[1].epoch == 0);
+
+  // The epoch is written after the offset, and only when there is one, so
+  // that a single pipeline's lines stay as they were.
+  Checkpoint owned{4, 2, {{"events", 0, 10, 1}, {"events", 1, 20, 9007199254740993}}, "g"};
+  std::string out;
+  append_checkpoint(out, owned);
+  CHECK(out == R"({"$kpipe":"checkpoint","id":4,"at":2,"group":"g","offsets":[)"
+               R"({"topic":"events","partition":0,"offset":10,"epoch":1},)"
+               R"({"topic":"events","partition":1,"offset":20,"epoch":9007199254740993}]})"
+               "\n");
+  out.pop_back();
+  // Beyond a double's integers too: epochs are read as integers.
+  CHECK(parsed(out).offsets == owned.offsets);
+}
+
+TEST_CASE("checkpoint lines: an epoch that is not a positive integer is refused", "[control]") {
+  for (const char* epoch : {"0", "-1", "\"3\"", "1.5", "null", "true"}) {
+    INFO(epoch);
+    CHECK(parse_error(std::string(R"({"$kpipe":"checkpoint","id":1,"offsets":[)"
+                                  R"({"topic":"t","partition":0,"offset":1,"epoch":)") +
+                      epoch + "}]}") == "checkpoint line: 'epoch' must be a positive integer");
+  }
+}
+
+TEST_CASE("partitions lines: owned partitions carry their epochs, and round-trip", "[control]") {
+  PartitionEvent e =
+      event_of(R"({"$kpipe":"partitions","event":"assigned","partitions":[)"
+               R"({"topic":"events","partition":0,"epoch":3},{"topic":"events","partition":2,)"
+               R"("epoch":1}]})");
+  CHECK(e.kind == PartitionEvent::Kind::kAssigned);
+  CHECK(e.partitions == std::vector<TopicPartition>{{"events", 0}, {"events", 2}});
+  CHECK(e.epochs == std::vector<int64_t>{3, 1});
+  CHECK(e.owned());
+
+  // A single pipeline's kconsume --announce: no epochs, not owned.
+  PartitionEvent plain = event_of(
+      R"({"$kpipe":"partitions","event":"revoked","partitions":[{"topic":"events","partition":0}]})");
+  CHECK(plain.kind == PartitionEvent::Kind::kRevoked);
+  CHECK(plain.partitions == std::vector<TopicPartition>{{"events", 0}});
+  CHECK(plain.epochs.empty());
+  CHECK_FALSE(plain.owned());
+
+  std::string out;
+  append_partition_event(out, e);
+  CHECK(out == R"({"$kpipe":"partitions","event":"assigned","partitions":[)"
+               R"({"topic":"events","partition":0,"epoch":3},)"
+               R"({"topic":"events","partition":2,"epoch":1}]})"
+               "\n");
+  out.pop_back();
+  CHECK(is_control_line(out));
+  PartitionEvent back = event_of(out);
+  CHECK(back.kind == e.kind);
+  CHECK(back.partitions == e.partitions);
+  CHECK(back.epochs == e.epochs);
+
+  out.clear();
+  append_partition_event(out, plain);
+  CHECK(
+      out ==
+      R"({"$kpipe":"partitions","event":"revoked","partitions":[{"topic":"events","partition":0}]})"
+      "\n");
+  out.pop_back();
+  CHECK_FALSE(event_of(out).owned());
+}
+
+TEST_CASE("partitions lines: epochs for some partitions only, or not positive, are refused",
+          "[control]") {
+  // One line comes from one kconsume: its partitions are all owned or none.
+  for (const char* parts : {R"({"topic":"t","partition":0},{"topic":"t","partition":1,"epoch":2})",
+                            R"({"topic":"t","partition":0,"epoch":2},{"topic":"t","partition":1})",
+                            R"({"topic":"t","partition":0,"epoch":2},{"topic":"t","partition":1},)"
+                            R"({"topic":"t","partition":2,"epoch":2})"}) {
+    INFO(parts);
+    CHECK(event_error(std::string(R"({"$kpipe":"partitions","event":"assigned","partitions":[)") +
+                      parts + "]}") ==
+          "partitions line: either every partition has an 'epoch' or none");
+  }
+  for (const char* epoch : {"0", "-3", "\"3\"", "2.5", "null"}) {
+    INFO(epoch);
+    CHECK(event_error(std::string(R"({"$kpipe":"partitions","event":"assigned","partitions":[)"
+                                  R"({"topic":"t","partition":0,"epoch":)") +
+                      epoch + "}]}") == "partitions line: 'epoch' must be a positive integer");
+  }
+}
+
+TEST_CASE("partitions lines: other control kinds and newer events are not acted on", "[control]") {
+  for (const char* line : {R"({"$kpipe":"checkpoint","id":1,"offsets":[]})",
+                           R"({"$kpipe":"partitions","event":"paused","partitions":"any"})"}) {
+    auto e = parse_partition_event(line);
+    INFO(line);
+    REQUIRE(e.ok());
+    CHECK_FALSE(*e);
+  }
+  auto c = parse_checkpoint(R"({"$kpipe":"partitions","event":"assigned","partitions":[]})");
+  REQUIRE(c.ok());
+  CHECK_FALSE(*c);
+}

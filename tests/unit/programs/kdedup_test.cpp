@@ -263,5 +263,155 @@ TEST_CASE("kdedup: a state of full keys restores without --exact, not the other 
         "the saved kdedup state holds hashes, not keys (it was saved without --exact)");
 }
 
+// --- an instance of a consumer group (kpipe(7), MANY INSTANCES) -------------
+
+// kconsume's part in an instance, done by hand: claims `partitions` of
+// "events" in the store and returns the epoch each got.
+std::vector<int64_t> claim(const std::string& path, const std::vector<int32_t>& partitions) {
+  auto store = StateStore::open(path);
+  REQUIRE(store.ok());
+  std::vector<TopicPartition> tps;
+  for (int32_t p : partitions) tps.push_back({"events", p});
+  auto claims = (*store)->claim(tps, 5);
+  REQUIRE(claims.ok());
+  std::vector<int64_t> epochs;
+  for (const auto& c : *claims) epochs.push_back(c.epoch);
+  return epochs;
+}
+
+// The assigned line of an instance's kconsume: partitions of "events" and
+// their epochs.
+std::string assigned(const std::vector<std::pair<int32_t, int64_t>>& partitions) {
+  PartitionEvent e;
+  for (const auto& [p, epoch] : partitions) {
+    e.partitions.push_back({"events", p});
+    e.epochs.push_back(epoch);
+  }
+  std::string line;
+  append_partition_event(line, e);
+  return line;
+}
+
+std::string record(int32_t partition, int64_t offset, const std::string& id) {
+  return fmt::format(
+      "{{\"topic\":\"events\",\"partition\":{},\"offset\":{},\"value\":{{\"id\":\"{}\"}}}}\n",
+      partition, offset, id);
+}
+
+DedupOptions instance_options(const TempDir& dir) {
+  DedupOptions o;
+  o.keys = {".value.id"};
+  o.state = dir.file("state.db");
+  return o;
+}
+
+TEST_CASE("kdedup: an instance keeps its keys per partition and restores those it is given",
+          "[kdedup]") {
+  TempDir dir;
+  DedupOptions o = instance_options(dir);
+  REQUIRE(claim(o.state, {0, 1}) == std::vector<int64_t>{1, 1});
+  Checkpoint c{1, 7, {{"events", 0, 2, 1}, {"events", 1, 1, 1}}, "g"};
+  std::string checkpoint;
+  append_checkpoint(checkpoint, c);
+  std::string both = assigned({{0, 1}, {1, 1}});
+  Result first = run_tool(
+      o, both + record(0, 0, "a") + record(1, 0, "b") + record(0, 1, "a") + checkpoint, dir);
+  REQUIRE(first.status.ok());
+  CHECK(first.out == both + record(0, 0, "a") + record(1, 0, "b") + checkpoint);
+  CHECK(first.reporter.warnings.empty());
+  CHECK(first.reporter.infos.back() ==
+        "3 records in, 2 passed, 1 dropped; 2 keys remembered, 0 evicted");
+  {
+    // The terminal stage completes checkpoint 1.
+    auto store = StateStore::open(o.state);
+    REQUIRE(store.ok());
+    REQUIRE((*store)->complete(c, "kcheckpoint", 8).ok());
+  }
+
+  // This instance restarts and gets partition 0 only: a's duplicate is
+  // dropped, b (partition 1's) is new to it.
+  REQUIRE(claim(o.state, {0}) == std::vector<int64_t>{2});
+  std::string zero = assigned({{0, 2}});
+  Result second = run_tool(o, zero + record(0, 2, "a") + record(0, 3, "b"), dir);
+  REQUIRE(second.status.ok());
+  CHECK(second.out == zero + record(0, 3, "b"));
+  CHECK(second.reporter.infos.at(0) ==
+        "restored 1 keys of 'kdedup' for events [0] from checkpoint 1 in '" + o.state + "'");
+  CHECK(second.reporter.warnings.empty());
+
+  // Partition 1's keys went to whichever instance took it: they are as
+  // its last checkpoint left them.
+  REQUIRE(claim(o.state, {1}) == std::vector<int64_t>{2});
+  std::string one = assigned({{1, 2}});
+  Result third = run_tool(o, one + record(1, 1, "b") + record(1, 2, "a"), dir);
+  REQUIRE(third.status.ok());
+  CHECK(third.out == one + record(1, 2, "a"));
+  CHECK(third.reporter.infos.at(0) ==
+        "restored 1 keys of 'kdedup' for events [1] from checkpoint 1 in '" + o.state + "'");
+}
+
+TEST_CASE("kdedup: an instance says once that keys came from two of its partitions", "[kdedup]") {
+  TempDir dir;
+  DedupOptions o = instance_options(dir);
+  claim(o.state, {0, 1});
+  std::string both = assigned({{0, 1}, {1, 1}});
+  // Forty keys on partition 0, then the same on partition 1: each passes
+  // on both (an instance keeps its keys per partition), and the stage,
+  // which may look at some records only, sees the topic is not keyed by
+  // them.
+  std::string input = both, passed = both;
+  for (int32_t p : {0, 1}) {
+    for (int i = 0; i < 40; ++i) {
+      input += record(p, i, fmt::format("k{}", i));
+      passed += record(p, i, fmt::format("k{}", i));
+    }
+  }
+  input += record(1, 40, "k0");  // a duplicate within partition 1 is dropped
+  Result r = run_tool(o, input, dir);
+  REQUIRE(r.status.ok());
+  CHECK(r.out == passed);
+  REQUIRE(r.reporter.warnings.size() == 1);
+  const std::string& warning = r.reporter.warnings[0];
+  INFO(warning);
+  CHECK(warning.starts_with("key \"k"));
+  CHECK(warning.find("came from partitions events [0] and events [1]") != std::string::npos);
+  CHECK(warning.ends_with(
+      "an instance keeps its keys per partition, so duplicates across partitions pass; re-key "
+      "the topic by it first: kconsume -t events --format value | kproduce -t events-rekeyed -k "
+      ".id (kpipe(7), MANY INSTANCES)"));
+}
+
+TEST_CASE("kdedup: an instance's record of a partition not assigned, or of none, is bad input",
+          "[kdedup]") {
+  TempDir dir;
+  DedupOptions o = instance_options(dir);
+  claim(o.state, {0});
+  std::string zero = assigned({{0, 1}});
+  std::string in = dir.file("in.ndjson");
+
+  Result unassigned = run_tool(o, zero + record(0, 0, "a") + record(1, 0, "b"), dir);
+  REQUIRE_FALSE(unassigned.status.ok());
+  CHECK(unassigned.status.error().status == ExitStatus::kDataError);
+  CHECK(unassigned.status.error().message ==
+        in + ": line 3: a record of events [1], a partition kconsume has not assigned");
+  // What came before the bad line is out.
+  CHECK(unassigned.out == zero + record(0, 0, "a"));
+
+  Result bare = run_tool(o, zero + "{\"value\":{\"id\":\"a\"}}\n", dir);
+  REQUIRE_FALSE(bare.status.ok());
+  CHECK(bare.status.error().status == ExitStatus::kDataError);
+  CHECK(bare.status.error().message ==
+        in + ": line 2: a record without the envelope's 'topic' and 'partition', which an "
+             "instance of a consumer group keeps its keys by");
+
+  // Skipped like any bad line when told to.
+  o.errors.on_error = "skip";
+  Result skipped = run_tool(
+      o, zero + record(1, 0, "b") + "{\"value\":{\"id\":\"a\"}}\n" + record(0, 0, "a"), dir);
+  REQUIRE(skipped.status.ok());
+  CHECK(skipped.out == zero + record(0, 0, "a"));
+  CHECK(skipped.reporter.warnings == std::vector<std::string>{"skipped 2 bad lines"});
+}
+
 }  // namespace
 }  // namespace kpipe

@@ -442,5 +442,177 @@ TEST_CASE(
         "agg count): give another --name or state file");
 }
 
+// --- an instance of a consumer group (kpipe(7), MANY INSTANCES) -------------
+
+// kconsume's part in an instance, done by hand: claims `partitions` of
+// "events" in the store and returns the epoch each got.
+std::vector<int64_t> claim(const std::string& path, const std::vector<int32_t>& partitions) {
+  auto store = StateStore::open(path);
+  REQUIRE(store.ok());
+  std::vector<TopicPartition> tps;
+  for (int32_t p : partitions) tps.push_back({"events", p});
+  auto claims = (*store)->claim(tps, 5);
+  REQUIRE(claims.ok());
+  std::vector<int64_t> epochs;
+  for (const auto& c : *claims) epochs.push_back(c.epoch);
+  return epochs;
+}
+
+// The assigned line of an instance's kconsume: partitions of "events" and
+// their epochs.
+std::string assigned(const std::vector<std::pair<int32_t, int64_t>>& partitions) {
+  PartitionEvent e;
+  for (const auto& [p, epoch] : partitions) {
+    e.partitions.push_back({"events", p});
+    e.epochs.push_back(epoch);
+  }
+  std::string line;
+  append_partition_event(line, e);
+  return line;
+}
+
+std::string record(int32_t partition, int64_t offset, const std::string& user, Millis ts) {
+  return fmt::format(
+      "{{\"topic\":\"events\",\"partition\":{},\"offset\":{},\"value\":{{\"user\":\"{}\","
+      "\"ts\":{}}}}}\n",
+      partition, offset, user, ts);
+}
+
+std::string window(Millis start, const std::string& user, int count) {
+  return fmt::format(
+      "{{\"window_start\":{},\"window_end\":{},\"key\":\"{}\",\"count\":{},\"emit\":\"on_time\"}}"
+      "\n",
+      start, start + 10000, user, count);
+}
+
+WindowOptions instance_options(const TempDir& dir) {
+  WindowOptions o = options();
+  o.time = ".value.ts";
+  o.keys = {".value.user"};
+  o.state = dir.file("state.db");
+  return o;
+}
+
+TEST_CASE("window tool: an instance keeps windows and a watermark per partition, restored apart",
+          "[window]") {
+  TempDir dir;
+  WindowOptions o = instance_options(dir);
+  REQUIRE(claim(o.state, {0, 1}) == std::vector<int64_t>{1, 1});
+  Checkpoint c{1, 7, {{"events", 0, 2, 1}, {"events", 1, 2, 1}}, "g"};
+  std::string checkpoint;
+  append_checkpoint(checkpoint, c);
+  std::string both = assigned({{0, 1}, {1, 1}});
+  Result first;
+  run_tool(o,
+           both + record(0, 0, "u1", 1000) + record(1, 0, "u2", 2000) + record(0, 1, "u1", 50000) +
+               record(1, 1, "u2", 3000) + checkpoint,
+           first, dir);
+  REQUIRE(first.status.ok());
+  // Partition 0's time fires partition 0's window, however far behind
+  // partition 1 is: each partition's windows go by its own watermark.
+  CHECK(first.out == both + window(0, "u1", 1) + checkpoint);
+  CHECK(first.reporter.warnings.empty());
+  {
+    // The terminal stage completes checkpoint 1.
+    auto store = StateStore::open(o.state);
+    REQUIRE(store.ok());
+    REQUIRE((*store)->complete(c, "kcheckpoint", 8).ok());
+  }
+
+  // The instance restarts with partition 1 only: its window goes on from
+  // the checkpoint; partition 0's open window is not this run's.
+  o.flush_at_end = true;
+  REQUIRE(claim(o.state, {1}) == std::vector<int64_t>{2});
+  std::string one = assigned({{1, 2}});
+  Result second;
+  run_tool(o, one + record(1, 2, "u2", 4000) + record(1, 3, "u2", 15000), second, dir);
+  REQUIRE(second.status.ok());
+  CHECK(second.out == one + window(0, "u2", 3) + window(10000, "u2", 1));
+  CHECK(second.reporter.infos.at(0) ==
+        "restored 'kwindow' for events [1] as of checkpoint 1 in '" + o.state +
+            "': 1 window aggregate, watermark 1970-01-01T00:00:03.000Z");
+
+  // Partition 0's window, with the watermark partition 0 had, goes to the
+  // instance that takes it.
+  REQUIRE(claim(o.state, {0}) == std::vector<int64_t>{2});
+  std::string zero = assigned({{0, 2}});
+  Result third;
+  run_tool(o, zero + record(0, 2, "u1", 51000), third, dir);
+  REQUIRE(third.status.ok());
+  CHECK(third.out == zero + window(50000, "u1", 2));
+  CHECK(third.reporter.infos.at(0) ==
+        "restored 'kwindow' for events [0] as of checkpoint 1 in '" + o.state +
+            "': 1 window aggregate, watermark 1970-01-01T00:00:50.000Z");
+}
+
+TEST_CASE("window tool: an instance says once that keys came from two of its partitions",
+          "[window]") {
+  TempDir dir;
+  WindowOptions o = instance_options(dir);
+  claim(o.state, {0, 1});
+  std::string both = assigned({{0, 1}, {1, 1}});
+  // Forty users on partition 0, then the same on partition 1, all in one
+  // window: each partition counts its own share, and the stage, which may
+  // look at some records only, sees the topic is not keyed by them.
+  std::string input = both;
+  for (int32_t p : {0, 1})
+    for (int i = 0; i < 40; ++i) input += record(p, i, fmt::format("u{}", i), 1000 + i);
+  Result r;
+  o.flush_at_end = true;
+  run_tool(o, input, r, dir);
+  REQUIRE(r.status.ok());
+  // Each partition's window of u0 counts one.
+  CHECK(r.out.find(window(0, "u0", 1)) != std::string::npos);
+  CHECK(r.out.find(window(0, "u0", 2)) == std::string::npos);
+  REQUIRE(r.reporter.warnings.size() == 1);
+  const std::string& warning = r.reporter.warnings[0];
+  INFO(warning);
+  CHECK(warning.starts_with("key \"u"));
+  CHECK(warning.find("came from partitions events [0] and events [1]") != std::string::npos);
+  CHECK(warning.ends_with(
+      "an instance keeps its windows per partition, so each counts its own share of the key; "
+      "re-key the topic by it first: kconsume -t events --format value | kproduce -t "
+      "events-rekeyed -k .user (kpipe(7), MANY INSTANCES)"));
+}
+
+TEST_CASE("window tool: an instance's record of a partition not assigned, or of none, is bad input",
+          "[window]") {
+  TempDir dir;
+  WindowOptions o = instance_options(dir);
+  claim(o.state, {0});
+  std::string zero = assigned({{0, 1}});
+  std::string in = dir.file("in.ndjson");
+
+  Result unassigned;
+  run_tool(o,
+           zero + record(0, 0, "u1", 1000) + record(0, 1, "u1", 12000) + record(1, 0, "u2", 2000),
+           unassigned, dir);
+  REQUIRE_FALSE(unassigned.status.ok());
+  CHECK(unassigned.status.error().status == ExitStatus::kDataError);
+  CHECK(unassigned.status.error().message ==
+        in + ": line 4: a record of events [1], a partition kconsume has not assigned");
+  // What the lines before it fired is out before the diagnostic.
+  CHECK(unassigned.out == zero + window(0, "u1", 1));
+
+  Result bare;
+  run_tool(o, zero + "{\"value\":{\"user\":\"u1\",\"ts\":1000}}\n", bare, dir);
+  REQUIRE_FALSE(bare.status.ok());
+  CHECK(bare.status.error().status == ExitStatus::kDataError);
+  CHECK(bare.status.error().message ==
+        in + ": line 2: a record without the envelope's 'topic' and 'partition', which an "
+             "instance of a consumer group keeps its windows by");
+
+  o.errors.on_error = "skip";
+  o.flush_at_end = true;
+  Result skipped;
+  run_tool(o,
+           zero + record(1, 0, "u2", 2000) + "{\"value\":{\"user\":\"u1\",\"ts\":1000}}\n" +
+               record(0, 0, "u1", 1000),
+           skipped, dir);
+  REQUIRE(skipped.status.ok());
+  CHECK(skipped.out == zero + window(0, "u1", 1));
+  CHECK(skipped.reporter.warnings == std::vector<std::string>{"skipped 2 bad lines"});
+}
+
 }  // namespace
 }  // namespace kpipe

@@ -354,6 +354,229 @@ TEST_CASE("stage state: a state saved before its options were kept is restored, 
                                       {"!options", R"(["--key .id","no --within"])"}});
 }
 
+// --- an instance of a consumer group (kpipe(7), MANY INSTANCES) -------------
+
+const std::string kAssigned01 =
+    R"({"$kpipe":"partitions","event":"assigned","partitions":[)"
+    R"({"topic":"events","partition":0,"epoch":3},{"topic":"events","partition":1,"epoch":3}]})";
+
+// A stage state whose partitions' engines are FakeEngines, kept in the
+// order they were made, with what on_restored and on_dropped were told.
+struct Instance {
+  explicit Instance(FakeStore& store, StateFormat format = {})
+      : state(&store, "kdedup", single, clock, std::move(format), [this] {
+          auto e = std::make_unique<FakeEngine>();
+          made.push_back(e.get());
+          return e;
+        }) {
+    state.on_restored = [this](const TopicPartition& p, Snapshottable& e,
+                               std::optional<int64_t> checkpoint) {
+      restored.emplace_back(p, checkpoint);
+      restored_engines.push_back(&e);
+    };
+    state.on_dropped = [this](const TopicPartition& p, Snapshottable&) { dropped.push_back(p); };
+  }
+  FakeEngine* engine(int32_t partition) {
+    return static_cast<FakeEngine*>(state.engine_for("events", partition));
+  }
+  Status line(const std::string& text, uint64_t number = 1) {
+    test::Padded padded(text);
+    return state.on_control(control(padded, number));
+  }
+
+  FakeEngine single;
+  FakeClock clock{kNow};
+  std::vector<FakeEngine*> made;
+  std::vector<std::pair<TopicPartition, std::optional<int64_t>>> restored;
+  std::vector<Snapshottable*> restored_engines;
+  std::vector<TopicPartition> dropped;
+  StageState state;
+};
+
+TEST_CASE("stage state: an owned assigned line makes and restores an engine per partition",
+          "[stateful]") {
+  FakeStore store;
+  store.stages["kdedup@events/0"] = {{"k0", "v0"}};
+  store.stages["kdedup"] = {{"single", "never restored here"}};
+  store.latest = 4;
+  Instance in(store);
+  CHECK_FALSE(in.state.sliced());
+  CHECK(in.state.engine_for("events", 0) == nullptr);
+
+  REQUIRE(in.line(kAssigned01).ok());
+  CHECK(in.state.sliced());
+  REQUIRE(in.made.size() == 2);
+  REQUIRE(in.engine(0) != nullptr);
+  REQUIRE(in.engine(1) != nullptr);
+  CHECK(in.engine(0) != in.engine(1));
+  // Each engine gets its own partition's entries, and finishes restoring.
+  CHECK(in.engine(0)->restored == std::map<std::string, std::string>{{"k0", "v0"}});
+  CHECK(in.engine(0)->finished == 1);
+  CHECK(in.engine(1)->restored.empty());
+  CHECK(in.engine(1)->finished == 1);
+  CHECK(in.restored == std::vector<std::pair<TopicPartition, std::optional<int64_t>>>{
+                           {{"events", 0}, 4}, {{"events", 1}, std::nullopt}});
+  CHECK(in.restored_engines == std::vector<Snapshottable*>{in.engine(0), in.engine(1)});
+  // Partitions not owned have no engine, and the single pipeline's engine
+  // is left alone.
+  CHECK(in.state.engine_for("events", 2) == nullptr);
+  CHECK(in.state.engine_for("other", 0) == nullptr);
+  CHECK(in.single.restored.empty());
+  CHECK(in.single.finished == 0);
+  CHECK(store.restores == 0);
+  int slices = 0;
+  in.state.for_each_slice([&](const TopicPartition&, Snapshottable&) { ++slices; });
+  CHECK(slices == 2);
+}
+
+TEST_CASE("stage state: a checkpoint saves each partition under its epoch, the line's winning",
+          "[stateful]") {
+  FakeStore store;
+  // Partition 0's saved state has the marker already: it is not saved again.
+  store.stages["kdedup@events/0"] = {{"!format", "kdedup/2"}, {"k0", "v0"}};
+  Instance in(store, StateFormat{"kdedup/2", "", {"--key .id"}});
+  REQUIRE(in.line(kAssigned01).ok());
+  CHECK(in.engine(0)->restored == std::map<std::string, std::string>{{"k0", "v0"}});
+  in.engine(0)->set("a", "1");
+  in.engine(1)->set("b", "2");
+  in.single.set("never", "saved");
+  // kconsume's checkpoint line says partition 1 is at epoch 4 (the
+  // assigned line said 3): the store's owners agree with the checkpoint.
+  store.owners = {{{"events", 0}, 3}, {{"events", 1}, 4}};
+  REQUIRE(in.line(R"({"$kpipe":"checkpoint","id":7,"at":5,"offsets":[)"
+                  R"({"topic":"events","partition":0,"offset":1,"epoch":3},)"
+                  R"({"topic":"events","partition":1,"offset":1,"epoch":4}]})")
+              .ok());
+  using Puts = std::vector<std::pair<std::string, std::string>>;
+  REQUIRE(store.saves.size() == 2);
+  CHECK(store.saves[0].stage == "kdedup@events/0");
+  CHECK(store.saves[0].checkpoint == 7);
+  CHECK(store.saves[0].at == kNow);
+  CHECK(store.saves[0].put == Puts{{"a", "1"}, {"!options", R"(["--key .id"])"}});
+  CHECK(store.saves[1].stage == "kdedup@events/1");
+  CHECK(store.saves[1].put ==
+        Puts{{"b", "2"}, {"!format", "kdedup/2"}, {"!options", R"(["--key .id"])"}});
+  CHECK(store.stages["kdedup"].empty());
+
+  // The next checkpoint, with no epochs on its line, keeps the epochs the
+  // last one set; the format is saved once per partition.
+  in.engine(1)->set("c", "3");
+  REQUIRE(in.line(kCheckpoint8).ok());
+  REQUIRE(store.saves.size() == 4);
+  CHECK(store.saves[2].put.empty());
+  CHECK(store.saves[3].put == Puts{{"c", "3"}});
+  CHECK(in.single.pending.put.size() == 1);  // the single engine's changes are not taken
+}
+
+TEST_CASE("stage state: a fenced save fails the checkpoint line", "[stateful]") {
+  FakeStore store;
+  Instance in(store);
+  REQUIRE(in.line(kAssigned01).ok());
+  in.engine(0)->set("a", "1");
+  // Another instance took partition 1 over (epoch 5).
+  store.owners = {{{"events", 0}, 3}, {{"events", 1}, 5}};
+  Status s = in.line(kCheckpoint7);
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().message.find("fenced") != std::string::npos);
+  CHECK(store.saves.empty());
+}
+
+TEST_CASE("stage state: a revoked line drops its partitions' engines", "[stateful]") {
+  FakeStore store;
+  Instance in(store);
+  REQUIRE(in.line(kAssigned01).ok());
+  FakeEngine* zero = in.engine(0);
+  in.engine(1)->set("b", "2");
+  REQUIRE(in.line(kCheckpoint7).ok());
+  REQUIRE(in.line(R"({"$kpipe":"partitions","event":"revoked","partitions":[)"
+                  R"({"topic":"events","partition":1},{"topic":"events","partition":7}]})")
+              .ok());
+  // Partition 7 was never this instance's: nothing to drop.
+  CHECK(in.dropped == std::vector<TopicPartition>{{"events", 1}});
+  CHECK(in.state.engine_for("events", 1) == nullptr);
+  CHECK(in.engine(0) == zero);
+  CHECK(in.state.sliced());
+  zero->set("a", "1");
+  REQUIRE(in.line(kCheckpoint8).ok());
+  REQUIRE(store.saves.size() == 3);
+  CHECK(store.saves[2].stage == "kdedup@events/0");
+  CHECK(store.saves[2].checkpoint == 8);
+
+  // Assigned again later: a new engine, restored from what was saved.
+  REQUIRE(in.line(R"({"$kpipe":"partitions","event":"assigned","partitions":[)"
+                  R"({"topic":"events","partition":1,"epoch":6}]})")
+              .ok());
+  REQUIRE(in.engine(1) != nullptr);
+  CHECK(in.made.size() == 3);
+  CHECK(in.engine(1) == in.made.back());
+  CHECK(in.engine(1)->restored == std::map<std::string, std::string>{{"b", "2"}});
+}
+
+TEST_CASE("stage state: partitions assigned without epochs once owned are bad input",
+          "[stateful]") {
+  FakeStore store;
+  Instance in(store);
+  // Before any owned line, an announcement of a single pipeline changes
+  // nothing.
+  REQUIRE(in.line(R"({"$kpipe":"partitions","event":"assigned","partitions":[)"
+                  R"({"topic":"events","partition":0}]})")
+              .ok());
+  CHECK_FALSE(in.state.sliced());
+  CHECK(in.made.empty());
+
+  REQUIRE(in.line(kAssigned01).ok());
+  Status s = in.line(R"({"$kpipe":"partitions","event":"assigned","partitions":[)"
+                     R"({"topic":"events","partition":2}]})",
+                     9);
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().status == ExitStatus::kDataError);
+  CHECK(s.error().message ==
+        "<stdin>: line 9: partitions assigned without an epoch in a pipeline whose partitions are "
+        "owned: one kconsume per pipeline");
+  // An assignment of no partitions claims nothing: no conflict.
+  CHECK(in.line(R"({"$kpipe":"partitions","event":"assigned","partitions":[]})").ok());
+  CHECK(in.made.size() == 2);
+
+  // A malformed partitions line names its line.
+  Status mixed = in.line(R"({"$kpipe":"partitions","event":"assigned","partitions":[)"
+                         R"({"topic":"events","partition":2,"epoch":1},)"
+                         R"({"topic":"events","partition":3}]})",
+                         10);
+  REQUIRE_FALSE(mixed.ok());
+  CHECK(mixed.error().status == ExitStatus::kDataError);
+  CHECK(mixed.error().message ==
+        "<stdin>: line 10: partitions line: either every partition has an 'epoch' or none");
+}
+
+TEST_CASE("stage state: a stage that cannot make engines refuses an owned assigned line",
+          "[stateful]") {
+  FakeStore store;
+  FakeEngine engine;
+  FakeClock clock(kNow);
+  StageState state(&store, "kjoin", engine, clock);
+  test::Padded assigned(kAssigned01);
+  Status s = state.on_control(control(assigned));
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().status == ExitStatus::kFailure);
+  CHECK(s.error().message.starts_with(
+      "stage 'kjoin' cannot keep its state per partition, as an instance of a consumer group "
+      "sharing its state database does"));
+  CHECK_FALSE(state.sliced());
+}
+
+TEST_CASE("copartition_warning: names the key, both partitions and the fix", "[stateful]") {
+  CHECK(copartition_warning(R"("a")", {"events", 0}, {"events", 1}, "duplicates pass",
+                            {".value.id", ".region"}) ==
+        R"(key "a" came from partitions events [0] and events [1]: duplicates pass; re-key the )"
+        "topic by it first: kconsume -t events --format value | kproduce -t events-rekeyed -k .id "
+        "-k .region (kpipe(7), MANY INSTANCES)");
+  // Without --key paths the fix names none; a long key is cut short.
+  std::string warning = copartition_warning(std::string(300, 'k'), {"a", 2}, {"b", 3}, "so", {});
+  CHECK(warning.starts_with("key " + std::string(200, 'k') +
+                            "... came from partitions a [2] and b [3]: so; "));
+  CHECK(warning.find("kproduce -t b-rekeyed -k PATH (") != std::string::npos);
+}
+
 // --- keys ------------------------------------------------------------------
 
 // The key of `line` at the paths `paths`.

@@ -24,12 +24,13 @@ std::string busy(pid_t pid) {
 }
 const StateLock::BusyMessage busy_message = [](const std::string& holder) { return busy(holder); };
 
-// A child process that takes `name` of `state`, says whether it got it
-// ("held" or the error) on a pipe and keeps it until `release()`: POSIX
-// locks never conflict within one process, so a conflict needs two.
+// A child process that takes `name` of `state` (`shared`: as an instance
+// of a consumer group does), says whether it got it ("held" or the error)
+// on a pipe and keeps it until `release()`: POSIX locks never conflict
+// within one process, so a conflict needs two.
 class Holder {
  public:
-  Holder(const std::string& state, const std::string& name) {
+  Holder(const std::string& state, const std::string& name, bool shared = false) {
     int said[2], told[2];
     REQUIRE(::pipe(said) == 0);
     REQUIRE(::pipe(told) == 0);
@@ -38,7 +39,7 @@ class Holder {
     if (pid_ == 0) {
       ::close(said[0]);
       ::close(told[1]);
-      auto lock = StateLock::take(state, name, busy_message);
+      auto lock = StateLock::take(state, name, busy_message, shared);
       std::string answer = lock ? "held" : lock.error().message;
       (void)!::write(said[1], answer.data(), answer.size());
       ::close(said[1]);
@@ -168,4 +169,58 @@ TEST_CASE("StateLock: a symbolic link to the database shares its lock", "[lock]"
   auto second = StateLock::take(link, "kconsume", busy_message);
   REQUIRE_FALSE(second.ok());
   CHECK(second.error().message == busy(first.pid()));
+}
+
+// --- shared locks (kpipe(7), MANY INSTANCES) ----------------------------------
+
+TEST_CASE("StateLock: shared holders coexist, and refuse a holder alone", "[lock]") {
+  test::TempDir dir;
+  std::string state = dir.file("p.db");
+  Holder first(state, "stage:kdedup", true);
+  Holder second(state, "stage:kdedup", true);
+  REQUIRE(first.answer() == "held");
+  REQUIRE(second.answer() == "held");
+  auto mine = StateLock::take(state, "stage:kdedup", busy_message, true);
+  REQUIRE(mine.ok());
+
+  // Three instances hold it: a process that wants it alone is told one of
+  // them.
+  Holder alone(state, "stage:kdedup");
+  CHECK((alone.answer() == busy(first.pid()) || alone.answer() == busy(second.pid()) ||
+         alone.answer() == busy(::getpid())));
+  mine->reset();
+  auto holder = StateLock::holder(state, "stage:kdedup");
+  REQUIRE(holder.ok());
+  CHECK((*holder == first.pid() || *holder == second.pid()));
+}
+
+TEST_CASE("StateLock: a lock held alone refuses a shared take, naming its holder", "[lock]") {
+  test::TempDir dir;
+  std::string state = dir.file("p.db");
+  Holder single(state, "kconsume");
+  REQUIRE(single.answer() == "held");
+  auto shared = StateLock::take(state, "kconsume", busy_message, true);
+  REQUIRE_FALSE(shared.ok());
+  CHECK(shared.error().message == busy(single.pid()));
+  single.release();
+  auto instance = StateLock::take(state, "kconsume", busy_message, true);
+  REQUIRE(instance.ok());
+  // And the other way round: this process holds it shared now.
+  Holder late(state, "kconsume");
+  CHECK(late.answer() == busy(::getpid()));
+  // One process takes a name once, shared or not.
+  auto again = StateLock::take(state, "kconsume", busy_message, true);
+  REQUIRE_FALSE(again.ok());
+  CHECK(again.error().message == busy(::getpid()));
+}
+
+TEST_CASE("StateLock: a shared lock dies with its process, even by SIGKILL", "[lock]") {
+  test::TempDir dir;
+  std::string state = dir.file("p.db");
+  Holder instance(state, "stage:kwindow", true);
+  REQUIRE(instance.answer() == "held");
+  REQUIRE_FALSE(StateLock::take(state, "stage:kwindow", busy_message).ok());
+  instance.kill();
+  CHECK(*StateLock::holder(state, "stage:kwindow") == 0);
+  CHECK(StateLock::take(state, "stage:kwindow", busy_message).ok());
 }

@@ -1,6 +1,7 @@
 #include "kpipe/store/state_store.h"
 
 #include <sqlite3.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -400,4 +401,501 @@ TEST_CASE("a stage's lock refuses a second holder, naming the state file and the
   a.reset();
   CHECK(b->lock_stage("kdedup").ok());
   CHECK(b->lock_pipeline().ok());
+}
+
+// --- many instances (kpipe(7), MANY INSTANCES) --------------------------------
+
+namespace {
+
+const TopicPartition kP0{"events", 0};
+const TopicPartition kP1{"events", 1};
+
+std::vector<PartitionClaim> claim(StateStore& store, std::vector<TopicPartition> partitions) {
+  auto claims = store.claim(std::move(partitions), 100);
+  REQUIRE(claims.ok());
+  return *claims;
+}
+
+StateChanges changes(std::vector<std::pair<std::string, std::string>> put,
+                     std::vector<std::string> removed = {}) {
+  StateChanges c;
+  c.put = std::move(put);
+  c.removed = std::move(removed);
+  return c;
+}
+
+// One partition's changes at `checkpoint`, saved as its owner at `epoch`.
+Status save_slice(StateStore& store, const std::string& stage, int64_t checkpoint,
+                  const TopicPartition& p, int64_t epoch, const StateChanges& c) {
+  return store.save_slices(stage, checkpoint, {{p, epoch, &c}}, 1000 + checkpoint);
+}
+
+// An instance's terminal stage completing `id` with its offsets (epochs
+// on them).
+Status complete_owned(StateStore& store, int64_t id, std::vector<PartitionOffset> offsets) {
+  Checkpoint c{id, 500 + id, std::move(offsets), "g"};
+  return store.complete(c, "kcheckpoint", 2000 + id);
+}
+
+std::map<std::string, std::string> slice(StateStore& store, const std::string& stage,
+                                         const TopicPartition& p,
+                                         std::optional<int64_t>* at = nullptr) {
+  MapEngine fresh;
+  auto r = store.restore_slice(stage, p, fresh);
+  REQUIRE(r.ok());
+  if (at != nullptr) *at = *r;
+  return fresh.map_;
+}
+
+// The first column of each row of `sql`, as text ("-" for NULL).
+std::vector<std::string> column(StateStore& store, const std::string& sql) {
+  auto stmt = store.db().prepare(sql);
+  REQUIRE(stmt.ok());
+  std::vector<std::string> out;
+  for (;;) {
+    auto row = stmt->step();
+    REQUIRE(row.ok());
+    if (!*row) break;
+    out.emplace_back(stmt->column_type(0) == Statement::Type::kNull ? "-" : stmt->column_text(0));
+  }
+  return out;
+}
+
+std::optional<int64_t> stored_offset(StateStore& store, const TopicPartition& p) {
+  auto offsets = store.offsets();
+  REQUIRE(offsets.ok());
+  for (const auto& o : *offsets)
+    if (o.topic == p.topic && o.partition == p.partition) return o.offset;
+  return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("claim: each take-over bumps the partition's epoch and says where it resumes",
+          "[group]") {
+  test::TempDir dir;
+  std::string path = dir.file("p.db");
+  auto a = file_store(path), b = file_store(path);
+  CHECK_FALSE(*a->owned_by_group());
+  auto first = claim(*a, {kP1, kP0});
+  REQUIRE(first.size() == 2);
+  CHECK(first[0].partition == kP0);
+  CHECK(first[0].epoch == 1);
+  CHECK_FALSE(first[0].offset);
+  CHECK(first[0].checkpoint == 0);
+  CHECK(first[1].partition == kP1);
+  CHECK(first[1].epoch == 1);
+  CHECK(*b->owned_by_group());
+
+  StateChanges kept = changes({{"k", "v"}});
+  REQUIRE(save_slice(*a, "kdedup", 3, kP0, 1, kept).ok());
+  REQUIRE(complete_owned(*a, 3, {{"events", 0, 42, 1}, {"events", 1, 7, 1}}).ok());
+  auto taken = claim(*b, {kP0});
+  REQUIRE(taken.size() == 1);
+  CHECK(taken[0].epoch == 2);
+  CHECK(taken[0].offset == 42);
+  CHECK(taken[0].checkpoint == 3);
+  // Partition 1 is still a's, at its epoch.
+  CHECK(a->check_owners({{"events", 1, 0, 1}}, "x").ok());
+  CHECK(b->check_owners({{"events", 0, 0, 2}}, "x").ok());
+
+  // A position set by hand moves where the partition resumes, not the
+  // checkpoint its state is restored from.
+  REQUIRE(b->set_offsets({{"events", 0, 5}}, 50).ok());
+  auto reset = claim(*a, {kP0});
+  CHECK(reset[0].epoch == 3);
+  CHECK(reset[0].offset == 5);
+  CHECK(reset[0].checkpoint == 3);
+  std::optional<int64_t> at;
+  CHECK(slice(*a, "kdedup", kP0, &at) == std::map<std::string, std::string>{{"k", "v"}});
+  CHECK(at == 3);
+  CHECK(column(*a, "SELECT pid FROM partition_owners WHERE partition = 0") ==
+        std::vector<std::string>{std::to_string(::getpid())});
+}
+
+TEST_CASE("record_emitted: instances take checkpoint ids from one sequence, never twice",
+          "[group]") {
+  test::TempDir dir;
+  std::string path = dir.file("p.db");
+  auto a = file_store(path), b = file_store(path);
+  // A single pipeline's ids, recorded by number, come before the sequence's.
+  REQUIRE(a->record_emitted(5, 100).ok());
+  auto six = b->record_emitted(200);
+  REQUIRE(six.ok());
+  CHECK(*six == 6);
+  auto seven = a->record_emitted(300);
+  REQUIRE(seven.ok());
+  CHECK(*seven == 7);
+  // An older id recorded by number does not take the sequence back.
+  REQUIRE(a->record_emitted(3, 400).ok());
+  CHECK(*b->record_emitted(500) == 8);
+  CHECK(*a->next_checkpoint_id() == 9);
+  auto history = a->checkpoints();
+  REQUIRE(history.ok());
+  std::vector<std::pair<int64_t, Millis>> emitted;
+  for (const auto& c : *history) {
+    CHECK_FALSE(c.completed_at);
+    emitted.emplace_back(c.id, c.emitted_at);
+  }
+  CHECK(emitted ==
+        std::vector<std::pair<int64_t, Millis>>{{3, 400}, {5, 100}, {6, 200}, {7, 300}, {8, 500}});
+  // The sequence is in the file: a later process goes on from it.
+  a.reset();
+  b.reset();
+  CHECK(*file_store(path)->record_emitted(600) == 9);
+}
+
+TEST_CASE("a state file of schema version 3 starts the sequence past its checkpoints", "[group]") {
+  test::TempDir dir;
+  std::string path = dir.file("p.db");
+  {
+    auto old = file_store(path);
+    REQUIRE(old->record_emitted(41, 1).ok());
+  }
+  // Back to what version 3 had: no owners, no sequence.
+  foreign_sql(path,
+              "DROP TABLE partition_owners; DROP TABLE kpipe_sequences;"
+              "UPDATE kpipe_schema SET version = 3 WHERE component = 'state'");
+  auto upgraded = file_store(path);
+  auto id = upgraded->record_emitted(2);
+  REQUIRE(id.ok());
+  CHECK(*id == 42);
+  CHECK_FALSE(*upgraded->owned_by_group());
+}
+
+TEST_CASE("save_slices and restore_slice keep each partition's entries apart", "[group]") {
+  test::TempDir dir;
+  std::string path = dir.file("p.db");
+  auto store = file_store(path);
+  // Partitions 1 and 10: one's prefix begins the other's.
+  const TopicPartition p10{"events", 10};
+  claim(*store, {kP1, p10});
+  StateChanges one = changes({{"a", "1"}, {"b", "2"}}), ten = changes({{"a", "10"}});
+  REQUIRE(store->save_slices("kdedup", 1, {{p10, 1, &ten}, {kP1, 1, &one}}, 1001).ok());
+  REQUIRE(complete_owned(*store, 1, {{"events", 1, 5, 1}, {"events", 10, 6, 1}}).ok());
+
+  std::optional<int64_t> at;
+  CHECK(slice(*store, "kdedup", kP1, &at) ==
+        std::map<std::string, std::string>{{"a", "1"}, {"b", "2"}});
+  CHECK(at == 1);
+  CHECK(slice(*store, "kdedup", p10) == std::map<std::string, std::string>{{"a", "10"}});
+  // Nothing saved: no entries and no checkpoint.
+  CHECK(slice(*store, "kdedup", kP0, &at).empty());
+  CHECK_FALSE(at);
+  CHECK(slice(*store, "kwindow", kP1).empty());
+  // The store keeps them under the partition's prefix, which the engine
+  // never sees.
+  CHECK(column(*store, "SELECT key FROM stage_state ORDER BY key") ==
+        std::vector<std::string>{"@events/1/a", "@events/1/b", "@events/10/a"});
+  auto snaps = store->snapshots();
+  REQUIRE(snaps.ok());
+  REQUIRE(snaps->size() == 1);
+  CHECK((*snaps)[0].entries == 3);
+
+  // The next checkpoint's changes: removed, changed and added entries.
+  StateChanges next = changes({{"a", "9"}, {"c", "3"}}, {"b"});
+  REQUIRE(save_slice(*store, "kdedup", 2, kP1, 1, next).ok());
+  REQUIRE(complete_owned(*store, 2, {{"events", 1, 8, 1}}).ok());
+  CHECK(slice(*store, "kdedup", kP1, &at) ==
+        std::map<std::string, std::string>{{"a", "9"}, {"c", "3"}});
+  CHECK(at == 2);
+  CHECK(slice(*store, "kdedup", p10) == std::map<std::string, std::string>{{"a", "10"}});
+
+  // A single pipeline's restore finds nothing of a stage kept by partition.
+  MapEngine e;
+  auto restored = store->restore("kdedup", e);
+  REQUIRE(restored.ok());
+  CHECK_FALSE(*restored);
+  CHECK(e.map_.empty());
+  CHECK(problems(*store).empty());
+}
+
+TEST_CASE("save_slices is refused whole once another instance took a partition over", "[group]") {
+  test::TempDir dir;
+  std::string path = dir.file("p.db");
+  auto a = file_store(path), b = file_store(path);
+  claim(*a, {kP0, kP1});
+  claim(*b, {kP1});
+  StateChanges zero = changes({{"x", "0"}}), one = changes({{"y", "1"}});
+  Status stale = a->save_slices("kdedup", 1, {{kP0, 1, &zero}, {kP1, 1, &one}}, 1001);
+  REQUIRE_FALSE(stale.ok());
+  CHECK(stale.error().message.starts_with(
+      fmt::format("the snapshot of 'kdedup' for checkpoint 1: fenced: partition events [1] was "
+                  "taken over by another instance (process {} on ",
+                  ::getpid())));
+  CHECK(stale.error().message.ends_with(
+      "epoch 2; this one's is 1): this instance lost it and stops"));
+  // Partition 0's slice, still a's, was not saved either.
+  CHECK(column(*a, "SELECT COUNT(*) FROM stage_state") == std::vector<std::string>{"0"});
+  CHECK(column(*a, "SELECT COUNT(*) FROM stage_snapshots") == std::vector<std::string>{"0"});
+
+  REQUIRE(save_slice(*b, "kdedup", 2, kP1, 2, one).ok());
+  REQUIRE(save_slice(*a, "kdedup", 2, kP0, 1, zero).ok());
+  CHECK(slice(*a, "kdedup", kP1) == std::map<std::string, std::string>{{"y", "1"}});
+
+  // A partition no instance claimed: the store is not the one it was.
+  Status unowned = save_slice(*b, "kdedup", 3, {"events", 5}, 1, one);
+  REQUIRE_FALSE(unowned.ok());
+  CHECK(unowned.error().message ==
+        fmt::format("the snapshot of 'kdedup' for checkpoint 3: partition events [5] has no owner "
+                    "in '{}': was the state database replaced?",
+                    path));
+}
+
+TEST_CASE("complete with epochs: per partition, a replay changes nothing, a stale owner is fenced",
+          "[group]") {
+  test::TempDir dir;
+  std::string path = dir.file("p.db");
+  auto a = file_store(path), b = file_store(path);
+  claim(*a, {kP0});
+  claim(*b, {kP1});
+  CHECK(*a->record_emitted(10) == 1);
+  CHECK(*b->record_emitted(20) == 2);
+  // Instance b completes its checkpoint first; a's earlier one still
+  // completes: ids grow per partition, not across the store.
+  REQUIRE(complete_owned(*b, 2, {{"events", 1, 20, 1}}).ok());
+  REQUIRE(complete_owned(*a, 1, {{"events", 0, 10, 1}}).ok());
+  CHECK(stored_offset(*a, kP0) == 10);
+  CHECK(stored_offset(*a, kP1) == 20);
+  CHECK(*a->completed_by(1) == "kcheckpoint");
+
+  // The terminal stage restarted and saw checkpoint 1 again.
+  REQUIRE(complete_owned(*a, 1, {{"events", 0, 11, 1}}).ok());
+  CHECK(stored_offset(*a, kP0) == 10);
+
+  CHECK(*a->record_emitted(30) == 3);
+  CHECK(*a->record_emitted(40) == 4);
+  REQUIRE(complete_owned(*a, 4, {{"events", 0, 40, 1}}).ok());
+  Status older = complete_owned(*a, 3, {{"events", 0, 30, 1}});
+  REQUIRE_FALSE(older.ok());
+  CHECK(older.error().message ==
+        "checkpoint 3 arrived after checkpoint 4 completed partition events [0]: ids must grow");
+  CHECK(a->completed_by(3)->empty());
+  CHECK(stored_offset(*a, kP0) == 40);
+
+  // b takes partition 0 over: a's next checkpoint, which also holds a
+  // partition a still owns, is refused whole.
+  claim(*a, {{"events", 2}});
+  claim(*b, {kP0});
+  CHECK(*a->record_emitted(50) == 5);
+  Status fenced = complete_owned(*a, 5, {{"events", 2, 3, 1}, {"events", 0, 50, 1}});
+  REQUIRE_FALSE(fenced.ok());
+  CHECK(fenced.error().message.starts_with(
+      "checkpoint 5: fenced: partition events [0] was taken over by another instance"));
+  CHECK(a->completed_by(5)->empty());
+  CHECK(stored_offset(*a, kP0) == 40);
+  CHECK_FALSE(stored_offset(*a, {"events", 2}));
+  // What the owner checks in its own transactions says the same.
+  Status check = a->check_owners({{"events", 2, 0, 1}, {"events", 0, 0, 1}}, "rows");
+  REQUIRE_FALSE(check.ok());
+  CHECK(check.error().message.starts_with("rows: fenced: partition events [0] "));
+  CHECK(b->check_owners({{"events", 0, 0, 2}}, "rows").ok());
+
+  // The new owner completes from where a left it.
+  CHECK(*b->record_emitted(60) == 6);
+  REQUIRE(complete_owned(*b, 6, {{"events", 0, 45, 2}}).ok());
+  CHECK(stored_offset(*b, kP0) == 45);
+  CHECK(problems(*b).empty());
+}
+
+TEST_CASE("claim drops what a partition's last owner saved after its last complete checkpoint",
+          "[group]") {
+  test::TempDir dir;
+  std::string path = dir.file("p.db");
+  auto a = file_store(path), b = file_store(path);
+  claim(*a, {kP0, kP1});
+  StateChanges four = changes({{"x", "0"}});
+  REQUIRE(save_slice(*a, "kdedup", 4, kP0, 1, four).ok());
+  REQUIRE(complete_owned(*a, 4, {{"events", 0, 40, 1}, {"events", 1, 4, 1}}).ok());
+  StateChanges five0 = changes({{"a", "1"}, {"b", "2"}}, {"x"}), five1 = changes({{"q", "1"}});
+  REQUIRE(a->save_slices("kdedup", 5, {{kP0, 1, &five0}, {kP1, 1, &five1}}, 1005).ok());
+  REQUIRE(complete_owned(*a, 5, {{"events", 0, 50, 1}, {"events", 1, 5, 1}}).ok());
+  // Checkpoint 6 is saved but never completes: a died before.
+  StateChanges six0 = changes({{"a", "2"}, {"c", "3"}}, {"b"}), six1 = changes({{"q", "2"}});
+  REQUIRE(a->save_slices("kdedup", 6, {{kP0, 1, &six0}, {kP1, 1, &six1}}, 1006).ok());
+  CHECK(slice(*a, "kdedup", kP0) == std::map<std::string, std::string>{{"a", "2"}, {"c", "3"}});
+
+  auto taken = claim(*b, {kP0});
+  CHECK(taken[0].epoch == 2);
+  CHECK(taken[0].offset == 50);
+  CHECK(taken[0].checkpoint == 5);
+  std::optional<int64_t> at;
+  CHECK(slice(*b, "kdedup", kP0, &at) ==
+        std::map<std::string, std::string>{{"a", "1"}, {"b", "2"}});
+  CHECK(at == 5);
+  // Only the partition taken over: partition 1's owner is still writing.
+  CHECK(slice(*b, "kdedup", kP1) == std::map<std::string, std::string>{{"q", "2"}});
+  // And history up to checkpoint 5 is pruned: x, removed at 5, is gone.
+  CHECK(column(*b,
+               "SELECT key || ' ' || added || ' ' || COALESCE(removed, '-') FROM stage_state "
+               "WHERE CAST(key AS TEXT) LIKE '@events/0/%' ORDER BY key") ==
+        std::vector<std::string>{"@events/0/a 5 -", "@events/0/b 5 -"});
+}
+
+TEST_CASE("restore in a store kept by partition refuses a single pipeline's saved state",
+          "[group]") {
+  test::TempDir dir;
+  std::string path = dir.file("p.db");
+  auto store = file_store(path);
+  MapEngine e;
+  e.put("k", "v");
+  snapshot(*store, e, 1);
+  complete(*store, 1, 10);
+  claim(*store, {kP0});
+  MapEngine fresh;
+  auto refused = store->restore("dedup", fresh);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message ==
+        fmt::format("the saved state of 'dedup' in '{}' was saved by a single pipeline, not by "
+                    "partition, and cannot follow the partitions of a consumer group: give the "
+                    "instances a new state database",
+                    path));
+  CHECK(fresh.map_.empty());
+  // Refusing drops nothing: the single pipeline's state is still there.
+  CHECK(column(*store, "SELECT key FROM stage_state WHERE stage = 'dedup'") ==
+        std::vector<std::string>{"k"});
+
+  // A stage kept by partition, or with nothing saved, restores nothing here.
+  StateChanges c = changes({{"w", "1"}});
+  REQUIRE(save_slice(*store, "kwindow", 2, kP0, 1, c).ok());
+  for (const char* stage : {"kwindow", "kjoin"}) {
+    MapEngine none;
+    auto restored = store->restore(stage, none);
+    INFO(stage);
+    REQUIRE(restored.ok());
+    CHECK_FALSE(*restored);
+    CHECK(none.map_.empty());
+  }
+}
+
+namespace {
+
+// Another process holding one of the store's locks ("stage:NAME" or
+// "kconsume", state_lock.h's names) until the test ends: POSIX locks never
+// conflict within one process. The child takes it with StateLock alone: a
+// child of fork() may not use SQLite on a file its parent has open.
+class ChildLock {
+ public:
+  ChildLock(const std::string& path, const std::string& name, bool shared) {
+    int said[2], told[2];
+    REQUIRE(::pipe(said) == 0);
+    REQUIRE(::pipe(told) == 0);
+    pid_ = ::fork();
+    REQUIRE(pid_ >= 0);
+    if (pid_ == 0) {
+      ::close(said[0]);
+      ::close(told[1]);
+      auto lock = StateLock::take(
+          path, name, [](const std::string& holder) { return "busy " + holder; }, shared);
+      std::string answer = lock ? "held" : lock.error().message;
+      (void)!::write(said[1], answer.data(), answer.size());
+      ::close(said[1]);
+      char c;
+      (void)!::read(told[0], &c, 1);  // until the parent closes its end
+      ::_exit(0);
+    }
+    ::close(said[1]);
+    ::close(told[0]);
+    release_fd_ = told[1];
+    char buf[256];
+    ssize_t n = 0;
+    for (ssize_t got; (got = ::read(said[0], buf + n, sizeof buf - n)) > 0;) n += got;
+    ::close(said[0]);
+    answer_.assign(buf, static_cast<size_t>(n));
+  }
+  ~ChildLock() {
+    ::close(release_fd_);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+  }
+  ChildLock(const ChildLock&) = delete;
+  ChildLock& operator=(const ChildLock&) = delete;
+  const std::string& answer() const { return answer_; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  int release_fd_ = -1;
+  std::string answer_;
+};
+
+}  // namespace
+
+TEST_CASE("instances share the stage and pipeline locks that a single pipeline holds alone",
+          "[group][lock]") {
+  test::TempDir dir;
+  std::string path = dir.file("p.db");
+  auto store = file_store(path);
+
+  // Another instance's stage: this one shares it, a single pipeline's is
+  // refused.
+  ChildLock instance(path, "stage:kdedup", true);
+  REQUIRE(instance.answer() == "held");
+  Status alone = store->lock_stage("kdedup");
+  REQUIRE_FALSE(alone.ok());
+  CHECK(alone.error().message ==
+        fmt::format("stage 'kdedup' of state database '{}' is in use by process {}: two stages of "
+                    "a pipeline need distinct --name; one pipeline per state file",
+                    path, instance.pid()));
+  CHECK(store->lock_stage("kdedup", true).ok());
+
+  // A single pipeline's stage refuses an instance's.
+  ChildLock single(path, "stage:kwindow", false);
+  REQUIRE(single.answer() == "held");
+  Status shared = store->lock_stage("kwindow", true);
+  REQUIRE_FALSE(shared.ok());
+  CHECK(shared.error().message ==
+        fmt::format("stage 'kwindow' of state database '{}' is in use by process {}, a pipeline "
+                    "that is not an instance of a consumer group: one pipeline per state file",
+                    path, single.pid()));
+
+  // kconsume: instances share it; kcheckpoint reset, or a single
+  // pipeline's kconsume, waits for all of them to stop.
+  ChildLock consume(path, "kconsume", true);
+  REQUIRE(consume.answer() == "held");
+  Status offsets = store->lock_offsets();
+  REQUIRE_FALSE(offsets.ok());
+  CHECK(offsets.error().message ==
+        fmt::format("state database '{}' is in use by process {} (the pipeline's kconsume, or "
+                    "another kcheckpoint): stop the pipeline before rewriting its offsets",
+                    path, consume.pid()));
+  Status pipeline = store->lock_pipeline();
+  REQUIRE_FALSE(pipeline.ok());
+  CHECK(pipeline.error().message.ends_with("): one pipeline per state file"));
+  CHECK(store->lock_pipeline(true).ok());
+  ChildLock third(path, "kconsume", true);
+  CHECK(third.answer() == "held");
+}
+
+TEST_CASE("a single pipeline's kconsume refuses an instance's", "[group][lock]") {
+  test::TempDir dir;
+  std::string path = dir.file("p.db");
+  auto store = file_store(path);
+  ChildLock single(path, "kconsume", false);
+  REQUIRE(single.answer() == "held");
+  Status instance = store->lock_pipeline(true);
+  REQUIRE_FALSE(instance.ok());
+  CHECK(instance.error().message ==
+        fmt::format("state database '{}' is in use by process {} (the kconsume of a pipeline that "
+                    "is not an instance of a consumer group, or kcheckpoint rewriting its offsets)",
+                    path, single.pid()));
+}
+
+TEST_CASE("a stage's lock is shared once an instance has claimed a partition", "[group][lock]") {
+  test::TempDir dir;
+  std::string path = dir.file("p.db");
+  ChildLock instance(path, "stage:kdedup", true);
+  REQUIRE(instance.answer() == "held");
+  {
+    // A store no instance claimed from: the stage is a single pipeline's.
+    auto single = file_store(path);
+    Status refused = single->lock_stage_as_kept("kdedup");
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().message.starts_with("stage 'kdedup' of state database '" + path +
+                                              "' is in use by process " +
+                                              std::to_string(instance.pid()) + ": "));
+  }
+  auto store = file_store(path);
+  claim(*store, {kP0});
+  CHECK(store->lock_stage_as_kept("kdedup").ok());
 }
