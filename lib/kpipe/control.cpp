@@ -1,5 +1,6 @@
 #include "kpipe/control.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdint>
 
@@ -96,6 +97,11 @@ Expected<std::optional<Checkpoint>> parse_checkpoint(std::string_view line) {
       KPIPE_TRY(read_epoch(o, "checkpoint", po.epoch));
       c.offsets.push_back(std::move(po));
     }
+    // One kconsume wrote the line: an instance's, or a single pipeline's.
+    size_t owned = static_cast<size_t>(std::count_if(
+        c.offsets.begin(), c.offsets.end(), [](const PartitionOffset& o) { return o.epoch > 0; }));
+    if (owned != 0 && owned != c.offsets.size())
+      return data_error("checkpoint line: either every offset has an 'epoch' or none");
   }
   return std::optional<Checkpoint>{std::move(c)};
 }

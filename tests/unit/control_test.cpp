@@ -189,10 +189,19 @@ TEST_CASE("checkpoint lines carry each offset's owner epoch, absent when there i
           "[control]") {
   Checkpoint c = parsed(R"({"$kpipe":"checkpoint","id":9,"at":1,"offsets":[)"
                         R"({"topic":"events","partition":0,"offset":5,"epoch":3},)"
-                        R"({"topic":"events","partition":1,"offset":7}]})");
+                        R"({"topic":"events","partition":1,"offset":7,"epoch":4}]})");
   REQUIRE(c.offsets.size() == 2);
   CHECK(c.offsets[0].epoch == 3);
-  CHECK(c.offsets[1].epoch == 0);
+  CHECK(c.offsets[1].epoch == 4);
+  Checkpoint single = parsed(R"({"$kpipe":"checkpoint","id":9,"at":1,"offsets":[)"
+                             R"({"topic":"events","partition":1,"offset":7}]})");
+  REQUIRE(single.offsets.size() == 1);
+  CHECK(single.offsets[0].epoch == 0);
+  // One kconsume writes a line: an instance's or a single pipeline's.
+  CHECK(parse_error(R"({"$kpipe":"checkpoint","id":9,"at":1,"offsets":[)"
+                    R"({"topic":"events","partition":0,"offset":5,"epoch":3},)"
+                    R"({"topic":"events","partition":1,"offset":7}]})") ==
+        "checkpoint line: either every offset has an 'epoch' or none");
 
   // The epoch is written after the offset, and only when there is one, so
   // that a single pipeline's lines stay as they were.
