@@ -3,8 +3,9 @@
 # resumes from its last complete checkpoint, SIGTERM stops it with a final
 # checkpoint, two pipelines with their own state files do not interfere,
 # complete checkpoints are mirrored into the consumer group, and a reset
-# replays from the new offsets. The states are SQLite files or PostgreSQL
-# databases (lib.sh, store).
+# replays from the new offsets; a store a single pipeline began stays one
+# under -g, and a fresh one is an instance's. The states are SQLite files
+# or PostgreSQL databases (lib.sh, store).
 source "$(dirname "$0")/lib.sh"
 start_broker ev:4
 T=$(topic ev)
@@ -91,3 +92,22 @@ kconsume -b "$BROKERS" -t "$T" -e --state "$S4" | jq -c 'select(has("$kpipe") | 
   kcheckpoint commit --state "$S4" 2>"$WORK/err" >/dev/null
 assert_contains "$WORK/err" "no checkpoint line"
 assert_contains "$WORK/err" "if has(\"\$kpipe\") then . else ... end"
+
+# 7. A store a single pipeline completed checkpoints in (one that ran with
+# -g before kpipe ran instances, or without -g) goes on as that pipeline
+# under -g: its state cannot follow partitions, and an upgrade must not
+# strand it (kpipe(7), MANY INSTANCES).
+S5=$(store five)
+kconsume -b "$BROKERS" -t "$T" -e --state "$S5" | kcheckpoint commit --state "$S5" --passthrough >/dev/null
+kconsume -b "$BROKERS" -t "$T" -g "$(group single)" -e --state "$S5" 2>"$WORK/single.err" |
+  kcheckpoint commit --state "$S5" --passthrough >"$WORK/single.out" || fail "the single pipeline under -g failed: $(cat "$WORK/single.err")"
+assert_contains "$WORK/single.err" "holds the state of a single pipeline"
+assert_eq "$(grep -c '"epoch"' "$WORK/single.out" || true)" 0 "epochs in the single pipeline's lines"
+assert_eq "$(sql "$S5" "SELECT COUNT(*) FROM partition_owners")" 0 "partitions claimed"
+# A fresh store under -g is an instance's: its partitions have owners.
+S6=$(store six)
+kconsume -b "$BROKERS" -t "$T" -g "$(group instance)" -e --state "$S6" 2>"$WORK/instance.err" |
+  kcheckpoint commit --state "$S6" --passthrough >/dev/null
+assert_eq "$(sql "$S6" "SELECT COUNT(*) FROM partition_owners")" 4 "partitions claimed by an instance"
+expect_exit 1 kconsume -b "$BROKERS" -t "$T" -e --state "$S6"
+assert_contains "$WORK/err" "keeps the state of a consumer group's instances by partition"

@@ -113,7 +113,7 @@ class ConsumeLoop {
  public:
   ConsumeLoop(const ConsumeOptions& options, Consumer& consumer, Io& io, StartPosition from,
               std::vector<int32_t> only, Millis commit_interval, Millis stats_interval,
-              StateStore* state, Millis checkpoint_interval)
+              StateStore* state, Millis checkpoint_interval, bool instance)
       : options_(options),
         consumer_(consumer),
         io_(io),
@@ -123,7 +123,8 @@ class ConsumeLoop {
         value_only_(options.format == "value"),
         ticker_(io.program, stats_interval, io.reporter, io.clock),
         state_(state),
-        checkpoint_interval_(checkpoint_interval) {}
+        checkpoint_interval_(checkpoint_interval),
+        instance_(instance) {}
 
   Status init_state() {
     if (state_ == nullptr) return {};
@@ -298,12 +299,14 @@ class ConsumeLoop {
                 "{} partitions were lost (this instance missed its session timeout): their "
                 "records since the last complete checkpoint are read again by their new owner",
                 parts.size()));
+          } else if (state_ != nullptr && closing_) {
+            // close() revokes after the final checkpoint, awaited already.
           } else if (state_ != nullptr) {
             // Hand the partitions over at a checkpoint, so that the next
             // owner resumes where this pipeline's output ends.
             Millis began = io_.clock.steady();
             if (written_since_checkpoint_ || last_emitted_ == 0) KPIPE_TRY(emit_checkpoint());
-            KPIPE_TRY(await_and_mirror(last_emitted_));
+            KPIPE_TRY(await_and_mirror(last_emitted_, owned() ? kHandOverWait : kDrainWait));
             // What a move costs the partitions that move (kpipe(7), MANY
             // INSTANCES): the time they wait for their last checkpoint.
             if (owned() && !closing_)
@@ -427,7 +430,7 @@ class ConsumeLoop {
       // The final checkpoint follows every record written (kpipe(7), CONTROL LINES AND
       // CHECKPOINTS).
       KPIPE_TRY(emit_checkpoint());
-      if (grouped()) KPIPE_TRY(await_and_mirror(last_emitted_));
+      if (grouped()) KPIPE_TRY(await_and_mirror(last_emitted_, kDrainWait));
       closing_ = true;
     } else if (grouped()) {
       KPIPE_TRY(commit_delivered_at_end());
@@ -608,8 +611,8 @@ class ConsumeLoop {
   // Waits (bounded) for the pipeline's terminal stage to complete
   // checkpoint `id`, then mirrors it. Downstream stages run in other
   // processes: this is waiting on the state file, not on time passing.
-  Status await_and_mirror(int64_t id) {
-    Millis deadline = io_.clock.steady() + (owned() ? kHandOverWait : 10 * kSecond);
+  Status await_and_mirror(int64_t id, Millis wait) {
+    Millis deadline = io_.clock.steady() + wait;
     for (;;) {
       auto done = complete(id);
       if (!done) return done.take_error();
@@ -655,7 +658,7 @@ class ConsumeLoop {
   bool grouped() const { return !options_.group.empty(); }
   // An instance of a consumer group of pipelines sharing the state store
   // (kpipe(7), MANY INSTANCES).
-  bool owned() const { return grouped() && state_ != nullptr; }
+  bool owned() const { return instance_; }
   bool ticker_active() const { return true; }
 
   bool all_at_end() const {
@@ -755,6 +758,7 @@ class ConsumeLoop {
   int64_t mirrored_ = 0;
   bool written_since_checkpoint_ = false;
   std::map<TopicPartition, int64_t> saved_;
+  bool instance_;  // of a consumer group of pipelines (owned())
 };
 
 }  // namespace
@@ -787,6 +791,7 @@ Status run_consume(const ConsumeOptions& options, Io& io) {
     return usage_error("--checkpoint-interval: {}", checkpoint_interval.error().message);
   if (*checkpoint_interval <= 0) return usage_error("--checkpoint-interval must be positive");
   std::unique_ptr<StateStore> state;
+  bool instance = false;  // kpipe(7), MANY INSTANCES
   if (!options.state.empty()) {
     auto opened = StateStore::open(options.state);
     if (!opened) return opened.take_error();
@@ -794,17 +799,30 @@ Status run_consume(const ConsumeOptions& options, Io& io) {
     // a second would emit the same checkpoint ids as the first. The
     // instances of a consumer group share it (MANY INSTANCES): their ids
     // come from the store, and each partition has one owner.
-    bool instance = !options.group.empty();
-    KPIPE_TRY((*opened)->lock_pipeline(instance));
-    if (!instance) {
-      auto grouped = (*opened)->owned_by_group();
-      if (!grouped) return grouped.take_error();
-      if (*grouped)
-        return failure(
-            "state database '{}' keeps the state of a consumer group's instances by partition: "
-            "run kconsume with their -g GROUP",
-            display_target(options.state));
+    auto grouped = (*opened)->owned_by_group();
+    if (!grouped) return grouped.take_error();
+    if (options.group.empty() && *grouped)
+      return failure(
+          "state database '{}' keeps the state of a consumer group's instances by partition: "
+          "run kconsume with their -g GROUP",
+          display_target(options.state));
+    // A store whose checkpoints a single pipeline completed (one that ran
+    // with -g before instances, whose state no partition can take) goes on
+    // as that pipeline: an upgrade does not strand it.
+    instance = !options.group.empty();
+    if (instance && !*grouped) {
+      auto latest = (*opened)->latest_complete();
+      if (!latest) return latest.take_error();
+      if (*latest) {
+        instance = false;
+        io.reporter.warning(fmt::format(
+            "state database '{}' holds the state of a single pipeline (it began before kpipe ran "
+            "instances): it runs on as one pipeline, not an instance; to run instances, start "
+            "them with a new state database",
+            display_target(options.state)));
+      }
     }
+    KPIPE_TRY((*opened)->lock_pipeline(instance));
     state = std::move(*opened);
   }
   auto config = resolve_kafka_config(options.kafka, io.env_brokers);
@@ -817,7 +835,7 @@ Status run_consume(const ConsumeOptions& options, Io& io) {
   }
   // Only the partitions that move pause in a rebalance (kpipe(7), MANY
   // INSTANCES), unless the user chose an assignor.
-  if (state != nullptr && !options.group.empty()) {
+  if (instance) {
     if (config->get("partition.assignment.strategy") == nullptr)
       config->set("partition.assignment.strategy", "cooperative-sticky");
     // Members learn of a rebalance at their next heartbeat, twice in a
@@ -828,7 +846,7 @@ Status run_consume(const ConsumeOptions& options, Io& io) {
   auto consumer = Consumer::create(*config, options.group, io.reporter);
   if (!consumer) return consumer.take_error();
   ConsumeLoop loop(options, **consumer, io, *from, std::move(only), *commit_interval, *stats,
-                   state.get(), *checkpoint_interval);
+                   state.get(), *checkpoint_interval, instance);
   KPIPE_TRY(loop.complete_committed());
   KPIPE_TRY(loop.init_state());
   if (options.group.empty()) {
