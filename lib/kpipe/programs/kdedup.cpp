@@ -200,18 +200,10 @@ class DedupStage final : public ParsingStage {
 
   // An instance's record goes to its partition's engine.
   Status find_engine(DedupEngine*& engine) {
-    const JsonField& topic = values_[*plan_.topic_slot];
-    const JsonField& partition = values_[*plan_.partition_slot];
-    if (topic.type != JsonType::kString || !partition.is_integer || partition.integer < INT32_MIN ||
-        partition.integer > INT32_MAX)
-      return data_error(
-          "a record without the envelope's 'topic' and 'partition', which an instance of a "
-          "consumer group keeps its keys by");
-    auto* found = state_.engine_for(topic.str, static_cast<int32_t>(partition.integer));
-    if (found == nullptr)
-      return data_error("a record of {} [{}], a partition kconsume has not assigned", topic.str,
-                        partition.integer);
-    engine = static_cast<DedupEngine*>(found);
+    auto found =
+        state_.engine_of(values_[*plan_.topic_slot], values_[*plan_.partition_slot], "keys");
+    if (!found) return found.take_error();
+    engine = static_cast<DedupEngine*>(*found);
     return {};
   }
 

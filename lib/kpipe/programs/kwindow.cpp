@@ -222,17 +222,9 @@ class WindowStage final : public ParsingStage {
     }
     if (state_.sliced()) {
       // An instance's record goes to its partition's engine.
-      if (partition.type != JsonType::kNumber || !partition.is_integer ||
-          values_[paths_.topic].type != JsonType::kString || in.partition < INT32_MIN ||
-          in.partition > INT32_MAX)
-        return data_error(
-            "a record without the envelope's 'topic' and 'partition', which an instance of a "
-            "consumer group keeps its windows by");
-      auto* found = state_.engine_for(in.topic, static_cast<int32_t>(in.partition));
-      if (found == nullptr)
-        return data_error("a record of {} [{}], a partition kconsume has not assigned", in.topic,
-                          in.partition);
-      engine = static_cast<WindowEngine*>(found);
+      auto found = state_.engine_of(values_[paths_.topic], partition, "windows");
+      if (!found) return found.take_error();
+      engine = static_cast<WindowEngine*>(*found);
     }
     return engine->check(in);
   }

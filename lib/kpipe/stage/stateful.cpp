@@ -260,6 +260,21 @@ std::pair<const TopicPartition*, Snapshottable*> StageState::other_slice(
   return {&it->first, it->second.engine.get()};
 }
 
+Expected<Snapshottable*> StageState::engine_of(const JsonField& topic, const JsonField& partition,
+                                               std::string_view what) {
+  if (topic.type != JsonType::kString || partition.type != JsonType::kNumber ||
+      !partition.is_integer || partition.integer < INT32_MIN || partition.integer > INT32_MAX)
+    return data_error(
+        "a record without the envelope's 'topic' and 'partition', which an instance of a "
+        "consumer group keeps its {} by",
+        what);
+  Snapshottable* found = engine_for(topic.str, static_cast<int32_t>(partition.integer));
+  if (found == nullptr)
+    return data_error("a record of {} [{}], a partition kconsume has not assigned", topic.str,
+                      partition.integer);
+  return found;
+}
+
 Snapshottable* StageState::engine_for(std::string_view topic, int32_t partition) {
   if (last_ != slices_.end() && last_->first.partition == partition && last_->first.topic == topic)
     return last_->second.engine.get();

@@ -119,6 +119,11 @@ class StageState {
   // The engine of a record's partition; null when this instance does not
   // own it.
   Snapshottable* engine_for(std::string_view topic, int32_t partition);
+  // The same from the envelope's "topic" and "partition" fields: a
+  // data_error for a record without them, or of a partition not assigned.
+  // `what` is what the stage keeps per partition ("keys"), for the message.
+  Expected<Snapshottable*> engine_of(const JsonField& topic, const JsonField& partition,
+                                     std::string_view what);
   // The engines of the partitions owned now.
   template <typename F>
   void for_each_slice(F&& f) const {

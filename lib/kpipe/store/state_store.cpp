@@ -200,6 +200,38 @@ std::string slice_end(std::string prefix) {
   return prefix;
 }
 
+// Brings a stage's entries of one partition back to a checkpoint: drops
+// what was saved after it, and revives what was removed after it.
+class SliceRewind {
+ public:
+  static Expected<SliceRewind> prepare(Database& db) {
+    auto drop = db.prepare(
+        "DELETE FROM stage_state WHERE stage = ?1 AND key >= ?2 AND key < ?3 AND added > ?4");
+    if (!drop) return drop.take_error();
+    auto revive = db.prepare(
+        "UPDATE stage_state SET removed = NULL WHERE stage = ?1 AND key >= ?2 AND key < ?3 AND "
+        "removed > ?4");
+    if (!revive) return revive.take_error();
+    return SliceRewind(std::move(*drop), std::move(*revive));
+  }
+
+  // The partition's entries are the keys in [lo, hi) (slice_prefix).
+  Status run(std::string_view stage, const std::string& lo, const std::string& hi,
+             int64_t checkpoint) {
+    for (Statement* stmt : {&drop_, &revive_}) {
+      stmt->bind_text(1, stage).bind_blob(2, lo).bind_blob(3, hi).bind(4, checkpoint);
+      KPIPE_TRY(stmt->run());
+    }
+    return {};
+  }
+
+ private:
+  SliceRewind(Statement drop, Statement revive)
+      : drop_(std::move(drop)), revive_(std::move(revive)) {}
+  Statement drop_;
+  Statement revive_;
+};
+
 std::string this_host() {
   char name[256] = {};
   if (::gethostname(name, sizeof name - 1) != 0) return "?";
@@ -541,13 +573,8 @@ Expected<std::vector<PartitionClaim>> StateStore::claim(std::vector<TopicPartiti
       stages.emplace_back(names->column_text(0));
     }
   }
-  auto drop = db_->prepare(
-      "DELETE FROM stage_state WHERE stage = ?1 AND key >= ?2 AND key < ?3 AND added > ?4");
-  if (!drop) return drop.take_error();
-  auto revive = db_->prepare(
-      "UPDATE stage_state SET removed = NULL WHERE stage = ?1 AND key >= ?2 AND key < ?3 AND "
-      "removed > ?4");
-  if (!revive) return revive.take_error();
+  auto rewind = SliceRewind::prepare(*db_);
+  if (!rewind) return rewind.take_error();
   auto prune = db_->prepare(
       "DELETE FROM stage_state WHERE stage = ?1 AND key >= ?2 AND key < ?3 AND removed <= ?4");
   if (!prune) return prune.take_error();
@@ -587,10 +614,9 @@ Expected<std::vector<PartitionClaim>> StateStore::claim(std::vector<TopicPartiti
     std::string lo = slice_prefix(p);
     std::string hi = slice_end(lo);
     for (const std::string& stage : stages) {
-      for (Statement* stmt : {&*drop, &*revive, &*prune}) {
-        stmt->bind_text(1, stage).bind_blob(2, lo).bind_blob(3, hi).bind(4, c.checkpoint);
-        KPIPE_TRY(stmt->run());
-      }
+      KPIPE_TRY(rewind->run(stage, lo, hi, c.checkpoint));
+      prune->bind_text(1, stage).bind_blob(2, lo).bind_blob(3, hi).bind(4, c.checkpoint);
+      KPIPE_TRY(prune->run());
     }
     out.push_back(std::move(c));
   }
@@ -665,69 +691,29 @@ Status StateStore::complete(const Checkpoint& c, std::string_view by, Millis now
 }
 
 Status StateStore::complete_in_transaction(const Checkpoint& c, std::string_view by, Millis now) {
-  if (std::any_of(c.offsets.begin(), c.offsets.end(),
-                  [](const PartitionOffset& o) { return o.epoch > 0; }))
-    return complete_owned(c, by, now);
-  auto latest = latest_complete();
-  if (!latest) return latest.take_error();
-  if (*latest && **latest >= c.id) {
+  // An instance's checkpoint (kpipe(7), MANY INSTANCES): its partitions'
+  // owners decide, and ids grow per partition, since other instances
+  // complete theirs in between.
+  bool owned = std::any_of(c.offsets.begin(), c.offsets.end(),
+                           [](const PartitionOffset& o) { return o.epoch > 0; });
+  std::vector<PartitionOffset> offsets = c.offsets;
+  if (owned) {
+    auto done = completed_by(c.id);
+    if (!done) return done.take_error();
     // A replayed checkpoint line (the terminal stage restarted and saw it
     // again): already complete, nothing to do.
-    if (**latest == c.id) return {};
-    return failure("checkpoint {} arrived after checkpoint {} was complete: ids must grow", c.id,
-                   **latest);
+    if (!done->empty()) return {};
+    std::sort(offsets.begin(), offsets.end());
+    KPIPE_TRY(check_owners(offsets, fmt::format("checkpoint {}", c.id)));
+  } else {
+    auto latest = latest_complete();
+    if (!latest) return latest.take_error();
+    if (*latest && **latest >= c.id) {
+      if (**latest == c.id) return {};  // replayed, as above
+      return failure("checkpoint {} arrived after checkpoint {} was complete: ids must grow", c.id,
+                     **latest);
+    }
   }
-  Dialect d = db_->dialect();
-  auto put = db_->prepare(fmt::format(
-      "INSERT INTO checkpoints (id, emitted_at, completed_at, completed_by, seal) VALUES (?1, ?2, "
-      "?3, ?4, {}) ON CONFLICT(id) DO UPDATE SET completed_at = excluded.completed_at, "
-      "completed_by = excluded.completed_by, seal = {}",
-      seal_call(d, {"?1", "?2", "?3", "?4"}),
-      seal_call(d, {"checkpoints.id", "checkpoints.emitted_at", "excluded.completed_at",
-                    "excluded.completed_by"})));
-  if (!put) return put.take_error();
-  put->bind(1, c.id).bind(2, c.at).bind(3, now).bind_text(4, by);
-  KPIPE_TRY(put->run());
-  auto off = db_->prepare(fmt::format(
-      "INSERT INTO checkpoint_offsets (checkpoint, topic, partition, \"offset\", seal) "
-      "VALUES (?1, ?2, ?3, ?4, {}) ON CONFLICT (checkpoint, topic, partition) DO UPDATE SET "
-      "\"offset\" = excluded.\"offset\", seal = excluded.seal",
-      seal_call(d, {"?1", "?2", "?3", "?4"})));
-  if (!off) return off.take_error();
-  auto pos = prepare_position();
-  if (!pos) return pos.take_error();
-  for (const auto& o : c.offsets) {
-    off->bind(1, c.id)
-        .bind_text(2, o.topic)
-        .bind(3, static_cast<int64_t>(o.partition))
-        .bind(4, o.offset);
-    KPIPE_TRY(off->run());
-    KPIPE_TRY(put_position(*pos, o, c.id, now));
-  }
-  KPIPE_TRY(note_run(fmt::format("stage:{}", by), c.id));
-  // Older checkpoints' offsets are history only: keep a bounded tail, and
-  // the runs that wrote it.
-  auto prune = db_->prepare("DELETE FROM checkpoints WHERE id < ? - 1000");
-  if (!prune) return prune.take_error();
-  prune->bind(1, c.id);
-  KPIPE_TRY(prune->run());
-  auto prune_runs = db_->prepare("DELETE FROM kpipe_runs WHERE last_checkpoint < ? - 1000");
-  if (!prune_runs) return prune_runs.take_error();
-  prune_runs->bind(1, c.id);
-  return prune_runs->run();
-}
-
-// An instance's checkpoint: its partitions' owners decide, and ids grow per
-// partition (other instances complete theirs in between).
-Status StateStore::complete_owned(const Checkpoint& c, std::string_view by, Millis now) {
-  auto done = completed_by(c.id);
-  if (!done) return done.take_error();
-  // A replayed checkpoint line (the terminal stage restarted and saw it
-  // again): already complete, nothing to do.
-  if (!done->empty()) return {};
-  std::vector<PartitionOffset> offsets = c.offsets;
-  std::sort(offsets.begin(), offsets.end());
-  KPIPE_TRY(check_owners(offsets, fmt::format("checkpoint {}", c.id)));
   Dialect d = db_->dialect();
   auto put = db_->prepare(fmt::format(
       "INSERT INTO checkpoints (id, emitted_at, completed_at, completed_by, seal) VALUES (?1, ?2, "
@@ -750,16 +736,17 @@ Status StateStore::complete_owned(const Checkpoint& c, std::string_view by, Mill
   auto stored = db_->prepare("SELECT checkpoint FROM offsets WHERE topic = ? AND partition = ?");
   if (!stored) return stored.take_error();
   for (const auto& o : offsets) {
-    stored->bind_text(1, o.topic).bind(2, static_cast<int64_t>(o.partition));
-    auto row = stored->step();
-    if (!row) return row.take_error();
-    int64_t before = *row ? stored->column_int(0) : 0;
-    stored->reset();
-    if (before >= c.id)
-      return failure(
-          "checkpoint {} arrived after checkpoint {} completed partition {} [{}]: ids "
-          "must grow",
-          c.id, before, o.topic, o.partition);
+    if (owned) {
+      stored->bind_text(1, o.topic).bind(2, static_cast<int64_t>(o.partition));
+      auto row = stored->step();
+      if (!row) return row.take_error();
+      int64_t before = *row ? stored->column_int(0) : 0;
+      stored->reset();
+      if (before >= c.id)
+        return failure(
+            "checkpoint {} arrived after checkpoint {} completed partition {} [{}]: ids must grow",
+            c.id, before, o.topic, o.partition);
+    }
     off->bind(1, c.id)
         .bind_text(2, o.topic)
         .bind(3, static_cast<int64_t>(o.partition))
@@ -767,7 +754,12 @@ Status StateStore::complete_owned(const Checkpoint& c, std::string_view by, Mill
     KPIPE_TRY(off->run());
     KPIPE_TRY(put_position(*pos, o, c.id, now));
   }
-  KPIPE_TRY(note_run(fmt::format("member:stage:{}:{}", by, run_), c.id));
+  // Each instance writes as a role of its own: many at once is the design.
+  KPIPE_TRY(note_run(
+      owned ? fmt::format("member:stage:{}:{}", by, run_) : fmt::format("stage:{}", by), c.id));
+  // Older checkpoints' offsets are history only: keep a bounded tail, the
+  // checkpoints that stored a partition's position (an instance's partition
+  // may not move for a long time), and the runs that wrote them.
   auto prune = db_->prepare(
       "DELETE FROM checkpoints WHERE id < ? - 1000 AND id NOT IN (SELECT checkpoint FROM offsets)");
   if (!prune) return prune.take_error();
@@ -914,13 +906,8 @@ Status StateStore::save_slices(std::string_view stage, int64_t checkpoint,
     KPIPE_TRY(check_owner(slice->partition, slice->epoch, what));
   // A snapshot for this checkpoint may exist from a run that crashed before
   // the checkpoint completed and was then replayed: replace it.
-  auto drop = db_->prepare(
-      "DELETE FROM stage_state WHERE stage = ?1 AND key >= ?2 AND key < ?3 AND added >= ?4");
-  if (!drop) return drop.take_error();
-  auto revive = db_->prepare(
-      "UPDATE stage_state SET removed = NULL WHERE stage = ?1 AND key >= ?2 AND key < ?3 AND "
-      "removed >= ?4");
-  if (!revive) return revive.take_error();
+  auto rewind = SliceRewind::prepare(*db_);
+  if (!rewind) return rewind.take_error();
   auto retire = db_->prepare(
       "UPDATE stage_state SET removed = ? WHERE stage = ? AND key = ? AND removed IS NULL");
   if (!retire) return retire.take_error();
@@ -933,10 +920,7 @@ Status StateStore::save_slices(std::string_view stage, int64_t checkpoint,
   for (const SliceChanges* slice : sorted) {
     std::string lo = slice_prefix(slice->partition);
     std::string hi = slice_end(lo);
-    for (Statement* stmt : {&*drop, &*revive}) {
-      stmt->bind_text(1, stage).bind_blob(2, lo).bind_blob(3, hi).bind(4, checkpoint);
-      KPIPE_TRY(stmt->run());
-    }
+    KPIPE_TRY(rewind->run(stage, lo, hi, checkpoint - 1));
     const StateChanges& changes = *slice->changes;
     for (const auto& removed : changes.removed) {
       key = lo + removed;

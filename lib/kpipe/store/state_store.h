@@ -179,7 +179,6 @@ class StateStore {
   Status lock_postgres(const std::string& name, bool shared, const StateLock::BusyMessage& busy);
   // Refuses, naming the owner, unless `p` is still owned at `epoch`.
   Status check_owner(const TopicPartition& p, int64_t epoch, std::string_view what);
-  Status complete_owned(const Checkpoint& c, std::string_view by, Millis now);
   // The newest complete checkpoint that held partition `p` (0: none).
   Expected<int64_t> last_completed(const TopicPartition& p);
   Expected<std::optional<int64_t>> restore_unowned(std::string_view stage, Snapshottable& engine);
