@@ -126,4 +126,23 @@ wait "$victim" || status=$?
 assert_eq "$status" 1 "kupsert's exit status once its connection is gone"
 assert_contains "$WORK/lost.err" "lost the connection"
 assert_eq "$(q "SELECT count(*) FROM lost")" "1" "rows after the loss"
+
+# Writers of one table start at once, as the instances of a pipeline do
+# (kpipe(7), MANY INSTANCES): the first to make the table makes it, the
+# others wait and widen it, and no CREATE TABLE races another. Each is
+# released at once from a FIFO, so that they make their first batch
+# together.
+pids=()
+for i in 1 2 3 4; do
+  mkfifo "$WORK/race.$i"
+  kupsert --db "$DB" --table raced --key id --batch 1 <"$WORK/race.$i" 2>"$WORK/race.$i.err" &
+  pids+=($!)
+done
+for i in 1 2 3 4; do exec {fd}>"$WORK/race.$i"; fds+=("$fd"); done
+for i in 1 2 3 4; do printf '{"id":%d,"from":%d,"col%d":true}\n' "$i" "$i" "$i" >&"${fds[$((i - 1))]}"; done
+for fd in "${fds[@]}"; do exec {fd}>&-; done
+for i in 1 2 3 4; do wait "${pids[$((i - 1))]}" || fail "writer $i failed: $(cat "$WORK/race.$i.err")"; done
+assert_eq "$(q "SELECT count(*) FROM raced")" "4" "rows of the writers that started at once"
+assert_eq "$(q "SELECT count(*) FROM information_schema.columns WHERE table_name = 'raced'")" "6" \
+  "columns: id, from, col1 to col4"
 echo "kupsert_postgres: ok"

@@ -40,6 +40,7 @@ class PostgresUpsertWriter final : public UpsertWriter {
   Status create_table(const std::vector<NewColumn>& columns,
                       const std::vector<std::string>& key) override;
   Status create_columns(const std::vector<NewColumn>& columns) override;
+  Status lock_schema() override;
   Status write_rows(const RefusedRow& refused) override;
 
   // Rows [first, last) of rows_, all of one column set.
@@ -118,6 +119,15 @@ Status PostgresUpsertWriter::create_table(const std::vector<NewColumn>& columns,
                            c.key ? " NOT NULL" : ""));
   sql.append(fmt::format("PRIMARY KEY ({}))", quoted_names(key)));
   return conn_.exec(sql);
+}
+
+Status PostgresUpsertWriter::lock_schema() {
+  // Two CREATE TABLEs of one name at once fail on the catalog's unique
+  // index, not IF NOT EXISTS: a lock per table until the transaction ends.
+  auto locked = conn_.query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+                            {"kpipe upsert table:" + table_});
+  if (!locked) return locked.take_error();
+  return {};
 }
 
 Status PostgresUpsertWriter::create_columns(const std::vector<NewColumn>& columns) {

@@ -237,6 +237,12 @@ Status UpsertWriter::ensure_schema() {
     recheck_schema_ = false;
   }
   if (!ddl_needed_) return {};
+  // Another writer of the table (an instance of the same pipeline, kpipe(7)
+  // MANY INSTANCES) may be making it or its columns now: one at a time, and
+  // a look at the table once it is this one's turn.
+  KPIPE_TRY(lock_schema());
+  KPIPE_TRY(load_table());
+  if (!ddl_needed_) return {};
   std::vector<NewColumn> fresh;
   for (size_t id = 0; id < columns_.size(); ++id) {
     const Column& c = columns_[id];

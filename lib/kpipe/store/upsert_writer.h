@@ -171,6 +171,10 @@ class UpsertWriter {
   virtual Status create_table(const std::vector<NewColumn>& columns,
                               const std::vector<std::string>& key) = 0;
   virtual Status create_columns(const std::vector<NewColumn>& columns) = 0;
+  // Inside the write transaction, before the table is made or widened:
+  // waits for any other writer doing the same (SQLite's write lock does
+  // already).
+  virtual Status lock_schema() { return {}; }
   // Writes rows_ (raw_ is padded), counting rows_written_ and
   // rows_unchanged_, calling `refused` for rows the table refuses.
   virtual Status write_rows(const RefusedRow& refused) = 0;
