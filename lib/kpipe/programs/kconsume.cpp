@@ -250,6 +250,11 @@ class ConsumeLoop {
     return consumer_.subscribe(
         options_.topics,
         [this](std::vector<PartitionOffset>& parts) -> Status {
+          // A rebalance while close() leaves the group (another member
+          // left too): what is assigned now is revoked at once, unread.
+          // An instance must not claim it from its next owner, and the
+          // group's coordinator may not answer a closing member.
+          if (closing_) return {};
           std::vector<TopicPartition> tps;
           for (const auto& p : parts) tps.push_back({p.topic, p.partition});
           auto committed = consumer_.committed(tps);
