@@ -230,19 +230,32 @@ UpsertWriter::Kind UpsertWriter::first_kind(int column) const {
 }
 
 Status UpsertWriter::ensure_schema() {
+  // Another writer of the table (an instance of the same pipeline, kpipe(7)
+  // MANY INSTANCES) may be making it or its columns now: one at a time, and
+  // a look at the table once it is this one's turn. The lock comes before
+  // this transaction touches the table (load_table's key check plans an
+  // INSERT, which locks it): a writer holding it would otherwise wait for
+  // ours to make or widen the table, and ours for it.
+  bool locked = false;
+  if (ddl_needed_) {
+    KPIPE_TRY(lock_schema());
+    locked = true;
+    recheck_schema_ = true;
+  }
   if (recheck_schema_) {
     auto changed = schema_changed();
     if (!changed) return changed.take_error();
-    if (*changed) KPIPE_TRY(load_table());
+    if (*changed || locked) KPIPE_TRY(load_table());
     recheck_schema_ = false;
   }
   if (!ddl_needed_) return {};
-  // Another writer of the table (an instance of the same pipeline, kpipe(7)
-  // MANY INSTANCES) may be making it or its columns now: one at a time, and
-  // a look at the table once it is this one's turn.
-  KPIPE_TRY(lock_schema());
-  KPIPE_TRY(load_table());
-  if (!ddl_needed_) return {};
+  // Needed only since the look just taken (the table was changed by
+  // another): rare, and the server breaks a deadlock, failing this batch.
+  if (!locked) {
+    KPIPE_TRY(lock_schema());
+    KPIPE_TRY(load_table());
+    if (!ddl_needed_) return {};
+  }
   std::vector<NewColumn> fresh;
   for (size_t id = 0; id < columns_.size(); ++id) {
     const Column& c = columns_[id];
