@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # kconsume: each --from form, -e and -c, --partitions, --format value, a
 # group resuming exactly where it stopped, a closed pipe, and clear errors
-# for a missing topic and an unreachable broker.
+# for a missing topic and an unreachable broker; a read-ahead queue far
+# smaller than the backlog.
 source "$(dirname "$0")/lib.sh"
-start_broker ev:3 ts:2
+start_broker ev:3 ts:2 big:3
 T=$(topic ev)
 TS=$(topic ts)
+BIG=$(topic big)
 
 # 30 records on each of 3 partitions, values numbered per partition.
 for p in 0 1 2; do
@@ -50,6 +52,20 @@ assert_eq "$(wc -l <"$WORK/second")" 50 "second run reads the rest"
 assert_eq "$(sort "$WORK/first" "$WORK/second" | uniq | wc -l)" 90 "no record twice, none lost"
 expect_exit 0 kconsume -b "$BROKERS" -t "$T" -g "$G" -e
 assert_empty "$WORK/out"
+
+# A read-ahead queue of 8 KiB under a backlog of 1.5 MB: kconsume refills
+# it as it drains (librdkafka 2.0.2 alone would look again a second later,
+# some 180 times), and every record arrives once, in order per partition.
+seq 0 29999 | sed 's/.*/{"i":&,"pad":"..............................."}/' |
+  kproduce -b "$BROKERS" -t "$BIG" -k .i
+expect_exit 0 kconsume -b "$BROKERS" -t "$BIG" -e -X queued.max.messages.kbytes=8
+assert_eq "$(wc -l <"$WORK/out")" 30000 "small queue: every record"
+assert_eq "$(jq -r .value.i "$WORK/out" | sort -n | uniq | wc -l)" 30000 "small queue: each once"
+for p in 0 1 2; do
+  jq -r "select(.partition == $p) | .offset" "$WORK/out" >"$WORK/offsets.$p"
+  assert_eq "$(cat "$WORK/offsets.$p")" "$(seq 0 $(($(wc -l <"$WORK/offsets.$p") - 1)))" \
+    "small queue: partition $p in order"
+done
 
 # A closed downstream pipe is a normal end.
 set +o pipefail

@@ -9,9 +9,11 @@
 #include <atomic>
 #include <cctype>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <thread>
 
 namespace kpipe {
@@ -447,6 +449,92 @@ Status KafkaClient::delete_records(const std::vector<PartitionOffset>& before) {
 
 // --- Consumer ---------------------------------------------------------------------
 
+namespace {
+
+// librdkafka before 2.2 stops fetching while the consumer queue holds
+// queued.max.messages.kbytes and looks again only when its broker thread
+// next wakes: a second later unless a request or a response wakes it
+// sooner. A pipeline slower than the broker drains the queue in a fraction
+// of that second and then waits, so the queue had to hold a second of
+// records (64 MiB, about 200 MB of memory) to keep kconsume fast. Instead,
+// once a queue that was at least half full is half drained, a small
+// request to the partitions' leaders (ListOffsets for their end offsets)
+// wakes their broker threads, which fetch again at once: the queue stays
+// small and kconsume as fast. A consumer keeping up with its partitions
+// never fills the queue and sends none. 2.2 has fetch.queue.backoff.ms.
+class FetchNudger {
+ public:
+  // At most one nudge per interval; one always follows the last wanted.
+  static constexpr std::chrono::milliseconds kInterval{10};
+
+  FetchNudger(rd_kafka_t* rk, rd_kafka_queue_t* queue, int64_t queue_bytes)
+      : rk_(rk),
+        queue_(queue),
+        half_bytes_(static_cast<double>(queue_bytes) / 2),
+        thread_([this] { run(); }) {}
+  ~FetchNudger() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_one();
+    thread_.join();
+  }
+
+  // After a batch of `records` records of `bytes` bytes in all.
+  void consumed(size_t records, size_t bytes) {
+    if (records == 0) return;
+    double mean = static_cast<double>(bytes) / static_cast<double>(records);
+    mean_bytes_ = mean_bytes_ == 0 ? mean : mean_bytes_ + (mean - mean_bytes_) / 8;
+    auto left = static_cast<double>(rd_kafka_queue_length(queue_));
+    if ((left + static_cast<double>(records)) * mean_bytes_ >= half_bytes_) armed_ = true;
+    if (!armed_ || left * mean_bytes_ >= half_bytes_) return;
+    armed_ = false;
+    {
+      std::lock_guard lock(mutex_);
+      wanted_ = true;
+    }
+    wake_.notify_one();
+  }
+
+ private:
+  void run() {
+    std::unique_lock lock(mutex_);
+    while (!stop_) {
+      wake_.wait(lock, [this] { return wanted_ || stop_; });
+      if (stop_) break;
+      wanted_ = false;
+      lock.unlock();
+      // The request wakes the leaders' broker threads as it is sent; its
+      // answer (or its failure) does not matter.
+      rd_kafka_topic_partition_list_t* list = nullptr;
+      if (rd_kafka_assignment(rk_, &list) == RD_KAFKA_RESP_ERR_NO_ERROR && list != nullptr) {
+        for (int i = 0; i < list->cnt; ++i) list->elems[i].offset = RD_KAFKA_OFFSET_END;
+        if (list->cnt > 0) rd_kafka_offsets_for_times(rk_, list, 500);
+        rd_kafka_topic_partition_list_destroy(list);
+      }
+      lock.lock();
+      wake_.wait_for(lock, kInterval, [this] { return stop_; });
+    }
+  }
+
+  rd_kafka_t* rk_;
+  rd_kafka_queue_t* queue_;
+  double half_bytes_;
+  double mean_bytes_ = 0;  // per record, a moving mean
+  bool armed_ = false;     // the queue was half full since the last nudge
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool wanted_ = false;
+  bool stop_ = false;
+  std::thread thread_;  // last: it starts once the rest is made
+};
+
+// librdkafka 2.2 and later back off a full queue for fetch.queue.backoff.ms.
+constexpr int kFetchQueueBackoffVersion = 0x020200ff;
+
+}  // namespace
+
 struct Consumer::State {
   Consumer* self = nullptr;
   AssignHandler on_assign;
@@ -456,7 +544,9 @@ struct Consumer::State {
   std::map<rd_kafka_topic_t*, std::string> topic_names;
   rd_kafka_queue_t* queue = nullptr;  // the consumer queue, for batch reads
   std::vector<rd_kafka_message_t*> batch;
+  std::unique_ptr<FetchNudger> nudger;  // before librdkafka 2.2
   ~State() {
+    nudger.reset();
     if (queue != nullptr) rd_kafka_queue_destroy(queue);
   }
 };
@@ -479,6 +569,7 @@ Consumer::Consumer(const KafkaConfig& config, Reporter& reporter)
     : KafkaClient(config, reporter), state_(std::make_unique<State>()) {}
 
 Consumer::~Consumer() {
+  state_->nudger.reset();
   if (state_->queue != nullptr) {
     rd_kafka_queue_destroy(state_->queue);
     state_->queue = nullptr;
@@ -493,11 +584,13 @@ Expected<std::unique_ptr<Consumer>> Consumer::create(const KafkaConfig& base,
   KafkaConfig config = consumer_config(base, group);
   set_default(config, "auto.offset.reset", "earliest");
   // With the consumer queue shared by every partition, librdkafka counts
-  // queued.min.messages over all of them, and once the count is reached it
-  // looks again only a second later: on 64 partitions, kconsume stalled for
-  // most of each second. The memory bound stays queued.max.messages.kbytes
-  // (librdkafka's 64 MiB).
+  // queued.min.messages over all of them; the bound that matters is
+  // queued.max.messages.kbytes: 16 MiB of payload, about 60 MB of memory
+  // for records of 150 bytes, refilled at once (FetchNudger).
   set_default(config, "queued.min.messages", "1000000");
+  set_default(config, "queued.max.messages.kbytes", "16384");
+  if (rd_kafka_version() >= kFetchQueueBackoffVersion)
+    set_default(config, "fetch.queue.backoff.ms", "10");
   set_default(config, "fetch.wait.max.ms", "100");
   // Larger fetches per partition: fewer round trips for a backlog.
   set_default(config, "fetch.message.max.bytes", "4194304");
@@ -528,6 +621,11 @@ Expected<std::unique_ptr<Consumer>> Consumer::create(const KafkaConfig& base,
     }
     rd_kafka_poll_set_consumer(consumer->handle_->rk);
     consumer->state_->queue = rd_kafka_queue_get_consumer(consumer->handle_->rk);
+    if (rd_kafka_version() < kFetchQueueBackoffVersion) {
+      int64_t kbytes = std::strtoll(config.get("queued.max.messages.kbytes")->c_str(), nullptr, 10);
+      consumer->state_->nudger = std::make_unique<FetchNudger>(
+          consumer->handle_->rk, consumer->state_->queue, kbytes * 1024);
+    }
     return consumer;
   }
 }
@@ -631,6 +729,11 @@ Status Consumer::poll(Millis timeout, size_t max_events, const EventHandler& han
       for (size_t i = 0; i < n; ++i) rd_kafka_message_destroy(batch[i]);
     }
   } guard{batch, n};
+  if (state_->nudger != nullptr && n > 0) {
+    size_t bytes = 0;
+    for (size_t i = 0; i < n; ++i) bytes += batch[i]->len + batch[i]->key_len;
+    state_->nudger->consumed(n, bytes);
+  }
   if (!state_->pending.ok()) {
     Status s = state_->pending;
     state_->pending = Status();
