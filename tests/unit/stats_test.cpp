@@ -27,7 +27,7 @@ class ProgressReporter final : public Reporter {
 TEST_CASE("StatsTicker: the --stats line", "[stats]") {
   FakeClock clock(kStart);
   RecordingReporter reporter;
-  StatsTicker ticker("kdedup", 1000, reporter, clock);
+  StatsTicker ticker("kdedup", {.interval = 1000}, reporter, clock);
   Counters c{3000, 2500, 400, 7, 90, 10, 1234};
   clock.advance(2000);
   CHECK(ticker.line(c, clock.steady()) ==
@@ -43,7 +43,7 @@ TEST_CASE("StatsTicker: the --stats line", "[stats]") {
 TEST_CASE("StatsTicker: one line per interval", "[stats]") {
   FakeClock clock(kStart);
   RecordingReporter reporter;
-  StatsTicker ticker("kwindow", 1000, reporter, clock);
+  StatsTicker ticker("kwindow", {.interval = 1000}, reporter, clock);
   Counters c;
   ticker.tick_now(c);
   CHECK(reporter.stats_lines.empty());
@@ -73,7 +73,7 @@ TEST_CASE("StatsTicker: one line per interval", "[stats]") {
 TEST_CASE("StatsTicker: tick looks at the clock once every 1024 calls", "[stats]") {
   FakeClock clock(kStart);
   RecordingReporter reporter;
-  StatsTicker ticker("k", 1000, reporter, clock);
+  StatsTicker ticker("k", {.interval = 1000}, reporter, clock);
   Counters c;
   clock.advance(5000);
   for (int i = 0; i < 1023; ++i) ticker.tick(c);
@@ -85,7 +85,7 @@ TEST_CASE("StatsTicker: tick looks at the clock once every 1024 calls", "[stats]
 TEST_CASE("StatsTicker: without --stats there is no line, even at the end", "[stats]") {
   FakeClock clock(kStart);
   RecordingReporter reporter;
-  StatsTicker ticker("k", 0, reporter, clock);
+  StatsTicker ticker("k", {.interval = 0}, reporter, clock);
   clock.advance(100000);
   ticker.tick_now(Counters{});
   ticker.finish(Counters{});
@@ -95,7 +95,7 @@ TEST_CASE("StatsTicker: without --stats there is no line, even at the end", "[st
 TEST_CASE("StatsTicker: the progress line on a terminal", "[stats]") {
   FakeClock clock(kStart);
   ProgressReporter reporter;
-  StatsTicker ticker("kdedup", 0, reporter, clock);
+  StatsTicker ticker("kdedup", {.interval = 0}, reporter, clock);
   Counters c{500, 400, 0, 0, 0, 0, 0};
   clock.advance(249);
   ticker.tick_now(c);
@@ -113,4 +113,113 @@ TEST_CASE("StatsTicker: the progress line on a terminal", "[stats]") {
   ticker.finish(c);
   CHECK(reporter.progress_lines.back().empty());  // cleared at exit
   CHECK(reporter.stats_lines.empty());
+}
+
+TEST_CASE("prometheus_metrics: counters, checkpoints and the watermark", "[stats]") {
+  Counters c{3000, 2500, 400, 7, 90, 10, 1234};
+  std::string text = prometheus_metrics("kdedup", "kdedup/eu", c, kStart);
+  CHECK(text.find("# HELP kpipe_records_in_total Records read.\n"
+                  "# TYPE kpipe_records_in_total counter\n"
+                  "kpipe_records_in_total{program=\"kdedup\",stage=\"kdedup/eu\"} 3000\n") !=
+        std::string::npos);
+  CHECK(text.find("kpipe_records_out_total{program=\"kdedup\",stage=\"kdedup/eu\"} 2500\n") !=
+        std::string::npos);
+  CHECK(text.find("kpipe_records_dropped_total{program=\"kdedup\",stage=\"kdedup/eu\"} 400\n") !=
+        std::string::npos);
+  CHECK(text.find("kpipe_records_late_total{program=\"kdedup\",stage=\"kdedup/eu\"} 7\n") !=
+        std::string::npos);
+  // Bad lines: dead-lettered and skipped.
+  CHECK(text.find("kpipe_bad_lines_total{program=\"kdedup\",stage=\"kdedup/eu\"} 100\n") !=
+        std::string::npos);
+  CHECK(text.find("kpipe_dead_letters_total{program=\"kdedup\",stage=\"kdedup/eu\"} 90\n") !=
+        std::string::npos);
+  CHECK(text.find("# TYPE kpipe_state_size gauge\n"
+                  "kpipe_state_size{program=\"kdedup\",stage=\"kdedup/eu\"} 1234\n") !=
+        std::string::npos);
+  CHECK(text.find("kpipe_checkpoints_total{program=\"kdedup\",stage=\"kdedup/eu\"} 0\n") !=
+        std::string::npos);
+  // No checkpoint and no watermark yet: no series that would read as 0.
+  CHECK(text.find("kpipe_checkpoint_duration_seconds") == std::string::npos);
+  CHECK(text.find("kpipe_last_checkpoint_age_seconds") == std::string::npos);
+  CHECK(text.find("kpipe_watermark") == std::string::npos);
+
+  c.checkpoints = 4;
+  c.checkpoint_took = 250;
+  c.checkpoint_at = kStart - 1500;
+  c.watermark = kStart - 61000;
+  text = prometheus_metrics("kwindow", "kwindow", c, kStart);
+  CHECK(text.find("kpipe_checkpoints_total{program=\"kwindow\",stage=\"kwindow\"} 4\n") !=
+        std::string::npos);
+  CHECK(text.find("kpipe_checkpoint_duration_seconds{program=\"kwindow\",stage=\"kwindow\"} "
+                  "0.25\n") != std::string::npos);
+  CHECK(text.find("kpipe_last_checkpoint_age_seconds{program=\"kwindow\",stage=\"kwindow\"} "
+                  "1.5\n") != std::string::npos);
+  CHECK(text.find("kpipe_last_checkpoint_timestamp_seconds{program=\"kwindow\",stage=\"kwindow\"} "
+                  "1795947328.623\n") != std::string::npos);
+  CHECK(text.find("kpipe_watermark_lag_seconds{program=\"kwindow\",stage=\"kwindow\"} 61\n") !=
+        std::string::npos);
+  CHECK(text.find("kpipe_watermark_timestamp_seconds{program=\"kwindow\",stage=\"kwindow\"} "
+                  "1795947269.123\n") != std::string::npos);
+}
+
+TEST_CASE("prometheus_metrics: label values are escaped", "[stats]") {
+  std::string text = prometheus_metrics("kdedup", "kdedup/a\"b\\c\nd", Counters{}, kStart);
+  CHECK(text.find("{program=\"kdedup\",stage=\"kdedup/a\\\"b\\\\c\\nd\"}") != std::string::npos);
+}
+
+TEST_CASE("StatsTicker: --metrics at the first tick, every 5 s, and at exit", "[stats]") {
+  FakeClock clock(kStart);
+  RecordingReporter reporter;
+  std::vector<std::string> files;
+  StatsSettings settings;
+  settings.stage = "kdedup";
+  settings.metrics = "k.prom";
+  settings.write_metrics = [&](std::string_view text) {
+    files.emplace_back(text);
+    return Status();
+  };
+  StatsTicker ticker("kdedup", settings, reporter, clock);
+  CHECK(ticker.ticking());
+  Counters c{10, 9, 1, 0, 0, 0, 9};
+  ticker.tick_now(c);
+  REQUIRE(files.size() == 1);
+  CHECK(files[0].find("kpipe_records_in_total{program=\"kdedup\",stage=\"kdedup\"} 10\n") !=
+        std::string::npos);
+  clock.advance(StatsTicker::kMetricsInterval - 1);
+  ticker.tick_now(c);
+  CHECK(files.size() == 1);
+  clock.advance(1);
+  c.in = 20;
+  ticker.tick_now(c);
+  REQUIRE(files.size() == 2);
+  CHECK(files[1].find("kpipe_records_in_total{program=\"kdedup\",stage=\"kdedup\"} 20\n") !=
+        std::string::npos);
+  c.in = 25;
+  ticker.finish(c);
+  REQUIRE(files.size() == 3);
+  CHECK(files[2].find("kpipe_records_in_total{program=\"kdedup\",stage=\"kdedup\"} 25\n") !=
+        std::string::npos);
+  CHECK(reporter.stats_lines.empty());  // --metrics alone writes no --stats line
+}
+
+TEST_CASE("StatsTicker: a metrics file that cannot be written is said once", "[stats]") {
+  FakeClock clock(kStart);
+  RecordingReporter reporter;
+  int fail = 2;
+  StatsSettings settings;
+  settings.write_metrics = [&](std::string_view) {
+    return fail-- > 0 ? Status(failure("cannot write 'k.prom.tmp': Permission denied")) : Status();
+  };
+  StatsTicker ticker("k", settings, reporter, clock);
+  ticker.tick_now(Counters{});
+  clock.advance(StatsTicker::kMetricsInterval);
+  ticker.tick_now(Counters{});
+  CHECK(reporter.warnings ==
+        std::vector<std::string>{"cannot write 'k.prom.tmp': Permission denied"});
+  clock.advance(StatsTicker::kMetricsInterval);
+  ticker.tick_now(Counters{});  // written again: a later failure is said again
+  fail = 1;
+  clock.advance(StatsTicker::kMetricsInterval);
+  ticker.tick_now(Counters{});
+  CHECK(reporter.warnings.size() == 2);
 }

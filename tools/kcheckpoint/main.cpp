@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
       ->default_val("5s")
       ->type_name("D");
   program.add_inputs(*commit, o.input);
+  program.add_stats(*commit, o.stats);
   format(sub("show", "The offsets the pipeline resumes from", kpipe::run_checkpoint_show));
   format(sub("history", "The checkpoints: how long each took, and its snapshots' sizes",
              kpipe::run_checkpoint_history));

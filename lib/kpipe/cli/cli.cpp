@@ -140,6 +140,10 @@ void Program::add_stats(CLI::App& app, StatsOptions& o) {
   app.add_option("--stats", o.stats,
                  "Write a line of counters to standard error every D and at exit")
       ->type_name("D");
+  app.add_option("--metrics", o.metrics,
+                 "Keep Prometheus metrics in FILE (node_exporter's textfile format), "
+                 "rewritten every 5s and at exit")
+      ->type_name("FILE");
 }
 
 void Program::add_kafka(CLI::App& app, KafkaOptions& o) {

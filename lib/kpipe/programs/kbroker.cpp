@@ -54,18 +54,6 @@ void install_outage_signals() {
   sigaction(SIGUSR2, &sa, nullptr);
 }
 
-Status write_file_atomically(const std::string& path, const std::string& content) {
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return failure("cannot write '{}': {}", tmp, std::strerror(errno));
-  Status s = write_all(fd, content, tmp);
-  ::close(fd);
-  KPIPE_TRY(s);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    return failure("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(errno));
-  return {};
-}
-
 }  // namespace
 
 Status run_broker(const BrokerOptions& options, Io& io) {

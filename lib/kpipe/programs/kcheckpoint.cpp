@@ -1,4 +1,5 @@
 #include "kpipe/programs/kcheckpoint.h"
+#include "kpipe/stage/checkpoint_meter.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -359,7 +360,10 @@ class CommitStage final : public LineStage {
     return {};
   }
 
-  void fill_counters(Counters& c) const override { c.out = counters_out_; }
+  void fill_counters(Counters& c) const override {
+    c.out = counters_out_;
+    meter_.fill(c);
+  }
 
  private:
   struct Pending {
@@ -368,8 +372,10 @@ class CommitStage final : public LineStage {
   };
 
   Status complete(const Checkpoint& c) {
-    KPIPE_TRY(store_.complete(c, stage_, io_.clock.now()));
+    Millis now = io_.clock.now();
+    KPIPE_TRY(store_.complete(c, stage_, now));
     ++completed_;
+    meter_.passed(c, now);
     return {};
   }
 
@@ -450,6 +456,7 @@ class CommitStage final : public LineStage {
   Millis last_checkpoint_;
   uint64_t since_checkpoint_ = 0;
   uint64_t completed_ = 0;
+  CheckpointMeter meter_;
   uint64_t counters_out_ = 0;
   bool warned_ = false;
 };
@@ -491,11 +498,13 @@ Status run_checkpoint_commit(const CheckpointOptions& o, Io& io) {
   KPIPE_TRY((*store)->lock_stage_as_kept(stage_name(io.program, o.name)));
   auto interval = parse_duration(o.checkpoint_interval);
   if (!interval) return usage_error("--checkpoint-interval: {}", interval.error().message);
+  auto stats = parse_stats(o.stats, stage_name(io.program, o.name));
+  if (!stats) return stats.take_error();
   ErrorOptions errors;  // the commit stage reads any line: nothing is bad input
   auto bad = make_bad_input_handler(errors, stage_name(io.program, o.name), io);
   if (!bad) return bad.take_error();
   CommitStage stage(**store, stage_name(io.program, o.name), o, *interval, io);
-  FilterSettings settings{o.input, 0};
+  FilterSettings settings{o.input, std::move(*stats)};
   return run_filter(stage, settings, **bad, io);
 }
 

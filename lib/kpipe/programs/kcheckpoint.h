@@ -24,6 +24,7 @@ struct CheckpointOptions {
   bool each_given = false;                 // --each '' is a usage error
   std::string checkpoint_interval = "5s";  // what kconsume was given
   InputOptions input;
+  StatsOptions stats;
   // reset
   bool to_earliest = false, to_latest = false;
   std::string to_datetime, by_duration;

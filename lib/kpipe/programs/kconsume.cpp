@@ -112,7 +112,7 @@ constexpr size_t kFoldEvery = 4096;
 class ConsumeLoop {
  public:
   ConsumeLoop(const ConsumeOptions& options, Consumer& consumer, Io& io, StartPosition from,
-              std::vector<int32_t> only, Millis commit_interval, Millis stats_interval,
+              std::vector<int32_t> only, Millis commit_interval, StatsSettings stats,
               StateStore* state, Millis checkpoint_interval, bool instance)
       : options_(options),
         consumer_(consumer),
@@ -121,7 +121,7 @@ class ConsumeLoop {
         only_(std::move(only)),
         commit_interval_(commit_interval),
         value_only_(options.format == "value"),
-        ticker_(io.program, stats_interval, io.reporter, io.clock),
+        ticker_(io.program, std::move(stats), io.reporter, io.clock),
         state_(state),
         checkpoint_interval_(checkpoint_interval),
         instance_(instance) {}
@@ -789,7 +789,7 @@ Status run_consume(const ConsumeOptions& options, Io& io) {
   auto commit_interval = parse_duration(options.commit_interval);
   if (!commit_interval)
     return usage_error("--commit-interval: {}", commit_interval.error().message);
-  auto stats = parse_stats_interval(options.stats);
+  auto stats = parse_stats(options.stats, io.program);
   if (!stats) return stats.take_error();
   auto checkpoint_interval = parse_duration(options.checkpoint_interval);
   if (!checkpoint_interval)
@@ -850,7 +850,7 @@ Status run_consume(const ConsumeOptions& options, Io& io) {
   }
   auto consumer = Consumer::create(*config, options.group, io.reporter);
   if (!consumer) return consumer.take_error();
-  ConsumeLoop loop(options, **consumer, io, *from, std::move(only), *commit_interval, *stats,
+  ConsumeLoop loop(options, **consumer, io, *from, std::move(only), *commit_interval, std::move(*stats),
                    state.get(), *checkpoint_interval, instance);
   KPIPE_TRY(loop.complete_committed());
   KPIPE_TRY(loop.init_state());

@@ -170,6 +170,7 @@ class DedupStage final : public ParsingStage {
     c.out = passed_;
     c.dropped = dropped_;
     c.state_size = remembered(state_, single_);
+    state_.meter.fill(c);
   }
 
   uint64_t passed() const { return passed_; }
@@ -326,7 +327,7 @@ class DedupStage final : public ParsingStage {
 Status run_dedup(const DedupOptions& options, Io& io) {
   auto plan = make_plan(options, io.program);
   if (!plan) return plan.take_error();
-  auto stats = parse_stats_interval(options.stats);
+  auto stats = parse_stats(options.stats, plan->stage);
   if (!stats) return stats.take_error();
   auto bad = make_bad_input_handler(options.errors, plan->stage, io, options.kafka);
   if (!bad) return bad.take_error();
@@ -368,7 +369,7 @@ Status run_dedup(const DedupOptions& options, Io& io) {
                                  display_target(options.state)));
 
   DedupStage stage(*plan, engine, **bad, dups.get(), state, io.reporter);
-  FilterSettings settings{options.input, *stats};
+  FilterSettings settings{options.input, std::move(*stats)};
   if (dups != nullptr) settings.outputs.emplace_back("the --dups file", dups.get());
   Status run = run_filter(stage, settings, **bad, io);
 

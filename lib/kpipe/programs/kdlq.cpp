@@ -319,7 +319,7 @@ Status run_dlq_guard(const DlqOptions& o, Io& io) {
     if (!r) return r.take_error();
     requirements.push_back(std::move(*r));
   }
-  auto stats = parse_stats_interval(o.stats);
+  auto stats = parse_stats(o.stats, stage_name("kdlq-guard", o.name));
   if (!stats) return stats.take_error();
   ErrorOptions errors = o.errors;
   // The guard's job is to send bad records to the store: with --dlq and
@@ -335,7 +335,7 @@ Status run_dlq_guard(const DlqOptions& o, Io& io) {
                                     config ? &*config : nullptr);
   if (!bad) return bad.take_error();
   GuardStage stage(std::move(requirements));
-  FilterSettings settings{o.input, *stats};
+  FilterSettings settings{o.input, std::move(*stats)};
   return run_filter(stage, settings, **bad, io);
 }
 

@@ -784,6 +784,7 @@ class JoinStage final : public ParsingStage {
     c.out = joined_ + missed_ - dead_lettered_;
     c.dropped = dropped_;
     c.state_size = engine_.rows();
+    state_.meter.fill(c);
   }
 
   uint64_t joined() const { return joined_; }
@@ -1009,7 +1010,7 @@ class JoinStage final : public ParsingStage {
 Status run_join(const JoinOptions& options, Io& io) {
   auto plan = make_plan(options, io.program);
   if (!plan) return plan.take_error();
-  auto stats = parse_stats_interval(options.stats);
+  auto stats = parse_stats(options.stats, plan->stage);
   if (!stats) return stats.take_error();
 
   std::optional<KafkaConfig> kafka;
@@ -1057,7 +1058,7 @@ Status run_join(const JoinOptions& options, Io& io) {
   KPIPE_TRY(table->load(engine));
 
   JoinStage stage(*plan, engine, *table, **bad, state, io);
-  FilterSettings settings{options.input, *stats};
+  FilterSettings settings{options.input, std::move(*stats)};
   Status run = run_filter(stage, settings, **bad, io);
   if (table->skipped() > 0)
     io.reporter.warning(fmt::format("{} table {} had no key (or no time) and {} left out",

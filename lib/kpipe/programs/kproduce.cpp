@@ -428,7 +428,7 @@ Status run_produce(const ProduceOptions& options, Io& io) {
     if (!parsed) return parsed.take_error();
     key = std::move(*parsed);
   }
-  auto stats = parse_stats_interval(options.stats);
+  auto stats = parse_stats(options.stats, io.program);
   if (!stats) return stats.take_error();
   auto config = resolve_kafka_config(options.kafka, io.env_brokers);
   if (!config) return config.take_error();
@@ -470,7 +470,7 @@ Status run_produce(const ProduceOptions& options, Io& io) {
   }
   ProduceStage stage(options, **producer, key, **bad, transactions ? &*transactions : nullptr,
                      io.stop);
-  FilterSettings settings{options.input, *stats};
+  FilterSettings settings{options.input, std::move(*stats)};
   Status run = run_filter(stage, settings, **bad, io);
   // Whatever happened, wait for what was queued: a record either reaches
   // the broker or is accounted for, never dropped unnoticed. (After a

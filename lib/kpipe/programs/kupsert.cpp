@@ -226,7 +226,7 @@ Status run_upsert(const UpsertOptions& o, Io& io) {
   auto mode = parse_choice("--mode", o.mode, {"upsert", "ignore"});
   if (!mode) return mode.take_error();
   if (o.batch < 1) return usage_error("--batch must be at least 1");
-  auto stats = parse_stats_interval(o.stats);
+  auto stats = parse_stats(o.stats, stage_name(io.program, o.name));
   if (!stats) return stats.take_error();
   auto key = split_names("--key", o.key);
   if (!key) return key.take_error();
@@ -280,7 +280,7 @@ Status run_upsert(const UpsertOptions& o, Io& io) {
   auto bad = make_bad_input_handler(o.errors, name, io, o.kafka);
   if (!bad) return bad.take_error();
   UpsertStage stage(**writer, store.get(), same, o.batch, name, **bad, io);
-  FilterSettings settings{o.input, *stats};
+  FilterSettings settings{o.input, std::move(*stats)};
   return run_filter(stage, settings, **bad, io);
 }
 

@@ -168,12 +168,21 @@ class WindowStage final : public ParsingStage {
   void fill_counters(Counters& c) const override {
     c.out = emitted_gone_ + single_.emitted();
     c.state_size = single_.states();
+    // The stage's watermark is its slowest partition's, in an instance.
+    auto watermark = [&](const WindowEngine& e) {
+      Millis w = e.watermark();
+      if (w != kNoWatermark && (!c.watermark || w < *c.watermark)) c.watermark = w;
+    };
+    c.watermark.reset();
+    if (state_.slice_count() == 0) watermark(single_);
     state_.for_each_slice([&](const TopicPartition&, Snapshottable& e) {
       c.out += static_cast<WindowEngine&>(e).emitted();
       c.state_size += static_cast<WindowEngine&>(e).states();
+      watermark(static_cast<WindowEngine&>(e));
     });
     c.late = late_;
     c.dropped = dropped_;
+    state_.meter.fill(c);
   }
 
   // Lines the engines of revoked partitions had written.
@@ -382,7 +391,7 @@ Status run_window(const WindowOptions& options, Io& io) {
   if (!unit) return unit.take_error();
   auto paths = compile_paths(options, *config);
   if (!paths) return paths.take_error();
-  auto stats = parse_stats_interval(options.stats);
+  auto stats = parse_stats(options.stats, stage_name(io.program, options.name));
   if (!stats) return stats.take_error();
   if (options.late == "dlq" && options.errors.dlq.empty())
     return usage_error("--late dlq needs --dlq FILE.db or --dlq kafka:TOPIC");
@@ -432,7 +441,7 @@ Status run_window(const WindowOptions& options, Io& io) {
   state.on_dropped = [&](const TopicPartition&, Snapshottable& e) {
     window.partition_dropped(static_cast<WindowEngine&>(e));
   };
-  FilterSettings settings{options.input, *stats};
+  FilterSettings settings{options.input, std::move(*stats)};
   if (late_out != nullptr) settings.outputs.emplace_back("the --late file", late_out.get());
   Status run = run_filter(window, settings, **bad, io);
   if (window.dropped() > 0)

@@ -19,13 +19,13 @@ Status run_filter(LineStage& stage, const FilterSettings& settings, BadInputHand
   LineFeed inputs(settings.input.inputs, settings.input.max_line_bytes, stage.fields());
   Output& out = io.out;
   Counters counters;
-  StatsTicker ticker(io.program, settings.stats_interval, io.reporter, io.clock);
+  StatsTicker ticker(io.program, settings.stats, io.reporter, io.clock);
   auto fill = [&] {
     stage.fill_counters(counters);
     counters.dead_lettered = bad.dead_lettered();
     counters.skipped = bad.skipped();
   };
-  bool ticking = settings.stats_interval > 0 || io.reporter.wants_progress();
+  bool ticking = ticker.ticking();
   // Flush before waiting for input: a downstream consumer sees every line
   // that precedes a pause in the input (kpipe(7), LINES): what a stage holds
   // back too (before_wait). The ticker looks at the clock here too, since
@@ -93,9 +93,9 @@ Status run_filter(LineStage& stage, const FilterSettings& settings, BadInputHand
       KPIPE_TRY(bad.handle(std::string(line.input), line, s.error().message));
     }
     KPIPE_TRY(out.end_record());
-    if (ticking) {
+    if (ticking && ticker.due()) {
       fill();
-      ticker.tick(counters);
+      ticker.tick_now(counters);
     }
   }
   if (!out.closed()) KPIPE_TRY(stage.on_end(out));

@@ -76,10 +76,10 @@ class ParsingStage : public LineStage {
 
 struct FilterSettings {
   FilterSettings() = default;
-  FilterSettings(InputOptions in, Millis stats) : input(std::move(in)), stats_interval(stats) {}
+  FilterSettings(InputOptions in, StatsSettings s) : input(std::move(in)), stats(std::move(s)) {}
 
   InputOptions input;
-  Millis stats_interval = 0;
+  StatsSettings stats;
   // Files the stage writes besides standard output (kdedup --dups, kwindow
   // --late), each with what it is ("the --dups file"): none may be an input.
   std::vector<std::pair<std::string, const Output*>> outputs;

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -298,12 +299,42 @@ std::string stage_name(const std::string& program, const std::string& name) {
   return program + "/" + name;
 }
 
-Expected<Millis> parse_stats_interval(const StatsOptions& options) {
-  if (options.stats.empty()) return Millis{0};
-  auto d = parse_duration(options.stats);
-  if (!d) return usage_error("--stats: {}", d.error().message);
-  if (*d <= 0) return usage_error("--stats: the interval must be positive");
-  return *d;
+Expected<StatsSettings> parse_stats(const StatsOptions& options, std::string stage) {
+  StatsSettings settings;
+  settings.stage = std::move(stage);
+  if (!options.stats.empty()) {
+    auto d = parse_duration(options.stats);
+    if (!d) return usage_error("--stats: {}", d.error().message);
+    if (*d <= 0) return usage_error("--stats: the interval must be positive");
+    settings.interval = *d;
+  }
+  if (!options.metrics.empty()) {
+    std::string path = options.metrics;
+    auto slash = path.rfind('/');
+    std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+      return usage_error("--metrics '{}': no folder '{}'", path, dir);
+    settings.metrics = path;
+    settings.write_metrics = [path](std::string_view text) {
+      return write_file_atomically(path, text);
+    };
+  }
+  return settings;
+}
+
+Status write_file_atomically(const std::string& path, std::string_view text) {
+  // Beside the file, so that the rename stays on one filesystem; a name
+  // node_exporter's textfile collector skips (it reads *.prom only).
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return failure("cannot write '{}': {}", tmp, std::strerror(errno));
+  Status s = write_all(fd, text, tmp);
+  ::close(fd);
+  KPIPE_TRY(s);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    return failure("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(errno));
+  return {};
 }
 
 Status check_inputs_are_not_outputs(

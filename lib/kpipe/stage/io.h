@@ -14,6 +14,7 @@
 
 #include "kpipe/line.h"
 #include "kpipe/report.h"
+#include "kpipe/stats.h"
 #include "kpipe/status.h"
 #include "kpipe/time.h"
 
@@ -155,7 +156,8 @@ struct ErrorOptions {
 };
 
 struct StatsOptions {
-  std::string stats;  // a duration, or empty
+  std::string stats;    // a duration, or empty
+  std::string metrics;  // --metrics FILE, or empty
 };
 
 // Waits until standard input, when it is one of the inputs, has a line to
@@ -169,8 +171,13 @@ Status wait_for_input(const InputOptions& input, const std::atomic<bool>* stop, 
 // "kdedup", or "kdedup/NAME" when --name differs from the program's name.
 std::string stage_name(const std::string& program, const std::string& name);
 
-// Parses --stats (empty: off).
-Expected<Millis> parse_stats_interval(const StatsOptions& options);
+// --stats and --metrics: the interval, and a writer of the metrics file
+// (whose folder must exist). `stage` names the stage in the metrics.
+Expected<StatsSettings> parse_stats(const StatsOptions& options, std::string stage);
+
+// Writes `text` to `path` whole or not at all: a temporary file beside it,
+// renamed over it, so that a reader never sees half of it.
+Status write_file_atomically(const std::string& path, std::string_view text);
 
 // Refuses an input that is also an output (`kdedup --dups f f`, or
 // `kdedup f >> f`): the program would read what it writes, and grow the

@@ -157,8 +157,9 @@ Status StageState::on_control(const Line& line) {
   if (!checkpoint)
     return data_error("{}: line {}: {}", line.input, line.number, checkpoint.error().message);
   if (*checkpoint) {
-    if (sliced_) return save_slices(**checkpoint);
-    return save((*checkpoint)->id);
+    KPIPE_TRY(sliced_ ? save_slices(**checkpoint) : save((*checkpoint)->id));
+    meter.passed(**checkpoint, clock_.now());
+    return {};
   }
   auto event = parse_partition_event(line.text);
   if (!event) return data_error("{}: line {}: {}", line.input, line.number, event.error().message);

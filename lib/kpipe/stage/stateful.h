@@ -23,6 +23,7 @@
 #include "kpipe/json.h"
 #include "kpipe/line.h"
 #include "kpipe/snapshot.h"
+#include "kpipe/stage/checkpoint_meter.h"
 #include "kpipe/status.h"
 #include "kpipe/time.h"
 
@@ -143,6 +144,8 @@ class StageState {
   std::function<void(const TopicPartition&, Snapshottable&, std::optional<int64_t> checkpoint)>
       on_restored;
   std::function<void(const TopicPartition&, Snapshottable&)> on_dropped;
+  // The checkpoints saved, for --stats and --metrics.
+  CheckpointMeter meter;
 
  private:
   class Restoring;

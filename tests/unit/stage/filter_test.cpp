@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <csignal>
+#include <filesystem>
 #include <functional>
 
 #include "fakes.h"
@@ -322,7 +323,7 @@ TEST_CASE("run_filter: on_idle runs on a quiet input and its output is flushed",
 
 TEST_CASE("run_filter --stats: a final line with the counters", "[filter]") {
   Fixture fx;
-  fx.settings.stats_interval = 1000;
+  fx.settings.stats.interval = 1000;
   fx.input("{\"v\":1}\nbad\n\n{\"v\":2}\n" + std::string(kCheckpoint) + "\n");
   REQUIRE(fx.run("skip").ok());
   REQUIRE(fx.reporter.stats_lines.size() == 1);
@@ -342,7 +343,7 @@ TEST_CASE("run_filter --stats: a slow input still gets a line every interval", "
   Fixture fx;
   Pipe pipe;
   fx.settings.input.inputs = {"/dev/fd/" + std::to_string(pipe.read_end)};
-  fx.settings.stats_interval = 1000;
+  fx.settings.stats.interval = 1000;
   size_t sent = 1;
   TempDir::write_fd(pipe.write_end, "{\"v\":1}\n");
   fx.stage.waiting = [&] {
@@ -445,17 +446,39 @@ TEST_CASE("run_filter: an input that is also an output is refused before anythin
   }
 }
 
-TEST_CASE("stage_name and parse_stats_interval", "[filter]") {
+TEST_CASE("stage_name and parse_stats", "[filter]") {
   CHECK(stage_name("kdedup", "") == "kdedup");
   CHECK(stage_name("kdedup", "kdedup") == "kdedup");
   CHECK(stage_name("kdedup", "eu") == "kdedup/eu");
-  CHECK(*parse_stats_interval(StatsOptions{""}) == 0);
-  CHECK(*parse_stats_interval(StatsOptions{"1m"}) == 60000);
-  auto zero = parse_stats_interval(StatsOptions{"0s"});
+  auto none = parse_stats(StatsOptions{"", ""}, "kdedup");
+  REQUIRE(none.ok());
+  CHECK(none->interval == 0);
+  CHECK(none->write_metrics == nullptr);
+  CHECK(none->stage == "kdedup");
+  CHECK(parse_stats(StatsOptions{"1m", ""}, "k")->interval == 60000);
+  auto zero = parse_stats(StatsOptions{"0s", ""}, "k");
   REQUIRE_FALSE(zero.ok());
   CHECK(zero.error().status == ExitStatus::kUsage);
   CHECK(zero.error().message == "--stats: the interval must be positive");
-  auto bare = parse_stats_interval(StatsOptions{"5"});
+  auto bare = parse_stats(StatsOptions{"5", ""}, "k");
   REQUIRE_FALSE(bare.ok());
   CHECK(bare.error().message.starts_with("--stats: "));
+}
+
+TEST_CASE("parse_stats: --metrics writes its file whole, in a folder that exists", "[filter]") {
+  TempDir dir;
+  std::string path = dir.file("kdedup.prom");
+  auto settings = parse_stats(StatsOptions{"", path}, "kdedup");
+  REQUIRE(settings.ok());
+  REQUIRE(settings->write_metrics != nullptr);
+  CHECK(settings->metrics == path);
+  REQUIRE(settings->write_metrics("a 1\n").ok());
+  REQUIRE(settings->write_metrics("b 2\n").ok());
+  CHECK(test::read_file(path) == "b 2\n");
+  CHECK_FALSE(std::filesystem::exists(path + ".tmp"));
+  auto missing = parse_stats(StatsOptions{"", dir.file("no/such/k.prom")}, "k");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().status == ExitStatus::kUsage);
+  CHECK(missing.error().message == fmt::format("--metrics '{}': no folder '{}'",
+                                               dir.file("no/such/k.prom"), dir.file("no/such")));
 }
