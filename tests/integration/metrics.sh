@@ -83,6 +83,16 @@ now=$(date +%s)
 awk -v l="$lag" -v w="$wm" -v n="$now" 'BEGIN { d = n - w - l; exit !(d > -60 && d < 60) }' ||
   fail "watermark lag $lag is not now less the watermark"
 
+# kupsert as the terminal stage: the checkpoints it completed, with its rows.
+U=$(store upsert)
+kconsume -b "$BROKERS" -t "$T" -e --state "$U" --checkpoint-interval 200ms 2>"$WORK/kconsume2.err" |
+  kupsert --db "$U" --state "$U" --table events --key partition,offset --metrics "$M/kupsert.prom" \
+    2>"$WORK/kupsert.err" || fail "kconsume | kupsert failed: $(cat "$WORK"/*.err)"
+assert_eq "$(value "$M/kupsert.prom" kpipe_records_in_total)" 900 "kupsert in"
+assert_eq "$(value "$M/kupsert.prom" kpipe_records_out_total)" 900 "kupsert rows"
+assert_eq "$(value "$M/kupsert.prom" kpipe_checkpoints_total)" \
+  "$(sql "$U" "SELECT COUNT(*) FROM checkpoints WHERE completed_at IS NOT NULL")" "kupsert completed"
+
 # A stage waiting for its first line has its file already.
 mkfifo "$WORK/in"
 kdedup -k .id --metrics "$M/waiting.prom" <"$WORK/in" >/dev/null 2>"$WORK/waiting.err" &

@@ -1,4 +1,5 @@
 #include "kpipe/programs/kproduce.h"
+#include "kpipe/stage/checkpoint_meter.h"
 
 #include <algorithm>
 #include <deque>
@@ -144,7 +145,10 @@ class Transactions {
     last_committed_ = c.id;
     // Kafka's commit is the commit point: were kproduce killed now,
     // kconsume would complete the checkpoint from the group's offsets.
-    return store_.complete(c, kTransactionCompleter, io_.clock.now());
+    Millis now = io_.clock.now();
+    KPIPE_TRY(store_.complete(c, kTransactionCompleter, now));
+    meter_.passed(c, now);
+    return {};
   }
 
   // At the end of input, after every record's delivery: records that no
@@ -175,6 +179,7 @@ class Transactions {
 
   uint64_t committed() const { return committed_; }
   uint64_t committed_records() const { return committed_records_; }
+  const CheckpointMeter& meter() const { return meter_; }
 
  private:
   Status begin() {
@@ -193,6 +198,7 @@ class Transactions {
   uint64_t committed_records_ = 0;
   uint64_t committed_ = 0;
   int64_t last_committed_ = 0;
+  CheckpointMeter meter_;
 };
 
 class ProduceStage final : public LineStage {
@@ -277,7 +283,10 @@ class ProduceStage final : public LineStage {
     return transactions_ != nullptr ? transactions_->finish() : Status();
   }
 
-  void fill_counters(Counters& c) const override { c.out = producer_.delivered(); }
+  void fill_counters(Counters& c) const override {
+    c.out = producer_.delivered();
+    if (transactions_ != nullptr) transactions_->meter().fill(c);
+  }
 
   // Waits until every record sent has its verdict (or a stop signal).
   Status drain() {

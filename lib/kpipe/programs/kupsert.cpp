@@ -112,6 +112,7 @@ Status UpsertStage::on_control(const Line& line, Output& out) {
   if (exactly_once()) {
     KPIPE_TRY(commit_checkpoint(**cp));
     ++completed_;
+    meter_.passed(**cp, io_.clock.now());
     return {};
   }
   // Every row before the checkpoint is in the table before the checkpoint
@@ -126,6 +127,7 @@ Status UpsertStage::on_control(const Line& line, Output& out) {
   }
   KPIPE_TRY(store_->complete(**cp, stage_, io_.clock.now()));
   ++completed_;
+  meter_.passed(**cp, io_.clock.now());
   return {};
 }
 
@@ -186,6 +188,7 @@ void UpsertStage::fill_counters(Counters& c) const {
   c.out = writer_.rows_written();
   c.dropped = writer_.rows_unchanged();
   c.state_size = writer_.pending();
+  meter_.fill(c);
 }
 
 // --- the program ---------------------------------------------------------------

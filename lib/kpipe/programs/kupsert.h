@@ -11,6 +11,7 @@
 
 #include "kpipe/kafka/config.h"
 #include "kpipe/stage/bad_input.h"
+#include "kpipe/stage/checkpoint_meter.h"
 #include "kpipe/stage/filter.h"
 #include "kpipe/stage/io.h"
 #include "kpipe/store/state_store.h"
@@ -82,6 +83,7 @@ class UpsertStage final : public LineStage {
   // An instance's (kpipe(7), MANY INSTANCES): the partitions and epochs of
   // the last checkpoint completed, which the rows after it need still.
   std::vector<PartitionOffset> owned_;
+  CheckpointMeter meter_;
   uint64_t rows_ = 0;  // rows accepted
   bool warned_holding_ = false;
 };
