@@ -25,4 +25,13 @@ class Reporter {
   virtual bool wants_progress() const { return false; }
 };
 
+// Tells the service manager how the program is doing (systemd's
+// sd_notify: "READY=1", "WATCHDOG=1", "STATUS=..."), one state at a time.
+// Null where nothing listens.
+class ServiceNotifier {
+ public:
+  virtual ~ServiceNotifier() = default;
+  virtual void notify(std::string_view state) = 0;
+};
+
 }  // namespace kpipe

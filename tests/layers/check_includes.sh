@@ -39,6 +39,7 @@ client_layer() {
     librdkafka/*) echo kafka ;;
     sqlite3.h | libpq-fe.h | libpq/*) echo store ;;
     CLI/*) echo "cli tools" ;;
+    systemd/*) echo cli ;;
   esac
 }
 

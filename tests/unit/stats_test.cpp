@@ -22,13 +22,32 @@ class ProgressReporter final : public Reporter {
   std::vector<std::string> stats_lines, progress_lines;
 };
 
+StatsSettings every(Millis interval) {
+  StatsSettings s;
+  s.interval = interval;
+  return s;
+}
+
+Counters counters(uint64_t in, uint64_t out, uint64_t dropped, uint64_t late,
+                  uint64_t dead_lettered, uint64_t skipped, uint64_t state_size) {
+  Counters c;
+  c.in = in;
+  c.out = out;
+  c.dropped = dropped;
+  c.late = late;
+  c.dead_lettered = dead_lettered;
+  c.skipped = skipped;
+  c.state_size = state_size;
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("StatsTicker: the --stats line", "[stats]") {
   FakeClock clock(kStart);
   RecordingReporter reporter;
-  StatsTicker ticker("kdedup", {.interval = 1000}, reporter, clock);
-  Counters c{3000, 2500, 400, 7, 90, 10, 1234};
+  StatsTicker ticker("kdedup", every(1000), reporter, clock);
+  Counters c = counters(3000, 2500, 400, 7, 90, 10, 1234);
   clock.advance(2000);
   CHECK(ticker.line(c, clock.steady()) ==
         R"({"program":"kdedup","at":"2026-11-29T10:15:32.123Z","in":3000,"out":2500,"rate":1500,)"
@@ -43,7 +62,7 @@ TEST_CASE("StatsTicker: the --stats line", "[stats]") {
 TEST_CASE("StatsTicker: one line per interval", "[stats]") {
   FakeClock clock(kStart);
   RecordingReporter reporter;
-  StatsTicker ticker("kwindow", {.interval = 1000}, reporter, clock);
+  StatsTicker ticker("kwindow", every(1000), reporter, clock);
   Counters c;
   ticker.tick_now(c);
   CHECK(reporter.stats_lines.empty());
@@ -73,7 +92,7 @@ TEST_CASE("StatsTicker: one line per interval", "[stats]") {
 TEST_CASE("StatsTicker: tick looks at the clock once every 1024 calls", "[stats]") {
   FakeClock clock(kStart);
   RecordingReporter reporter;
-  StatsTicker ticker("k", {.interval = 1000}, reporter, clock);
+  StatsTicker ticker("k", every(1000), reporter, clock);
   Counters c;
   clock.advance(5000);
   for (int i = 0; i < 1023; ++i) ticker.tick(c);
@@ -85,7 +104,7 @@ TEST_CASE("StatsTicker: tick looks at the clock once every 1024 calls", "[stats]
 TEST_CASE("StatsTicker: without --stats there is no line, even at the end", "[stats]") {
   FakeClock clock(kStart);
   RecordingReporter reporter;
-  StatsTicker ticker("k", {.interval = 0}, reporter, clock);
+  StatsTicker ticker("k", every(0), reporter, clock);
   clock.advance(100000);
   ticker.tick_now(Counters{});
   ticker.finish(Counters{});
@@ -95,8 +114,8 @@ TEST_CASE("StatsTicker: without --stats there is no line, even at the end", "[st
 TEST_CASE("StatsTicker: the progress line on a terminal", "[stats]") {
   FakeClock clock(kStart);
   ProgressReporter reporter;
-  StatsTicker ticker("kdedup", {.interval = 0}, reporter, clock);
-  Counters c{500, 400, 0, 0, 0, 0, 0};
+  StatsTicker ticker("kdedup", every(0), reporter, clock);
+  Counters c = counters(500, 400, 0, 0, 0, 0, 0);
   clock.advance(249);
   ticker.tick_now(c);
   CHECK(reporter.progress_lines.empty());
@@ -116,7 +135,7 @@ TEST_CASE("StatsTicker: the progress line on a terminal", "[stats]") {
 }
 
 TEST_CASE("prometheus_metrics: counters, checkpoints and the watermark", "[stats]") {
-  Counters c{3000, 2500, 400, 7, 90, 10, 1234};
+  Counters c = counters(3000, 2500, 400, 7, 90, 10, 1234);
   std::string text = prometheus_metrics("kdedup", "kdedup/eu", c, kStart);
   CHECK(text.find("# HELP kpipe_records_in_total Records read.\n"
                   "# TYPE kpipe_records_in_total counter\n"
@@ -180,7 +199,7 @@ TEST_CASE("StatsTicker: --metrics at the first tick, every 5 s, and at exit", "[
   };
   StatsTicker ticker("kdedup", settings, reporter, clock);
   CHECK(ticker.ticking());
-  Counters c{10, 9, 1, 0, 0, 0, 9};
+  Counters c = counters(10, 9, 1, 0, 0, 0, 9);
   ticker.tick_now(c);
   REQUIRE(files.size() == 1);
   CHECK(files[0].find("kpipe_records_in_total{program=\"kdedup\",stage=\"kdedup\"} 10\n") !=

@@ -1,6 +1,8 @@
 #include "kpipe/cli/cli.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -14,12 +16,41 @@
 namespace kpipe::cli {
 
 StderrReporter::StderrReporter(std::string program)
-    : program_(std::move(program)), tty_(::isatty(2) == 1) {}
+    : StderrReporter(std::move(program), std::getenv("JOURNAL_STREAM"), 2) {}
 
-void StderrReporter::emit(std::string_view kind, std::string_view m) {
-  std::string line;
-  if (progress_shown_) line = "\r\033[K";
+StderrReporter::StderrReporter(std::string program, const char* journal_stream, int fd)
+    : program_(std::move(program)),
+      fd_(fd),
+      journal_(is_journal_stream(journal_stream, fd)),
+      tty_(::isatty(fd) == 1) {}
+
+bool is_journal_stream(const char* journal_stream, int fd) {
+  if (journal_stream == nullptr) return false;
+  std::string_view v(journal_stream);
+  auto colon = v.find(':');
+  if (colon == std::string_view::npos) return false;
+  uint64_t dev = 0, ino = 0;
+  auto d = std::from_chars(v.data(), v.data() + colon, dev);
+  auto i = std::from_chars(v.data() + colon + 1, v.data() + v.size(), ino);
+  if (d.ec != std::errc() || d.ptr != v.data() + colon || i.ec != std::errc() ||
+      i.ptr != v.data() + v.size())
+    return false;
+  // The variable is inherited: it names the journal only if this stream is
+  // still the one it was set for, not a file or pipe it was redirected to.
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 && static_cast<uint64_t>(st.st_dev) == dev &&
+         static_cast<uint64_t>(st.st_ino) == ino;
+}
+
+void StderrReporter::write(std::string& text) {
+  if (progress_shown_) text.insert(0, "\r\033[K");
   progress_shown_ = false;
+  (void)write_all(fd_, text, "<stderr>");
+}
+
+void StderrReporter::emit(std::string_view priority, std::string_view kind, std::string_view m) {
+  std::string line;
+  if (journal_) line = priority;
   line += program_;
   line += ": ";
   line += kind;
@@ -28,40 +59,42 @@ void StderrReporter::emit(std::string_view kind, std::string_view m) {
   for (char& c : line)
     if (c == '\n') c = ' ';
   line.push_back('\n');
-  (void)write_all(2, line, "<stderr>");
+  write(line);
 }
+
+// Syslog priorities, as the journal reads them at the start of a line.
+constexpr std::string_view kError = "<3>", kWarning = "<4>", kInfo = "<6>", kDebug = "<7>";
 
 void StderrReporter::warning(std::string_view m) {
   if (verbosity_ < 0) return;
   std::lock_guard<std::mutex> lock(mu_);
-  emit("warning: ", m);
+  emit(kWarning, "warning: ", m);
 }
 
 void StderrReporter::info(std::string_view m) {
   if (verbosity_ < 1) return;
   std::lock_guard<std::mutex> lock(mu_);
-  emit("", m);
+  emit(kInfo, "", m);
 }
 
 void StderrReporter::debug(std::string_view m) {
   if (verbosity_ < 2) return;
   std::lock_guard<std::mutex> lock(mu_);
-  emit("debug: ", m);
+  emit(kDebug, "debug: ", m);
 }
 
 void StderrReporter::error(std::string_view m) {
   std::lock_guard<std::mutex> lock(mu_);
-  emit("error: ", m);
+  emit(kError, "error: ", m);
 }
 
 void StderrReporter::stats(std::string_view line) {
   std::lock_guard<std::mutex> lock(mu_);
   std::string text;
-  if (progress_shown_) text = "\r\033[K";
-  progress_shown_ = false;
+  if (journal_) text = kInfo;
   text.append(line);
   text.push_back('\n');
-  (void)write_all(2, text, "<stderr>");
+  write(text);
 }
 
 void StderrReporter::progress(std::string_view line) {
@@ -70,7 +103,27 @@ void StderrReporter::progress(std::string_view line) {
   std::string text = "\r\033[K";
   text.append(line);
   progress_shown_ = !line.empty();
-  (void)write_all(2, text, "<stderr>");
+  (void)write_all(fd_, text, "<stderr>");
+}
+
+namespace {
+
+class SdNotifier final : public ServiceNotifier {
+ public:
+  void notify(std::string_view state) override {
+    // sd_notify takes a C string; a failure to tell systemd is not the
+    // pipeline's: its watchdog says so by restarting it.
+    std::string text(state);
+    (void)sd_notify(0, text.c_str());
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<ServiceNotifier> make_service_notifier() {
+  const char* socket = std::getenv("NOTIFY_SOCKET");
+  if (socket == nullptr || *socket == '\0') return nullptr;
+  return std::make_unique<SdNotifier>();
 }
 
 int report_error(StderrReporter& reporter, const Error& e) {
@@ -266,6 +319,8 @@ int Program::run(int argc, char** argv, const std::function<Status(Io&)>& body) 
   out.set_stop_check([] { return stop_requested(); });
   SystemClock clock;
   Io io{out, reporter_, clock, stop_flag(), name_, std::getenv("KPIPE_BROKERS"), ::isatty(1) == 1};
+  std::unique_ptr<ServiceNotifier> notifier = make_service_notifier();
+  io.notifier = notifier.get();
   Status s = body(io);
   Status flushed = out.flush();
   if (!s.ok()) {

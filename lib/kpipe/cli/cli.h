@@ -18,10 +18,14 @@
 namespace kpipe::cli {
 
 // Writes diagnostics to standard error as "PROGRAM: warning: ...". Safe to
-// call from librdkafka's threads.
+// call from librdkafka's threads. When standard error is the journal
+// (systemd's JOURNAL_STREAM names it), each line starts with its syslog
+// priority ("<4>" for a warning), so that `journalctl -p warning` filters.
 class StderrReporter final : public Reporter {
  public:
   explicit StderrReporter(std::string program);
+  // `journal_stream`: JOURNAL_STREAM's value ("DEVICE:INODE"), or null.
+  StderrReporter(std::string program, const char* journal_stream, int fd);
   void set_verbosity(int v) { verbosity_ = v; }
   void warning(std::string_view m) override;
   void info(std::string_view m) override;
@@ -32,8 +36,11 @@ class StderrReporter final : public Reporter {
   void error(std::string_view m);
 
  private:
-  void emit(std::string_view kind, std::string_view m);
+  void emit(std::string_view priority, std::string_view kind, std::string_view m);
+  void write(std::string& text);
   std::string program_;
+  int fd_ = 2;
+  bool journal_ = false;
   int verbosity_ = 0;  // -1 quiet, 1 -v, 2 -vv
   bool tty_;
   bool progress_shown_ = false;
@@ -73,5 +80,13 @@ class Program {
 
 // The exit status for an Error, after printing it (stdout flushed first).
 int report_error(StderrReporter& reporter, const Error& e);
+
+// Whether `fd` is the stream that JOURNAL_STREAM ("DEVICE:INODE") names.
+bool is_journal_stream(const char* journal_stream, int fd);
+
+// systemd's notification socket (NOTIFY_SOCKET), through libsystemd's
+// sd_notify; null when the program does not run under a service manager
+// that listens.
+std::unique_ptr<ServiceNotifier> make_service_notifier();
 
 }  // namespace kpipe::cli

@@ -261,6 +261,7 @@ class CommitStage final : public LineStage {
         interval_(interval),
         io_(io) {
     last_checkpoint_ = io_.clock.steady();
+    meter_.notify_to(io_.notifier);
     tick_ = [this] { return complete_delivered(io_.out); };
     if (passthrough_) io_.out.set_tick_hook(tick_);
   }

@@ -109,7 +109,9 @@ class InFlight {
 class Transactions {
  public:
   Transactions(const ProduceOptions& options, Producer& producer, StateStore& store, Io& io)
-      : options_(options), producer_(producer), store_(store), io_(io) {}
+      : options_(options), producer_(producer), store_(store), io_(io) {
+    meter_.notify_to(io_.notifier);
+  }
 
   // Fences the producer of the run before (a restart's zombie), aborting
   // what it left open. At once, not at the first line: until then the

@@ -35,7 +35,9 @@ UpsertStage::UpsertStage(UpsertWriter& writer, StateStore* store, bool same_file
       batch_(static_cast<size_t>(std::max<int64_t>(batch, 1))),
       stage_(std::move(stage)),
       bad_(bad),
-      io_(io) {}
+      io_(io) {
+  meter_.notify_to(io_.notifier);
+}
 
 Status UpsertStage::on_line(const Line& line, Output&) {
   Status added = writer_.add(line);

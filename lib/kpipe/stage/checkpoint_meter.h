@@ -5,7 +5,10 @@
 
 #include <cstdint>
 
+#include <fmt/format.h>
+
 #include "kpipe/control.h"
+#include "kpipe/report.h"
 #include "kpipe/stats.h"
 #include "kpipe/time.h"
 
@@ -13,12 +16,23 @@ namespace kpipe {
 
 class CheckpointMeter {
  public:
+  // The terminal stage's meter tells the service manager (kpipe(7),
+  // SYSTEMD): READY=1 at the first checkpoint completed after the start,
+  // since the pipeline has restored its state and resumed by then; then
+  // WATCHDOG=1 at each, so that a pipeline whose checkpoints stop
+  // completing (a stuck stage, a broker gone) is restarted.
+  void notify_to(ServiceNotifier* notifier) { notifier_ = notifier; }
+
   // Checkpoint `c` was saved (a stateful stage) or completed (the terminal
   // stage) at wall-clock time `now`.
   void passed(const Checkpoint& c, Millis now) {
     ++count_;
     took_ = now - c.at;
     at_ = now;
+    if (notifier_ != nullptr)
+      notifier_->notify(fmt::format(
+          "{}=1\nSTATUS=checkpoint {} complete {} ms after its barrier; {} since the start",
+          count_ == 1 ? "READY" : "WATCHDOG", c.id, took_, count_));
   }
   void fill(Counters& counters) const {
     counters.checkpoints = count_;
@@ -31,6 +45,7 @@ class CheckpointMeter {
   uint64_t count_ = 0;
   Millis took_ = -1;
   Millis at_ = -1;
+  ServiceNotifier* notifier_ = nullptr;
 };
 
 }  // namespace kpipe

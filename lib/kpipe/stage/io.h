@@ -142,6 +142,9 @@ struct Io {
   std::string program;                // "kdedup"
   const char* env_brokers = nullptr;  // KPIPE_BROKERS, for kafka: targets
   bool interactive = false;           // standard output is a terminal
+  // The service manager, when the program runs under one (systemd's
+  // NOTIFY_SOCKET); the terminal stage tells it of checkpoints.
+  ServiceNotifier* notifier = nullptr;
 };
 
 // Options every line-reading program takes.
