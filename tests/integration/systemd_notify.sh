@@ -28,7 +28,7 @@ while True:
     print(data.replace("\n", "|"), flush=True)
 ' "$NOTIFY_SOCKET" >"$WORK/notified" 2>"$WORK/listener.err" &
 listener=$!
-wait_for "the listener" 10 grep -qx listening "$WORK/notified"
+wait_for "the listener" 10 grep -qsx listening "$WORK/notified"
 
 # The pipeline reads the topic, then stays idle until it has completed
 # five checkpoints more, then is stopped as systemd stops it (SIGTERM).
