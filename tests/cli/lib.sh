@@ -7,6 +7,9 @@ export PATH="$KPIPE_BIN:$PATH"
 unset KPIPE_BROKERS
 TEST_NAME=$(basename "$0" .sh)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kpipe-cli-${TEST_NAME}.XXXXXX")
+# No one's own default client file (kpipe(7), KAFKA OPTIONS) reaches a test.
+unset KPIPE_CONFIG
+export XDG_CONFIG_HOME="$WORK/config"
 trap 'status=$?; [[ $status -eq 0 ]] && rm -rf "$WORK"; exit $status' EXIT
 
 fail() {

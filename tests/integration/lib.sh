@@ -42,6 +42,9 @@ esac
 
 TEST_NAME=$(basename "$0" .sh)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kpipe-${TEST_NAME}.XXXXXX")
+# No one's own default client file (kpipe(7), KAFKA OPTIONS) reaches a test.
+unset KPIPE_CONFIG
+export XDG_CONFIG_HOME="$WORK/config"
 # Topic and group names are unique per run, so that tests can share one
 # real broker.
 RUN_RANDOM=$RANDOM

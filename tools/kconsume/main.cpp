@@ -12,6 +12,9 @@ int main(int argc, char** argv) {
                  "Where to start without a committed offset: earliest, latest, OFFSET, -N, @TIME")
       ->default_val("earliest")
       ->type_name("POS");
+  app.add_option("--until", o.until,
+                 "End each partition before OFFSET, or before its first record at or after @TIME")
+      ->type_name("POS");
   app.add_option("--partitions", o.partitions, "Only these partitions, e.g. 0,2-5 (not with -g)")
       ->type_name("LIST");
   auto* count = app.add_option("-c,--count", o.count, "Exit after N records")->type_name("N");

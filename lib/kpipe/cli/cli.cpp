@@ -207,8 +207,18 @@ void Program::add_kafka(CLI::App& app, KafkaOptions& o) {
   app.add_option("-X,--property", o.properties, "Set a librdkafka property key=value (repeatable)")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
+  // Where the default client file is comes from the environment, which
+  // only this layer reads (KPIPE_BROKERS in run()): the library's tests
+  // give their own.
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v != nullptr ? v : "");
+  };
+  o.env = {env("KPIPE_CONFIG"), env("XDG_CONFIG_HOME"), env("HOME")};
   app.add_option("--config", o.config_file,
-                 "Read Kafka client properties from a Java .properties file")
+                 "Read Kafka client properties from a Java .properties file (default: "
+                 "$KPIPE_CONFIG, else ~/.config/kpipe/client.properties if present; 'none': no "
+                 "file)")
       ->type_name("FILE");
   app.add_option("--timeout", o.timeout, "How long to wait for a broker before failing")
       ->default_val("10s")

@@ -879,6 +879,17 @@ std::vector<TopicPartition> Consumer::assignment() {
   return out;
 }
 
+Status Consumer::pause(const std::vector<TopicPartition>& parts) {
+  if (parts.empty()) return {};
+  ListGuard g{to_list(parts)};
+  // A partition no longer assigned gets an error of its own in the list:
+  // there is nothing to stop, so only the call's own error counts.
+  rd_kafka_resp_err_t err = rd_kafka_pause_partitions(handle_->rk, g.list);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return failure("cannot pause partitions: {}", rd_kafka_err2str(err));
+  return {};
+}
+
 Status Consumer::close() {
   rd_kafka_resp_err_t err = rd_kafka_consumer_close(handle_->rk);
   Status s = state_->pending;

@@ -133,6 +133,10 @@ class Consumer final : public KafkaClient {
   Expected<std::vector<std::optional<int64_t>>> committed(
       const std::vector<TopicPartition>& parts, std::vector<std::string>* metadata = nullptr);
   std::vector<TopicPartition> assignment();
+  // Stops fetching these partitions (kconsume --until: a partition at its
+  // end). Records already fetched may still arrive. An assignment made
+  // anew starts unpaused.
+  Status pause(const std::vector<TopicPartition>& parts);
   // Leaves the group (revoking first), so that the rest rebalance at once.
   Status close();
 

@@ -264,9 +264,17 @@ Expected<std::vector<std::pair<std::string, std::string>>> parse_properties(std:
 
 namespace {
 
-Expected<std::string> read_file(const std::string& path) {
+// `origin`, when not empty, says who named the file: " (from KPIPE_CONFIG)".
+// With `absent`, a file that does not exist is no error: *absent says so.
+Expected<std::string> read_file(const std::string& path, std::string_view origin = {},
+                                bool* absent = nullptr) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return usage_error("cannot open config file '{}': {}", path, std::strerror(errno));
+  if (fd < 0 && absent != nullptr && (errno == ENOENT || errno == ENOTDIR)) {
+    *absent = true;
+    return std::string();
+  }
+  if (fd < 0)
+    return usage_error("cannot open config file '{}'{}: {}", path, origin, std::strerror(errno));
   std::string data;
   char buf[8192];
   for (;;) {
@@ -340,21 +348,46 @@ std::vector<std::string> translate_java_properties(KafkaConfig& config) {
   return dropped;
 }
 
+std::string default_config_file(const ConfigEnv& env) {
+  if (!env.kpipe_config.empty()) return env.kpipe_config;
+  // XDG's base directory rules: a relative XDG_CONFIG_HOME is ignored.
+  if (env.xdg_config_home.starts_with('/')) return env.xdg_config_home + "/kpipe/client.properties";
+  if (env.home.empty()) return {};
+  return env.home + "/.config/kpipe/client.properties";
+}
+
 Expected<KafkaConfig> resolve_kafka_config(const KafkaOptions& options, const char* env_brokers) {
   KafkaConfig config;
   auto timeout = parse_duration(options.timeout);
   if (!timeout) return usage_error("--timeout: {}", timeout.error().message);
   config.timeout = *timeout;
-  if (!options.config_file.empty()) {
-    auto text = read_file(options.config_file);
+  bool given = !options.config_file.empty();
+  std::string path = given ? options.config_file : default_config_file(options.env);
+  if (given && path == kNoConfigFile) path.clear();
+  // KPIPE_CONFIG names a file the user means to use: missing, it is an
+  // error, as --config's is. The file under ~/.config is read when present.
+  bool from_env = !given && !options.env.kpipe_config.empty();
+  bool absent = false;
+  if (!path.empty()) {
+    auto text = read_file(path, from_env ? " (from KPIPE_CONFIG)" : "",
+                          given || from_env ? nullptr : &absent);
     if (!text) return text.take_error();
-    auto props = parse_properties(*text, options.config_file);
-    if (!props) return props.take_error();
-    // The file is what the Java tools take (--command-config): translated
-    // before -X, so that -X can still override what the translation sets.
-    for (auto& [k, v] : *props) config.set(std::move(k), std::move(v));
-    config.ignored = translate_java_properties(config);
+    if (!absent) {
+      auto props = parse_properties(*text, path);
+      if (!props) return props.take_error();
+      // The file is what the Java tools take (--command-config): translated
+      // before -X, so that -X can still override what the translation sets.
+      for (auto& [k, v] : *props) config.set(std::move(k), std::move(v));
+      config.ignored = translate_java_properties(config);
+      config.file = path;
+    }
   }
+  // KPIPE_BROKERS, set for this shell or script, wins over the brokers of
+  // the default file, kept for every run; a file named on the command line
+  // wins over it.
+  bool env_set = env_brokers != nullptr && *env_brokers != '\0';
+  if (!given && env_set && config.get("bootstrap.servers") != nullptr)
+    config.set("bootstrap.servers", env_brokers);
   for (const std::string& p : options.properties) {
     // No property name holds ':' or a blank: "key:value" is a mistyped
     // key=value, whose value may be a password (never echoed).
@@ -366,8 +399,7 @@ Expected<KafkaConfig> resolve_kafka_config(const KafkaOptions& options, const ch
   if (!options.brokers.empty()) {
     config.set("bootstrap.servers", options.brokers);
   } else if (config.get("bootstrap.servers") == nullptr) {
-    if (env_brokers == nullptr || *env_brokers == '\0')
-      return usage_error("no brokers given: use -b HOST:PORT or set KPIPE_BROKERS");
+    if (!env_set) return usage_error("no brokers given: use -b HOST:PORT or set KPIPE_BROKERS");
     config.set("bootstrap.servers", env_brokers);
   }
   return config;

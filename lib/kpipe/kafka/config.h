@@ -1,6 +1,7 @@
 // Kafka client configuration from the command line (kpipe(7), KAFKA OPTIONS): -b, -X
-// key=value, --config FILE (Java .properties) and KPIPE_BROKERS. Pure: the
-// kafka module applies the result to librdkafka.
+// key=value, --config FILE (Java .properties), the default client file and
+// KPIPE_BROKERS. Pure: the environment comes in as values, and the kafka
+// module applies the result to librdkafka.
 #pragma once
 
 #include <string>
@@ -13,11 +14,24 @@
 
 namespace kpipe {
 
+// What the environment says of the default client file, as kcat reads
+// ~/.config/kcat.conf: read by the CLI layer, so that tests give their own
+// (and a test that gives none reads no file of the user's).
+struct ConfigEnv {
+  std::string kpipe_config;     // $KPIPE_CONFIG: the file, which must exist; empty: unset
+  std::string xdg_config_home;  // $XDG_CONFIG_HOME (absolute, or ignored)
+  std::string home;             // $HOME, for ~/.config
+};
+
+// The word --config takes for "no file at all"; ./none is a file of that name.
+inline constexpr std::string_view kNoConfigFile = "none";
+
 struct KafkaOptions {
   std::string brokers;                  // -b; empty: KPIPE_BROKERS
   std::vector<std::string> properties;  // -X key=value, in order
-  std::string config_file;              // --config
+  std::string config_file;              // --config; empty: the default file; "none": no file
   std::string timeout = "10s";          // --timeout: how long to wait for a broker
+  ConfigEnv env;                        // where the default file is
 };
 
 struct KafkaConfig {
@@ -25,6 +39,8 @@ struct KafkaConfig {
   Millis timeout = 10 * kSecond;
   // Java-only keys of --config FILE that were left out (clients warn).
   std::vector<std::string> ignored;
+  // The properties file read (--config or the default file); empty: none.
+  std::string file;
 
   void set(std::string key, std::string value);
   const std::string* get(std::string_view key) const;
@@ -35,9 +51,18 @@ struct KafkaConfig {
 };
 
 // The properties file (translated by translate_java_properties), then -X in
-// order, then -b (or KPIPE_BROKERS when -b is empty). `env_brokers` is
-// KPIPE_BROKERS's value or nullptr.
+// order, then -b. The file is --config FILE; with no --config, $KPIPE_CONFIG
+// (which must exist), else $XDG_CONFIG_HOME/kpipe/client.properties (or
+// ~/.config/kpipe/client.properties) when it exists; with --config none, no
+// file. `env_brokers`, KPIPE_BROKERS's value or nullptr, names the brokers
+// when neither -b, -X nor --config FILE does: over the default file's, since
+// the environment is set for this shell or script, and that file for every
+// run.
 Expected<KafkaConfig> resolve_kafka_config(const KafkaOptions& options, const char* env_brokers);
+
+// The default client file options.env names, present or not (empty when it
+// names none): $KPIPE_CONFIG, else the one under $XDG_CONFIG_HOME or ~/.config.
+std::string default_config_file(const ConfigEnv& env);
 
 // Java .properties syntax: '#'/'!' comments, key=value, key:value or
 // "key value", backslash continuations and escapes (\t, \n, \uXXXX).

@@ -47,6 +47,37 @@ Expected<StartPosition> parse_start_position(std::string_view text, Millis now) 
   return p;
 }
 
+Expected<EndPosition> parse_end_position(std::string_view text, Millis now) {
+  EndPosition p;
+  if (text.empty()) return p;
+  if (text[0] == '@') {
+    auto t = parse_time_point(text.substr(1), now);
+    if (!t) return usage_error("--until '{}': {}", text, t.error().message);
+    p.kind = EndPosition::Kind::kTime;
+    p.value = *t;
+    return p;
+  }
+  int64_t n = 0;
+  auto r = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (r.ec != std::errc() || r.ptr != text.data() + text.size() || n < 0)
+    return usage_error("--until '{}': expected an offset or @TIME", text);
+  p.kind = EndPosition::Kind::kOffset;
+  p.value = n;
+  return p;
+}
+
+int64_t resolve_end(const EndPosition& until, int64_t offset_for_time) {
+  switch (until.kind) {
+    case EndPosition::Kind::kNone:
+      return kNoEnd;
+    case EndPosition::Kind::kOffset:
+      return until.value;
+    case EndPosition::Kind::kTime:
+      return std::max<int64_t>(offset_for_time, 0);
+  }
+  return kNoEnd;
+}
+
 Expected<std::vector<int32_t>> parse_partition_list(std::string_view text) {
   std::vector<int32_t> out;
   size_t pos = 0;
@@ -112,12 +143,13 @@ constexpr size_t kFoldEvery = 4096;
 class ConsumeLoop {
  public:
   ConsumeLoop(const ConsumeOptions& options, Consumer& consumer, Io& io, StartPosition from,
-              std::vector<int32_t> only, Millis commit_interval, StatsSettings stats,
-              StateStore* state, Millis checkpoint_interval, bool instance)
+              EndPosition until, std::vector<int32_t> only, Millis commit_interval,
+              StatsSettings stats, StateStore* state, Millis checkpoint_interval, bool instance)
       : options_(options),
         consumer_(consumer),
         io_(io),
         from_(from),
+        until_(until),
         only_(std::move(only)),
         commit_interval_(commit_interval),
         value_only_(options.format == "value"),
@@ -234,9 +266,13 @@ class ConsumeLoop {
       }
     }
     KPIPE_TRY(resolve(parts));
+    KPIPE_TRY(resolve_ends(parts));
     for (auto& p : parts) {
       if (auto saved = saved_position({p.topic, p.partition})) p.offset = *saved;
       track(p);
+      if (until_.kind != EndPosition::Kind::kNone)
+        io_.reporter.info(fmt::format("{} [{}] from offset {} until offset {}", p.topic,
+                                      p.partition, p.offset, ends_.at({p.topic, p.partition})));
     }
     announce(PartitionEvent::Kind::kAssigned, parts);
     return consumer_.assign(parts);
@@ -283,14 +319,18 @@ class ConsumeLoop {
             for (size_t k = 0; k < fresh.size(); ++k)
               parts[fresh_index[k]].offset = fresh[k].offset;
           }
+          KPIPE_TRY(resolve_ends(parts));
           for (const auto& p : parts) {
             track(p);
+            std::string until;
+            if (until_.kind != EndPosition::Kind::kNone)
+              until = fmt::format(" until offset {}", ends_.at({p.topic, p.partition}));
             if (p.epoch > 0) {
-              io_.reporter.info(fmt::format("assigned {} [{}] from offset {} (epoch {})", p.topic,
-                                            p.partition, p.offset, p.epoch));
+              io_.reporter.info(fmt::format("assigned {} [{}] from offset {}{} (epoch {})", p.topic,
+                                            p.partition, p.offset, until, p.epoch));
             } else {
-              io_.reporter.info(
-                  fmt::format("assigned {} [{}] from offset {}", p.topic, p.partition, p.offset));
+              io_.reporter.info(fmt::format("assigned {} [{}] from offset {}{}", p.topic,
+                                            p.partition, p.offset, until));
             }
           }
           announce(PartitionEvent::Kind::kAssigned, parts);
@@ -375,24 +415,35 @@ class ConsumeLoop {
       if (done_) return {};
       auto it = find(e.record.topic, e.record.partition);
       if (e.kind == ConsumerEvent::Kind::kEndOfPartition) {
-        if (it == positions_.end()) return {};
-        it->second.at_end = true;
+        if (it == positions_.end() || it->second.ended) return {};
+        Position& pos = it->second;
+        pos.at_end = true;
         // Past the last record of a transactional topic come its commit
         // markers, and aborted records a read_committed consumer skips:
         // the end's offset is past them all, so that what is committed
-        // (and checkpointed) leaves no lag of markers behind.
-        if (e.record.offset > it->second.next) {
-          it->second.next = e.record.offset;
-          if (grouped() && state_ == nullptr)
-            unread_.push_back({out.end_position(), &it->second, it->second.next});
+        // (and checkpointed) leaves no lag of markers behind. Not past
+        // --until's end, though: the next run goes on from there.
+        int64_t at = std::min(e.record.offset, pos.end);
+        if (at > pos.next) {
+          pos.next = at;
+          if (grouped() && state_ == nullptr) unread_.push_back({out.end_position(), &pos, at});
         }
+        if (e.record.offset >= pos.end) reach_end(pos);
         return {};
       }
       // A record from a partition no longer ours (a rebalance raced the
-      // prefetch queue) is left for its new owner.
-      if (it == positions_.end()) return {};
+      // prefetch queue) is left for its new owner; one past --until's end
+      // (fetched before the partition was paused) is never written.
+      if (it == positions_.end() || it->second.ended) return {};
+      if (e.record.offset >= it->second.end) {
+        reach_end(it->second);
+        return {};
+      }
       it->second.at_end = false;
       it->second.next = e.record.offset + 1;
+      // The last record before the end: the partition is done without
+      // waiting for one past it, which may never come.
+      if (it->second.next >= it->second.end) reach_end(it->second);
       written_since_checkpoint_ = true;
       if (value_only_) {
         writer_.append_value(out.buffer(), e.record);
@@ -423,11 +474,12 @@ class ConsumeLoop {
       size_t batch =
           options_.count > 0 ? static_cast<size_t>(std::min<int64_t>(options_.count, 4096)) : 4096;
       KPIPE_TRY(consumer_.poll(wait, batch, handler));
+      KPIPE_TRY(pause_ended());
       if (counters_.in == before) {
         KPIPE_TRY(out.flush());
         if (out.check_closed()) break;
       }
-      if (options_.exit_at_end && all_at_end()) break;
+      if (all_finished()) break;
       KPIPE_TRY(timers());
     }
     KPIPE_TRY(out.flush());
@@ -450,6 +502,9 @@ class ConsumeLoop {
   struct Position {
     int64_t next = 0;  // the next offset to read
     bool at_end = false;
+    int64_t end = kNoEnd;  // --until: the offset it ends before
+    bool ended = false;    // at --until's end: nothing more is written
+    bool paused = false;
     int64_t read = -1;       // the offset after the last record the reader has read
     int64_t committed = -1;  // the offset last committed
     int64_t epoch = 0;       // an instance's: the epoch it owns the partition at
@@ -635,8 +690,59 @@ class ConsumeLoop {
   void track(const PartitionOffset& p) {
     TopicPartition tp{p.topic, p.partition};
     if (auto it = positions_.find(tp); it != positions_.end()) forget(tp);
-    positions_[tp] = {p.offset, false, -1, -1, p.epoch};
+    Position& pos = positions_[tp];
+    pos.next = p.offset;
+    pos.epoch = p.epoch;
+    if (auto end = ends_.find(tp); end != ends_.end()) pos.end = end->second;
+    // A partition that starts at or past its end contributes nothing.
+    if (pos.next >= pos.end) reach_end(pos);
     last_ = positions_.end();
+  }
+
+  // --until: each partition's end, resolved once, at its first assignment
+  // (for a time, the first offset at or after it, or the partition's end
+  // then), so that a partition assigned again ends where it first would.
+  Status resolve_ends(const std::vector<PartitionOffset>& parts) {
+    if (until_.kind == EndPosition::Kind::kNone) return {};
+    std::vector<TopicPartition> fresh;
+    for (const auto& p : parts)
+      if (ends_.count({p.topic, p.partition}) == 0) fresh.push_back({p.topic, p.partition});
+    if (fresh.empty()) return {};
+    std::vector<int64_t> by_time(fresh.size(), 0);
+    if (until_.kind == EndPosition::Kind::kTime) {
+      auto found =
+          consumer_.offsets_for_times(fresh, std::vector<Millis>(fresh.size(), until_.value));
+      if (!found) return found.take_error();
+      by_time = *found;
+    }
+    for (size_t i = 0; i < fresh.size(); ++i) ends_[fresh[i]] = resolve_end(until_, by_time[i]);
+    return {};
+  }
+
+  // A partition at its --until end: everything before the end has been
+  // read, so its position is the end (past offsets below it that hold no
+  // record: compacted ones, transaction markers), which is what -g commits
+  // and checkpoints hold. It is paused after the poll.
+  void reach_end(Position& pos) {
+    pos.ended = true;
+    ended_since_pause_ = true;
+    if (pos.next >= pos.end) return;
+    pos.next = pos.end;
+    if (grouped() && state_ == nullptr) unread_.push_back({io_.out.end_position(), &pos, pos.next});
+  }
+
+  // Stops fetching the partitions at their --until end: what the fetcher
+  // would bring is never written.
+  Status pause_ended() {
+    if (!ended_since_pause_) return {};
+    ended_since_pause_ = false;
+    std::vector<TopicPartition> tps;
+    for (auto& [tp, pos] : positions_) {
+      if (!pos.ended || pos.paused) continue;
+      tps.push_back(tp);
+      pos.paused = true;
+    }
+    return consumer_.pause(tps);
   }
 
   // A partition taken away: none of its offsets may be committed any more.
@@ -666,10 +772,15 @@ class ConsumeLoop {
   bool owned() const { return instance_; }
   bool ticker_active() const { return true; }
 
-  bool all_at_end() const {
+  // Whether every partition is done: -e, at its end; --until, at that
+  // end; both, at whichever came first.
+  bool all_finished() const {
+    bool until = until_.kind != EndPosition::Kind::kNone;
+    if (!options_.exit_at_end && !until) return false;
     if (positions_.empty()) return !grouped();
-    return std::all_of(positions_.begin(), positions_.end(),
-                       [](const auto& kv) { return kv.second.at_end; });
+    return std::all_of(positions_.begin(), positions_.end(), [this](const auto& kv) {
+      return kv.second.ended || (options_.exit_at_end && kv.second.at_end);
+    });
   }
 
   // Moves what the reader has read (in output order) into the offsets to
@@ -737,6 +848,10 @@ class ConsumeLoop {
   Consumer& consumer_;
   Io& io_;
   StartPosition from_;
+  EndPosition until_;
+  // --until: where each partition ends, resolved at its first assignment.
+  std::map<TopicPartition, int64_t> ends_;
+  bool ended_since_pause_ = false;  // a partition reached its end since pause_ended()
   std::vector<int32_t> only_;
   Millis commit_interval_;
   bool value_only_;
@@ -778,6 +893,8 @@ Status run_consume(const ConsumeOptions& options, Io& io) {
   if (options.count < 0) return usage_error("-c must not be negative");
   auto from = parse_start_position(options.from, io.clock.now());
   if (!from) return from.take_error();
+  auto until = parse_end_position(options.until, io.clock.now());
+  if (!until) return until.take_error();
   std::vector<int32_t> only;
   if (!options.partitions.empty()) {
     if (!options.group.empty())
@@ -832,6 +949,9 @@ Status run_consume(const ConsumeOptions& options, Io& io) {
   }
   auto config = resolve_kafka_config(options.kafka, io.env_brokers);
   if (!config) return config.take_error();
+  // A default file is read without a word on the command line: -v says so.
+  if (!config->file.empty())
+    io.reporter.info(fmt::format("client properties from '{}'", config->file));
   if (!options.isolation.empty()) {
     auto level =
         parse_choice("--isolation", options.isolation, {"read_committed", "read_uncommitted"});
@@ -850,8 +970,8 @@ Status run_consume(const ConsumeOptions& options, Io& io) {
   }
   auto consumer = Consumer::create(*config, options.group, io.reporter);
   if (!consumer) return consumer.take_error();
-  ConsumeLoop loop(options, **consumer, io, *from, std::move(only), *commit_interval, std::move(*stats),
-                   state.get(), *checkpoint_interval, instance);
+  ConsumeLoop loop(options, **consumer, io, *from, *until, std::move(only), *commit_interval,
+                   std::move(*stats), state.get(), *checkpoint_interval, instance);
   KPIPE_TRY(loop.complete_committed());
   KPIPE_TRY(loop.init_state());
   if (options.group.empty()) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,7 @@ struct ConsumeOptions {
   std::vector<std::string> topics;
   std::string group;
   std::string from = "earliest";  // earliest|latest|OFFSET|-N|@TIME
+  std::string until;              // OFFSET|@TIME; empty: no end
   std::string partitions;         // "0,2-5"; empty: all
   int64_t count = 0;              // -c; 0: no limit
   bool count_given = false;       // -c 0 is refused, not taken for no limit
@@ -41,6 +43,24 @@ struct StartPosition {
   int64_t value = 0;  // the offset, the count back from the end, or the time
 };
 Expected<StartPosition> parse_start_position(std::string_view text, Millis now);
+
+// Where --until ends each partition: before an offset, or before its first
+// record at or after a time. Exclusive, so that --from @10:00 --until
+// @11:00 is the hour.
+struct EndPosition {
+  enum class Kind { kNone, kOffset, kTime };
+  Kind kind = Kind::kNone;
+  int64_t value = 0;  // the offset or the time
+};
+// The end of a partition without --until.
+constexpr int64_t kNoEnd = std::numeric_limits<int64_t>::max();
+// Empty: no end. The times are --from's.
+Expected<EndPosition> parse_end_position(std::string_view text, Millis now);
+
+// The offset a partition ends before, by --until: the offset given, or for
+// a time the broker's first offset at or after it (its high watermark at
+// the time of asking when there is none).
+int64_t resolve_end(const EndPosition& until, int64_t offset_for_time);
 
 // "0,2-5" -> {0, 2, 3, 4, 5}, sorted and unique.
 Expected<std::vector<int32_t>> parse_partition_list(std::string_view text);

@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <string>
 #include <utility>
 #include <vector>
@@ -205,6 +206,148 @@ TEST_CASE("resolve: a Java client file is translated to librdkafka's terms", "[k
   // -X still wins over what the translation produced.
   o.properties = {"sasl.password=from-x"};
   CHECK(value_of(resolve(o), "sasl.password") == "from-x");
+}
+
+// --- the default client file (kcat's ~/.config/kcat.conf) -------------------------------
+
+namespace {
+
+// A home with ~/.config/kpipe/client.properties holding `text`.
+std::string make_home(const TempDir& dir, std::string_view text) {
+  std::string home = dir.file("home");
+  std::string folder = home + "/.config/kpipe";
+  REQUIRE(std::system(("mkdir -p '" + folder + "'").c_str()) == 0);
+  dir.write("home/.config/kpipe/client.properties", text);
+  return home;
+}
+
+}  // namespace
+
+TEST_CASE("default_config_file: KPIPE_CONFIG, else XDG_CONFIG_HOME, else ~/.config",
+          "[kafka_config]") {
+  CHECK(default_config_file({}) == "");
+  CHECK(default_config_file({"", "", "/home/u"}) == "/home/u/.config/kpipe/client.properties");
+  CHECK(default_config_file({"", "/cfg", "/home/u"}) == "/cfg/kpipe/client.properties");
+  // XDG's rule: a relative XDG_CONFIG_HOME is ignored.
+  CHECK(default_config_file({"", "cfg", "/home/u"}) == "/home/u/.config/kpipe/client.properties");
+  CHECK(default_config_file({"/etc/k.properties", "/cfg", "/home/u"}) == "/etc/k.properties");
+}
+
+TEST_CASE("resolve: the default file is read when --config is not given", "[kafka_config]") {
+  TempDir dir;
+  KafkaOptions o;
+  o.env.home = make_home(dir, "bootstrap.servers=home:9092\nclient.id=from-home\n");
+  KafkaConfig c = resolve(o);
+  CHECK(c.brokers() == "home:9092");
+  CHECK(value_of(c, "client.id") == "from-home");
+  CHECK(c.file == o.env.home + "/.config/kpipe/client.properties");
+  // XDG_CONFIG_HOME moves it.
+  REQUIRE(std::system(("mkdir -p '" + dir.file("xdg/kpipe") + "'").c_str()) == 0);
+  std::string xdg_file = dir.write("xdg/kpipe/client.properties", "bootstrap.servers=xdg:9092\n");
+  o.env.xdg_config_home = dir.file("xdg");
+  c = resolve(o);
+  CHECK(c.brokers() == "xdg:9092");
+  CHECK(c.file == xdg_file);
+}
+
+TEST_CASE("resolve: no default file is no error", "[kafka_config]") {
+  TempDir dir;
+  KafkaOptions o;
+  o.env.home = dir.file("no-such-home");
+  CHECK(resolve(o, "env:1").brokers() == "env:1");
+  CHECK(resolve(o, "env:1").file.empty());
+  // ~/.config is a file, not a folder: still no file to read.
+  o.env.home = dir.path();
+  dir.write(".config", "");
+  CHECK(resolve(o, "env:1").file.empty());
+  o.env = {};
+  auto c = resolve_kafka_config(o, nullptr);
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.error().message == "no brokers given: use -b HOST:PORT or set KPIPE_BROKERS");
+}
+
+TEST_CASE("resolve: KPIPE_CONFIG names the default file, which must exist", "[kafka_config]") {
+  TempDir dir;
+  KafkaOptions o;
+  o.env.home = make_home(dir, "bootstrap.servers=home:9092\nacks=1\n");
+  o.env.kpipe_config = dir.write("env.properties", "bootstrap.servers=env-file:9092\n");
+  KafkaConfig c = resolve(o);
+  CHECK(c.brokers() == "env-file:9092");
+  CHECK(c.get("acks") == nullptr);  // the home file is not read
+  CHECK(c.file == o.env.kpipe_config);
+  o.env.kpipe_config = dir.file("missing.properties");
+  auto missing = resolve_kafka_config(o, nullptr);
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().status == ExitStatus::kUsage);
+  CHECK(missing.error().message == "cannot open config file '" + dir.file("missing.properties") +
+                                       "' (from KPIPE_CONFIG): No such file or directory");
+}
+
+TEST_CASE("resolve: --config FILE replaces the default file, --config none reads none",
+          "[kafka_config]") {
+  TempDir dir;
+  KafkaOptions o;
+  o.env.home = make_home(dir, "bootstrap.servers=home:9092\nacks=1\n");
+  o.env.kpipe_config = dir.write("env.properties", "bootstrap.servers=env-file:9092\nacks=0\n");
+  o.config_file = dir.write("given.properties", "linger.ms=5\n");
+  KafkaConfig c = resolve(o, "env:9092");
+  CHECK(c.brokers() == "env:9092");
+  CHECK(c.get("acks") == nullptr);
+  CHECK(value_of(c, "linger.ms") == "5");
+  CHECK(c.file == o.config_file);
+  o.config_file = "none";
+  c = resolve(o, "env:9092");
+  CHECK(c.file.empty());
+  CHECK(c.brokers() == "env:9092");
+  CHECK(c.get("acks") == nullptr);
+  auto c2 = resolve_kafka_config(o, nullptr);
+  REQUIRE_FALSE(c2.ok());
+  CHECK(c2.error().message == "no brokers given: use -b HOST:PORT or set KPIPE_BROKERS");
+  // A file named none is ./none.
+  o.config_file = dir.write("none", "bootstrap.servers=none-file:1\n");
+  CHECK(resolve(o).brokers() == "none-file:1");
+}
+
+TEST_CASE("resolve: -b, then -X, then KPIPE_BROKERS over the default file's brokers",
+          "[kafka_config]") {
+  TempDir dir;
+  KafkaOptions o;
+  o.env.home = make_home(dir, "bootstrap.servers=home:9092\nclient.id=home\nacks=1\n");
+  // The environment is this shell's; the file is every run's.
+  KafkaConfig c = resolve(o, "env:9092");
+  CHECK(c.brokers() == "env:9092");
+  CHECK(value_of(c, "client.id") == "home");
+  o.properties = {"client.id=x", "bootstrap.servers=x:9092"};
+  c = resolve(o, "env:9092");
+  CHECK(c.brokers() == "x:9092");
+  CHECK(value_of(c, "client.id") == "x");
+  CHECK(value_of(c, "acks") == "1");
+  o.brokers = "b:9092";
+  CHECK(resolve(o, "env:9092").brokers() == "b:9092");
+  // A file named on the command line names the brokers over KPIPE_BROKERS,
+  // as before.
+  o.properties.clear();
+  o.brokers.clear();
+  o.config_file = dir.write("given.properties", "bootstrap.servers=given:9092\n");
+  CHECK(resolve(o, "env:9092").brokers() == "given:9092");
+}
+
+TEST_CASE("resolve: a bad default file is named with its line", "[kafka_config]") {
+  TempDir dir;
+  KafkaOptions o;
+  o.env.home = make_home(dir, "bootstrap.servers=h:1\n\n=x\n");
+  auto c = resolve_kafka_config(o, nullptr);
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.error().status == ExitStatus::kUsage);
+  CHECK(c.error().message == o.env.home + "/.config/kpipe/client.properties: line 3: missing key");
+  // A file that is there but cannot be read is an error, not an absent file.
+  TempDir other;
+  o.env.home = other.path();
+  std::string file = other.path() + "/.config/kpipe/client.properties";
+  REQUIRE(std::system(("mkdir -p '" + file + "'").c_str()) == 0);
+  c = resolve_kafka_config(o, nullptr);
+  REQUIRE_FALSE(c.ok());
+  CHECK(c.error().message == "cannot read config file '" + file + "': Is a directory");
 }
 
 // --- secrets --------------------------------------------------------------------------

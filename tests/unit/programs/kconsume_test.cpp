@@ -1,6 +1,7 @@
-// The pure parts of kconsume: --from, --partitions and where a partition
-// starts; and what -g commits, against librdkafka's mock cluster. The rest
-// of the loop is tested in integration/.
+// The pure parts of kconsume: --from, --until, --partitions and where a
+// partition starts and ends; and what -g commits and where --until stops,
+// against librdkafka's mock cluster. The rest of the loop is tested in
+// integration/.
 #include "kpipe/programs/kconsume.h"
 
 #include <fcntl.h>
@@ -8,8 +9,13 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <csignal>
 #include <limits>
+#include <mutex>
+#include <optional>
 #include <thread>
 
 #include "fakes.h"
@@ -208,4 +214,208 @@ TEST_CASE("kconsume -g commits the records its reader has read, not those left i
   REQUIRE(committed.ok());
   REQUIRE((*committed)[0].has_value());
   CHECK(*(*committed)[0] == 5);
+}
+
+// --- --until -------------------------------------------------------------------------
+
+namespace {
+
+using EndKind = EndPosition::Kind;
+
+EndPosition until(std::string_view text) {
+  auto p = parse_end_position(text, kNow);
+  INFO("--until " << text);
+  if (!p) FAIL("refused: " << p.error().message);
+  return *p;
+}
+
+std::string until_error(std::string_view text) {
+  auto p = parse_end_position(text, kNow);
+  INFO("--until " << text);
+  if (p) FAIL("accepted");
+  CHECK(p.error().status == ExitStatus::kUsage);
+  return p.error().message;
+}
+
+}  // namespace
+
+TEST_CASE("parse_end_position: none, offsets and --from's times", "[consume]") {
+  CHECK(until("").kind == EndKind::kNone);
+  CHECK(until("0").kind == EndKind::kOffset);
+  CHECK(until("0").value == 0);
+  CHECK(until("1043").value == 1043);
+  CHECK(until("9223372036854775807").value == std::numeric_limits<int64_t>::max());
+  EndPosition t = until("@2026-11-29T10:15:30.123Z");
+  CHECK(t.kind == EndKind::kTime);
+  CHECK(t.value == 1795947330123);
+  CHECK(until("@2026-11-29T12:15:30+02:00").value == 1795947330000);
+  CHECK(until("@1764412345123").value == 1764412345123);
+  CHECK(until("@now").value == kNow);
+  CHECK(until("@-1h30m").value == kNow - 90 * 60 * 1000);
+}
+
+TEST_CASE("parse_end_position: every invalid form", "[consume]") {
+  for (const char* bad :
+       {"-5", "--5", "+5", "5x", "1.5", "latest", "earliest", " 5", "99999999999999999999"}) {
+    INFO(bad);
+    CHECK(until_error(bad) == "--until '" + std::string(bad) + "': expected an offset or @TIME");
+  }
+  CHECK(until_error("@").starts_with("--until '@': "));
+  CHECK(until_error("@2026-13-01T00:00:00Z").starts_with("--until '@2026-13-01T00:00:00Z': "));
+  CHECK(until_error("@soon").starts_with("--until '@soon': "));
+}
+
+TEST_CASE("resolve_end: the offset given, or the broker's for the time", "[consume]") {
+  CHECK(resolve_end({EndKind::kNone, 0}, 0) == kNoEnd);
+  CHECK(resolve_end({EndKind::kOffset, 5}, 0) == 5);
+  // Not clamped to the high watermark: the partition waits for offset 900.
+  CHECK(resolve_end({EndKind::kOffset, 900}, 0) == 900);
+  CHECK(resolve_end({EndKind::kTime, kNow}, 180) == 180);
+  CHECK(resolve_end({EndKind::kTime, kNow}, 0) == 0);
+}
+
+namespace {
+
+constexpr Millis kBase = 1764412345000;  // the records' first timestamp
+
+// Two partitions of "t" on librdkafka's mock cluster, 10 records each, the
+// record at offset i stamped kBase + i seconds.
+struct UntilCluster {
+  RecordingReporter reporter;
+  std::unique_ptr<MockCluster> mock;
+  KafkaOptions kafka;
+
+  UntilCluster() {
+    auto m = MockCluster::create(1, reporter);
+    REQUIRE(m.ok());
+    mock = std::move(*m);
+    REQUIRE(mock->create_topic("t", 2).ok());
+    kafka.brokers = mock->bootstraps();
+    auto config = resolve_kafka_config(kafka, nullptr);
+    REQUIRE(config.ok());
+    auto producer = Producer::create(*config, reporter);
+    REQUIRE(producer.ok());
+    for (int32_t p = 0; p < 2; ++p)
+      for (int i = 0; i < 10; ++i) {
+        std::string value = fmt::format("[{},{}]", p, i);
+        REQUIRE((*producer)->produce("t", p, std::nullopt, value, {}, kBase + i * 1000).ok());
+      }
+    REQUIRE((*producer)->flush(10 * kSecond).ok());
+  }
+
+  // Runs kconsume (values only) to its end; a run that does not end within
+  // a minute is stopped, and fails on its output rather than hanging.
+  std::string consume(ConsumeOptions o) {
+    o.kafka = kafka;
+    o.topics = {"t"};
+    o.format = "value";
+    test::TempDir dir;
+    std::string path = dir.file("out");
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    REQUIRE(fd >= 0);
+    std::atomic<bool> stop{false};
+    std::mutex mu;
+    std::condition_variable cv;
+    bool finished = false;
+    std::thread watchdog([&] {
+      std::unique_lock lock(mu);
+      if (!cv.wait_for(lock, std::chrono::seconds(60), [&] { return finished; })) stop = true;
+    });
+    FakeClock clock(kNow);
+    Status s;
+    {
+      Output out(fd);
+      Io io{out, reporter, clock, &stop, "kconsume", nullptr, false};
+      s = run_consume(o, io);
+    }
+    {
+      std::lock_guard lock(mu);
+      finished = true;
+    }
+    cv.notify_one();
+    watchdog.join();
+    ::close(fd);
+    REQUIRE(s.ok());
+    CHECK_FALSE(stop.load());
+    // Per partition in order; partitions sorted, as they interleave.
+    std::string text = test::read_file(path);
+    std::vector<std::string> lines;
+    for (size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1)
+      lines.push_back(text.substr(at, nl - at));
+    std::stable_sort(lines.begin(), lines.end(),
+                     [](const std::string& a, const std::string& b) { return a[1] < b[1]; });
+    std::string sorted;
+    for (const auto& l : lines) sorted += l + " ";
+    return sorted;
+  }
+
+  std::optional<int64_t> committed(const std::string& group, int32_t partition) {
+    auto config = resolve_kafka_config(kafka, nullptr);
+    REQUIRE(config.ok());
+    auto c = Consumer::create(*config, group, reporter);
+    REQUIRE(c.ok());
+    auto got = (*c)->committed({{"t", partition}});
+    REQUIRE(got.ok());
+    return (*got)[0];
+  }
+};
+
+}  // namespace
+
+TEST_CASE("kconsume --until OFFSET ends each partition before it, without -e", "[consume]") {
+  UntilCluster cluster;
+  ConsumeOptions o;
+  o.until = "3";
+  CHECK(cluster.consume(o) == "[0,0] [0,1] [0,2] [1,0] [1,1] [1,2] ");
+  // A partition that starts at or past its end gives nothing, and ends.
+  o.from = "3";
+  CHECK(cluster.consume(o) == "");
+  o.from = "7";
+  CHECK(cluster.consume(o) == "");
+  o.until = "0";
+  o.from = "earliest";
+  CHECK(cluster.consume(o) == "");
+  // With -e, whichever end comes first: the partition's own end at 10.
+  o.until = "12";
+  o.exit_at_end = true;
+  o.from = "8";
+  CHECK(cluster.consume(o) == "[0,8] [0,9] [1,8] [1,9] ");
+  o.until = "9";
+  CHECK(cluster.consume(o) == "[0,8] [1,8] ");
+}
+
+TEST_CASE("kconsume --from @A --until @B reads the records of [A, B)", "[consume]") {
+  UntilCluster cluster;
+  ConsumeOptions o;
+  o.from = "@" + std::to_string(kBase + 2000);
+  o.until = "@" + std::to_string(kBase + 5000);
+  CHECK(cluster.consume(o) == "[0,2] [0,3] [0,4] [1,2] [1,3] [1,4] ");
+  // Between two records' times: the record at the end's time is left out,
+  // the one after the start's time is in.
+  o.from = "@" + std::to_string(kBase + 7500);
+  o.until = "@" + std::to_string(kBase + 9000);
+  CHECK(cluster.consume(o) == "[0,8] [1,8] ");
+  // No record at or after the end's time: the partitions end where they
+  // ended when kconsume asked, without -e.
+  o.until = "@" + std::to_string(kBase + 60000);
+  CHECK(cluster.consume(o) == "[0,8] [0,9] [1,8] [1,9] ");
+  o.from = "earliest";
+  o.until = "@" + std::to_string(kBase - 1);
+  CHECK(cluster.consume(o) == "");
+}
+
+TEST_CASE("kconsume -g --until commits the end, and the next run goes on from there", "[consume]") {
+  UntilCluster cluster;
+  ConsumeOptions o;
+  o.group = "g";
+  o.until = "5";
+  CHECK(cluster.consume(o) == "[0,0] [0,1] [0,2] [0,3] [0,4] [1,0] [1,1] [1,2] [1,3] [1,4] ");
+  CHECK(cluster.committed("g", 0) == 5);
+  CHECK(cluster.committed("g", 1) == 5);
+  o.until = "8";
+  CHECK(cluster.consume(o) == "[0,5] [0,6] [0,7] [1,5] [1,6] [1,7] ");
+  CHECK(cluster.committed("g", 0) == 8);
+  // At its end already: nothing read, nothing moved.
+  CHECK(cluster.consume(o) == "");
+  CHECK(cluster.committed("g", 1) == 8);
 }
