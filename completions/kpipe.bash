@@ -36,6 +36,9 @@ _kpipe_complete() {
     --on-miss) COMPREPLY=($(compgen -W "keep drop dlq" -- "$cur")); return ;;
     --by) COMPREPLY=($(compgen -W "reason stage topic hour" -- "$cur")); return ;;
     --fail-on) COMPREPLY=($(compgen -W "WARN STALL STOP REWIND" -- "$cur")); return ;;
+    --uncommitted) COMPREPLY=($(compgen -W "earliest latest ignore" -- "$cur")); return ;;
+    --granularity) COMPREPLY=($(compgen -W "partition topic" -- "$cur")); return ;;
+    --metric-names) COMPREPLY=($(compgen -W "kpipe kafka_exporter" -- "$cur")); return ;;
     --each) COMPREPLY=($(compgen -c -- "$cur")); return ;;  # kcheckpoint commit: a command
     --dlq | --state | --db | --table)
       # A file, or a PostgreSQL server (kpipe(7), STORES); --dlq also a topic,

@@ -4,6 +4,8 @@
 #include <cctype>
 #include <cmath>
 #include <iterator>
+#include <regex>
+#include <set>
 #include <tuple>
 
 #include "kpipe/choices.h"
@@ -20,6 +22,20 @@ int64_t lag_of(const PartitionPoint& p) {
 
 std::string where(const PartitionSample& p) {
   return fmt::format("{} [{}]", p.topic, p.partition);
+}
+
+// An offset as the reasons name it: an assumed one says so, since nothing
+// was committed there.
+std::string offset_text(const PartitionPoint& p) {
+  switch (p.assumed) {
+    case Uncommitted::kEarliest:
+      return fmt::format("{} (nothing committed: the log start)", *p.committed);
+    case Uncommitted::kLatest:
+      return fmt::format("{} (nothing committed: the log end)", *p.committed);
+    case Uncommitted::kIgnore:
+      break;
+  }
+  return std::to_string(*p.committed);
 }
 
 double millis_to_seconds(Millis ms) {
@@ -58,9 +74,106 @@ Expected<LagStatus> parse_fail_on(std::string_view text) {
   return kLagStatuses[1 + *found];
 }
 
+const char* uncommitted_name(Uncommitted u) {
+  switch (u) {
+    case Uncommitted::kIgnore:
+      return "ignore";
+    case Uncommitted::kEarliest:
+      return "earliest";
+    case Uncommitted::kLatest:
+      return "latest";
+  }
+  return "ignore";
+}
+
+Expected<Uncommitted> parse_uncommitted(std::string_view text) {
+  auto found = parse_choice("--uncommitted", text, {"ignore", "earliest", "latest"});
+  if (!found) return found.take_error();
+  return static_cast<Uncommitted>(*found);
+}
+
+struct GroupSelector::Pattern {
+  std::string text;
+  std::regex re;
+};
+
+bool GroupSelector::is_pattern(std::string_view value) {
+  return value.find_first_of("*+?()[]{}|^$\\") != std::string_view::npos;
+}
+
+Expected<GroupSelector> GroupSelector::create(const std::vector<std::string>& values,
+                                              bool all_groups) {
+  GroupSelector g;
+  g.all_ = all_groups;
+  std::set<std::string> seen;
+  for (const auto& v : values) {
+    if (v.empty()) return usage_error("-g: the group name is empty");
+    if (!seen.insert(v).second) continue;
+    if (!is_pattern(v)) {
+      g.names_.push_back(v);
+      continue;
+    }
+    try {
+      g.patterns_.push_back(std::make_shared<const Pattern>(
+          Pattern{v, std::regex(v, std::regex::ECMAScript | std::regex::optimize)}));
+    } catch (const std::regex_error& e) {
+      return usage_error("-g '{}' is not a regular expression: {}", v, e.what());
+    }
+  }
+  return g;
+}
+
+std::vector<std::string> GroupSelector::select(const std::vector<std::string>& listed) const {
+  std::vector<std::string> out = names_;
+  std::set<std::string> taken(names_.begin(), names_.end());
+  std::vector<std::string> found;
+  for (const auto& id : listed) {
+    if (taken.count(id)) continue;
+    bool match = all_ || std::any_of(patterns_.begin(), patterns_.end(),
+                                     [&](const auto& p) { return std::regex_match(id, p->re); });
+    if (match && taken.insert(id).second) found.push_back(id);
+  }
+  std::sort(found.begin(), found.end());
+  out.insert(out.end(), found.begin(), found.end());
+  return out;
+}
+
+std::string GroupSelector::describe() const {
+  if (all_) return "--all-groups";
+  std::string out;
+  for (const auto& p : patterns_) {
+    if (!out.empty()) out += ", ";
+    out += fmt::format("-g '{}'", p->text);
+  }
+  return out;
+}
+
+std::optional<int64_t> PartitionSample::position() const {
+  if (committed) return committed;
+  switch (assumed) {
+    case Uncommitted::kEarliest:
+      return start;
+    case Uncommitted::kLatest:
+      return end;
+    case Uncommitted::kIgnore:
+      break;
+  }
+  return std::nullopt;
+}
+
 std::optional<int64_t> PartitionSample::lag() const {
-  if (!committed) return std::nullopt;
-  return std::max<int64_t>(0, end - *committed);
+  auto from = position();
+  if (!from) return std::nullopt;
+  return std::max<int64_t>(0, end - *from);
+}
+
+std::optional<int64_t> read_offset(const PartitionReading& r, Uncommitted uncommitted) {
+  std::optional<int64_t> from = r.committed;
+  if (!from && uncommitted == Uncommitted::kEarliest) from = r.start;
+  if (!from || *from >= r.end) return std::nullopt;
+  // Below the log start, the record is gone: the oldest one left is the
+  // best answer there is.
+  return r.start ? std::max(*from, *r.start) : *from;
 }
 
 // --- lag in seconds --------------------------------------------------------
@@ -114,8 +227,13 @@ LagSample LagEngine::sample(const LagSubject& subject, std::optional<int64_t> me
   TopicPartition key;
   for (const auto& r : readings) {
     PartitionSample p{r.topic, r.partition, r.committed, r.end, r.committed_at, std::nullopt};
-    if (r.committed) {
-      if (*r.committed >= r.end) {
+    p.start = r.start;
+    if (!r.committed) p.assumed = uncommitted_;
+    // Where the lag counts from; lag in seconds of an assumed position is
+    // that of its record, as for a committed one.
+    auto from = p.position();
+    if (from) {
+      if (*from >= r.end) {
         p.lag_seconds = 0.0;
       } else if (r.record_timestamp) {
         p.lag_seconds = millis_to_seconds(s.at - *r.record_timestamp);
@@ -126,7 +244,7 @@ LagSample LagEngine::sample(const LagSubject& subject, std::optional<int64_t> me
         std::vector<EndOffsetSeen> points;
         if (found != timelines.end()) points = found->second;
         points.push_back({r.end, s.at, s.at});
-        auto produced = estimate_produce_time(std::move(points), *r.committed);
+        auto produced = estimate_produce_time(std::move(points), *from);
         if (produced) p.lag_seconds = millis_to_seconds(s.at - *produced);
       }
     }
@@ -161,8 +279,12 @@ std::optional<PartitionVerdict> judge_partition(const std::vector<PartitionPoint
   for (size_t i = first + 1; i < v.size(); ++i) {
     if (*v[i]->committed >= *v[i - 1]->committed) continue;
     verdict.status = LagStatus::kRewind;
-    verdict.reason = fmt::format("the committed offset went back from {} to {}",
-                                 *v[i - 1]->committed, *v[i]->committed);
+    verdict.reason = fmt::format(
+        "the {}offset went back from {} to {}",
+        v[i]->assumed == Uncommitted::kIgnore && v[i - 1]->assumed == Uncommitted::kIgnore
+            ? "committed "
+            : "",
+        offset_text(*v[i - 1]), offset_text(*v[i]));
     return verdict;
   }
 
@@ -177,7 +299,7 @@ std::optional<PartitionVerdict> judge_partition(const std::vector<PartitionPoint
     if (before_too) {
       std::string base =
           fmt::format("offset {} has not moved for longer than the window ({}), lag {}",
-                      *latest.committed, over, lag_of(latest));
+                      offset_text(latest), over, lag_of(latest));
       if (latest.committed_at) {
         Millis quiet = latest.at - *latest.committed_at;
         if (quiet > span) {
@@ -202,7 +324,7 @@ std::optional<PartitionVerdict> judge_partition(const std::vector<PartitionPoint
     }
     verdict.status = LagStatus::kStall;
     verdict.reason = fmt::format("offset {} did not move in {} while lag stayed above 0 (now {})",
-                                 *latest.committed, over, lag_of(latest));
+                                 offset_text(latest), over, lag_of(latest));
     return verdict;
   }
 
@@ -211,7 +333,7 @@ std::optional<PartitionVerdict> judge_partition(const std::vector<PartitionPoint
   verdict.status = LagStatus::kWarn;
   verdict.reason =
       fmt::format("the offset moved from {} to {} in {} but the lag never decreased ({} to {})",
-                  *oldest.committed, *latest.committed, over, lag_of(oldest), lag_of(latest));
+                  offset_text(oldest), offset_text(latest), over, lag_of(oldest), lag_of(latest));
   return verdict;
 }
 
@@ -226,7 +348,8 @@ GroupReport LagEngine::report(const std::vector<LagSample>& history) const {
   std::map<TopicPartition, std::vector<PartitionPoint>> points;
   for (const auto& s : history)
     for (const auto& p : s.partitions)
-      points[{p.topic, p.partition}].push_back({s.at, p.committed, p.end, p.committed_at});
+      points[{p.topic, p.partition}].push_back({s.at, p.position(), p.end, p.committed_at,
+                                                p.is_assumed() ? p.assumed : Uncommitted::kIgnore});
   bool judged = false;
   for (const auto& p : latest.partitions) {
     PartitionReport pr;
@@ -248,7 +371,13 @@ GroupReport LagEngine::report(const std::vector<LagSample>& history) const {
       }
       judged = true;
     }
-    if (auto lag = p.lag()) r.total_lag += *lag;
+    if (auto lag = p.lag()) {
+      r.total_lag += *lag;
+      if (p.is_assumed()) {
+        r.assumed_lag += *lag;
+        ++r.assumed_partitions;
+      }
+    }
     if (p.lag_seconds && (!r.max_lag_seconds || *p.lag_seconds > *r.max_lag_seconds))
       r.max_lag_seconds = p.lag_seconds;
     r.partitions.push_back(std::move(pr));
@@ -260,9 +389,17 @@ std::vector<std::string> check_alerts(const std::vector<GroupReport>& reports,
                                       const AlertSettings& alerts) {
   std::vector<std::string> out;
   for (const auto& r : reports) {
-    if (alerts.max_lag && r.total_lag > *alerts.max_lag)
-      out.push_back(fmt::format("{}: lag {} is over --max-lag {}", subject_text(r.subject),
-                                r.total_lag, *alerts.max_lag));
+    if (alerts.max_lag && r.total_lag > *alerts.max_lag) {
+      // What a consumer of the group would read but has never committed
+      // on is the surprise in such a figure: say how much of it that is.
+      std::string assumed;
+      if (r.assumed_lag > 0)
+        assumed =
+            fmt::format(" ({} of it on {} partition{} without a committed offset)", r.assumed_lag,
+                        r.assumed_partitions, r.assumed_partitions == 1 ? "" : "s");
+      out.push_back(fmt::format("{}: lag {} is over --max-lag {}{}", subject_text(r.subject),
+                                r.total_lag, *alerts.max_lag, assumed));
+    }
     if (alerts.max_lag_seconds) {
       const PartitionReport* worst = nullptr;
       for (const auto& p : r.partitions)

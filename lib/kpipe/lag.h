@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,10 +38,47 @@ struct LagSubject {
   const char* kind_name() const { return kind == Kind::kGroup ? "group" : "state"; }
 };
 
-// One partition as one sample saw it.
 // "group 'billing'": how messages name a subject.
 std::string subject_text(const LagSubject& s);
 
+// What a partition of a consumed topic without a committed offset counts
+// as (--uncommitted): where a consumer of the group would begin reading
+// it, by auto.offset.reset. kEarliest: at the log start offset, so every
+// record there is lag; kLatest: at the log end, no lag; kIgnore: no lag
+// at all, and no verdict (klag before --uncommitted).
+enum class Uncommitted : uint8_t { kIgnore, kEarliest, kLatest };
+const char* uncommitted_name(Uncommitted u);  // "ignore", "earliest", "latest"
+Expected<Uncommitted> parse_uncommitted(std::string_view text);
+
+// Which groups klag samples: -g's names, and -g's patterns (or
+// --all-groups) matched against the groups the cluster lists. A -g value
+// with any of * + ? ( ) [ ] { } | ^ $ \ is a pattern: an ECMAScript
+// regular expression that must match a whole group id. A '.' alone does
+// not make one, since group ids are often dotted names ("billing.v2").
+class GroupSelector {
+ public:
+  // A usage error names a value that is not a regular expression.
+  static Expected<GroupSelector> create(const std::vector<std::string>& values, bool all_groups);
+  static bool is_pattern(std::string_view value);
+
+  // Whether the cluster's groups must be listed: a pattern, or --all-groups.
+  bool lists() const { return all_ || !patterns_.empty(); }
+  // The names given, in their order, each once.
+  const std::vector<std::string>& names() const { return names_; }
+  // The groups to sample: the names given, then the listed groups that a
+  // pattern matches (every one with --all-groups), sorted, each once.
+  std::vector<std::string> select(const std::vector<std::string>& listed) const;
+  // "-g 'bill.*'", "-g 'a+', -g 'b+'" or "--all-groups", for messages.
+  std::string describe() const;
+
+ private:
+  struct Pattern;
+  std::vector<std::string> names_;
+  std::vector<std::shared_ptr<const Pattern>> patterns_;
+  bool all_ = false;
+};
+
+// One partition as one sample saw it.
 struct PartitionSample {
   std::string topic;
   int32_t partition = 0;
@@ -48,7 +86,17 @@ struct PartitionSample {
   int64_t end = 0;                     // the log end offset (high watermark)
   std::optional<Millis> committed_at;  // when it was committed (state files know)
   std::optional<double> lag_seconds;   // measured or estimated; none: unknown
-  // Records behind the end; none without a committed offset.
+  // Without a committed offset: where the lag was counted from (kIgnore:
+  // nowhere). Meaningless where an offset is committed.
+  Uncommitted assumed = Uncommitted::kIgnore;
+  std::optional<int64_t> start = std::nullopt;  // the log start offset, when read
+
+  // Whether the lag counts from an assumed offset, not a committed one.
+  bool is_assumed() const { return !committed && assumed != Uncommitted::kIgnore; }
+  // The offset the lag counts from: the committed one, else the assumed
+  // one; none: no lag to tell.
+  std::optional<int64_t> position() const;
+  // Records behind the end; none without a position.
   std::optional<int64_t> lag() const;
 };
 
@@ -86,10 +134,17 @@ struct PartitionReading {
   std::optional<int64_t> committed;
   int64_t end = 0;
   std::optional<Millis> committed_at;
-  // The timestamp of the first record at or after the committed offset,
-  // when it was fetched.
+  // The timestamp of the first record at or after the committed offset
+  // (without one, at the offset read_offset() gives), when it was fetched.
   std::optional<Millis> record_timestamp;
+  std::optional<int64_t> start = std::nullopt;  // the log start offset (low watermark)
 };
+
+// The offset whose record's timestamp is the partition's lag in seconds:
+// the committed one (the log start where retention deleted it), or
+// without one the log start when `uncommitted` is kEarliest; none when no
+// record is behind (caught up, kLatest, kIgnore) or the start is unknown.
+std::optional<int64_t> read_offset(const PartitionReading& r, Uncommitted uncommitted);
 
 struct RuleSettings {
   size_t window = 10;       // samples judged
@@ -98,7 +153,7 @@ struct RuleSettings {
 
 struct PartitionReport {
   PartitionSample sample;
-  std::optional<LagStatus> status;    // none: no committed offset to judge
+  std::optional<LagStatus> status;    // none: no offset to judge (nothing committed, kIgnore)
   std::string reason;                 // why, when not OK
   bool stop_without_members = false;  // STOP judged without knowing the members
   std::vector<int64_t> recent_lags;   // oldest first, for sparklines
@@ -111,6 +166,10 @@ struct GroupReport {
   std::string group_state;
   std::vector<PartitionReport> partitions;
   int64_t total_lag = 0;
+  // The part of total_lag on partitions without a committed offset, and
+  // how many of them were counted so.
+  int64_t assumed_lag = 0;
+  int64_t assumed_partitions = 0;
   std::optional<double> max_lag_seconds;
   LagStatus status = LagStatus::kOk;
   std::string reason;  // the worst partition's, when not OK
@@ -121,9 +180,11 @@ struct GroupReport {
 // judges a subject's samples.
 class LagEngine {
  public:
-  LagEngine(Clock& clock, RuleSettings rules) : clock_(clock), rules_(rules) {}
+  LagEngine(Clock& clock, RuleSettings rules, Uncommitted uncommitted = Uncommitted::kEarliest)
+      : clock_(clock), rules_(rules), uncommitted_(uncommitted) {}
 
-  // A sample taken now. Lag in seconds is now minus the fetched record's
+  // A sample taken now. A reading without a committed offset is counted
+  // as `uncommitted` says. Lag in seconds is now minus the fetched record's
   // timestamp (0 when caught up); where no timestamp was fetched it is
   // estimated from `timelines` (end offsets seen before, by partition).
   LagSample sample(const LagSubject& subject, std::optional<int64_t> members,
@@ -135,18 +196,24 @@ class LagEngine {
   GroupReport report(const std::vector<LagSample>& history) const;
 
   const RuleSettings& rules() const { return rules_; }
+  Uncommitted uncommitted() const { return uncommitted_; }
 
  private:
   Clock& clock_;
   RuleSettings rules_;
+  Uncommitted uncommitted_;
 };
 
 // One partition's state at one sample, for the rules.
 struct PartitionPoint {
   Millis at = 0;
+  // The committed offset, or the assumed one (PartitionSample::position)
+  // where `assumed` is not kIgnore: judged alike, since a consumer would
+  // read from there, but named so in the reasons.
   std::optional<int64_t> committed;
   int64_t end = 0;
   std::optional<Millis> committed_at;
+  Uncommitted assumed = Uncommitted::kIgnore;
 };
 
 struct PartitionVerdict {
@@ -156,7 +223,7 @@ struct PartitionVerdict {
 };
 
 // Burrow's rules over a partition's points (oldest first, the latest last;
-// points without a committed offset are ignored). Up to `window` latest
+// points without an offset are ignored). Up to `window` latest
 // points are judged; the one before them, when there is one, tells
 // whether an offset that did not move in the window had stopped earlier.
 //   OK      the latest lag is within allowed_lag, or a lag in the window is 0
@@ -169,13 +236,13 @@ struct PartitionVerdict {
 //   STALL   the offset never moved in the window while lag stayed above 0
 //   WARN    the offset moved but the lag never decreased
 //   OK      otherwise, and with fewer than two points
-// None when no point has a committed offset.
+// None when no point has an offset.
 std::optional<PartitionVerdict> judge_partition(const std::vector<PartitionPoint>& points,
                                                 std::optional<int64_t> members,
                                                 const RuleSettings& rules);
 
 struct AlertSettings {
-  std::optional<int64_t> max_lag;         // a group's total lag above this
+  std::optional<int64_t> max_lag;         // a group's total lag (assumed lag too) above this
   std::optional<double> max_lag_seconds;  // a partition's time lag above this
   std::optional<LagStatus> fail_on;       // a group's status at this or worse
 };

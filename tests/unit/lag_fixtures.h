@@ -1,5 +1,6 @@
 // What the lag engine's tests and the klag formats' tests share: a
-// group's samples over three minutes, to judge and then to write.
+// group's samples over three minutes, to judge and then to write, and the
+// readings of a group that never committed on half its partitions.
 #pragma once
 
 #include <optional>
@@ -41,6 +42,21 @@ inline std::vector<LagSample> billing_history() {
                 {part("audit", 0, std::nullopt, 7), part("events", 0, 10, 40, 125.5),
                  part("events", 1, 50, 50, 0.0)}),
   };
+}
+
+// kpipe issue 22: `kconsume -g G -c 600` on four partitions committed on
+// two; 76 records wait there, and 324 on the two never committed, whose
+// oldest records were produced 30 and 40 seconds before kT0 (the
+// timestamps klag fetches). `start`: every partition's log start offset.
+inline std::vector<PartitionReading> never_committed_readings(int64_t start = 0) {
+  std::vector<PartitionReading> r = {
+      {"events", 0, 300, 338, std::nullopt, kT0 - 5 * kSecond},
+      {"events", 1, 300, 338, std::nullopt, kT0 - 4 * kSecond},
+      {"events", 2, std::nullopt, 162, std::nullopt, kT0 - 30 * kSecond},
+      {"events", 3, std::nullopt, 162, std::nullopt, kT0 - 40 * kSecond},
+  };
+  for (auto& p : r) p.start = start;
+  return r;
 }
 
 }  // namespace kpipe::lag_test

@@ -111,14 +111,14 @@ TEST_CASE("write_prometheus: HELP and TYPE once per metric, labels escaped", "[l
   std::string out;
   write_prometheus(out, {billing, odd});
   CHECK(out ==
-        "# HELP kpipe_consumer_lag Records between the committed offset and the log end offset.\n"
+        "# HELP kpipe_consumer_lag Records between the committed offset (without one, the offset "
+        "--uncommitted counts from) and the log end offset.\n"
         "# TYPE kpipe_consumer_lag gauge\n"
         "kpipe_consumer_lag{group=\"billing\",topic=\"events\",partition=\"0\"} 30\n"
         "kpipe_consumer_lag{group=\"billing\",topic=\"events\",partition=\"1\"} 0\n"
         "kpipe_consumer_lag{group=\"a\\\"b\\\\c\\nd\",topic=\"t\",partition=\"3\"} 2\n"
-        "# HELP kpipe_consumer_lag_seconds Seconds since the record at the committed offset was "
-        "produced; 0 when "
-        "caught up.\n"
+        "# HELP kpipe_consumer_lag_seconds Seconds since the record at the committed offset "
+        "(without one, the offset --uncommitted counts from) was produced; 0 when caught up.\n"
         "# TYPE kpipe_consumer_lag_seconds gauge\n"
         "kpipe_consumer_lag_seconds{group=\"billing\",topic=\"events\",partition=\"0\"} 125.5\n"
         "kpipe_consumer_lag_seconds{group=\"billing\",topic=\"events\",partition=\"1\"} 0\n"
@@ -147,6 +147,11 @@ TEST_CASE("write_prometheus: HELP and TYPE once per metric, labels escaped", "[l
         "cannot tell).\n"
         "# TYPE kpipe_consumer_group_members gauge\n"
         "kpipe_consumer_group_members{group=\"a\\\"b\\\\c\\nd\"} 2\n"
+        "# HELP kpipe_consumer_group_uncommitted_partitions Partitions counted by --uncommitted: "
+        "the group consumes their topic but has committed nothing on them.\n"
+        "# TYPE kpipe_consumer_group_uncommitted_partitions gauge\n"
+        "kpipe_consumer_group_uncommitted_partitions{group=\"billing\"} 0\n"
+        "kpipe_consumer_group_uncommitted_partitions{group=\"a\\\"b\\\\c\\nd\"} 0\n"
         "# HELP kpipe_lag_sample_timestamp_seconds When klag took the sample, in seconds since the "
         "epoch.\n"
         "# TYPE kpipe_lag_sample_timestamp_seconds gauge\n"
@@ -173,4 +178,196 @@ TEST_CASE("sparkline scales from zero to the largest value", "[lag][output]") {
   CHECK(sparkline({0, 0}) == "▁▁");
   CHECK(sparkline({5}) == "█");
   CHECK(sparkline({}).empty());
+}
+
+TEST_CASE("write_ndjson: a partition never committed on says what was assumed (issue 22)",
+          "[lag][output][uncommitted]") {
+  FakeClock clock(kT0);
+  for (Uncommitted u : {Uncommitted::kEarliest, Uncommitted::kLatest, Uncommitted::kIgnore}) {
+    LagEngine engine(clock, {3, 0}, u);
+    std::string out;
+    write_ndjson(out, engine.report({engine.sample({LagSubject::Kind::kGroup, "g"}, std::nullopt,
+                                                   "", never_committed_readings())}));
+    std::vector<std::string> lines;
+    for (size_t at = 0, nl; (nl = out.find('\n', at)) != std::string::npos; at = nl + 1)
+      lines.push_back(out.substr(at, nl - at));
+    REQUIRE(lines.size() == 6);
+    CHECK(lines[0] ==
+          "{\"group\":\"g\",\"topic\":\"events\",\"partition\":0,\"committed\":300,\"end\":338,"
+          "\"lag\":38,\"lag_seconds\":5,\"status\":\"OK\"}");
+    switch (u) {
+      case Uncommitted::kEarliest:
+        CHECK(lines[3] ==
+              "{\"group\":\"g\",\"topic\":\"events\",\"partition\":3,\"committed\":null,"
+              "\"assumed\":\"earliest\",\"end\":162,\"lag\":162,\"lag_seconds\":40,\"status\":"
+              "\"OK\"}");
+        CHECK(lines[4] ==
+              "{\"group\":\"g\",\"topic\":\"events\",\"partitions\":4,\"lag\":400,\"lag_seconds\":"
+              "40}");
+        CHECK(lines[5] ==
+              "{\"group\":\"g\",\"at\":\"2026-11-29T10:00:00.000Z\",\"partitions\":4,\"lag\":400,"
+              "\"lag_seconds\":40,\"status\":\"OK\",\"members\":null}");
+        break;
+      case Uncommitted::kLatest:
+        CHECK(lines[3] ==
+              "{\"group\":\"g\",\"topic\":\"events\",\"partition\":3,\"committed\":null,"
+              "\"assumed\":\"latest\",\"end\":162,\"lag\":0,\"lag_seconds\":0,\"status\":\"OK\"}");
+        CHECK(
+            lines[4] ==
+            "{\"group\":\"g\",\"topic\":\"events\",\"partitions\":4,\"lag\":76,\"lag_seconds\":5}");
+        break;
+      case Uncommitted::kIgnore:
+        CHECK(
+            lines[3] ==
+            "{\"group\":\"g\",\"topic\":\"events\",\"partition\":3,\"committed\":null,\"end\":162,"
+            "\"lag\":null,\"lag_seconds\":null,\"status\":null}");
+        CHECK(
+            lines[4] ==
+            "{\"group\":\"g\",\"topic\":\"events\",\"partitions\":4,\"lag\":76,\"lag_seconds\":5}");
+        break;
+    }
+  }
+}
+
+TEST_CASE("render_table: an assumed offset is marked, and the note says from where",
+          "[lag][output][uncommitted]") {
+  FakeClock clock(kT0);
+  LagEngine engine(clock, {3, 0});
+  GroupReport r = engine.report({engine.sample({LagSubject::Kind::kGroup, "g"}, std::nullopt, "",
+                                               never_committed_readings(7))});
+  CHECK(render_table({r}, false) ==
+        "GROUP  TOPIC   PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG  LAG-SECONDS  STATUS\n"
+        "g      events          0            300              338   38          5.0  OK\n"
+        "g      events          1            300              338   38          4.0  OK\n"
+        "g      events          2              7*             162  155         30.0  OK\n"
+        "g      events          3              7*             162  155         40.0  OK\n"
+        "g      TOTAL                                              386         40.0  OK\n"
+        "* nothing committed: counted from the log start offset, where a consumer with "
+        "auto.offset.reset=earliest begins (--uncommitted earliest)\n");
+  LagEngine latest(clock, {3, 0}, Uncommitted::kLatest);
+  std::string at_end =
+      render_table({latest.report({latest.sample({LagSubject::Kind::kGroup, "g"}, std::nullopt, "",
+                                                 never_committed_readings())})},
+                   false);
+  CHECK(at_end.find(
+            "g      events          2            162*             162    0          0.0  OK\n") !=
+        std::string::npos);
+  CHECK(
+      at_end.ends_with("* nothing committed: counted from the log end offset, where a consumer "
+                       "with auto.offset.reset=latest begins (--uncommitted latest)\n"));
+  // Nothing assumed: no mark, no note.
+  LagEngine ignoring(clock, {3, 0}, Uncommitted::kIgnore);
+  std::string old =
+      render_table({ignoring.report({ignoring.sample({LagSubject::Kind::kGroup, "g"}, std::nullopt,
+                                                     "", never_committed_readings())})},
+                   false);
+  CHECK(old.find('*') == std::string::npos);
+}
+
+TEST_CASE("write_prometheus: partitions never committed on have lag series, and are counted",
+          "[lag][output][uncommitted]") {
+  FakeClock clock(kT0);
+  LagEngine engine(clock, {3, 0});
+  std::string out;
+  write_prometheus(out, {engine.report({engine.sample({LagSubject::Kind::kGroup, "g"}, 2, "Stable",
+                                                      never_committed_readings())})});
+  CHECK(out.find("kpipe_consumer_lag{group=\"g\",topic=\"events\",partition=\"3\"} 162\n") !=
+        std::string::npos);
+  CHECK(out.find("kpipe_consumer_lag_seconds{group=\"g\",topic=\"events\",partition=\"3\"} 40\n") !=
+        std::string::npos);
+  // Nothing was committed: no committed offset series.
+  CHECK(out.find("kpipe_consumer_committed_offset{group=\"g\",topic=\"events\",partition=\"3\"}") ==
+        std::string::npos);
+  CHECK(out.find("kpipe_consumer_group_lag{group=\"g\"} 400\n") != std::string::npos);
+  CHECK(out.find("kpipe_consumer_group_uncommitted_partitions{group=\"g\"} 2\n") !=
+        std::string::npos);
+}
+
+TEST_CASE("--granularity topic: a line per group and topic", "[lag][output][granularity]") {
+  FakeClock clock(kT0);
+  LagEngine engine(clock, {3, 0});
+  GroupReport billing = engine.report(billing_history());
+  std::string out;
+  write_ndjson(out, billing, Granularity::kTopic);
+  CHECK(out ==
+        "{\"group\":\"billing\",\"topic\":\"audit\",\"partitions\":1,\"uncommitted\":0,\"lag\":0,"
+        "\"lag_seconds\":null,\"status\":null}\n"
+        "{\"group\":\"billing\",\"topic\":\"events\",\"partitions\":2,\"uncommitted\":0,\"lag\":30,"
+        "\"lag_seconds\":125.5,\"status\":\"STALL\"}\n"
+        "{\"group\":\"billing\",\"at\":\"2026-11-29T10:02:00.000Z\",\"partitions\":3,\"lag\":30,"
+        "\"lag_seconds\":125.5,\"status\":\"STALL\",\"reason\":\"events [0]: offset 10 did not "
+        "move in 3 samples over 2m while lag stayed above 0 (now 30)\",\"members\":null}\n");
+  GroupReport g = engine.report({engine.sample({LagSubject::Kind::kGroup, "g"}, std::nullopt, "",
+                                               never_committed_readings())});
+  CHECK(render_table({billing, g}, true, Granularity::kTopic) ==
+        "GROUP    TOPIC   PARTITIONS  LAG  LAG-SECONDS  STATUS  TREND\n"
+        "billing  audit           1     0            -  -\n"
+        "billing  events          2    30        125.5  STALL   ▃▆█\n"
+        "billing  TOTAL           3    30        125.5  STALL\n"
+        "g        events          4*  400         40.0  OK      █\n"
+        "g        TOTAL           4   400         40.0  OK\n"
+        "* nothing committed on some partitions: counted from the log start offset, where a "
+        "consumer with auto.offset.reset=earliest begins (--uncommitted earliest)\n");
+  std::string prom;
+  write_prometheus(prom, {g}, {Granularity::kTopic, MetricNames::kKpipe});
+  CHECK(prom.find("# HELP kpipe_consumer_lag Records between the committed offset (without one, "
+                  "the offset --uncommitted counts from) and the log end offset. Summed over the "
+                  "topic's partitions.\n") != std::string::npos);
+  CHECK(prom.find("kpipe_consumer_lag{group=\"g\",topic=\"events\"} 400\n") != std::string::npos);
+  CHECK(prom.find("kpipe_consumer_lag_seconds{group=\"g\",topic=\"events\"} 40\n") !=
+        std::string::npos);
+  // Only the committed partitions have an offset to sum.
+  CHECK(prom.find("kpipe_consumer_committed_offset{group=\"g\",topic=\"events\"} 600\n") !=
+        std::string::npos);
+  CHECK(prom.find("kpipe_log_end_offset{group=\"g\",topic=\"events\"} 1000\n") !=
+        std::string::npos);
+  CHECK(prom.find("partition=") == std::string::npos);
+}
+
+TEST_CASE("--metric-names kafka_exporter: its names and labels", "[lag][output][exporter]") {
+  FakeClock clock(kT0);
+  LagEngine engine(clock, {3, 0});
+  auto readings = never_committed_readings(0);
+  GroupReport g =
+      engine.report({engine.sample({LagSubject::Kind::kGroup, "g"}, 2, "Stable", readings)});
+  readings.pop_back();
+  GroupReport h =
+      engine.report({engine.sample({LagSubject::Kind::kGroup, "h"}, 0, "Empty", readings)});
+  std::string out;
+  write_prometheus(out, {g, h}, {Granularity::kPartition, MetricNames::kKafkaExporter});
+  auto has = [&](const std::string& line) {
+    INFO(line);
+    CHECK(out.find(line + "\n") != std::string::npos);
+  };
+  has("# TYPE kafka_consumergroup_lag gauge");
+  has("kafka_consumergroup_lag{consumergroup=\"g\",topic=\"events\",partition=\"0\"} 38");
+  has("kafka_consumergroup_lag{consumergroup=\"g\",topic=\"events\",partition=\"3\"} 162");
+  has("kafka_consumergroup_lag_sum{consumergroup=\"g\",topic=\"events\"} 400");
+  has("kafka_consumergroup_lag_sum{consumergroup=\"h\",topic=\"events\"} 238");
+  has("kafka_consumergroup_current_offset{consumergroup=\"g\",topic=\"events\",partition=\"1\"} "
+      "300");
+  has("kafka_consumergroup_current_offset_sum{consumergroup=\"g\",topic=\"events\"} 600");
+  has("kpipe_consumer_lag_seconds{consumergroup=\"g\",topic=\"events\",partition=\"3\"} 40");
+  has("kafka_consumergroup_members{consumergroup=\"g\"} 2");
+  has("kafka_topic_partition_current_offset{topic=\"events\",partition=\"0\"} 338");
+  has("kafka_topic_partition_oldest_offset{topic=\"events\",partition=\"3\"} 0");
+  has("kpipe_consumer_group_uncommitted_partitions{consumergroup=\"g\"} 2");
+  has("kpipe_consumer_group_status{consumergroup=\"h\",status=\"OK\"} 1");
+  // Nothing committed on partition 2: no committed offset series. A topic
+  // partition is written once, whatever the groups reading it.
+  CHECK(out.find("kafka_consumergroup_current_offset{consumergroup=\"g\",topic=\"events\","
+                 "partition=\"2\"}") == std::string::npos);
+  size_t once = out.find("kafka_topic_partition_current_offset{topic=\"events\",partition=\"0\"}");
+  REQUIRE(once != std::string::npos);
+  CHECK(out.find("kafka_topic_partition_current_offset{topic=\"events\",partition=\"0\"}",
+                 once + 1) == std::string::npos);
+  CHECK(out.find("kpipe_consumer_lag{") == std::string::npos);
+  CHECK(out.find("{group=\"") == std::string::npos);
+
+  std::string topics;
+  write_prometheus(topics, {g, h}, {Granularity::kTopic, MetricNames::kKafkaExporter});
+  CHECK(topics.find("kafka_consumergroup_lag_sum{consumergroup=\"g\",topic=\"events\"} 400\n") !=
+        std::string::npos);
+  CHECK(topics.find("partition=") == std::string::npos);
+  CHECK(topics.find("kafka_consumergroup_lag{") == std::string::npos);
 }

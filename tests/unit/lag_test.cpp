@@ -286,3 +286,184 @@ TEST_CASE("check_alerts: thresholds each way", "[lag][alerts]") {
         "stayed above 0 (now 30)");
   CHECK(check_alerts(reports, {1, 1, LagStatus::kStall}).size() == 3);
 }
+
+TEST_CASE("--uncommitted: names and a mistyped mode", "[lag][uncommitted]") {
+  CHECK(*parse_uncommitted("earliest") == Uncommitted::kEarliest);
+  CHECK(*parse_uncommitted("latest") == Uncommitted::kLatest);
+  CHECK(*parse_uncommitted("ignore") == Uncommitted::kIgnore);
+  CHECK(std::string(uncommitted_name(Uncommitted::kEarliest)) == "earliest");
+  auto typo = parse_uncommitted("earlist");
+  REQUIRE_FALSE(typo);
+  CHECK(typo.error().status == ExitStatus::kUsage);
+  CHECK(typo.error().message == "unknown --uncommitted 'earlist', did you mean 'earliest'?");
+}
+
+TEST_CASE("partition lag without a committed offset counts from the assumed offset",
+          "[lag][uncommitted]") {
+  PartitionSample p{"t", 0, std::nullopt, 150, std::nullopt, std::nullopt};
+  p.start = 20;
+  CHECK_FALSE(p.lag());  // kIgnore: nothing to count from
+  CHECK_FALSE(p.is_assumed());
+  p.assumed = Uncommitted::kEarliest;
+  CHECK(p.is_assumed());
+  CHECK(*p.position() == 20);
+  CHECK(*p.lag() == 130);
+  p.assumed = Uncommitted::kLatest;
+  CHECK(*p.position() == 150);
+  CHECK(*p.lag() == 0);
+  // A committed offset wins over any assumption.
+  p.committed = 100;
+  CHECK_FALSE(p.is_assumed());
+  CHECK(*p.lag() == 50);
+  // Earliest without a known log start: nothing to count.
+  PartitionSample unknown{"t", 0, std::nullopt, 150, std::nullopt, std::nullopt};
+  unknown.assumed = Uncommitted::kEarliest;
+  CHECK_FALSE(unknown.lag());
+}
+
+TEST_CASE("read_offset: the record whose timestamp is the lag in seconds", "[lag][uncommitted]") {
+  PartitionReading r{"t", 0, 40, 100, std::nullopt, std::nullopt};
+  r.start = 10;
+  CHECK(*read_offset(r, Uncommitted::kIgnore) == 40);
+  // Deleted by retention: the oldest record left.
+  r.committed = 5;
+  CHECK(*read_offset(r, Uncommitted::kEarliest) == 10);
+  r.committed = 100;
+  CHECK_FALSE(read_offset(r, Uncommitted::kEarliest));  // caught up
+  r.committed.reset();
+  CHECK(*read_offset(r, Uncommitted::kEarliest) == 10);
+  CHECK_FALSE(read_offset(r, Uncommitted::kLatest));
+  CHECK_FALSE(read_offset(r, Uncommitted::kIgnore));
+  r.start = 100;  // an empty log: nothing to read
+  CHECK_FALSE(read_offset(r, Uncommitted::kEarliest));
+}
+
+TEST_CASE("a partition never committed on is lag, not nothing (issue 22)", "[lag][uncommitted]") {
+  FakeClock clock(kT0);
+  LagEngine engine(clock, {3, 0});
+  REQUIRE(engine.uncommitted() == Uncommitted::kEarliest);  // the default
+  LagSample s =
+      engine.sample({LagSubject::Kind::kGroup, "g"}, std::nullopt, "", never_committed_readings());
+  REQUIRE(s.partitions.size() == 4);
+  CHECK(s.partitions[2].assumed == Uncommitted::kEarliest);
+  CHECK_FALSE(s.partitions[2].committed);
+  CHECK(*s.partitions[2].lag() == 162);
+  // Behind by the age of the oldest record, read at the log start.
+  CHECK(*s.partitions[3].lag_seconds == 40.0);
+  GroupReport r = engine.report({s});
+  CHECK(r.total_lag == 400);
+  CHECK(r.assumed_lag == 324);
+  CHECK(r.assumed_partitions == 2);
+  CHECK(*r.max_lag_seconds == 40.0);
+  // Judged like committed partitions: one sample is OK.
+  CHECK(*r.partitions[3].status == LagStatus::kOk);
+  CHECK(check_alerts({r}, {100, std::nullopt, std::nullopt}) ==
+        std::vector<std::string>{
+            "group 'g': lag 400 is over --max-lag 100 (324 of it on 2 partitions without a "
+            "committed offset)"});
+  CHECK(
+      check_alerts({r}, {std::nullopt, 35, std::nullopt}) ==
+      std::vector<std::string>{"group 'g': events [3] is 40.0s behind, over --max-lag-seconds 35"});
+
+  // --uncommitted ignore: the figure klag gave before, and no alert.
+  LagEngine ignoring(clock, {3, 0}, Uncommitted::kIgnore);
+  GroupReport old = ignoring.report({ignoring.sample({LagSubject::Kind::kGroup, "g"}, std::nullopt,
+                                                     "", never_committed_readings())});
+  CHECK(old.total_lag == 76);
+  CHECK(old.assumed_partitions == 0);
+  CHECK_FALSE(old.partitions[2].status);
+  CHECK_FALSE(old.partitions[2].sample.lag_seconds);
+  CHECK(*old.max_lag_seconds == 5.0);
+  CHECK(check_alerts({old}, {100, 35, std::nullopt}).empty());
+
+  // --uncommitted latest: no lag, but marked.
+  LagEngine latest(clock, {3, 0}, Uncommitted::kLatest);
+  GroupReport at_end = latest.report({latest.sample({LagSubject::Kind::kGroup, "g"}, std::nullopt,
+                                                    "", never_committed_readings())});
+  CHECK(at_end.total_lag == 76);
+  CHECK(at_end.assumed_lag == 0);
+  CHECK(at_end.assumed_partitions == 2);
+  CHECK(at_end.partitions[2].sample.is_assumed());
+  CHECK(*at_end.partitions[2].sample.lag_seconds == 0.0);
+  CHECK(*at_end.partitions[2].status == LagStatus::kOk);
+}
+
+TEST_CASE("an uncommitted partition whose records wait unread stalls, then stops",
+          "[lag][uncommitted][rules]") {
+  FakeClock clock(kT0);
+  LagEngine engine(clock, {3, 0});
+  std::vector<LagSample> history;
+  for (int i = 0; i < 4; ++i) {
+    PartitionReading r{"events", 2, std::nullopt, 100 + 10 * i, std::nullopt, std::nullopt};
+    r.start = 0;
+    history.push_back(engine.sample({LagSubject::Kind::kGroup, "g"}, 1, "Stable", {r}));
+    clock.advance(kMinute);
+  }
+  std::vector<LagSample> window(history.begin(), history.begin() + 3);
+  GroupReport stall = engine.report(window);
+  CHECK(stall.status == LagStatus::kStall);
+  CHECK(stall.reason ==
+        "events [2]: offset 0 (nothing committed: the log start) did not move in 3 samples over "
+        "2m while lag stayed above 0 (now 120)");
+  CHECK(stall.partitions[0].recent_lags == std::vector<int64_t>{100, 110, 120});
+  for (auto& s : history) s.members = 0;
+  GroupReport stop = engine.report(history);
+  CHECK(stop.status == LagStatus::kStop);
+  CHECK(stop.reason.starts_with(
+      "events [2]: offset 0 (nothing committed: the log start) has not moved for longer"));
+}
+
+TEST_CASE("a committed offset that disappears is a REWIND to the log start",
+          "[lag][uncommitted][rules]") {
+  FakeClock clock(kT0);
+  LagEngine engine(clock, {3, 0});
+  PartitionReading r{"events", 0, 50, 80, std::nullopt, std::nullopt};
+  r.start = 10;
+  std::vector<LagSample> history;
+  history.push_back(engine.sample({LagSubject::Kind::kGroup, "g"}, 1, "Stable", {r}));
+  clock.advance(kMinute);
+  r.committed.reset();  // the group's offsets expired
+  history.push_back(engine.sample({LagSubject::Kind::kGroup, "g"}, 1, "Stable", {r}));
+  GroupReport rewind = engine.report(history);
+  CHECK(rewind.status == LagStatus::kRewind);
+  CHECK(rewind.reason ==
+        "events [0]: the offset went back from 50 to 10 (nothing committed: the log start)");
+}
+
+TEST_CASE("GroupSelector: names, and patterns matching whole group ids", "[lag][groups]") {
+  CHECK_FALSE(GroupSelector::is_pattern("billing"));
+  CHECK_FALSE(GroupSelector::is_pattern("billing.v2"));  // a dotted name, not a pattern
+  CHECK(GroupSelector::is_pattern("billing-.*"));
+  CHECK(GroupSelector::is_pattern("a|b"));
+  CHECK(GroupSelector::is_pattern("^billing$"));
+  auto g = GroupSelector::create({"payments", "billing-.*", "payments", "aud[i]t"}, false);
+  REQUIRE(g);
+  CHECK(g->lists());
+  CHECK(g->names() == std::vector<std::string>{"payments"});
+  CHECK(g->describe() == "-g 'billing-.*', -g 'aud[i]t'");
+  // The names first, then what the patterns match, sorted, each once; a
+  // pattern matches the whole id, not a part of it.
+  CHECK(g->select({"billing-b", "payments", "xbilling-c", "audit", "billing-a", "audits"}) ==
+        std::vector<std::string>{"payments", "audit", "billing-a", "billing-b"});
+  // A name is sampled whether or not the cluster lists it.
+  CHECK(g->select({}) == std::vector<std::string>{"payments"});
+
+  auto names = GroupSelector::create({"a", "b.c"}, false);
+  REQUIRE(names);
+  CHECK_FALSE(names->lists());
+  CHECK(names->select({"x", "bxc"}) == std::vector<std::string>{"a", "b.c"});
+
+  auto all = GroupSelector::create({}, true);
+  REQUIRE(all);
+  CHECK(all->lists());
+  CHECK(all->describe() == "--all-groups");
+  CHECK(all->select({"z", "a", "a"}) == std::vector<std::string>{"a", "z"});
+
+  auto bad = GroupSelector::create({"billing-(.*"}, false);
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().status == ExitStatus::kUsage);
+  CHECK(bad.error().message.starts_with("-g 'billing-(.*' is not a regular expression: "));
+  auto empty = GroupSelector::create({""}, false);
+  REQUIRE_FALSE(empty);
+  CHECK(empty.error().message == "-g: the group name is empty");
+}

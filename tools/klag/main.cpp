@@ -11,7 +11,10 @@ int main(int argc, char** argv) {
   status->callback([&o] { o.status_only = true; });
   // Options both forms take; only the sampling form asks a broker.
   for (CLI::App* a : {&app, status}) {
-    a->add_option("-g,--group", o.groups, "Consumer group (repeatable)")->type_name("GROUP");
+    a->add_option("-g,--group", o.groups,
+                  "Consumer group, or a regular expression its whole name matches (repeatable)")
+        ->type_name("GROUP");
+    a->add_flag("--all-groups", o.all_groups, "Every consumer group the cluster lists");
     a->add_option("--state", o.state, "A kpipe pipeline's state database instead of a group")
         ->type_name("STORE");
     a->add_option("--history", o.history, "SQLite file of samples: each run appends one")
@@ -19,6 +22,14 @@ int main(int argc, char** argv) {
     a->add_option("--format", o.format,
                   "table, ndjson or prometheus (default: table on a terminal)")
         ->type_name("FORMAT");
+    a->add_option("--granularity", o.granularity,
+                  "partition, or topic: a row per group and topic, its partitions summed")
+        ->default_val("partition")
+        ->type_name("G");
+    a->add_option("--metric-names", o.metric_names,
+                  "kpipe, or kafka_exporter: its metric names for --format prometheus")
+        ->default_val("kpipe")
+        ->type_name("NAMES");
     a->add_option("--window", o.window, "Samples judged by the status rules")
         ->default_val(10)
         ->type_name("N");
@@ -36,8 +47,13 @@ int main(int argc, char** argv) {
   }
   program.add_kafka(o.kafka);
   app.add_option("-t,--topic", o.topics,
-                 "Only this topic (repeatable; default: every topic the group committed on)")
+                 "Only this topic (repeatable; default: every topic the group consumes)")
       ->type_name("TOPIC");
+  app.add_option("--uncommitted", o.uncommitted,
+                 "A partition without a committed offset counts from: earliest (its log start), "
+                 "latest (no lag) or ignore")
+      ->default_val("earliest")
+      ->type_name("MODE");
   app.add_flag("--no-fetch", o.no_fetch,
                "Estimate lag seconds from --history instead of reading one record each");
   app.add_option("--watch", o.watch, "Sample again every D until interrupted")->type_name("D");

@@ -3,11 +3,13 @@
 // the timestamps of the records the offsets point at.
 #include "kpipe/kafka/client.h"
 
+#include "kpipe/kafka/admin.h"
 #include "kpipe/kafka/internal.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <set>
 
 namespace kpipe {
 
@@ -186,6 +188,143 @@ Expected<std::vector<std::optional<Millis>>> GroupReader::record_timestamps(
         "no record arrived within {} from {} partition{}: their lag in seconds is unknown",
         format_duration(config_.timeout), left, left == 1 ? "" : "s"));
   return out;
+}
+
+// --- GroupAdmin ------------------------------------------------------------
+
+namespace {
+
+// Kafka's protocol types, big-endian.
+class WireReader {
+ public:
+  explicit WireReader(std::string_view bytes) : bytes_(bytes) {}
+  bool int16(int16_t& v) { return fixed(v); }
+  bool int32(int32_t& v) { return fixed(v); }
+  bool string(std::string& v) {
+    int16_t n = 0;
+    if (!int16(n) || n < 0 || static_cast<size_t>(n) > bytes_.size() - at_) return false;
+    v.assign(bytes_.substr(at_, static_cast<size_t>(n)));
+    at_ += static_cast<size_t>(n);
+    return true;
+  }
+
+ private:
+  template <typename T>
+  bool fixed(T& v) {
+    if (bytes_.size() - at_ < sizeof(T)) return false;
+    uint64_t u = 0;
+    for (size_t i = 0; i < sizeof(T); ++i)
+      u = (u << 8) | static_cast<unsigned char>(bytes_[at_ + i]);
+    at_ += sizeof(T);
+    v = static_cast<T>(u);
+    return true;
+  }
+  std::string_view bytes_;
+  size_t at_ = 0;
+};
+
+}  // namespace
+
+std::optional<std::vector<TopicPartition>> parse_consumer_assignment(std::string_view bytes) {
+  // Version, [Topic Partitions], UserData: the user data is the assignor's
+  // own (the sticky assignors' generation) and says nothing of partitions.
+  WireReader in(bytes);
+  int16_t version = 0;
+  int32_t topics = 0;
+  if (!in.int16(version) || version < 0 || !in.int32(topics)) return std::nullopt;
+  std::vector<TopicPartition> out;
+  for (int32_t t = 0; t < topics; ++t) {
+    std::string topic;
+    int32_t count = 0;
+    if (!in.string(topic) || !in.int32(count)) return std::nullopt;
+    for (int32_t k = 0; k < count; ++k) {
+      int32_t p = 0;
+      if (!in.int32(p)) return std::nullopt;
+      out.push_back({topic, p});
+    }
+  }
+  return out;
+}
+
+GroupAdmin::GroupAdmin(const KafkaConfig& config, Reporter& reporter)
+    : KafkaClient(config, reporter) {}
+
+GroupAdmin::~GroupAdmin() {
+  // Never subscribed: closing leaves no group.
+  if (handle_->rk != nullptr) rd_kafka_consumer_close(handle_->rk);
+}
+
+Expected<std::unique_ptr<GroupAdmin>> GroupAdmin::create(const KafkaConfig& base,
+                                                         Reporter& reporter) {
+  // A consumer handle, as GroupReader's: the properties users give klag
+  // for its readers then apply without a producer's warnings.
+  KafkaConfig config = consumer_config(base, "");
+  std::unique_ptr<GroupAdmin> admin(new GroupAdmin(config, reporter));
+  KPIPE_TRY(new_handle(RD_KAFKA_CONSUMER, config, *admin->handle_));
+  KPIPE_TRY(admin->wait_until_reachable());
+  return admin;
+}
+
+Expected<GroupMembers> GroupAdmin::members(const std::string& group) {
+  GroupMembers m;
+  const struct rd_kafka_group_list* list = nullptr;
+  // The legacy call, as GroupReader::describe(): librdkafka 2.0.2's
+  // DescribeConsumerGroups waits out its whole timeout on a broker that
+  // lacks it, where this one answers at once.
+  rd_kafka_resp_err_t err =
+      rd_kafka_list_groups(handle_->rk, group.c_str(), &list, timeout_ms(config_.timeout));
+  if (err == RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE) return m;
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR__PARTIAL)
+    return broker_error(fmt::format("cannot describe group '{}'", group), rd_kafka_err2str(err));
+  m.described = true;
+  std::set<TopicPartition> assigned;
+  Status problem;
+  for (int i = 0; i < list->group_cnt && problem.ok(); ++i) {
+    const auto& g = list->groups[i];
+    if (group != g.group || g.err == RD_KAFKA_RESP_ERR_GROUP_ID_NOT_FOUND) continue;
+    if (g.err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      problem = failure("cannot describe group '{}': {}", group, rd_kafka_err2str(g.err));
+      break;
+    }
+    m.protocol_type = g.protocol_type != nullptr ? g.protocol_type : "";
+    m.members = g.member_cnt;
+    if (m.protocol_type != "consumer") continue;
+    for (int k = 0; k < g.member_cnt; ++k) {
+      const auto& member = g.members[k];
+      if (member.member_assignment == nullptr || member.member_assignment_size <= 0) continue;
+      auto parts = parse_consumer_assignment({static_cast<const char*>(member.member_assignment),
+                                              static_cast<size_t>(member.member_assignment_size)});
+      // A member mid-rebalance may hold none yet; one that is not
+      // readable is left out rather than failing the whole answer.
+      if (!parts) {
+        reporter_.warning(fmt::format("group '{}': the assignment of member '{}' is unreadable",
+                                      group, member.member_id));
+        continue;
+      }
+      assigned.insert(parts->begin(), parts->end());
+    }
+  }
+  rd_kafka_group_list_destroy(list);
+  KPIPE_TRY(problem);
+  m.assigned.assign(assigned.begin(), assigned.end());
+  return m;
+}
+
+Expected<std::optional<std::vector<std::string>>> GroupAdmin::group_ids() {
+  const struct rd_kafka_group_list* list = nullptr;
+  rd_kafka_resp_err_t err =
+      rd_kafka_list_groups(handle_->rk, nullptr, &list, timeout_ms(config_.timeout));
+  if (err == RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE)
+    return std::optional<std::vector<std::string>>();
+  // Partial: some broker did not answer in time; its groups would be
+  // missing without a word, so that is an error too.
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return broker_error("cannot list the consumer groups", rd_kafka_err2str(err));
+  std::set<std::string> ids;
+  for (int i = 0; i < list->group_cnt; ++i)
+    if (list->groups[i].group != nullptr) ids.insert(list->groups[i].group);
+  rd_kafka_group_list_destroy(list);
+  return std::optional<std::vector<std::string>>(std::vector<std::string>(ids.begin(), ids.end()));
 }
 
 }  // namespace kpipe

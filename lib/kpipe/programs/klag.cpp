@@ -8,6 +8,7 @@
 #include <set>
 
 #include "kpipe/choices.h"
+#include "kpipe/kafka/admin.h"
 #include "kpipe/kafka/client.h"
 #include "kpipe/lag.h"
 #include "kpipe/lag_format.h"
@@ -29,21 +30,27 @@ struct Settings {
   Millis watch = 0;
   Millis keep = 0;
   RuleSettings rules;
+  Uncommitted uncommitted = Uncommitted::kEarliest;
+  PrometheusOptions output;  // its granularity is the other formats' too
   AlertSettings alerts;
+  GroupSelector groups;
+  // The groups named, or the state file; a pattern's groups, and every
+  // group's with --all-groups, are known once the cluster is asked.
   std::vector<LagSubject> subjects;
   size_t depth() const { return std::max(rules.window + 1, kTrendSamples); }
 };
 
 Expected<Settings> resolve(const LagOptions& o, const Io& io) {
   Settings s;
-  if (o.groups.empty() && o.state.empty()) return usage_error("give -g GROUP or --state FILE");
-  if (!o.groups.empty() && !o.state.empty())
-    return usage_error("give -g GROUP or --state FILE, not both");
-  std::set<std::string> seen;
-  for (const auto& g : o.groups) {
-    if (g.empty()) return usage_error("-g: the group name is empty");
-    if (seen.insert(g).second) s.subjects.push_back({LagSubject::Kind::kGroup, g});
-  }
+  bool groups = !o.groups.empty() || o.all_groups;
+  if (!groups && o.state.empty()) return usage_error("give -g GROUP or --state FILE");
+  if (groups && !o.state.empty()) return usage_error("give -g GROUP or --state FILE, not both");
+  if (o.all_groups && !o.groups.empty())
+    return usage_error("--all-groups takes every group: give no -g with it");
+  auto selector = GroupSelector::create(o.groups, o.all_groups);
+  if (!selector) return selector.take_error();
+  s.groups = std::move(*selector);
+  for (const auto& g : s.groups.names()) s.subjects.push_back({LagSubject::Kind::kGroup, g});
   // A PostgreSQL target is shown, in messages, output and history, without
   // its password (kpipe(7), STORES); the Sampler opens o.state itself.
   if (!o.state.empty()) s.subjects.push_back({LagSubject::Kind::kState, display_target(o.state)});
@@ -54,6 +61,22 @@ Expected<Settings> resolve(const LagOptions& o, const Io& io) {
     if (!f) return f.take_error();
     s.format = static_cast<Format>(*f);
   }
+  auto granularity = parse_granularity(o.granularity);
+  if (!granularity) return granularity.take_error();
+  s.output.granularity = *granularity;
+  auto names = parse_metric_names(o.metric_names);
+  if (!names) return names.take_error();
+  s.output.names = *names;
+  if (s.output.names == MetricNames::kKafkaExporter) {
+    if (s.format != Format::kPrometheus)
+      return usage_error("--metric-names names the metrics of --format prometheus: give that too");
+    if (!o.state.empty())
+      return usage_error(
+          "--metric-names kafka_exporter labels consumer groups, not a state file: give -g");
+  }
+  auto uncommitted = parse_uncommitted(o.uncommitted);
+  if (!uncommitted) return uncommitted.take_error();
+  s.uncommitted = *uncommitted;
   if (o.window < 2) return usage_error("--window must be at least 2 (the rules compare samples)");
   s.rules.window = static_cast<size_t>(o.window);
   if (o.allowed_lag < 0) return usage_error("--allowed-lag must not be negative");
@@ -95,13 +118,22 @@ Expected<Settings> resolve(const LagOptions& o, const Io& io) {
 // Where one subject's offsets come from, and the broker behind them.
 class Sampler {
  public:
-  Sampler(const LagOptions& options, LagSubject subject, LagEngine& engine, LagHistory* history,
-          Io& io)
+  // `listed`: a group found by listing the cluster's (a -g pattern,
+  // --all-groups), not named.
+  Sampler(const LagOptions& options, LagSubject subject, bool listed, LagEngine& engine,
+          LagHistory* history, Io& io)
       : options_(options),
         subject_(std::move(subject)),
+        listed_(listed),
         engine_(engine),
         history_(history),
         io_(io) {}
+
+  // After sample() failed: whether only because the group has nothing to
+  // show (it does not exist, or has committed nothing and has no member
+  // assigned anything), which ends no run over listed groups.
+  bool empty() const { return empty_; }
+  bool listed() const { return listed_; }
 
   Expected<LagSample> sample(const KafkaConfig& config) {
     if (!reader_) {
@@ -110,11 +142,12 @@ class Sampler {
       if (!reader) return reader.take_error();
       reader_ = std::move(*reader);
     }
+    empty_ = false;
     std::vector<PartitionReading> readings;
     std::optional<int64_t> members;
     std::string group_state;
     if (is_group()) {
-      auto found = read_group(readings, members, group_state);
+      auto found = read_group(config, readings, members, group_state);
       if (!found.ok()) return found.take_error();
     } else {
       KPIPE_TRY(read_state(readings));
@@ -128,10 +161,10 @@ class Sampler {
     for (size_t i = 0; i < readings.size(); ++i) {
       auto& r = readings[i];
       r.end = (*marks)[i].high;
-      if (!r.committed || *r.committed >= r.end) continue;
-      // Below the log start, the record is gone: the oldest one left is
-      // the best answer there is.
-      lagging.push_back({r.topic, r.partition, std::max(*r.committed, (*marks)[i].low)});
+      r.start = (*marks)[i].low;
+      auto from = read_offset(r, engine_.uncommitted());
+      if (!from) continue;
+      lagging.push_back({r.topic, r.partition, *from});
       lagging_index.push_back(i);
     }
     warn_uncommitted(readings);
@@ -150,9 +183,11 @@ class Sampler {
         auto& r = readings[lagging_index[k]];
         r.record_timestamp = (*stamps)[k];
         // Nothing to read up to the end: what lies between the committed
-        // offset and the end is transaction markers (and aborted records),
-        // not lag (klag(1), Lag in seconds). Its end is then the end of its records.
-        if (ends[k] && *ends[k] >= r.end && lagging[k].offset == *r.committed) r.end = *r.committed;
+        // (or assumed) offset and the end is transaction markers (and
+        // aborted records), not lag (klag(1), Lag in seconds). Its end is
+        // then the end of its records.
+        int64_t from = r.committed ? *r.committed : *r.start;
+        if (ends[k] && *ends[k] >= r.end && lagging[k].offset == from) r.end = from;
       }
     }
     return engine_.sample(subject_, members, std::move(group_state), readings, timelines);
@@ -163,19 +198,23 @@ class Sampler {
  private:
   bool is_group() const { return subject_.kind == LagSubject::Kind::kGroup; }
 
-  Status read_group(std::vector<PartitionReading>& readings, std::optional<int64_t>& members,
-                    std::string& group_state) {
+  Status read_group(const KafkaConfig& config, std::vector<PartitionReading>& readings,
+                    std::optional<int64_t>& members, std::string& group_state) {
     const std::string& group = subject_.name;
     std::vector<TopicPartition> parts;
+    std::set<std::string> existing;
     if (options_.topics.empty()) {
       auto all = reader_->topic_partitions();
       if (!all) return all.take_error();
-      for (const auto& [topic, ids] : *all)
+      for (const auto& [topic, ids] : *all) {
+        existing.insert(topic);
         for (int32_t p : ids) parts.push_back({topic, p});
+      }
     } else {
       for (const auto& topic : options_.topics) {
         auto ids = reader_->partitions(topic);
         if (!ids) return ids.take_error();
+        existing.insert(topic);
         for (int32_t p : *ids) parts.push_back({topic, p});
       }
     }
@@ -185,14 +224,38 @@ class Sampler {
     if (!described) return described.take_error();
     bool any = std::any_of(committed->begin(), committed->end(),
                            [](const auto& c) { return c.has_value(); });
+    // Without -t, and for a group found by listing: the topics the group
+    // consumes. A topic it has committed on is one (all its partitions,
+    // committed or not); so is a topic its members were assigned, which a
+    // group that has committed nothing yet is known by. Where the broker
+    // cannot describe groups (kbroker), the commits alone tell. A group
+    // named with -t is shown on those topics whatever it consumes.
+    bool only_consumed = options_.topics.empty() || listed_;
+    std::set<std::string> used;
+    if (only_consumed) {
+      for (size_t i = 0; i < parts.size(); ++i)
+        if ((*committed)[i]) used.insert(parts[i].topic);
+      if (described->described && described->members > 0) {
+        auto assigned = assigned_topics(config);
+        if (!assigned) return assigned.take_error();
+        for (const auto& t : *assigned)
+          if (existing.count(t)) used.insert(t);
+      }
+    }
     if (described->described) {
       members = described->members;
       group_state = described->state;
-      if (!described->exists && !any) return failure("consumer group '{}' does not exist", group);
+      if (!described->exists && !any) {
+        empty_ = true;
+        return failure("consumer group '{}' does not exist", group);
+      }
     }
-    if (!any) {
+    if (!any && used.empty()) {
       // A group the broker knows, asked about given topics: its partitions
-      // are shown as "-". Otherwise there is nothing to show.
+      // count as --uncommitted says. Otherwise there is nothing to show.
+      empty_ = only_consumed;
+      if (listed_ && !options_.topics.empty())
+        return failure("consumer group '{}' consumes none of {}", group, topic_list());
       if (described->described && options_.topics.empty())
         return failure("consumer group '{}' has committed no offsets yet", group);
       if (!described->described && options_.topics.empty())
@@ -208,13 +271,8 @@ class Sampler {
             "exists)",
             group, topic_list());
     }
-    // Without -t: the topics the group has committed on.
-    std::set<std::string> used;
-    if (options_.topics.empty())
-      for (size_t i = 0; i < parts.size(); ++i)
-        if ((*committed)[i]) used.insert(parts[i].topic);
     for (size_t i = 0; i < parts.size(); ++i) {
-      if (options_.topics.empty() && !used.count(parts[i].topic)) continue;
+      if (only_consumed && !used.count(parts[i].topic)) continue;
       PartitionReading r;
       r.topic = parts[i].topic;
       r.partition = parts[i].partition;
@@ -249,8 +307,24 @@ class Sampler {
     return {};
   }
 
-  // Partitions without a committed offset are shown as "-" (null in
-  // ndjson); say why once, per topic.
+  // The topics the group's members were assigned (DescribeGroups), asked
+  // through a client of its own, made once.
+  Expected<std::vector<std::string>> assigned_topics(const KafkaConfig& config) {
+    if (!admin_) {
+      auto admin = GroupAdmin::create(config, io_.reporter);
+      if (!admin) return admin.take_error();
+      admin_ = std::move(*admin);
+    }
+    auto m = admin_->members(subject_.name);
+    if (!m) return m.take_error();
+    std::vector<std::string> out;
+    for (const auto& tp : m->assigned)
+      if (out.empty() || out.back() != tp.topic) out.push_back(tp.topic);
+    return out;
+  }
+
+  // Partitions without a committed offset count as --uncommitted says:
+  // say so once, per topic.
   void warn_uncommitted(const std::vector<PartitionReading>& readings) {
     if (warned_) return;
     warned_ = true;
@@ -264,9 +338,14 @@ class Sampler {
         list += std::to_string(ids[i]);
       }
       if (ids.size() > 10) list += ",...";
-      io_.reporter.warning(
-          fmt::format("{} has no committed offset on {} partition{} of topic '{}' ({}): shown as -",
-                      subject_text(subject_), ids.size(), ids.size() == 1 ? "" : "s", topic, list));
+      const char* counted = "shown as -";
+      if (engine_.uncommitted() == Uncommitted::kEarliest)
+        counted = "counted from the log start offset (--uncommitted earliest)";
+      if (engine_.uncommitted() == Uncommitted::kLatest)
+        counted = "counted as caught up (--uncommitted latest)";
+      io_.reporter.warning(fmt::format(
+          "{} has no committed offset on {} partition{} of topic '{}' ({}): {}",
+          subject_text(subject_), ids.size(), ids.size() == 1 ? "" : "s", topic, list, counted));
     }
   }
 
@@ -279,10 +358,13 @@ class Sampler {
 
   const LagOptions& options_;
   LagSubject subject_;
+  bool listed_;
+  bool empty_ = false;
   LagEngine& engine_;
   LagHistory* history_;
   Io& io_;
   std::unique_ptr<GroupReader> reader_;
+  std::unique_ptr<GroupAdmin> admin_;
   std::unique_ptr<StateStore> store_;
   bool warned_ = false;
 };
@@ -302,13 +384,13 @@ void write_reports(const Settings& s, const std::vector<GroupReport>& reports, b
       } else if (later) {
         buf += '\n';
       }
-      buf += render_table(reports, trend);
+      buf += render_table(reports, trend, s.output.granularity);
       break;
     case Format::kNdjson:
-      for (const auto& r : reports) write_ndjson(buf, r);
+      for (const auto& r : reports) write_ndjson(buf, r, s.output.granularity);
       break;
     case Format::kPrometheus:
-      write_prometheus(buf, reports);
+      write_prometheus(buf, reports, s.output);
       break;
   }
 }
@@ -338,8 +420,20 @@ void wait_for(Millis d, Io& io) {
 Status run_status(const Settings& s, const LagOptions& o, LagEngine& engine, Io& io) {
   auto history = LagHistory::open(o.history, true);
   if (!history) return history.take_error();
+  std::vector<LagSubject> subjects = s.subjects;
+  if (s.groups.lists()) {
+    // A pattern, or --all-groups: the groups the history has samples of.
+    auto known = (*history)->subjects(LagSubject::Kind::kGroup);
+    if (!known) return known.take_error();
+    auto names = s.groups.select(*known);
+    if (names.empty())
+      return failure("history '{}' holds no samples of a group matching {}", o.history,
+                     s.groups.describe());
+    subjects.clear();
+    for (auto& n : names) subjects.push_back({LagSubject::Kind::kGroup, std::move(n)});
+  }
   std::vector<GroupReport> reports;
-  for (const auto& subject : s.subjects) {
+  for (const auto& subject : subjects) {
     auto samples = (*history)->recent(subject, s.depth());
     if (!samples) return samples.take_error();
     if (samples->empty())
@@ -360,7 +454,7 @@ Status run_lag(const LagOptions& o, Io& io) {
   auto settings = resolve(o, io);
   if (!settings) return settings.take_error();
   const Settings& s = *settings;
-  LagEngine engine(io.clock, s.rules);
+  LagEngine engine(io.clock, s.rules, s.uncommitted);
   if (o.status_only) return run_status(s, o, engine, io);
 
   if (!o.state.empty() && !is_postgres_target(o.state)) {
@@ -376,17 +470,59 @@ Status run_lag(const LagOptions& o, Io& io) {
     if (!opened) return opened.take_error();
     history = std::move(*opened);
   }
-  std::vector<Sampler> samplers;
-  for (const auto& subject : s.subjects)
-    samplers.emplace_back(o, subject, engine, history.get(), io);
+  // The groups to sample, asked again each round of --watch where a
+  // pattern or --all-groups lists them: groups come and go.
+  std::unique_ptr<GroupAdmin> admin;
+  bool unmatched_said = false;
+  auto subjects = [&]() -> Expected<std::vector<LagSubject>> {
+    if (!s.groups.lists()) return s.subjects;
+    if (!admin) {
+      auto made = GroupAdmin::create(*config, io.reporter);
+      if (!made) return made.take_error();
+      admin = std::move(*made);
+    }
+    auto ids = admin->group_ids();
+    if (!ids) return ids.take_error();
+    if (!*ids)
+      return failure(
+          "the broker cannot list consumer groups (kbroker answers no ListGroups), which {} needs: "
+          "name the groups with -g",
+          s.groups.describe());
+    auto names = s.groups.select(**ids);
+    if (names.size() == s.groups.names().size()) {
+      if (names.empty()) return failure("no consumer group matches {}", s.groups.describe());
+      if (!unmatched_said)
+        io.reporter.warning(fmt::format("no consumer group matches {}", s.groups.describe()));
+      unmatched_said = true;
+    }
+    std::vector<LagSubject> out;
+    for (auto& n : names) out.push_back({LagSubject::Kind::kGroup, std::move(n)});
+    return out;
+  };
+  std::set<std::string> named(s.groups.names().begin(), s.groups.names().end());
+  std::map<LagSubject, std::unique_ptr<Sampler>> samplers;
   // Without a history, --watch keeps its samples in memory.
   std::map<LagSubject, std::vector<LagSample>> memory;
   bool trend = s.watch > 0 || history != nullptr;
   bool redraw = s.watch > 0 && io.interactive && s.format == Format::kTable;
   for (size_t round = 0;; ++round) {
+    auto now = subjects();
+    if (!now) return now.take_error();
     std::vector<GroupReport> reports;
-    for (auto& sampler : samplers) {
+    for (const auto& subject : *now) {
+      auto& slot = samplers[subject];
+      if (!slot) {
+        bool listed = subject.kind == LagSubject::Kind::kGroup && !named.count(subject.name);
+        slot = std::make_unique<Sampler>(o, subject, listed, engine, history.get(), io);
+      }
+      Sampler& sampler = *slot;
       auto sample = sampler.sample(*config);
+      if (!sample && sampler.listed() && sampler.empty()) {
+        // A listed group with nothing to show (one that only ever
+        // described itself, or whose offsets expired) is no error.
+        io.reporter.info(sample.error().message);
+        continue;
+      }
       if (!sample) return sample.take_error();
       if (history) {
         KPIPE_TRY(history->append(*sample, s.keep));
@@ -395,7 +531,7 @@ Status run_lag(const LagOptions& o, Io& io) {
         reports.push_back(engine.report(*recent));
         continue;
       }
-      auto& mine = memory[sampler.subject()];
+      auto& mine = memory[subject];
       mine.push_back(std::move(*sample));
       if (mine.size() > s.depth()) mine.erase(mine.begin());
       reports.push_back(engine.report(mine));

@@ -15,16 +15,25 @@ namespace kpipe {
 
 struct LagOptions {
   KafkaOptions kafka;
-  std::vector<std::string> groups;  // -g, repeatable
-  std::vector<std::string> topics;  // -t; none: every topic the group committed on
+  // -g, repeatable: a group's name, or a pattern its names must match
+  // (GroupSelector, kpipe/lag.h).
+  std::vector<std::string> groups;
+  bool all_groups = false;          // --all-groups: every group the cluster lists
+  std::vector<std::string> topics;  // -t; none: every topic the group consumes
   std::string state;                // --state FILE: a pipeline's offsets instead of a group's
   std::string history;              // --history FILE (SQLite)
   std::string keep = "7d";          // drop samples older than this from the history
-  std::string format;     // table|ndjson|prometheus; empty: table on a terminal, else ndjson
+  std::string format;  // table|ndjson|prometheus; empty: table on a terminal, else ndjson
+  std::string granularity = "partition";  // partition|topic: what a row stands for
+  std::string metric_names = "kpipe";     // kpipe|kafka_exporter: --format prometheus's names
   bool no_fetch = false;  // estimate lag seconds from the history instead of reading records
   std::string watch;      // repeat every D
   int window = 10;        // samples judged by the rules
   int64_t allowed_lag = 0;
+  // What a partition of a consumed topic without a committed offset
+  // counts as: earliest (from its log start offset), latest (no lag) or
+  // ignore (no lag, shown as -).
+  std::string uncommitted = "earliest";
   std::optional<int64_t> max_lag;
   std::optional<double> max_lag_seconds;
   std::string fail_on;       // WARN|STALL|STOP|REWIND

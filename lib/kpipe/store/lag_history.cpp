@@ -35,10 +35,23 @@ const std::vector<std::string> kMigrations = {
     ") WITHOUT ROWID;"
     // --no-fetch looks up, per partition, the end offsets around one offset.
     "CREATE INDEX lag_partitions_end ON lag_partitions (topic, partition, end_offset, at);",
+    // v2: partitions without a committed offset that --uncommitted counted
+    // (committed stays NULL: nothing was), and the log start offset that
+    // --uncommitted earliest counts from.
+    "ALTER TABLE lag_partitions ADD COLUMN assumed TEXT"
+    "  CHECK (assumed IN ('earliest', 'latest'));"
+    "ALTER TABLE lag_partitions ADD COLUMN log_start INTEGER;",
 };
 
 const char* kind_text(LagSubject::Kind k) {
   return k == LagSubject::Kind::kGroup ? "group" : "state";
+}
+
+// The assumed column: NULL unless the lag counted from an assumed offset.
+Uncommitted assumed_of(std::optional<std::string> text) {
+  if (text == "earliest") return Uncommitted::kEarliest;
+  if (text == "latest") return Uncommitted::kLatest;
+  return Uncommitted::kIgnore;
 }
 
 }  // namespace
@@ -79,8 +92,8 @@ Status LagHistory::append(const LagSample& s, Millis keep) {
   head->reset();
   auto row = db_->prepare(
       "INSERT INTO lag_partitions (sample, topic, partition, committed, end_offset, lag_seconds, "
-      "committed_at, at)"
-      " VALUES (?, ?, ?, ?, ?, ?, ?, ?)");
+      "committed_at, at, assumed, log_start)"
+      " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (!row) return row.take_error();
   for (const auto& p : s.partitions) {
     row->bind(1, id)
@@ -94,6 +107,12 @@ Status LagHistory::append(const LagSample& s, Millis keep) {
       row->bind_null(6);
     }
     row->bind(7, p.committed_at).bind(8, s.at);
+    if (p.is_assumed()) {
+      row->bind_text(9, uncommitted_name(p.assumed));
+    } else {
+      row->bind_null(9);
+    }
+    row->bind(10, p.start);
     KPIPE_TRY(row->run());
   }
   if (keep > 0) {
@@ -104,6 +123,20 @@ Status LagHistory::append(const LagSample& s, Millis keep) {
     KPIPE_TRY(prune->run());
   }
   return tx->commit();
+}
+
+Expected<std::vector<std::string>> LagHistory::subjects(LagSubject::Kind kind) {
+  auto q = db_->prepare(
+      "SELECT DISTINCT subject FROM lag_samples WHERE subject_kind = ? ORDER BY subject");
+  if (!q) return q.take_error();
+  q->bind_text(1, kind_text(kind));
+  std::vector<std::string> out;
+  for (;;) {
+    auto more = q->step();
+    if (!more) return more.take_error();
+    if (!*more) return out;
+    out.emplace_back(q->column_text(0));
+  }
 }
 
 Expected<std::vector<LagSample>> LagHistory::recent(const LagSubject& subject, size_t count) {
@@ -127,8 +160,8 @@ Expected<std::vector<LagSample>> LagHistory::recent(const LagSubject& subject, s
     found.emplace_back(heads->column_int(0), std::move(s));
   }
   auto rows = db_->prepare(
-      "SELECT topic, partition, committed, end_offset, lag_seconds, committed_at FROM "
-      "lag_partitions"
+      "SELECT topic, partition, committed, end_offset, lag_seconds, committed_at, assumed, "
+      "log_start FROM lag_partitions"
       " WHERE sample = ? ORDER BY topic, partition");
   if (!rows) return rows.take_error();
   std::vector<LagSample> out;
@@ -148,6 +181,8 @@ Expected<std::vector<LagSample>> LagHistory::recent(const LagSubject& subject, s
       p.end = rows->column_int(3);
       if (rows->column_type(4) != Statement::Type::kNull) p.lag_seconds = rows->column_double(4);
       p.committed_at = rows->column_optional_int(5);
+      if (!p.committed) p.assumed = assumed_of(rows->column_optional_text(6));
+      p.start = rows->column_optional_int(7);
       s.partitions.push_back(std::move(p));
     }
     out.push_back(std::move(s));

@@ -27,6 +27,10 @@ class LagHistory {
   // (0: keep everything), in one transaction.
   Status append(const LagSample& sample, Millis keep);
 
+  // The names of the subjects of `kind` with samples here, sorted: the
+  // groups `klag status --all-groups` (or a -g pattern) judges.
+  Expected<std::vector<std::string>> subjects(LagSubject::Kind kind);
+
   // The subject's newest `count` samples, oldest first.
   Expected<std::vector<LagSample>> recent(const LagSubject& subject, size_t count);
 

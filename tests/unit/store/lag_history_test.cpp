@@ -137,3 +137,88 @@ TEST_CASE("LagHistory::open refuses a missing file when it must exist", "[lag_hi
   unlink((path + "-shm").c_str());
   rmdir(dir);
 }
+
+TEST_CASE("LagHistory keeps what --uncommitted assumed, with committed NULL", "[lag_history]") {
+  auto h = memory_history();
+  LagSample s = sample(kT0, 10, 100);
+  s.partitions[0].start = 3;
+  s.partitions[1].assumed = Uncommitted::kEarliest;
+  s.partitions[1].start = 4;
+  s.partitions.push_back({"events", 2, std::nullopt, 50, std::nullopt, 0.0});
+  s.partitions.back().assumed = Uncommitted::kLatest;
+  REQUIRE(h->append(s, 0).ok());
+  auto back = h->recent(kGroup, 1);
+  REQUIRE(back);
+  REQUIRE(back->size() == 1);
+  const auto& parts = back->front().partitions;
+  REQUIRE(parts.size() == 3);
+  CHECK(*parts[0].committed == 10);
+  CHECK_FALSE(parts[0].is_assumed());
+  CHECK(*parts[0].start == 3);
+  CHECK_FALSE(parts[1].committed);
+  CHECK(parts[1].assumed == Uncommitted::kEarliest);
+  CHECK(*parts[1].lag() == 97);  // from the log start, 4, to the end, 101
+  CHECK(parts[2].assumed == Uncommitted::kLatest);
+  CHECK(*parts[2].lag() == 0);
+  CHECK_FALSE(parts[2].start);
+}
+
+TEST_CASE("LagHistory migrates a history an older klag wrote", "[lag_history]") {
+  char dir[] = "/tmp/kpipe-lag-history-XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  std::string path = std::string(dir) + "/old.db";
+  {
+    // Schema version 1, as klag wrote it before --uncommitted.
+    auto db = open_sqlite(path, {});
+    REQUIRE(db);
+    REQUIRE(
+        (*db)
+            ->migrate("lag",
+                      {"CREATE TABLE lag_samples (id INTEGER PRIMARY KEY, subject_kind TEXT NOT "
+                       "NULL, subject TEXT NOT NULL, at INTEGER NOT NULL, members INTEGER, "
+                       "group_state TEXT);"
+                       "CREATE TABLE lag_partitions (sample INTEGER NOT NULL REFERENCES "
+                       "lag_samples(id) ON DELETE CASCADE, topic TEXT NOT NULL, partition "
+                       "INTEGER NOT NULL, committed INTEGER, end_offset INTEGER NOT NULL, "
+                       "lag_seconds REAL, committed_at INTEGER, at INTEGER NOT NULL, PRIMARY "
+                       "KEY (sample, topic, partition)) WITHOUT ROWID;"
+                       "INSERT INTO lag_samples VALUES (1, 'group', 'billing', 1000, NULL, "
+                       "NULL);"
+                       "INSERT INTO lag_partitions VALUES (1, 'events', 0, 5, 9, NULL, NULL, "
+                       "1000), (1, 'events', 1, NULL, 7, NULL, NULL, 1000);"})
+            .ok());
+  }
+  auto h = LagHistory::open(path, true);
+  REQUIRE(h);
+  auto old = (*h)->recent(kGroup, 10);
+  REQUIRE(old);
+  REQUIRE(old->size() == 1);
+  const auto& parts = old->front().partitions;
+  REQUIRE(parts.size() == 2);
+  CHECK(*parts[0].lag() == 4);
+  // Nothing committed, and nothing assumed then: no lag, as it was shown.
+  CHECK_FALSE(parts[1].is_assumed());
+  CHECK_FALSE(parts[1].lag());
+  // New samples go on in the same file.
+  REQUIRE((*h)->append(sample(kT0, 1, 2), 0).ok());
+  h->reset();
+  for (const char* f : {"/old.db", "/old.db-wal", "/old.db-shm"})
+    unlink((std::string(dir) + f).c_str());
+  rmdir(dir);
+}
+
+TEST_CASE("LagHistory::subjects names the groups it has samples of", "[lag_history]") {
+  auto h = memory_history();
+  CHECK(h->subjects(LagSubject::Kind::kGroup)->empty());
+  LagSample s = sample(kT0, 1, 2);
+  for (const char* name : {"payments", "billing", "payments"}) {
+    s.subject = {LagSubject::Kind::kGroup, name};
+    REQUIRE(h->append(s, 0).ok());
+  }
+  s.subject = {LagSubject::Kind::kState, "pipe.db"};
+  REQUIRE(h->append(s, 0).ok());
+  auto groups = h->subjects(LagSubject::Kind::kGroup);
+  REQUIRE(groups);
+  CHECK(*groups == std::vector<std::string>{"billing", "payments"});
+  CHECK(*h->subjects(LagSubject::Kind::kState) == std::vector<std::string>{"pipe.db"});
+}
