@@ -26,6 +26,14 @@ echo '{"i":10}' | kproduce -t "$T" 2>"$WORK/err" || fail "kproduce without -b: $
 expect_exit 0 kconsume -t "$T" -e
 assert_eq "$(wc -l <"$WORK/out")" 11 "kproduce wrote through the file's brokers"
 
+# A Java-only key the file holds is left out, with a warning that names
+# the file it came from.
+printf 'ssl.truststore.type=JKS\n' >>"$FILE"
+expect_exit 0 kconsume -t "$T" -e
+assert_contains "$WORK/err" \
+  "kconsume: warning: kafka: ignoring 'ssl.truststore.type' of '$FILE': librdkafka has no such property"
+printf '# the cluster\nbootstrap.servers=%s\nclient.id=kpipe-test\n' "$BROKERS" >"$FILE"
+
 # --config none: no file at all, so no brokers.
 expect_exit 2 kconsume -t "$T" -e --config none
 assert_eq "$(cat "$WORK/err")" "kconsume: error: no brokers given: use -b HOST:PORT or set KPIPE_BROKERS"

@@ -122,7 +122,8 @@ Expected<rd_kafka_conf_t*> make_conf(const KafkaConfig& config, KafkaClient::Han
   if (handle->reporter != nullptr)
     for (const auto& k : config.ignored)
       handle->reporter->warning(
-          fmt::format("kafka: ignoring '{}' of --config: librdkafka has no such property", k));
+          fmt::format("kafka: ignoring '{}' of '{}': librdkafka has no such property", k,
+                      config.file));
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   char err[512];
   for (const auto& [k, v] : config.properties) {
