@@ -98,6 +98,23 @@ std::string prometheus_metrics(std::string_view program, std::string_view stage,
     m.gauge("kpipe_last_checkpoint_age_seconds", "Seconds since the last checkpoint passed here.",
             seconds(now - c.checkpoint_at));
   }
+  if (c.latency) {
+    // The last checkpoint's, as gauges: a summary's _sum and _count would
+    // claim totals since the start.
+    std::string labels = m.labels;
+    m.out.append(
+        "# HELP kpipe_end_to_end_latency_seconds The last checkpoint's records: its "
+        "completion less their Kafka timestamps.\n"
+        "# TYPE kpipe_end_to_end_latency_seconds gauge\n");
+    for (auto [q, v] : {std::pair<const char*, Millis>{"0.5", c.latency->p50},
+                        {"0.99", c.latency->p99},
+                        {"1", c.latency->max}}) {
+      fmt::format_to(std::back_inserter(m.out),
+                     "kpipe_end_to_end_latency_seconds{{{},quantile=\"{}\"}} ", labels, q);
+      append_double(m.out, seconds(v));
+      m.out.push_back('\n');
+    }
+  }
   if (c.watermark) {
     m.gauge("kpipe_watermark_timestamp_seconds", "The event-time watermark.",
             seconds(*c.watermark));

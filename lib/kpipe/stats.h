@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "kpipe/latency.h"
 #include "kpipe/report.h"
 #include "kpipe/status.h"
 #include "kpipe/time.h"
@@ -29,6 +30,9 @@ struct Counters {
   Millis checkpoint_took = -1;
   Millis checkpoint_at = -1;
   std::optional<Millis> watermark;  // event time, for the stages that keep one
+  // The terminal stage's last checkpoint with its records' times: end to
+  // end, its completion less their Kafka timestamps.
+  std::optional<Latency> latency;
 };
 
 // What --stats and --metrics asked for.

@@ -38,7 +38,7 @@ for f in "$M"/*.prom; do
   awk '
     /^# HELP [a-z_]+ .+$/ { next }
     /^# TYPE [a-z_]+ (counter|gauge)$/ { typed[$3] = 1; next }
-    /^[a-z_]+[{]program="[a-z]+",stage="[a-z/]+"[}] -?[0-9.e+]+$/ {
+    /^[a-z_]+[{]program="[a-z]+",stage="[a-z/]+"(,quantile="[0-9.]+")?[}] -?[0-9.e+]+$/ {
       split($1, p, "{"); if (!(p[1] in typed)) { print "untyped: " $0; bad = 1 } next }
     { print "bad line: " $0; bad = 1 }
     END { exit bad }' "$f" || fail "$f is not Prometheus' text format"
@@ -69,6 +69,20 @@ awk -v a="$at" -v l="$last" 'BEGIN { exit !(a * 1000 - l < 1 && l - a * 1000 < 1
   fail "the last checkpoint's time $at is not the store's $last ms"
 awk -v d="$(value "$M/commit.prom" kpipe_checkpoint_duration_seconds)" 'BEGIN { exit !(d >= 0 && d < 60) }' ||
   fail "checkpoint duration out of range"
+
+# End to end: the records each checkpoint covered, from their Kafka
+# timestamps to its completion; kcheckpoint history shows it, and the
+# terminal stage's metrics give the last one that had records.
+kcheckpoint history --state "$S" --format ndjson >"$WORK/history"
+assert_eq "$(jq -s '[.[] | .latency_ms.records // 0] | add' "$WORK/history")" 900 \
+  "every record in one checkpoint's latency"
+jq -e -s 'all(.[] | select(.latency_ms != null) | .latency_ms;
+  .p50 >= 0 and .p50 <= .p99 and .p99 <= .max and .records > 0)' "$WORK/history" >/dev/null ||
+  fail "latency quantiles out of order: $(cat "$WORK/history")"
+last_p99=$(jq -s '[.[] | select(.latency_ms != null)] | last | .latency_ms.p99' "$WORK/history")
+p99=$(awk '$1 ~ /^kpipe_end_to_end_latency_seconds[{].*quantile="0.99"/ { print $2 }' "$M/commit.prom")
+awk -v a="$p99" -v b="$last_p99" 'BEGIN { exit !(a * 1000 - b < 1 && b - a * 1000 < 1) }' ||
+  fail "the metrics' p99 $p99 s is not the last checkpoint's $last_p99 ms"
 
 # kwindow's watermark: the slowest partition's largest event time (less
 # the default watermark delay, 0), as a Unix time in seconds; the lag is

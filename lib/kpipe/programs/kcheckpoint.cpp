@@ -25,6 +25,7 @@
 #include "kpipe/kafka/topic.h"
 #include "kpipe/programs/dlq_targets.h"
 #include "kpipe/programs/kconsume.h"
+#include "kpipe/programs/state_file.h"
 #include "kpipe/stage/line_feed.h"
 #include "kpipe/table.h"
 
@@ -376,8 +377,7 @@ class CommitStage final : public LineStage {
     Millis now = io_.clock.now();
     KPIPE_TRY(store_.complete(c, stage_, now));
     ++completed_;
-    meter_.passed(c, now);
-    return {};
+    return meter_completed(store_, meter_, c, now);
   }
 
   // Completes, in order, the checkpoints whose lines the reader has read.
@@ -543,8 +543,10 @@ Status run_checkpoint_history(const CheckpointOptions& o, Io& io) {
   // TOOK: from the barrier's emission to the checkpoint's completion, what
   // a checkpoint costs the pipeline's latency (each stage's part is its
   // snapshot's saved_after_ms in ndjson).
-  TextTable t({"CHECKPOINT", "EMITTED-AT", "COMPLETED-AT", "TOOK", "BY", "PARTITIONS", "SNAPSHOTS",
-               "ENTRIES", "BYTES"});
+  // P50, P99, MAX: end to end, the completion less the records' Kafka
+  // timestamps, for the records the checkpoint covered.
+  TextTable t({"CHECKPOINT", "EMITTED-AT", "COMPLETED-AT", "TOOK", "P50", "P99", "MAX", "BY",
+               "PARTITIONS", "SNAPSHOTS", "ENTRIES", "BYTES"});
   std::string& out = io.out.buffer();
   for (const auto& c : *checkpoints) {
     const auto& snaps = by_checkpoint[c.id];
@@ -554,9 +556,13 @@ Status run_checkpoint_history(const CheckpointOptions& o, Io& io) {
       bytes += s.bytes;
     }
     if (*table) {
+      auto latency = [&](Millis Latency::*q) {
+        return c.latency ? format_duration(std::max<Millis>((*c.latency).*q, 0)) : "-";
+      };
       t.add_row({std::to_string(c.id), format_rfc3339(c.emitted_at),
                  c.completed_at ? format_rfc3339(*c.completed_at) : "-",
                  c.completed_at ? format_duration(*c.completed_at - c.emitted_at) : "-",
+                 latency(&Latency::p50), latency(&Latency::p99), latency(&Latency::max),
                  c.completed_by.empty() ? "-" : c.completed_by, std::to_string(c.partitions),
                  std::to_string(snaps.size()), std::to_string(entries), std::to_string(bytes)});
       continue;
@@ -574,6 +580,20 @@ Status run_checkpoint_history(const CheckpointOptions& o, Io& io) {
       append_int(out, *c.completed_at - c.emitted_at);
     } else {
       out.append("null,\"took_ms\":null");
+    }
+    out.append(",\"latency_ms\":");
+    if (c.latency) {
+      out.append("{\"p50\":");
+      append_int(out, c.latency->p50);
+      out.append(",\"p99\":");
+      append_int(out, c.latency->p99);
+      out.append(",\"max\":");
+      append_int(out, c.latency->max);
+      out.append(",\"records\":");
+      append_uint(out, c.latency->records);
+      out.push_back('}');
+    } else {
+      out.append("null");
     }
     out.append(",\"completed_by\":");
     if (c.completed_by.empty()) {

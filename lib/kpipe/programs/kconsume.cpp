@@ -1,4 +1,5 @@
 #include "kpipe/programs/kconsume.h"
+#include "kpipe/latency.h"
 
 #include <algorithm>
 #include <charconv>
@@ -454,6 +455,7 @@ class ConsumeLoop {
         unread_.push_back({out.end_position(), &it->second, it->second.next});
         if (unread_.size() % kFoldEvery == 0) fold_read();
       }
+      if (state_ != nullptr) timestamps_.add(e.record.timestamp);
       ++counters_.in;
       ++counters_.out;
       uint64_t written = out.bytes_written();
@@ -580,13 +582,16 @@ class ConsumeLoop {
     c.group = options_.group;
     for (const auto& [tp, pos] : positions_)
       c.offsets.push_back({tp.topic, tp.partition, pos.next, pos.epoch});
+    // The records since the last barrier are this checkpoint's: their
+    // times give its end-to-end latency once it completes.
+    std::optional<TimestampSummary> times = timestamps_.take();
     if (owned()) {
-      auto id = state_->record_emitted(c.at);
+      auto id = state_->record_emitted(c.at, times);
       if (!id) return id.take_error();
       c.id = *id;
     } else {
       c.id = next_checkpoint_++;
-      KPIPE_TRY(state_->record_emitted(c.id, c.at));
+      KPIPE_TRY(state_->record_emitted(c.id, c.at, times));
     }
     append_checkpoint(io_.out.buffer(), c);
     KPIPE_TRY(io_.out.flush());
@@ -856,6 +861,7 @@ class ConsumeLoop {
   Millis commit_interval_;
   bool value_only_;
   StatsTicker ticker_;
+  TimestampSampler timestamps_;  // of the records since the last checkpoint
   EnvelopeWriter writer_;
   std::map<TopicPartition, Position> positions_;
   std::map<TopicPartition, Position>::iterator last_ = positions_.end();

@@ -15,6 +15,7 @@
 #include "kpipe/kafka/client.h"
 #include "kpipe/kafka/topic.h"
 #include "kpipe/programs/dlq_targets.h"
+#include "kpipe/programs/state_file.h"
 #include "kpipe/store/state_store.h"
 
 namespace kpipe {
@@ -149,8 +150,7 @@ class Transactions {
     // kconsume would complete the checkpoint from the group's offsets.
     Millis now = io_.clock.now();
     KPIPE_TRY(store_.complete(c, kTransactionCompleter, now));
-    meter_.passed(c, now);
-    return {};
+    return meter_completed(store_, meter_, c, now);
   }
 
   // At the end of input, after every record's delivery: records that no

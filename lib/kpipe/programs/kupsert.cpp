@@ -7,6 +7,7 @@
 #include "kpipe/choices.h"
 #include "kpipe/control.h"
 #include "kpipe/programs/dlq_targets.h"
+#include "kpipe/programs/state_file.h"
 
 namespace kpipe {
 
@@ -114,8 +115,7 @@ Status UpsertStage::on_control(const Line& line, Output& out) {
   if (exactly_once()) {
     KPIPE_TRY(commit_checkpoint(**cp));
     ++completed_;
-    meter_.passed(**cp, io_.clock.now());
-    return {};
+    return meter_completed(*store_, meter_, **cp, io_.clock.now());
   }
   // Every row before the checkpoint is in the table before the checkpoint
   // completes (at-least-once: a replay upserts the same rows again).
@@ -127,10 +127,10 @@ Status UpsertStage::on_control(const Line& line, Output& out) {
     out.write_line(line.text);
     return {};
   }
-  KPIPE_TRY(store_->complete(**cp, stage_, io_.clock.now()));
+  Millis now = io_.clock.now();
+  KPIPE_TRY(store_->complete(**cp, stage_, now));
   ++completed_;
-  meter_.passed(**cp, io_.clock.now());
-  return {};
+  return meter_completed(*store_, meter_, **cp, now);
 }
 
 Status UpsertStage::on_idle(Output&) {

@@ -50,4 +50,11 @@ Expected<std::unique_ptr<SnapshotStore>> open_state_file(const std::string& path
   return std::unique_ptr<SnapshotStore>(std::make_unique<StateFileSnapshots>(std::move(*opened)));
 }
 
+Status meter_completed(StateStore& store, CheckpointMeter& meter, const Checkpoint& c, Millis now) {
+  auto latency = store.latency(c.id);
+  if (!latency) return latency.take_error();
+  meter.passed(c, now, *latency);
+  return {};
+}
+
 }  // namespace kpipe

@@ -16,4 +16,9 @@ namespace kpipe {
 // LINES AND CHECKPOINTS); null when `path` is empty (no --state).
 Expected<std::unique_ptr<SnapshotStore>> open_state_file(const std::string& path);
 
+class StateStore;
+// The terminal stage completed `c` in `store` at `now`: its meter counts it,
+// with the end-to-end latency the store gives (kpipe(7), METRICS).
+Status meter_completed(StateStore& store, CheckpointMeter& meter, const Checkpoint& c, Millis now);
+
 }  // namespace kpipe

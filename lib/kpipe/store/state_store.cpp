@@ -112,6 +112,13 @@ const std::vector<const char*> kMigrationTexts = {
     "CREATE TABLE kpipe_sequences (name TEXT PRIMARY KEY, value {int} NOT NULL);"
     "INSERT INTO kpipe_sequences (name, value) "
     "SELECT 'checkpoint', COALESCE(MAX(id), 0) FROM checkpoints;",
+    // v5: the timestamps of the records each checkpoint covers (how many,
+    // their median, 1st percentile and minimum), so that its end-to-end
+    // latency follows from its completion time (kcheckpoint history).
+    "ALTER TABLE checkpoints ADD COLUMN records {int};"
+    "ALTER TABLE checkpoints ADD COLUMN ts_p50 {int};"
+    "ALTER TABLE checkpoints ADD COLUMN ts_p01 {int};"
+    "ALTER TABLE checkpoints ADD COLUMN ts_min {int};",
 };
 
 // What each table's seal covers, in verify's words; every statement that
@@ -492,15 +499,32 @@ Expected<int64_t> StateStore::next_checkpoint_id() {
   return stmt->column_int(0) + 1;
 }
 
-Status StateStore::record_emitted(int64_t id, Millis at) {
+namespace {
+
+void bind_timestamps(Statement& stmt, const std::optional<TimestampSummary>& ts) {
+  if (!ts) {
+    for (int i = 3; i <= 6; ++i) stmt.bind_null(i);
+    return;
+  }
+  stmt.bind(3, static_cast<int64_t>(ts->records))
+      .bind(4, ts->p50)
+      .bind(5, ts->p01)
+      .bind(6, ts->min);
+}
+
+}  // namespace
+
+Status StateStore::record_emitted(int64_t id, Millis at,
+                                  const std::optional<TimestampSummary>& ts) {
   auto tx = Transaction::begin(*db_);
   if (!tx) return tx.take_error();
   auto stmt = db_->prepare(
-      fmt::format("INSERT INTO checkpoints (id, emitted_at, seal) VALUES (?1, ?2, {}) ON "
-                  "CONFLICT (id) DO NOTHING",
+      fmt::format("INSERT INTO checkpoints (id, emitted_at, seal, records, ts_p50, ts_p01, ts_min) "
+                  "VALUES (?1, ?2, {}, ?3, ?4, ?5, ?6) ON CONFLICT (id) DO NOTHING",
                   seal_call(db_->dialect(), {"?1", "?2", "NULL", "NULL"})));
   if (!stmt) return stmt.take_error();
   stmt->bind(1, id).bind(2, at);
+  bind_timestamps(*stmt, ts);
   KPIPE_TRY(stmt->run());
   // Instances of a consumer group later on this store take ids past it.
   auto bump = db_->prepare(
@@ -512,7 +536,7 @@ Status StateStore::record_emitted(int64_t id, Millis at) {
   return tx->commit();
 }
 
-Expected<int64_t> StateStore::record_emitted(Millis at) {
+Expected<int64_t> StateStore::record_emitted(Millis at, const std::optional<TimestampSummary>& ts) {
   auto tx = Transaction::begin(*db_);
   if (!tx) return tx.take_error();
   // The row lock (PostgreSQL) or the write lock (SQLite) makes the
@@ -525,11 +549,13 @@ Expected<int64_t> StateStore::record_emitted(Millis at) {
   if (!*row) return failure("{}: the checkpoint sequence is missing", db_->path());
   int64_t id = next->column_int(0);
   next->reset();
-  auto stmt =
-      db_->prepare(fmt::format("INSERT INTO checkpoints (id, emitted_at, seal) VALUES (?1, ?2, {})",
-                               seal_call(db_->dialect(), {"?1", "?2", "NULL", "NULL"})));
+  auto stmt = db_->prepare(
+      fmt::format("INSERT INTO checkpoints (id, emitted_at, seal, records, ts_p50, ts_p01, ts_min) "
+                  "VALUES (?1, ?2, {}, ?3, ?4, ?5, ?6)",
+                  seal_call(db_->dialect(), {"?1", "?2", "NULL", "NULL"})));
   if (!stmt) return stmt.take_error();
   stmt->bind(1, id).bind(2, at);
+  bind_timestamps(*stmt, ts);
   KPIPE_TRY(stmt->run());
   // Each instance writes as a role of its own: many at once is the design.
   KPIPE_TRY(note_run(fmt::format("member:kconsume:{}", run_), id));
@@ -818,18 +844,42 @@ Status StateStore::set_offsets(const std::vector<PartitionOffset>& offsets, Mill
 Expected<std::vector<CheckpointRecord>> StateStore::checkpoints() {
   auto stmt = db_->prepare(
       "SELECT c.id, c.emitted_at, c.completed_at, COALESCE(c.completed_by, ''), "
-      "(SELECT COUNT(*) FROM checkpoint_offsets o WHERE o.checkpoint = c.id) FROM checkpoints c "
-      "ORDER BY c.id");
+      "(SELECT COUNT(*) FROM checkpoint_offsets o WHERE o.checkpoint = c.id), c.records, "
+      "c.ts_p50, c.ts_p01, c.ts_min FROM checkpoints c ORDER BY c.id");
   if (!stmt) return stmt.take_error();
   std::vector<CheckpointRecord> out;
   for (;;) {
     auto row = stmt->step();
     if (!row) return row.take_error();
     if (!*row) break;
-    out.push_back({stmt->column_int(0), stmt->column_int(1), stmt->column_optional_int(2),
-                   std::string(stmt->column_text(3)), stmt->column_int(4)});
+    CheckpointRecord r;
+    r.id = stmt->column_int(0);
+    r.emitted_at = stmt->column_int(1);
+    r.completed_at = stmt->column_optional_int(2);
+    r.completed_by = std::string(stmt->column_text(3));
+    r.partitions = stmt->column_int(4);
+    if (auto records = stmt->column_optional_int(5); records && r.completed_at)
+      r.latency = latency_at({static_cast<uint64_t>(*records), stmt->column_int(6),
+                              stmt->column_int(7), stmt->column_int(8)},
+                             *r.completed_at);
+    out.push_back(std::move(r));
   }
   return out;
+}
+
+Expected<std::optional<Latency>> StateStore::latency(int64_t id) {
+  auto stmt = db_->prepare(
+      "SELECT completed_at, records, ts_p50, ts_p01, ts_min FROM checkpoints WHERE id = ?1 AND "
+      "completed_at IS NOT NULL AND records IS NOT NULL");
+  if (!stmt) return stmt.take_error();
+  stmt->bind(1, id);
+  auto row = stmt->step();
+  if (!row) return row.take_error();
+  if (!*row) return std::optional<Latency>();
+  return std::optional<Latency>(
+      latency_at({static_cast<uint64_t>(stmt->column_int(1)), stmt->column_int(2),
+                  stmt->column_int(3), stmt->column_int(4)},
+                 stmt->column_int(0)));
 }
 
 Expected<std::vector<SnapshotRecord>> StateStore::snapshots() {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kpipe/control.h"
+#include "kpipe/latency.h"
 #include "kpipe/partition.h"
 #include "kpipe/snapshot.h"
 #include "kpipe/status.h"
@@ -35,6 +36,8 @@ struct CheckpointRecord {
   std::optional<Millis> completed_at;
   std::string completed_by;
   int64_t partitions = 0;
+  // End to end, for the records it covered (kconsume gave their times).
+  std::optional<Latency> latency;
 };
 
 // A partition an instance of a consumer group of pipelines took over
@@ -97,12 +100,16 @@ class StateStore {
   // The id for the next checkpoint: one more than any emitted so far, so
   // that ids grow across restarts.
   Expected<int64_t> next_checkpoint_id();
-  // kconsume records each checkpoint it emits (not yet complete).
-  Status record_emitted(int64_t id, Millis at);
+  // kconsume records each checkpoint it emits (not yet complete), with the
+  // timestamps of the records it covers when it has them.
+  Status record_emitted(int64_t id, Millis at, const std::optional<TimestampSummary>& ts = {});
   // The same for an instance of a consumer group of pipelines: the id is
   // the store's next, so that instances sharing the store never take one
   // id twice.
-  Expected<int64_t> record_emitted(Millis at);
+  Expected<int64_t> record_emitted(Millis at, const std::optional<TimestampSummary>& ts = {});
+  // Checkpoint `id`'s end-to-end latency: nullopt when it is not complete
+  // or its records' times are not known.
+  Expected<std::optional<Latency>> latency(int64_t id);
   // The newest complete checkpoint, if any.
   Expected<std::optional<int64_t>> latest_complete();
   // Who completed checkpoint `id` ("" when it is not complete, or gone).

@@ -360,7 +360,7 @@ TEST_CASE("a state file of schema version 2 is upgraded, its rows sealed as they
   REQUIRE_FALSE(old.ok());
   CHECK(old.error().message ==
         path +
-            ": the 'state' tables are at schema version 2, older than this program's (4); run the "
+            ": the 'state' tables are at schema version 2, older than this program's (5); run the "
             "pipeline or kcheckpoint commit on it once to upgrade them");
   {
     auto upgraded = file_store(path);
@@ -552,9 +552,13 @@ TEST_CASE("a state file of schema version 3 starts the sequence past its checkpo
     auto old = file_store(path);
     REQUIRE(old->record_emitted(41, 1).ok());
   }
-  // Back to what version 3 had: no owners, no sequence.
+  // Back to what version 3 had: no owners, no sequence, no records' times.
   foreign_sql(path,
               "DROP TABLE partition_owners; DROP TABLE kpipe_sequences;"
+              "ALTER TABLE checkpoints DROP COLUMN records;"
+              "ALTER TABLE checkpoints DROP COLUMN ts_p50;"
+              "ALTER TABLE checkpoints DROP COLUMN ts_p01;"
+              "ALTER TABLE checkpoints DROP COLUMN ts_min;"
               "UPDATE kpipe_schema SET version = 3 WHERE component = 'state'");
   auto upgraded = file_store(path);
   auto id = upgraded->record_emitted(2);
@@ -898,4 +902,21 @@ TEST_CASE("a stage's lock is shared once an instance has claimed a partition", "
   auto store = file_store(path);
   claim(*store, {kP0});
   CHECK(store->lock_stage_as_kept("kdedup").ok());
+}
+
+TEST_CASE("a checkpoint's end-to-end latency: its completion less its records' times") {
+  auto store = memory_store();
+  TimestampSummary ts{1000, 9000, 8500, 8000};
+  REQUIRE(store->record_emitted(1, 9500, ts).ok());
+  REQUIRE(store->record_emitted(2, 10500).ok());  // no records with times
+  CHECK(*store->latency(1) == std::nullopt);      // not complete yet
+  REQUIRE(store->complete(Checkpoint{1, 9500, {{"events", 0, 5}}, ""}, "kcheckpoint", 9700).ok());
+  REQUIRE(store->complete(Checkpoint{2, 10500, {{"events", 0, 6}}, ""}, "kcheckpoint", 10600).ok());
+  CHECK(*store->latency(1) == Latency{700, 1200, 1700, 1000});
+  CHECK(*store->latency(2) == std::nullopt);
+  auto history = store->checkpoints();
+  REQUIRE(history.ok());
+  REQUIRE(history->size() == 2);
+  CHECK((*history)[0].latency == Latency{700, 1200, 1700, 1000});
+  CHECK((*history)[1].latency == std::nullopt);
 }
