@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kpipe/latency.h"
 #include "kpipe/partition.h"
 #include "kpipe/status.h"
 #include "kpipe/time.h"
@@ -174,6 +175,10 @@ struct GroupReport {
   LagStatus status = LagStatus::kOk;
   std::string reason;  // the worst partition's, when not OK
   bool stop_without_members = false;
+  // A state file's: the end-to-end latency of the newest complete
+  // checkpoint that had records (kcheckpoint history), and its id.
+  std::optional<Latency> latency;
+  int64_t latency_checkpoint = 0;
 };
 
 // The engine: stamps readings into samples with the clock's time and

@@ -167,6 +167,19 @@ void write_ndjson(std::string& out, const GroupReport& r, Granularity granularit
     out.append(",\"reason\":");
     append_json_string(out, r.reason);
   }
+  if (r.latency) {
+    out.append(",\"latency_ms\":{\"checkpoint\":");
+    append_int(out, r.latency_checkpoint);
+    out.append(",\"p50\":");
+    append_int(out, r.latency->p50);
+    out.append(",\"p99\":");
+    append_int(out, r.latency->p99);
+    out.append(",\"max\":");
+    append_int(out, r.latency->max);
+    out.append(",\"records\":");
+    append_uint(out, r.latency->records);
+    out.push_back('}');
+  }
   if (r.subject.kind == LagSubject::Kind::kGroup) {
     // null: the broker cannot tell (kbroker), which the STOP rule then
     // cannot use.
@@ -275,6 +288,14 @@ std::string render_table(const std::vector<GroupReport>& reports, bool trend,
           "note: {}: STOP judged from the offsets alone: the broker cannot tell whether the "
           "group has active members",
           subject_text(r.subject)));
+    if (r.latency)
+      notes.push_back(fmt::format(
+          "end to end: {}: checkpoint {}: p99 {} (p50 {}, max {}) from the Kafka timestamps of "
+          "its {} records to its completion",
+          r.subject.name, r.latency_checkpoint,
+          format_duration(std::max<Millis>(r.latency->p99, 0)),
+          format_duration(std::max<Millis>(r.latency->p50, 0)),
+          format_duration(std::max<Millis>(r.latency->max, 0)), r.latency->records));
   }
   if (!assumed.empty()) align_marked(rows, marked, header[marked]);
   TextTable table(header);

@@ -84,6 +84,11 @@ p99=$(awk '$1 ~ /^kpipe_end_to_end_latency_seconds[{].*quantile="0.99"/ { print 
 awk -v a="$p99" -v b="$last_p99" 'BEGIN { exit !(a * 1000 - b < 1 && b - a * 1000 < 1) }' ||
   fail "the metrics' p99 $p99 s is not the last checkpoint's $last_p99 ms"
 
+# klag --state gives the same beside the pipeline's lag.
+klag -b "$BROKERS" --state "$S" --format ndjson >"$WORK/klag" 2>"$WORK/klag.err" ||
+  fail "klag --state failed: $(cat "$WORK/klag.err")"
+assert_eq "$(tail -1 "$WORK/klag" | jq .latency_ms.p99)" "$last_p99" "klag --state's p99"
+
 # kwindow's watermark: the slowest partition's largest event time (less
 # the default watermark delay, 0), as a Unix time in seconds; the lag is
 # its distance from now.

@@ -371,3 +371,26 @@ TEST_CASE("--metric-names kafka_exporter: its names and labels", "[lag][output][
   CHECK(topics.find("partition=") == std::string::npos);
   CHECK(topics.find("kafka_consumergroup_lag{") == std::string::npos);
 }
+
+TEST_CASE("a state file's end-to-end latency beside its lag", "[lag][output]") {
+  GroupReport r;
+  r.subject = {LagSubject::Kind::kState, "pipe.db"};
+  r.at = kT0;
+  PartitionReport p;
+  p.sample = {"events", 0, 5, 9, kT0 - kSecond, 1.0};
+  p.status = LagStatus::kOk;
+  r.partitions.push_back(p);
+  r.total_lag = 4;
+  r.max_lag_seconds = 1.0;
+  r.latency = Latency{400, 1250, 2000, 900};
+  r.latency_checkpoint = 41;
+  std::string out;
+  write_ndjson(out, r);
+  CHECK(
+      out.ends_with("\"status\":\"OK\",\"latency_ms\":{\"checkpoint\":41,\"p50\":400,\"p99\":1250,"
+                    "\"max\":2000,\"records\":900}}\n"));
+  std::string table = render_table({r}, false, Granularity::kPartition);
+  CHECK(
+      table.ends_with("end to end: pipe.db: checkpoint 41: p99 1s250ms (p50 400ms, max 2s) from "
+                      "the Kafka timestamps of its 900 records to its completion\n"));
+}

@@ -195,6 +195,21 @@ class Sampler {
 
   const LagSubject& subject() const { return subject_; }
 
+  // A state file's newest complete checkpoint with its records' times:
+  // its end-to-end latency, beside the lag.
+  Status add_latency(GroupReport& report) {
+    if (is_group() || !store_) return {};
+    auto checkpoints = store_->checkpoints();
+    if (!checkpoints) return checkpoints.take_error();
+    for (auto it = checkpoints->rbegin(); it != checkpoints->rend(); ++it) {
+      if (!it->latency) continue;
+      report.latency = it->latency;
+      report.latency_checkpoint = it->id;
+      break;
+    }
+    return {};
+  }
+
  private:
   bool is_group() const { return subject_.kind == LagSubject::Kind::kGroup; }
 
@@ -529,12 +544,14 @@ Status run_lag(const LagOptions& o, Io& io) {
         auto recent = history->recent(sampler.subject(), s.depth());
         if (!recent) return recent.take_error();
         reports.push_back(engine.report(*recent));
+        KPIPE_TRY(sampler.add_latency(reports.back()));
         continue;
       }
       auto& mine = memory[subject];
       mine.push_back(std::move(*sample));
       if (mine.size() > s.depth()) mine.erase(mine.begin());
       reports.push_back(engine.report(mine));
+      KPIPE_TRY(sampler.add_latency(reports.back()));
     }
     write_reports(s, reports, trend, redraw, round > 0, io.out);
     KPIPE_TRY(io.out.flush());
