@@ -2,6 +2,7 @@
 
 #include "kpipe/json.h"
 
+#include <cmath>
 #include <iterator>
 
 namespace kpipe {
@@ -179,10 +180,16 @@ void StatsTicker::tick_now(const Counters& c) {
     last_progress_ = now;
     double seconds = static_cast<double>(now - start_) / 1000.0;
     double rate = seconds > 0 ? static_cast<double>(c.in) / seconds : 0;
-    reporter_.progress(
-        fmt::format("{}: {} in, {} out, {:.0f}/s{}{}", program_, c.in, c.out, rate,
-                    c.dropped ? fmt::format(", {} dropped", c.dropped) : "",
-                    c.dead_lettered ? fmt::format(", {} dead-lettered", c.dead_lettered) : ""));
+    std::string left;
+    if (c.left)
+      left = rate >= 1 ? fmt::format(", {} left (~{})", *c.left,
+                                     format_duration(static_cast<Millis>(
+                                         std::ceil(static_cast<double>(*c.left) / rate) * 1000)))
+                       : fmt::format(", {} left", *c.left);
+    reporter_.progress(fmt::format(
+        "{}: {} in, {} out, {:.0f}/s{}{}{}", program_, c.in, c.out, rate,
+        c.dropped ? fmt::format(", {} dropped", c.dropped) : "",
+        c.dead_lettered ? fmt::format(", {} dead-lettered", c.dead_lettered) : "", left));
   }
 }
 

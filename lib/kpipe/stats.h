@@ -33,6 +33,9 @@ struct Counters {
   // The terminal stage's last checkpoint with its records' times: end to
   // end, its completion less their Kafka timestamps.
   std::optional<Latency> latency;
+  // Records left to read where the program knows (kconsume -e): the
+  // progress line says how many and how long they would take.
+  std::optional<uint64_t> left;
 };
 
 // What --stats and --metrics asked for.

@@ -242,3 +242,21 @@ TEST_CASE("StatsTicker: a metrics file that cannot be written is said once", "[s
   ticker.tick_now(Counters{});
   CHECK(reporter.warnings.size() == 2);
 }
+
+TEST_CASE("StatsTicker: the progress line says what is left where it is known", "[stats]") {
+  FakeClock clock(kStart);
+  ProgressReporter reporter;
+  StatsTicker ticker("kconsume", every(0), reporter, clock);
+  Counters c = counters(5000, 5000, 0, 0, 0, 0, 0);
+  c.left = 12000;
+  clock.advance(2000);
+  ticker.tick_now(c);
+  REQUIRE(reporter.progress_lines.size() == 1);
+  // 2500/s: 12000 left take about 5 s (rounded up).
+  CHECK(reporter.progress_lines[0] == "kconsume: 5000 in, 5000 out, 2500/s, 12000 left (~5s)");
+  c.in = c.out = 0;
+  c.left = 7;
+  clock.advance(250);
+  ticker.tick_now(c);  // no rate yet: no time
+  CHECK(reporter.progress_lines.back() == "kconsume: 0 in, 0 out, 0/s, 7 left");
+}

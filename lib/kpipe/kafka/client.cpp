@@ -121,9 +121,8 @@ namespace {
 Expected<rd_kafka_conf_t*> make_conf(const KafkaConfig& config, KafkaClient::Handle* handle) {
   if (handle->reporter != nullptr)
     for (const auto& k : config.ignored)
-      handle->reporter->warning(
-          fmt::format("kafka: ignoring '{}' of '{}': librdkafka has no such property", k,
-                      config.file));
+      handle->reporter->warning(fmt::format(
+          "kafka: ignoring '{}' of '{}': librdkafka has no such property", k, config.file));
   rd_kafka_conf_t* conf = rd_kafka_conf_new();
   char err[512];
   for (const auto& [k, v] : config.properties) {
@@ -878,6 +877,15 @@ std::vector<TopicPartition> Consumer::assignment() {
   for (int i = 0; i < list->cnt; ++i)
     out.push_back({list->elems[i].topic, list->elems[i].partition});
   return out;
+}
+
+std::optional<int64_t> Consumer::cached_end(const std::string& topic, int32_t partition) {
+  int64_t low = 0, high = 0;
+  if (rd_kafka_get_watermark_offsets(handle_->rk, topic.c_str(), partition, &low, &high) !=
+          RD_KAFKA_RESP_ERR_NO_ERROR ||
+      high < 0)
+    return std::nullopt;
+  return high;
 }
 
 Status Consumer::pause(const std::vector<TopicPartition>& parts) {

@@ -137,6 +137,9 @@ class Consumer final : public KafkaClient {
   // end). Records already fetched may still arrive. An assignment made
   // anew starts unpaused.
   Status pause(const std::vector<TopicPartition>& parts);
+  // The end (high watermark) of a partition as the last fetch saw it,
+  // asking no broker: for a progress line. nullopt until it is known.
+  std::optional<int64_t> cached_end(const std::string& topic, int32_t partition);
   // Leaves the group (revoking first), so that the rest rebalance at once.
   Status close();
 

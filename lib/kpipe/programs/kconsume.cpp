@@ -533,7 +533,7 @@ class ConsumeLoop {
       KPIPE_TRY(commit_delivered());
     }
     if (ticker_active()) {
-      counters_.state_size = positions_.size();
+      fill_counters();
       ticker_.tick_now(counters_);
     }
     return {};
@@ -551,7 +551,7 @@ class ConsumeLoop {
       KPIPE_TRY(mirror_complete());
     }
     if (ticker_active()) {
-      counters_.state_size = positions_.size();
+      fill_counters();
       ticker_.tick_now(counters_);
     }
     return {};
@@ -776,6 +776,21 @@ class ConsumeLoop {
   // (kpipe(7), MANY INSTANCES).
   bool owned() const { return instance_; }
   bool ticker_active() const { return true; }
+
+  void fill_counters() {
+    counters_.state_size = positions_.size();
+    // With -e on a terminal: what is left to the ends the last fetches saw.
+    if (!options_.exit_at_end || !io_.reporter.wants_progress()) return;
+    uint64_t left = 0;
+    for (const auto& [tp, pos] : positions_) {
+      if (pos.ended) continue;
+      auto end = consumer_.cached_end(tp.topic, tp.partition);
+      if (!end) return;  // not known for every partition yet: say nothing
+      int64_t stop = std::min(*end, pos.end);
+      if (stop > pos.next) left += static_cast<uint64_t>(stop - pos.next);
+    }
+    counters_.left = left;
+  }
 
   // Whether every partition is done: -e, at its end; --until, at that
   // end; both, at whichever came first.
