@@ -40,7 +40,14 @@ Expected<ReplayReport> run_replay(ReplayLedger& ledger, ReplayTarget& target,
   const bool later = target.acknowledges_later();
   std::vector<uint64_t> acked;
   std::vector<const ReplayItem*> done;
+  std::optional<uint64_t> total;
+  if (settings.on_progress) {
+    auto pending = ledger.pending();
+    if (!pending) return pending.take_error();
+    total = *pending;
+  }
   while (!stop_requested(settings)) {
+    if (settings.on_progress) settings.on_progress(report.replayed, total);
     auto batch = ledger.next(std::max<size_t>(settings.batch, 1));
     if (!batch) return batch.take_error();
     if (batch->empty()) break;

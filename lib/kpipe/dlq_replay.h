@@ -17,7 +17,9 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -79,12 +81,18 @@ class ReplayLedger {
                        const std::string& mark) = 0;
   // Marks entries replayed (pointers into the last next()'s batch).
   virtual Status delivered(const std::vector<const ReplayItem*>& items) = 0;
+  // How many entries the replay would send, when the ledger can tell
+  // (for a progress line); after reset() and settling.
+  virtual Expected<std::optional<uint64_t>> pending() { return std::optional<uint64_t>(); }
 };
 
 struct ReplaySettings {
   size_t batch = 1000;  // entries in flight to Kafka at most
   bool again = false;
   const std::atomic<bool>* stop = nullptr;
+  // Called after each batch with the entries replayed so far and how many
+  // there were to replay (when the ledger knows): a progress line.
+  std::function<void(uint64_t replayed, std::optional<uint64_t> total)> on_progress;
 };
 
 struct ReplayReport {

@@ -282,4 +282,32 @@ TEST_CASE("a stop request ends the replay after the entry or batch in hand", "[d
 }
 
 }  // namespace
+
+TEST_CASE("a replay tells its progress: replayed so far, of how many", "[dlq_replay]") {
+  auto store = memory_store(9);
+  FakeTopic topic;
+  FakeClock clock(5000);
+  DlqFilter f;
+  f.stage = "kdedup";  // entries 1, 3, 5, 7, 9
+  auto ledger = make_store_ledger(*store, f, 0, clock);
+  REQUIRE(ledger.ok());
+  ReplaySettings settings;
+  settings.batch = 2;
+  std::vector<std::pair<uint64_t, std::optional<uint64_t>>> seen;
+  settings.on_progress = [&](uint64_t replayed, std::optional<uint64_t> total) {
+    seen.emplace_back(replayed, total);
+  };
+  auto r = run_replay(**ledger, topic, settings);
+  REQUIRE(r.ok());
+  CHECK(r->replayed == 5);
+  using P = std::pair<uint64_t, std::optional<uint64_t>>;
+  // Before each batch, and before finding there is none left.
+  CHECK(seen == std::vector<P>{{0, 5}, {2, 5}, {4, 5}, {5, 5}});
+  // With --limit the total is at most the limit.
+  auto store2 = memory_store(9);
+  auto limited = make_store_ledger(*store2, {}, 4, clock);
+  REQUIRE(limited.ok());
+  CHECK(*(*limited)->pending() == std::optional<uint64_t>(4));
+}
+
 }  // namespace kpipe

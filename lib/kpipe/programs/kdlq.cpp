@@ -1,4 +1,5 @@
 #include "kpipe/programs/kdlq.h"
+#include "kpipe/stats.h"
 
 #include <algorithm>
 #include <map>
@@ -243,7 +244,17 @@ Status run_dlq_replay(const DlqOptions& o, Io& io) {
   settings.batch = o.batch;
   settings.again = o.again;
   settings.stop = io.stop;
+  // On a terminal: entries replayed, the rate, and how many are left.
+  StatsTicker ticker("kdlq replay", StatsSettings{}, io.reporter, io.clock);
+  Counters counters;
+  if (io.reporter.wants_progress())
+    settings.on_progress = [&](uint64_t replayed, std::optional<uint64_t> total) {
+      counters.in = counters.out = replayed;
+      if (total) counters.left = *total > replayed ? *total - replayed : 0;
+      ticker.tick_now(counters);
+    };
   auto report = run_replay(*ledger, *target, settings);
+  if (settings.on_progress) ticker.finish(counters);
   if (!report) return report.take_error();
   if (report->batches_in_doubt > 0)
     io.reporter.info(

@@ -315,6 +315,17 @@ Status DlqStore::scan(const DlqFilter& filter, size_t limit, bool with_payload,
   }
 }
 
+Expected<uint64_t> DlqStore::count(const DlqFilter& filter, int64_t max_id) {
+  Where w = where_for(db_->dialect(), filter);
+  w.add("id <= ?", max_id);
+  auto stmt = db_->prepare("SELECT COUNT(*) FROM dead_letters" + w.sql);
+  if (!stmt) return stmt.take_error();
+  w.bind(*stmt);
+  auto row = stmt->step();
+  if (!row) return row.take_error();
+  return static_cast<uint64_t>(stmt->column_int(0));
+}
+
 Expected<int64_t> DlqStore::max_id() {
   auto stmt = db_->prepare("SELECT coalesce(max(id), 0) FROM dead_letters");
   if (!stmt) return stmt.take_error();
@@ -583,6 +594,13 @@ class StoreLedger final : public ReplayLedger {
     auto b = store_.begin_batch(target, mark, ids, clock_.now());
     if (!b) return b.take_error();
     return {};
+  }
+
+  Expected<std::optional<uint64_t>> pending() override {
+    if (max_id_ == 0) return std::optional<uint64_t>(0);
+    auto n = store_.count(filter_, max_id_);
+    if (!n) return n.take_error();
+    return std::optional<uint64_t>(limit_ > 0 ? std::min<uint64_t>(*n, limit_) : *n);
   }
 
   Status delivered(const std::vector<const ReplayItem*>& items) override {

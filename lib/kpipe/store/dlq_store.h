@@ -55,6 +55,8 @@ class DlqStore {
   // The largest id now (0 when empty): a replay stops there, so that lines
   // failing again while it runs wait for the next one.
   Expected<int64_t> max_id();
+  // How many entries match `filter` with an id up to `max_id`.
+  Expected<uint64_t> count(const DlqFilter& filter, int64_t max_id);
   // A random id given to the store when it was created: replayed records
   // carry "STORE_ID:ENTRY_ID" (dlq_header::kReplayId).
   Expected<std::string> store_id();
