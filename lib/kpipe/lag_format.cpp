@@ -1,4 +1,5 @@
 #include "kpipe/lag_format.h"
+#include "kpipe/stats.h"
 
 #include <algorithm>
 #include <iterator>
@@ -168,17 +169,8 @@ void write_ndjson(std::string& out, const GroupReport& r, Granularity granularit
     append_json_string(out, r.reason);
   }
   if (r.latency) {
-    out.append(",\"latency_ms\":{\"checkpoint\":");
-    append_int(out, r.latency_checkpoint);
-    out.append(",\"p50\":");
-    append_int(out, r.latency->p50);
-    out.append(",\"p99\":");
-    append_int(out, r.latency->p99);
-    out.append(",\"max\":");
-    append_int(out, r.latency->max);
-    out.append(",\"records\":");
-    append_uint(out, r.latency->records);
-    out.push_back('}');
+    out.append(",\"latency_ms\":");
+    append_latency_json(out, *r.latency, r.latency_checkpoint);
   }
   if (r.subject.kind == LagSubject::Kind::kGroup) {
     // null: the broker cannot tell (kbroker), which the STOP rule then
@@ -310,17 +302,7 @@ namespace {
 
 void append_label_value(std::string& out, std::string_view v) {
   out.push_back('"');
-  for (char c : v) {
-    if (c == '\\') {
-      out.append("\\\\");
-    } else if (c == '"') {
-      out.append("\\\"");
-    } else if (c == '\n') {
-      out.append("\\n");
-    } else {
-      out.push_back(c);
-    }
-  }
+  append_prometheus_label(out, v);
   out.push_back('"');
 }
 

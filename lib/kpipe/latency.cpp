@@ -2,7 +2,27 @@
 
 #include <algorithm>
 
+#include "kpipe/json.h"
+
 namespace kpipe {
+
+void append_latency_json(std::string& out, const Latency& l, std::optional<int64_t> checkpoint) {
+  out.push_back('{');
+  if (checkpoint) {
+    out.append("\"checkpoint\":");
+    append_int(out, *checkpoint);
+    out.push_back(',');
+  }
+  out.append("\"p50\":");
+  append_int(out, l.p50);
+  out.append(",\"p99\":");
+  append_int(out, l.p99);
+  out.append(",\"max\":");
+  append_int(out, l.max);
+  out.append(",\"records\":");
+  append_uint(out, l.records);
+  out.push_back('}');
+}
 
 std::optional<TimestampSummary> TimestampSampler::take() {
   if (seen_ == 0) return std::nullopt;

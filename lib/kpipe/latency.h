@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "kpipe/time.h"
@@ -36,6 +37,11 @@ struct Latency {
 inline Latency latency_at(const TimestampSummary& ts, Millis completed) {
   return {completed - ts.p50, completed - ts.p01, completed - ts.min, ts.records};
 }
+
+// {"checkpoint":N,"p50":..,"p99":..,"max":..,"records":..} in milliseconds,
+// "checkpoint" only when given: kcheckpoint history's and klag's latency_ms.
+void append_latency_json(std::string& out, const Latency& l,
+                         std::optional<int64_t> checkpoint = std::nullopt);
 
 // A uniform sample of the timestamps seen since the last take(), of at
 // most kCapacity (Vitter's reservoir), and the exact minimum: memory and

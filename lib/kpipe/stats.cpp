@@ -26,9 +26,7 @@ bool StatsTicker::ticking() const {
   return interval_ > 0 || settings_.write_metrics != nullptr || reporter_.wants_progress();
 }
 
-namespace {
-
-void append_label_value(std::string& out, std::string_view v) {
+void append_prometheus_label(std::string& out, std::string_view v) {
   // The text format escapes backslash, double quote and newline.
   for (char ch : v) {
     if (ch == '\\') {
@@ -42,6 +40,8 @@ void append_label_value(std::string& out, std::string_view v) {
     }
   }
 }
+
+namespace {
 
 struct MetricsText {
   std::string out;
@@ -71,9 +71,9 @@ std::string prometheus_metrics(std::string_view program, std::string_view stage,
                                Millis now) {
   MetricsText m;
   m.labels = "program=\"";
-  append_label_value(m.labels, program);
+  append_prometheus_label(m.labels, program);
   m.labels.append("\",stage=\"");
-  append_label_value(m.labels, stage);
+  append_prometheus_label(m.labels, stage);
   m.labels.push_back('"');
   m.counter("kpipe_records_in_total", "Records read.", c.in);
   m.counter("kpipe_records_out_total", "Records written.", c.out);

@@ -48,6 +48,9 @@ struct StatsSettings {
   std::string metrics;  // the file's name, for the warning when it fails
 };
 
+// A label value in Prometheus' text format, escaped, without its quotes.
+void append_prometheus_label(std::string& out, std::string_view v);
+
 // The Prometheus text format (node_exporter's textfile collector) of `c`
 // at wall-clock time `now`.
 std::string prometheus_metrics(std::string_view program, std::string_view stage, const Counters& c,

@@ -37,7 +37,10 @@ TEST_CASE("write_ndjson: partitions, topic totals, then the group", "[lag][outpu
         "above 0 (now 30)\",\"members\":null}\n");
 }
 
-TEST_CASE("write_ndjson: a state file's partitions carry their commit time", "[lag][output]") {
+namespace {
+
+// A state file's report: one partition 4 behind, committed a second ago.
+GroupReport state_report() {
   GroupReport r;
   r.subject = {LagSubject::Kind::kState, "pipe.db"};
   r.at = kT0;
@@ -47,6 +50,13 @@ TEST_CASE("write_ndjson: a state file's partitions carry their commit time", "[l
   r.partitions.push_back(p);
   r.total_lag = 4;
   r.max_lag_seconds = 1.0;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("write_ndjson: a state file's partitions carry their commit time", "[lag][output]") {
+  GroupReport r = state_report();
   r.members = 3;  // never written for a state file
   std::string out;
   write_ndjson(out, r);
@@ -373,15 +383,7 @@ TEST_CASE("--metric-names kafka_exporter: its names and labels", "[lag][output][
 }
 
 TEST_CASE("a state file's end-to-end latency beside its lag", "[lag][output]") {
-  GroupReport r;
-  r.subject = {LagSubject::Kind::kState, "pipe.db"};
-  r.at = kT0;
-  PartitionReport p;
-  p.sample = {"events", 0, 5, 9, kT0 - kSecond, 1.0};
-  p.status = LagStatus::kOk;
-  r.partitions.push_back(p);
-  r.total_lag = 4;
-  r.max_lag_seconds = 1.0;
+  GroupReport r = state_report();
   r.latency = Latency{400, 1250, 2000, 900};
   r.latency_checkpoint = 41;
   std::string out;

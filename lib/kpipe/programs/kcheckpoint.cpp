@@ -583,15 +583,7 @@ Status run_checkpoint_history(const CheckpointOptions& o, Io& io) {
     }
     out.append(",\"latency_ms\":");
     if (c.latency) {
-      out.append("{\"p50\":");
-      append_int(out, c.latency->p50);
-      out.append(",\"p99\":");
-      append_int(out, c.latency->p99);
-      out.append(",\"max\":");
-      append_int(out, c.latency->max);
-      out.append(",\"records\":");
-      append_uint(out, c.latency->records);
-      out.push_back('}');
+      append_latency_json(out, *c.latency);
     } else {
       out.append("null");
     }
