@@ -293,7 +293,7 @@ TEST_CASE("write_prometheus: partitions never committed on have lag series, and 
         std::string::npos);
 }
 
-TEST_CASE("--granularity topic: a line per group and topic", "[lag][output][granularity]") {
+TEST_CASE("klag --granularity topic: a line per group and topic", "[lag][output][granularity]") {
   FakeClock clock(kT0);
   LagEngine engine(clock, {3, 0});
   GroupReport billing = engine.report(billing_history());
@@ -334,7 +334,7 @@ TEST_CASE("--granularity topic: a line per group and topic", "[lag][output][gran
   CHECK(prom.find("partition=") == std::string::npos);
 }
 
-TEST_CASE("--metric-names kafka_exporter: its names and labels", "[lag][output][exporter]") {
+TEST_CASE("klag --metric-names kafka_exporter: its names and labels", "[lag][output][exporter]") {
   FakeClock clock(kT0);
   LagEngine engine(clock, {3, 0});
   auto readings = never_committed_readings(0);

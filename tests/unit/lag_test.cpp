@@ -287,7 +287,7 @@ TEST_CASE("check_alerts: thresholds each way", "[lag][alerts]") {
   CHECK(check_alerts(reports, {1, 1, LagStatus::kStall}).size() == 3);
 }
 
-TEST_CASE("--uncommitted: names and a mistyped mode", "[lag][uncommitted]") {
+TEST_CASE("klag --uncommitted: names and a mistyped mode", "[lag][uncommitted]") {
   CHECK(*parse_uncommitted("earliest") == Uncommitted::kEarliest);
   CHECK(*parse_uncommitted("latest") == Uncommitted::kLatest);
   CHECK(*parse_uncommitted("ignore") == Uncommitted::kIgnore);
