@@ -384,7 +384,8 @@ TEST_CASE("kconsume --until OFFSET ends each partition before it, without -e", "
   CHECK(cluster.consume(o) == "[0,8] [1,8] ");
 }
 
-TEST_CASE("kconsume --from @A --until @B reads the records of [A, B)", "[consume]") {
+TEST_CASE("kconsume --from @A --until @B reads the records from A up to B, B left out",
+          "[consume]") {
   UntilCluster cluster;
   ConsumeOptions o;
   o.from = "@" + std::to_string(kBase + 2000);
