@@ -232,6 +232,21 @@ Expected<std::unique_ptr<PgConnection>> PgConnection::connect(const std::string&
   // server's chatter, not the program's diagnostics.
   PQsetNoticeProcessor(
       conn, [](void*, const char*) {}, nullptr);
+  // A transaction of kpipe's never waits long on its client: one that does
+  // belongs to a process that has stopped (SIGSTOP, a paused VM, a network
+  // cut), and its locks (a stage's FOR SHARE on partition_owners) would hold
+  // the instance taking its partitions over for as long (kpipe(7), MANY
+  // INSTANCES). The server ends such a session and frees its locks.
+  PGresult* set = PQexec(conn, fmt::format("SET idle_in_transaction_session_timeout = '{}ms'",
+                                           kIdleInTransactionTimeout)
+                                   .c_str());
+  bool ok = set != nullptr && PQresultStatus(set) == PGRES_COMMAND_OK;
+  PQclear(set);
+  if (!ok) {
+    std::string why = one_line(PQerrorMessage(conn));
+    PQfinish(conn);
+    return failure("{}: cannot set idle_in_transaction_session_timeout: {}", display, why);
+  }
   return std::unique_ptr<PgConnection>(new PgConnection(conn, std::move(display)));
 }
 

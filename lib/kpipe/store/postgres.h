@@ -21,6 +21,10 @@ struct pg_result;
 
 namespace kpipe {
 
+// How long the server lets a session of kpipe's sit idle inside a
+// transaction before it ends it (PgConnection::connect).
+constexpr int64_t kIdleInTransactionTimeout = 30000;
+
 // Whether a store target names a PostgreSQL database rather than a file.
 bool is_postgres_target(std::string_view target);
 
