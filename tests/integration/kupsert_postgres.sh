@@ -106,7 +106,8 @@ printf '%s\n' '{"topic":"t","partition":0,"offset":1}' |
 assert_contains "$WORK/err" "--table 'offsets' is one of kpipe's own tables"
 
 # --- a server out of reach, a connection lost ---------------------------------------
-port=$(bash -c 'die() { exit 1; }; source "$1"; free_port' _ "$KPIPE_SOURCE_DIR/scripts/free-port.sh")
+# Port 1: nothing listens there (as consume.sh's unreachable broker).
+port=1
 printf '%s\n' '{"id":1}' |
   expect_exit 1 kupsert --db "postgresql://kpipe:s3cret@127.0.0.1:$port/x" --table t --key id
 assert_contains "$WORK/err" "kupsert: error: postgresql://kpipe@127.0.0.1:$port/x: cannot connect:"
