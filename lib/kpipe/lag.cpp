@@ -74,20 +74,17 @@ Expected<LagStatus> parse_fail_on(std::string_view text) {
   return kLagStatuses[1 + *found];
 }
 
+namespace {
+// In Uncommitted's order: the one spelling of its values.
+const std::vector<std::string> kUncommittedNames = {"ignore", "earliest", "latest"};
+}  // namespace
+
 const char* uncommitted_name(Uncommitted u) {
-  switch (u) {
-    case Uncommitted::kIgnore:
-      return "ignore";
-    case Uncommitted::kEarliest:
-      return "earliest";
-    case Uncommitted::kLatest:
-      return "latest";
-  }
-  return "ignore";
+  return kUncommittedNames.at(static_cast<size_t>(u)).c_str();
 }
 
 Expected<Uncommitted> parse_uncommitted(std::string_view text) {
-  auto found = parse_choice("--uncommitted", text, {"ignore", "earliest", "latest"});
+  auto found = parse_choice("--uncommitted", text, kUncommittedNames);
   if (!found) return found.take_error();
   return static_cast<Uncommitted>(*found);
 }

@@ -49,9 +49,9 @@ const char* kind_text(LagSubject::Kind k) {
 
 // The assumed column: NULL unless the lag counted from an assumed offset.
 Uncommitted assumed_of(std::optional<std::string> text) {
-  if (text == "earliest") return Uncommitted::kEarliest;
-  if (text == "latest") return Uncommitted::kLatest;
-  return Uncommitted::kIgnore;
+  if (!text) return Uncommitted::kIgnore;
+  auto u = parse_uncommitted(*text);
+  return u ? *u : Uncommitted::kIgnore;
 }
 
 }  // namespace
