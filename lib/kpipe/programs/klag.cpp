@@ -199,14 +199,11 @@ class Sampler {
   // its end-to-end latency, beside the lag.
   Status add_latency(GroupReport& report) {
     if (is_group() || !store_) return {};
-    auto checkpoints = store_->checkpoints();
-    if (!checkpoints) return checkpoints.take_error();
-    for (auto it = checkpoints->rbegin(); it != checkpoints->rend(); ++it) {
-      if (!it->latency) continue;
-      report.latency = it->latency;
-      report.latency_checkpoint = it->id;
-      break;
-    }
+    auto latest = store_->latest_latency();
+    if (!latest) return latest.take_error();
+    if (!*latest) return {};
+    report.latency = (*latest)->latency;
+    report.latency_checkpoint = (*latest)->checkpoint;
     return {};
   }
 

@@ -867,19 +867,32 @@ Expected<std::vector<CheckpointRecord>> StateStore::checkpoints() {
   return out;
 }
 
-Expected<std::optional<Latency>> StateStore::latency(int64_t id) {
+Expected<std::optional<CheckpointLatency>> StateStore::latency_of(std::optional<int64_t> id) {
   auto stmt = db_->prepare(
-      "SELECT completed_at, records, ts_p50, ts_p01, ts_min FROM checkpoints WHERE id = ?1 AND "
-      "completed_at IS NOT NULL AND records IS NOT NULL");
+      fmt::format("SELECT id, completed_at, records, ts_p50, ts_p01, ts_min FROM checkpoints WHERE "
+                  "completed_at IS NOT NULL AND records IS NOT NULL{} ORDER BY id DESC LIMIT 1",
+                  id ? " AND id = ?1" : ""));
   if (!stmt) return stmt.take_error();
-  stmt->bind(1, id);
+  if (id) stmt->bind(1, *id);
   auto row = stmt->step();
   if (!row) return row.take_error();
-  if (!*row) return std::optional<Latency>();
-  return std::optional<Latency>(
-      latency_at({static_cast<uint64_t>(stmt->column_int(1)), stmt->column_int(2),
-                  stmt->column_int(3), stmt->column_int(4)},
-                 stmt->column_int(0)));
+  if (!*row) return std::optional<CheckpointLatency>();
+  return std::optional<CheckpointLatency>(
+      {stmt->column_int(0),
+       latency_at({static_cast<uint64_t>(stmt->column_int(2)), stmt->column_int(3),
+                   stmt->column_int(4), stmt->column_int(5)},
+                  stmt->column_int(1))});
+}
+
+Expected<std::optional<Latency>> StateStore::latency(int64_t id) {
+  auto found = latency_of(id);
+  if (!found) return found.take_error();
+  if (!*found) return std::optional<Latency>();
+  return std::optional<Latency>((*found)->latency);
+}
+
+Expected<std::optional<CheckpointLatency>> StateStore::latest_latency() {
+  return latency_of(std::nullopt);
 }
 
 Expected<std::vector<SnapshotRecord>> StateStore::snapshots() {

@@ -30,6 +30,11 @@ struct StoredOffset {
   Millis committed_at = 0;
 };
 
+struct CheckpointLatency {
+  int64_t checkpoint = 0;
+  Latency latency;
+};
+
 struct CheckpointRecord {
   int64_t id = 0;
   Millis emitted_at = 0;
@@ -110,6 +115,9 @@ class StateStore {
   // Checkpoint `id`'s end-to-end latency: nullopt when it is not complete
   // or its records' times are not known.
   Expected<std::optional<Latency>> latency(int64_t id);
+  // The newest complete checkpoint with its records' times, and its
+  // latency (klag --state).
+  Expected<std::optional<CheckpointLatency>> latest_latency();
   // The newest complete checkpoint, if any.
   Expected<std::optional<int64_t>> latest_complete();
   // Who completed checkpoint `id` ("" when it is not complete, or gone).
@@ -178,6 +186,8 @@ class StateStore {
   Expected<std::vector<std::string>> verify();
 
  private:
+  // The latency of checkpoint `id`, or of the newest that has one.
+  Expected<std::optional<CheckpointLatency>> latency_of(std::optional<int64_t> id);
   StateStore(std::unique_ptr<Database> owned, Database* db);
   Status migrate();
   // open_existing's last step: the tables at this program's version.

@@ -914,6 +914,12 @@ TEST_CASE("a checkpoint's end-to-end latency: its completion less its records' t
   REQUIRE(store->complete(Checkpoint{2, 10500, {{"events", 0, 6}}, ""}, "kcheckpoint", 10600).ok());
   CHECK(*store->latency(1) == Latency{700, 1200, 1700, 1000});
   CHECK(*store->latency(2) == std::nullopt);
+  // The newest complete checkpoint that had records' times: 1, not 2.
+  auto latest = store->latest_latency();
+  REQUIRE(latest.ok());
+  REQUIRE(*latest);
+  CHECK((*latest)->checkpoint == 1);
+  CHECK((*latest)->latency == Latency{700, 1200, 1700, 1000});
   auto history = store->checkpoints();
   REQUIRE(history.ok());
   REQUIRE(history->size() == 2);
