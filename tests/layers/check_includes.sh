@@ -12,6 +12,7 @@ layer_of() {
     lib/kpipe/stage/*) echo stage ;;
     lib/kpipe/kafka/*) echo kafka ;;
     lib/kpipe/store/*) echo store ;;
+    lib/kpipe/schema/*) echo schema ;;
     lib/kpipe/programs/*) echo programs ;;
     lib/kpipe/cli/*) echo cli ;;
     lib/kpipe/*/*) echo unknown ;;
@@ -27,7 +28,8 @@ allowed() {
     stage) echo "core stage" ;;
     kafka) echo "core kafka" ;;
     store) echo "core store" ;;
-    programs) echo "core stage kafka store programs" ;;
+    schema) echo "core schema" ;;
+    programs) echo "core stage kafka store schema programs" ;;
     cli) echo "core stage kafka cli" ;;
     tools) echo "cli programs" ;;
   esac
@@ -40,6 +42,7 @@ client_layer() {
     sqlite3.h | libpq-fe.h | libpq/*) echo store ;;
     CLI/*) echo "cli tools" ;;
     systemd/*) echo cli ;;
+    curl/* | avro.h | avro/* | google/protobuf/*) echo schema ;;
   esac
 }
 
