@@ -26,6 +26,14 @@ _kpipe_complete() {
         *) w="" ;;
       esac
       COMPREPLY=($(compgen -W "$w" -- "$cur")); return ;;
+    --key-format | --value-format)
+      # kproduce encodes only what a schema or JSON says (kproduce(1)).
+      w="json avro protobuf json-schema"
+      [[ ${prog##*/} == kconsume ]] && w+=" string bytes"
+      COMPREPLY=($(compgen -W "$w" -- "$cur")); return ;;
+    --avro-json) COMPREPLY=($(compgen -W "plain standard" -- "$cur")); return ;;
+    --registry) COMPREPLY=($(compgen -W "http:// https://" -- "$cur")); compopt -o nospace 2>/dev/null; return ;;
+    --registry-auth | --subject | --key-subject) return ;;
     --from) COMPREPLY=($(compgen -W "earliest latest" -- "$cur")); return ;;
     --isolation) COMPREPLY=($(compgen -W "read_committed read_uncommitted" -- "$cur")); return ;;
     --transactional-id) return ;;  # kproduce: a name of the user's choosing
@@ -54,7 +62,7 @@ _kpipe_complete() {
       [[ ${#COMPREPLY[@]} -eq 1 && (${COMPREPLY[0]} == *: || ${COMPREPLY[0]} == *://) ]] &&
         compopt -o nospace 2>/dev/null
       return ;;
-    --config | --history | --late | --dups | --bootstrap-file)
+    --config | --history | --late | --dups | --bootstrap-file | --schema | --registry-ca)
       COMPREPLY=($(compgen -f -- "$cur")); return ;;
   esac
   if [[ $cur == -* ]]; then

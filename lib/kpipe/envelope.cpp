@@ -1,6 +1,7 @@
 #include "kpipe/envelope.h"
 
 #include <cstdint>
+#include <tuple>
 
 namespace kpipe {
 
@@ -16,7 +17,9 @@ enum Slot : size_t {
   kKeyB64,
   kValue,
   kValueB64,
-  kHeaders
+  kHeaders,
+  kKeySchemaId,
+  kValueSchemaId
 };
 
 }  // namespace
@@ -50,6 +53,39 @@ void append_bytes_field(std::string& out, std::string_view name, std::string_vie
   out.push_back('"');
 }
 
+namespace {
+
+// A key or a value that --key-format or --value-format says how to show.
+void append_payload(std::string& out, std::string_view name, std::string_view bytes,
+                    RecordView::As as, int32_t schema_id) {
+  out.push_back('"');
+  out.append(name);
+  switch (as) {
+    case RecordView::As::kJson:
+      out.append("\":");
+      out.append(bytes);
+      out.append(",\"");
+      out.append(name);
+      out.append("_schema_id\":");
+      append_int(out, schema_id);
+      return;
+    case RecordView::As::kString:
+      if (is_valid_utf8(bytes)) {
+        out.append("\":");
+        append_json_string(out, bytes);
+        return;
+      }
+      break;
+    default:
+      break;
+  }
+  out.append("_base64\":\"");
+  append_base64(out, bytes);
+  out.push_back('"');
+}
+
+}  // namespace
+
 void EnvelopeWriter::append(std::string& out, const RecordView& r) {
   if (r.topic != topic_cache_key_) {
     topic_cache_key_ = std::string(r.topic);
@@ -69,10 +105,12 @@ void EnvelopeWriter::append(std::string& out, const RecordView& r) {
     out.append("null");
   }
   out.push_back(',');
-  if (r.key) {
+  if (!r.key) {
+    out.append("\"key\":null");
+  } else if (r.key_as == RecordView::As::kAuto || r.key_as == RecordView::As::kString) {
     append_bytes_field(out, "key", *r.key, nullptr);
   } else {
-    out.append("\"key\":null");
+    append_payload(out, "key", *r.key, r.key_as, r.key_schema_id);
   }
   if (!r.headers.empty()) {
     out.append(",\"headers\":[");
@@ -105,10 +143,12 @@ void EnvelopeWriter::append(std::string& out, const RecordView& r) {
     out.push_back(']');
   }
   out.push_back(',');
-  if (r.value) {
+  if (!r.value) {
+    out.append("\"value\":null");
+  } else if (r.value_as == RecordView::As::kAuto) {
     append_bytes_field(out, "value", *r.value, &encoder_);
   } else {
-    out.append("\"value\":null");
+    append_payload(out, "value", *r.value, r.value_as, r.value_schema_id);
   }
   out.append("}\n");
 }
@@ -118,7 +158,12 @@ void EnvelopeWriter::append_value(std::string& out, const RecordView& r) {
     out.append("null\n");
     return;
   }
-  if (encoder_.append(out, *r.value) == PayloadEncoder::Kind::kBinary) {
+  if (r.value_as == RecordView::As::kJson) {
+    out.append(*r.value);
+  } else if (r.value_as == RecordView::As::kString && is_valid_utf8(*r.value)) {
+    append_json_string(out, *r.value);
+  } else if (r.value_as == RecordView::As::kBytes ||
+             encoder_.append(out, *r.value) == PayloadEncoder::Kind::kBinary) {
     out.append("{\"value_base64\":\"");
     append_base64(out, *r.value);
     out.append("\"}");
@@ -126,9 +171,10 @@ void EnvelopeWriter::append_value(std::string& out, const RecordView& r) {
   out.push_back('\n');
 }
 
-EnvelopeReader::EnvelopeReader() {
-  for (const char* p : {".topic", ".partition", ".offset", ".timestamp", ".key", ".key_base64",
-                        ".value", ".value_base64", ".headers"}) {
+EnvelopeReader::EnvelopeReader(bool keep_json) : keep_json_(keep_json) {
+  for (const char* p :
+       {".topic", ".partition", ".offset", ".timestamp", ".key", ".key_base64", ".value",
+        ".value_base64", ".headers", ".key_schema_id", ".value_schema_id"}) {
     fields_.add(FieldPath::parse(p).value());
   }
 }
@@ -179,8 +225,19 @@ Status EnvelopeReader::read(std::string_view line, EnvelopeRecord& out) {
     auto bytes = decode_base64(key64.str);
     if (!bytes) return data_error("field 'key_base64': {}", bytes.error().message);
     out.key = std::move(*bytes);
+    out.key_is_bytes = true;
+  } else if (keep_json_ && key.type != JsonType::kMissing && key.type != JsonType::kNull) {
+    // A key decoded with a schema may be any JSON value.
+    scratch_.clear();
+    append_minified(scratch_, key.raw);
+    out.key = scratch_;
   } else if (key.type != JsonType::kMissing && key.type != JsonType::kNull) {
     return data_error("field 'key' is {}, not a string or null", json_type_phrase(key.type));
+  }
+  if (keep_json_ && key.type != JsonType::kMissing && key.type != JsonType::kNull) {
+    scratch_.clear();
+    append_minified(scratch_, key.raw);
+    out.key_json = scratch_;
   }
 
   const JsonField& value = values_[kValue];
@@ -199,6 +256,7 @@ Status EnvelopeReader::read(std::string_view line, EnvelopeRecord& out) {
         auto bytes = decode_base64(value64.str);
         if (!bytes) return data_error("field 'value_base64': {}", bytes.error().message);
         out.value = std::move(*bytes);
+        out.value_is_bytes = true;
       }
       break;
     default:
@@ -206,6 +264,20 @@ Status EnvelopeReader::read(std::string_view line, EnvelopeRecord& out) {
       append_minified(scratch_, value.raw);
       out.value = scratch_;
       break;
+  }
+  if (keep_json_ && value.type != JsonType::kMissing && value.type != JsonType::kNull) {
+    scratch_.clear();
+    append_minified(scratch_, value.raw);
+    out.value_json = scratch_;
+  }
+  for (auto [slot, name, id] :
+       {std::tuple{kKeySchemaId, "key_schema_id", &out.key_schema_id},
+        std::tuple{kValueSchemaId, "value_schema_id", &out.value_schema_id}}) {
+    auto n = integer_field(values_[slot], name);
+    if (!n) return n.take_error();
+    if (!*n) continue;
+    if (**n < 0 || **n > INT32_MAX) return data_error("field '{}' is out of range", name);
+    *id = static_cast<int32_t>(**n);
   }
 
   const JsonField& headers = values_[kHeaders];

@@ -28,6 +28,16 @@ struct RecordView {
   std::optional<std::string_view> key;
   std::optional<std::string_view> value;  // nullopt: a tombstone
   std::vector<Header> headers;
+  // How the envelope shows the key and the value (kconsume --key-format,
+  // --value-format): kAuto as kpipe(7), THE ENVELOPE, says; kString as a
+  // JSON string even when the bytes are JSON; kBytes as base64; kJson:
+  // the bytes are a JSON value decoded from a schema's encoding, written
+  // as they are, with the schema's id.
+  enum class As : uint8_t { kAuto, kString, kBytes, kJson };
+  As key_as = As::kAuto;
+  As value_as = As::kAuto;
+  int32_t key_schema_id = 0;  // with kJson
+  int32_t value_schema_id = 0;
 };
 
 enum class ConsumeFormat { kEnvelope, kValue };
@@ -66,6 +76,16 @@ struct EnvelopeRecord {
     std::optional<std::string> value;
   };
   std::vector<OwnedHeader> headers;
+  // What kconsume decoded with a schema (kpipe(7), SCHEMA REGISTRY): the
+  // id it was written with, and, when the reader keeps them, the JSON text
+  // of the key and the value as the line holds them, for an encoder.
+  std::optional<int32_t> key_schema_id;
+  std::optional<int32_t> value_schema_id;
+  std::optional<std::string> key_json;
+  std::optional<std::string> value_json;
+  // The value came as value_base64: bytes to send as they are.
+  bool value_is_bytes = false;
+  bool key_is_bytes = false;
 };
 
 // The Kafka record key that kproduce --key makes of a field's value
@@ -77,7 +97,8 @@ std::optional<std::string_view> record_key_bytes(const JsonField& f, std::string
 // Reads envelope lines with one reused parser.
 class EnvelopeReader {
  public:
-  EnvelopeReader();
+  // `keep_json`: also fill key_json and value_json.
+  explicit EnvelopeReader(bool keep_json = false);
   // `line` must be padded (a Line from LineFeed). Errors are data_errors
   // naming the field: "field 'value' is missing".
   Status read(std::string_view line, EnvelopeRecord& out);
@@ -87,6 +108,7 @@ class EnvelopeReader {
   FieldSet fields_;
   std::vector<JsonField> values_;
   std::string scratch_;
+  bool keep_json_;
 };
 
 // Whether an envelope's timestamp can be produced exactly as it is

@@ -521,3 +521,95 @@ TEST_CASE("source_position: nothing for lines that are not envelopes", "[envelop
     CHECK_FALSE(source_position(padded));
   }
 }
+
+TEST_CASE("EnvelopeWriter: payloads as --key-format and --value-format say", "[envelope]") {
+  RecordView r = record("orders", 0, 7, 1764412345123);
+  std::string key = "o-7", value = R"({"id":7})";
+  r.key = key;
+  r.value = value;
+  SECTION("decoded with a schema: the JSON as it is, with the schema's id") {
+    r.value_as = RecordView::As::kJson;
+    r.value_schema_id = 3;
+    CHECK(checked_line(envelope(r)) ==
+          R"({"topic":"orders","partition":0,"offset":7,"timestamp":1764412345123,)"
+          R"("key":"o-7","value":{"id":7},"value_schema_id":3})");
+    std::string skey = R"({"k":1})";
+    r.key = skey;
+    r.key_as = RecordView::As::kJson;
+    r.key_schema_id = 4;
+    CHECK(checked_line(envelope(r)) ==
+          R"({"topic":"orders","partition":0,"offset":7,"timestamp":1764412345123,)"
+          R"("key":{"k":1},"key_schema_id":4,"value":{"id":7},"value_schema_id":3})");
+  }
+  SECTION("string: a JSON string even when the bytes are JSON") {
+    r.value_as = RecordView::As::kString;
+    CHECK(checked_line(envelope(r)).ends_with(R"("value":"{\"id\":7}"})"));
+  }
+  SECTION("bytes: always base64") {
+    r.value_as = RecordView::As::kBytes;
+    r.key_as = RecordView::As::kBytes;
+    CHECK(checked_line(envelope(r))
+              .ends_with(R"("key_base64":"by03","value_base64":"eyJpZCI6N30="})"));
+  }
+  SECTION("string, for bytes that are not UTF-8: base64 all the same") {
+    std::string bad = test::bytes("\xff\x00");
+    r.value = bad;
+    r.value_as = RecordView::As::kString;
+    CHECK(checked_line(envelope(r)).ends_with(R"("value_base64":"/wA="})"));
+  }
+  SECTION("--format value") {
+    EnvelopeWriter w;
+    std::string out;
+    r.value_as = RecordView::As::kJson;
+    w.append_value(out, r);
+    r.value_as = RecordView::As::kString;
+    w.append_value(out, r);
+    r.value_as = RecordView::As::kBytes;
+    w.append_value(out, r);
+    CHECK(out == "{\"id\":7}\n\"{\\\"id\\\":7}\"\n{\"value_base64\":\"eyJpZCI6N30=\"}\n");
+  }
+}
+
+TEST_CASE("EnvelopeReader: schema ids, and the payloads' JSON for an encoder", "[envelope]") {
+  EnvelopeRecord rec;
+  SECTION("kept when asked") {
+    EnvelopeReader reader(true);
+    Padded line(R"({"key":{"k": 1},"key_schema_id":4,"value":"abc","value_schema_id":3})");
+    REQUIRE(reader.read(line.view(), rec).ok());
+    CHECK(rec.key_schema_id == 4);
+    CHECK(rec.value_schema_id == 3);
+    CHECK(rec.key_json == R"({"k":1})");
+    CHECK(rec.value_json == R"("abc")");
+    CHECK(rec.value == "abc");
+    CHECK_FALSE(rec.value_is_bytes);
+  }
+  SECTION("bytes stay bytes") {
+    EnvelopeReader reader(true);
+    Padded line(R"({"key_base64":"AAE=","value_base64":"AAAAAAMC"})");
+    REQUIRE(reader.read(line.view(), rec).ok());
+    CHECK(rec.value_is_bytes);
+    CHECK(rec.key_is_bytes);
+    CHECK_FALSE(rec.value_json);
+    CHECK_FALSE(rec.value_schema_id);
+  }
+  SECTION("not kept by default, and a key that is not a string is still refused") {
+    EnvelopeReader reader;
+    Padded line(R"({"key":"k","value":{"a":1},"value_schema_id":3})");
+    REQUIRE(reader.read(line.view(), rec).ok());
+    CHECK_FALSE(rec.value_json);
+    CHECK(rec.value_schema_id == 3);
+    Padded object_key(R"({"key":{"k":1},"value":1})");
+    CHECK_FALSE(reader.read(object_key.view(), rec).ok());
+  }
+  SECTION("a schema id that is not a non-negative int32 is refused, naming the field") {
+    EnvelopeReader reader;
+    Padded line(R"({"value":1,"value_schema_id":"3"})");
+    Status s = reader.read(line.view(), rec);
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.error().message == "field 'value_schema_id' is not an integer");
+    Padded big(R"({"value":1,"key_schema_id":4294967296})");
+    s = reader.read(big.view(), rec);
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.error().message == "field 'key_schema_id' is out of range");
+  }
+}

@@ -41,6 +41,8 @@ int main(int argc, char** argv) {
                  "With --state, emit a checkpoint this often")
       ->default_val("5s")
       ->type_name("D");
+  program.add_schema(o.schema, false);
+  program.add_errors(o.errors);
   program.add_stats(o.stats);
   return program.run(argc, argv, [&](kpipe::Io& io) {
     o.count_given = count->count() > 0;

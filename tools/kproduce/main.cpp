@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   app.add_option("--state", o.state,
                  "With --transactional, the pipeline's state store, where checkpoints complete")
       ->type_name("STORE");
+  program.add_schema(o.schema, true);
   program.add_inputs(o.input);
   program.add_errors(o.errors);
   program.add_stats(o.stats);

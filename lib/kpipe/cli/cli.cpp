@@ -199,6 +199,49 @@ void Program::add_stats(CLI::App& app, StatsOptions& o) {
       ->type_name("FILE");
 }
 
+void Program::add_schema(SchemaOptions& o, bool writing) {
+  const char* formats = writing ? "json (the default), avro, protobuf or json-schema"
+                                : "json (the default), string, bytes, avro, protobuf or "
+                                  "json-schema";
+  app_.add_option("--key-format", o.key_format, std::string("Keys as ") + formats)
+      ->type_name("FORMAT");
+  app_.add_option("--value-format", o.value_format, std::string("Values as ") + formats)
+      ->type_name("FORMAT");
+  const char* v = std::getenv("KPIPE_REGISTRY");
+  o.registry_env = v != nullptr ? v : "";
+  app_.add_option("--registry", o.registry,
+                  "Schema Registry base URL (default: $KPIPE_REGISTRY, else schema.registry.url "
+                  "of --config)")
+      ->type_name("URL");
+  app_.add_option("--registry-auth", o.registry_auth,
+                  "Registry basic auth user:password (default: basic.auth.user.info of --config)")
+      ->type_name("USER:PASSWORD");
+  app_.add_option("--registry-ca", o.registry_ca, "CA certificates to verify an https registry")
+      ->type_name("FILE");
+  if (writing) {
+    app_.add_option("--subject", o.subject, "Encode values with this subject's schema")
+        ->default_str("TOPIC-value")
+        ->type_name("SUBJECT");
+    app_.add_option("--key-subject", o.key_subject, "Encode keys with this subject's schema")
+        ->default_str("TOPIC-key")
+        ->type_name("SUBJECT");
+    app_.add_option("--schema", o.schema_file,
+                    "Encode values with the schema in FILE (default: the subject's latest)")
+        ->type_name("FILE");
+    app_.add_flag("--auto-register", o.auto_register,
+                  "Register --schema under the subject when it is not there yet");
+  } else {
+    app_.add_option("--avro-json", o.avro_json,
+                    "Avro values as plain JSON, or in Avro's standard JSON encoding")
+        ->default_val("plain")
+        ->type_name("plain|standard");
+    app_.add_option("--time-format", o.time_format,
+                    "Avro timestamps as RFC 3339 strings, or epoch milliseconds")
+        ->default_val("rfc3339")
+        ->type_name("rfc3339|ms");
+  }
+}
+
 void Program::add_kafka(CLI::App& app, KafkaOptions& o) {
   app.add_option("-b,--brokers", o.brokers,
                  "Bootstrap brokers host:port,... (default: $KPIPE_BROKERS)")

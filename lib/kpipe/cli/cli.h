@@ -12,6 +12,7 @@
 
 #include "kpipe/kafka/config.h"
 #include "kpipe/report.h"
+#include "kpipe/schema_options.h"
 #include "kpipe/stage/filter.h"
 #include "kpipe/status.h"
 
@@ -59,6 +60,9 @@ class Program {
   void add_errors(CLI::App& app, ErrorOptions& o);
   void add_stats(CLI::App& app, StatsOptions& o);
   void add_kafka(CLI::App& app, KafkaOptions& o);
+  // --key-format, --value-format and the Schema Registry's options, for
+  // reading (kconsume) or for writing (kproduce).
+  void add_schema(SchemaOptions& o, bool writing);
   void add_inputs(InputOptions& o) { add_inputs(app_, o); }
   void add_errors(ErrorOptions& o) { add_errors(app_, o); }
   void add_stats(StatsOptions& o) { add_stats(app_, o); }

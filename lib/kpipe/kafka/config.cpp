@@ -49,8 +49,9 @@ constexpr std::string_view kSecretWords[] = {"password", "secret", "token"};
 bool is_secret_property(std::string_view key) {
   // Secrets whose names say nothing of it: key material, and settings that
   // embed a password or credentials.
-  static constexpr std::string_view kSecrets[] = {"sasl.jaas.config", "ssl.key.pem", "ssl_key",
-                                                  "sasl.oauthbearer.config"};
+  static constexpr std::string_view kSecrets[] = {
+      "sasl.jaas.config",        "ssl.key.pem",          "ssl_key",
+      "sasl.oauthbearer.config", "basic.auth.user.info", "schema.registry.basic.auth.user.info"};
   std::string k = lower(key);
   if (std::find(std::begin(kSecrets), std::end(kSecrets), k) != std::end(kSecrets)) return true;
   return std::any_of(std::begin(kSecretWords), std::end(kSecretWords),
@@ -326,6 +327,10 @@ std::vector<std::string> translate_java_properties(KafkaConfig& config) {
     if (k == "sasl.jaas.config") {
       user = jaas_option(v, "username");
       password = jaas_option(v, "password");
+      continue;
+    }
+    if (k.starts_with("schema.registry.") || k.starts_with("basic.auth.")) {
+      config.registry.emplace_back(std::move(k), std::move(v));
       continue;
     }
     // Java client settings with no librdkafka meaning: serializers, JKS

@@ -41,6 +41,9 @@ struct KafkaConfig {
   std::vector<std::string> ignored;
   // The properties file read (--config or the default file); empty: none.
   std::string file;
+  // Its Schema Registry settings (schema.registry.*, basic.auth.*), as
+  // Confluent's clients name them: not librdkafka's.
+  std::vector<std::pair<std::string, std::string>> registry;
 
   void set(std::string key, std::string value);
   const std::string* get(std::string_view key) const;
@@ -72,7 +75,8 @@ Expected<std::vector<std::pair<std::string, std::string>>> parse_properties(std:
 // Translates what the Java tools take and librdkafka spells differently:
 // sasl.jaas.config's username and password become sasl.username and
 // sasl.password. Java-only keys that librdkafka lacks are dropped, with
-// their names returned so the caller can warn.
+// their names returned so the caller can warn. Schema Registry settings
+// move to config.registry.
 std::vector<std::string> translate_java_properties(KafkaConfig& config);
 
 // Whether a property's value is a secret: passwords, secrets, tokens, key

@@ -13,6 +13,8 @@
 #include "kpipe/envelope.h"
 #include "kpipe/kafka/client.h"
 #include "kpipe/kafka/topic.h"
+#include "kpipe/programs/dlq_targets.h"
+#include "kpipe/programs/payloads.h"
 #include "kpipe/stats.h"
 #include "kpipe/store/state_store.h"
 
@@ -145,7 +147,8 @@ class ConsumeLoop {
  public:
   ConsumeLoop(const ConsumeOptions& options, Consumer& consumer, Io& io, StartPosition from,
               EndPosition until, std::vector<int32_t> only, Millis commit_interval,
-              StatsSettings stats, StateStore* state, Millis checkpoint_interval, bool instance)
+              StatsSettings stats, StateStore* state, Millis checkpoint_interval, bool instance,
+              PayloadDecoder& decoder, BadInputHandler& bad)
       : options_(options),
         consumer_(consumer),
         io_(io),
@@ -157,7 +160,9 @@ class ConsumeLoop {
         ticker_(io.program, std::move(stats), io.reporter, io.clock),
         state_(state),
         checkpoint_interval_(checkpoint_interval),
-        instance_(instance) {}
+        instance_(instance),
+        decoder_(decoder.active() ? &decoder : nullptr),
+        bad_(bad) {}
 
   Status init_state() {
     if (state_ == nullptr) return {};
@@ -446,10 +451,25 @@ class ConsumeLoop {
       // waiting for one past it, which may never come.
       if (it->second.next >= it->second.end) reach_end(it->second);
       written_since_checkpoint_ = true;
-      if (value_only_) {
-        writer_.append_value(out.buffer(), e.record);
+      const RecordView* record = &e.record;
+      bool written = true;
+      if (decoder_ != nullptr) {
+        decoded_ = e.record;
+        Status s = decoder_->decode(decoded_);
+        if (s.ok()) {
+          record = &decoded_;
+        } else {
+          KPIPE_TRY(undecodable(e.record, s));
+          written = false;
+        }
+      }
+      if (!written) {
+        // Its offset is passed all the same: the record is in the
+        // dead-letter store, or counted as skipped.
+      } else if (value_only_) {
+        writer_.append_value(out.buffer(), *record);
       } else {
-        writer_.append(out.buffer(), e.record);
+        writer_.append(out.buffer(), *record);
       }
       if (grouped() && state_ == nullptr) {
         unread_.push_back({out.end_position(), &it->second, it->second.next});
@@ -457,12 +477,13 @@ class ConsumeLoop {
       }
       if (state_ != nullptr) timestamps_.add(e.record.timestamp);
       ++counters_.in;
+      if (!written) return {};
       ++counters_.out;
-      uint64_t written = out.bytes_written();
+      uint64_t flushed = out.bytes_written();
       KPIPE_TRY(out.end_record());
       // A flush may have waited for a slow reader: timers are due now, not
       // after a batch of 4096 records.
-      if (out.bytes_written() != written) KPIPE_TRY(timers());
+      if (out.bytes_written() != flushed) KPIPE_TRY(timers());
       if (options_.count > 0 && counters_.out >= static_cast<uint64_t>(options_.count))
         done_ = true;
       return {};
@@ -495,12 +516,30 @@ class ConsumeLoop {
       KPIPE_TRY(commit_delivered_at_end());
       finished_ = true;
     }
+    KPIPE_TRY(bad_.sync());
     ticker_.finish(counters_);
     io_.reporter.info(fmt::format("consumed {} records", counters_.out));
+    if (std::string summary = bad_.summary(); !summary.empty()) io_.reporter.warning(summary);
     return {};
   }
 
  private:
+  // A record --key-format or --value-format cannot decode: bad input
+  // (kpipe(7), SCHEMA REGISTRY), kept as its envelope with the raw bytes.
+  Status undecodable(const RecordView& r, Status& why) {
+    if (why.error().status != ExitStatus::kDataError) return why.take_error();
+    raw_.clear();
+    writer_.append(raw_, r);
+    raw_.pop_back();  // the '\n'
+    size_t size = raw_.size();
+    raw_.append(kJsonPadding, '\0');
+    Line line;
+    line.text = std::string_view(raw_).substr(0, size);
+    where_.clear();
+    fmt::format_to(std::back_inserter(where_), "{}[{}]@{}", r.topic, r.partition, r.offset);
+    return bad_.handle_record(where_, line, why.error().message);
+  }
+
   struct Position {
     int64_t next = 0;  // the next offset to read
     bool at_end = false;
@@ -524,6 +563,7 @@ class ConsumeLoop {
   // Checkpoints, commits and --stats, between records.
   Status timers() {
     Millis now = io_.clock.steady();
+    KPIPE_TRY(bad_.tick());
     if (state_ != nullptr) {
       if (now - last_checkpoint_ >= checkpoint_interval_) {
         KPIPE_TRY(emit_checkpoint());
@@ -575,6 +615,8 @@ class ConsumeLoop {
   // next offset of every partition this consumer holds.
   Status emit_checkpoint() {
     last_checkpoint_ = io_.clock.steady();
+    // A checkpoint passes no record whose dead letter is not durable.
+    KPIPE_TRY(bad_.sync());
     // Before the group assigns anything there is no position to save.
     if (io_.out.closed() || positions_.empty()) return {};
     Checkpoint c;
@@ -824,6 +866,7 @@ class ConsumeLoop {
   // next owner reads those records again (at least once).
   Status commit_delivered(bool revoking = false) {
     last_commit_ = io_.clock.steady();
+    KPIPE_TRY(bad_.sync());
     fold_read();
     std::vector<PartitionOffset> offsets;
     for (const auto& [tp, pos] : positions_)
@@ -899,7 +942,12 @@ class ConsumeLoop {
   int64_t mirrored_ = 0;
   bool written_since_checkpoint_ = false;
   std::map<TopicPartition, int64_t> saved_;
-  bool instance_;  // of a consumer group of pipelines (owned())
+  bool instance_;            // of a consumer group of pipelines (owned())
+  PayloadDecoder* decoder_;  // null: payloads as they are
+  BadInputHandler& bad_;
+  RecordView decoded_;
+  std::string raw_;
+  std::string where_;
 };
 
 }  // namespace
@@ -989,10 +1037,15 @@ Status run_consume(const ConsumeOptions& options, Io& io) {
     if (config->get("heartbeat.interval.ms") == nullptr)
       config->set("heartbeat.interval.ms", "1000");
   }
+  auto decoder = PayloadDecoder::open(options.schema, *config);
+  if (!decoder) return decoder.take_error();
+  auto bad = make_bad_input_handler(options.errors, "kconsume", io, &*config);
+  if (!bad) return bad.take_error();
   auto consumer = Consumer::create(*config, options.group, io.reporter);
   if (!consumer) return consumer.take_error();
   ConsumeLoop loop(options, **consumer, io, *from, *until, std::move(only), *commit_interval,
-                   std::move(*stats), state.get(), *checkpoint_interval, instance);
+                   std::move(*stats), state.get(), *checkpoint_interval, instance, **decoder,
+                   **bad);
   KPIPE_TRY(loop.complete_committed());
   KPIPE_TRY(loop.init_state());
   if (options.group.empty()) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kpipe/kafka/config.h"
+#include "kpipe/schema_options.h"
 #include "kpipe/stage/io.h"
 #include "kpipe/time.h"
 
@@ -34,6 +35,10 @@ struct ConsumeOptions {
   std::string state;
   std::string checkpoint_interval = "5s";
   StatsOptions stats;
+  // --key-format, --value-format and the registry (kpipe(7), SCHEMA
+  // REGISTRY); a record they cannot decode is bad input (`errors`).
+  SchemaOptions schema;
+  ErrorOptions errors;
 };
 
 // Where --from starts a partition.

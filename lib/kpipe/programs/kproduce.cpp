@@ -15,6 +15,7 @@
 #include "kpipe/kafka/client.h"
 #include "kpipe/kafka/topic.h"
 #include "kpipe/programs/dlq_targets.h"
+#include "kpipe/programs/payloads.h"
 #include "kpipe/programs/state_file.h"
 #include "kpipe/store/state_store.h"
 
@@ -206,13 +207,16 @@ class Transactions {
 class ProduceStage final : public LineStage {
  public:
   ProduceStage(const ProduceOptions& options, Producer& producer, std::optional<FieldPath> key,
-               BadInputHandler& bad, Transactions* transactions, const std::atomic<bool>* stop)
+               BadInputHandler& bad, Transactions* transactions, const std::atomic<bool>* stop,
+               PayloadWriter& payloads)
       : options_(options),
         producer_(producer),
         bad_(bad),
         transactions_(transactions),
         stop_(stop),
-        keep_lines_(bad.mode() == OnError::kDlq) {
+        keep_lines_(bad.mode() == OnError::kDlq),
+        payloads_(payloads),
+        envelope_(payloads.encodes_key() || payloads.encodes_value()) {
     if (key) {
       key_path_ = key->text();
       fields_.add(*key);
@@ -234,8 +238,19 @@ class ProduceStage final : public LineStage {
       const JsonField& k = values_[0];
       if (k.type == JsonType::kMissing) return data_error("field '{}' is missing", key_path_);
       key = record_key_bytes(k, key_text_);
+      if (key && payloads_.encodes_key()) {
+        auto encoded = payloads_.key(k.raw, std::nullopt);
+        if (!encoded) return encoded.take_error();
+        key = *encoded;
+      }
     }
-    return send(line, partition_, key, line.text, {}, 0);
+    std::string_view value = line.text;
+    if (payloads_.encodes_value()) {
+      auto encoded = payloads_.value(line.text, std::nullopt);
+      if (!encoded) return encoded.take_error();
+      value = *encoded;
+    }
+    return send(line, partition_, key, value, {}, 0);
   }
 
   Status produce_envelope(const Line& line) {
@@ -256,6 +271,18 @@ class ProduceStage final : public LineStage {
     std::optional<std::string_view> key, value;
     if (record_.key) key = *record_.key;
     if (record_.value) value = *record_.value;
+    // Bytes (key_base64, value_base64) go as they are: a dead letter's
+    // undecodable record is replayed unchanged (kpipe(7), SCHEMA REGISTRY).
+    if (record_.key_json && !record_.key_is_bytes && payloads_.encodes_key()) {
+      auto encoded = payloads_.key(*record_.key_json, record_.key_schema_id);
+      if (!encoded) return encoded.take_error();
+      key = *encoded;
+    }
+    if (record_.value_json && !record_.value_is_bytes && payloads_.encodes_value()) {
+      auto encoded = payloads_.value(*record_.value_json, record_.value_schema_id);
+      if (!encoded) return encoded.take_error();
+      value = *encoded;
+    }
     return send(line, partition, key, value, headers_, record_.timestamp.value_or(0));
   }
 
@@ -394,6 +421,7 @@ class ProduceStage final : public LineStage {
   JsonReader reader_;
   std::vector<JsonField> values_;
   PayloadEncoder encoder_;
+  PayloadWriter& payloads_;
   EnvelopeReader envelope_;
   EnvelopeRecord record_;
   std::vector<Header> headers_;
@@ -447,6 +475,8 @@ Status run_produce(const ProduceOptions& options, Io& io) {
     return usage_error("-X transactional.id: use --transactional (and --transactional-id ID)");
   auto bad = make_bad_input_handler(options.errors, io.program, io, &*config);
   if (!bad) return bad.take_error();
+  auto payloads = PayloadWriter::open(options.schema, *config, options.topic);
+  if (!payloads) return payloads.take_error();
   std::unique_ptr<StateStore> store;
   if (options.transactional) {
     auto opened = StateStore::open(options.state);
@@ -480,7 +510,7 @@ Status run_produce(const ProduceOptions& options, Io& io) {
     KPIPE_TRY(transactions->start());
   }
   ProduceStage stage(options, **producer, key, **bad, transactions ? &*transactions : nullptr,
-                     io.stop);
+                     io.stop, **payloads);
   FilterSettings settings{options.input, std::move(*stats)};
   Status run = run_filter(stage, settings, **bad, io);
   // Whatever happened, wait for what was queued: a record either reaches

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kpipe/kafka/config.h"
+#include "kpipe/schema_options.h"
 #include "kpipe/stage/filter.h"
 
 namespace kpipe {
@@ -27,6 +28,9 @@ struct ProduceOptions {
   InputOptions input;
   ErrorOptions errors;
   StatsOptions stats;
+  // --key-format, --value-format and the registry (kpipe(7), SCHEMA
+  // REGISTRY): a value that does not fit the schema is bad input.
+  SchemaOptions schema;
 };
 
 // Past this many bytes of lines kept for --on-error dlq while their

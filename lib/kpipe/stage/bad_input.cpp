@@ -34,11 +34,31 @@ Status BadInputHandler::handle(const std::string& input, const Line& line,
 
 Status BadInputHandler::dead_letter(const std::string& input, const Line& line,
                                     std::string_view reason) {
+  return write_letter(input, line, fmt::format("line {}: {}", line.number, reason));
+}
+
+Status BadInputHandler::handle_record(std::string_view where, const Line& envelope,
+                                      std::string_view reason) {
+  switch (mode_) {
+    case OnError::kFail:
+      failed_ = true;
+      return data_error("{}: {}", where, reason);
+    case OnError::kSkip:
+      ++skipped_;
+      return {};
+    case OnError::kDlq:
+      return write_letter(std::string(where), envelope, fmt::format("{}: {}", where, reason));
+  }
+  return {};
+}
+
+Status BadInputHandler::write_letter(const std::string& input, const Line& line,
+                                     std::string reason) {
   if (sink_ == nullptr) return failure("no dead-letter store: give --dlq");
   DeadLetter d;
   d.at = clock_.now();
   d.stage = stage_;
-  d.reason = fmt::format("line {}: {}", line.number, reason);
+  d.reason = std::move(reason);
   d.input = input;
   d.line = line.number;
   d.source = source_position(line.text);

@@ -34,6 +34,11 @@ class BadInputHandler {
   // Sends a line to the store whatever --on-error says (late records with
   // --late dlq, duplicates with --dups dlq).
   Status dead_letter(const std::string& input, const Line& line, std::string_view reason);
+  // The same for a Kafka record that kconsume cannot decode (kpipe(7),
+  // SCHEMA REGISTRY): `where` names it ("orders[3]@1234"), `envelope` is
+  // its envelope with the payloads as raw bytes (padded, as a Line's
+  // text), kept byte for byte so that a replay sends them back unchanged.
+  Status handle_record(std::string_view where, const Line& envelope, std::string_view reason);
   Status sync();
   // Syncs when the oldest unsynced dead letter is older than
   // kSyncInterval. Called after every record, so that a stream of good
@@ -56,6 +61,8 @@ class BadInputHandler {
   std::string summary() const;
 
  private:
+  Status write_letter(const std::string& input, const Line& line, std::string reason);
+
   OnError mode_;
   std::unique_ptr<DeadLetterSink> sink_;
   std::string stage_;

@@ -493,3 +493,23 @@ TEST_CASE("KafkaConfig: set replaces in place, get finds", "[kafka_config]") {
   CHECK(c.get("c") == nullptr);
   CHECK(c.brokers().empty());
 }
+
+TEST_CASE("translate_java_properties: Schema Registry settings are kept apart, not librdkafka's",
+          "[kafka_config]") {
+  KafkaConfig c;
+  c.set("bootstrap.servers", "b:9092");
+  c.set("schema.registry.url", "https://reg:8081");
+  c.set("basic.auth.credentials.source", "USER_INFO");
+  c.set("basic.auth.user.info", "svc:hunter2");
+  c.set("schema.registry.ssl.ca.location", "/etc/ca.pem");
+  CHECK(translate_java_properties(c).empty());
+  std::vector<std::string> kept;
+  for (const auto& [k, v] : c.properties) kept.push_back(k);
+  CHECK(kept == std::vector<std::string>{"bootstrap.servers"});
+  CHECK(c.registry == Props{{"schema.registry.url", "https://reg:8081"},
+                            {"basic.auth.credentials.source", "USER_INFO"},
+                            {"basic.auth.user.info", "svc:hunter2"},
+                            {"schema.registry.ssl.ca.location", "/etc/ca.pem"}});
+  CHECK(is_secret_property("basic.auth.user.info"));
+  CHECK(redact_property("basic.auth.user.info=svc:hunter2") == "basic.auth.user.info=***");
+}

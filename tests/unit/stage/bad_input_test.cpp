@@ -276,3 +276,38 @@ TEST_CASE("a dead letter followed only by good lines is durable within the sync 
   CHECK(seen[10] == 1);  // 450 ms after: synced, with no pause and no control line
   CHECK(stored_count(db) == 1);
 }
+
+TEST_CASE("BadInputHandler records: kconsume's undecodable records, named by position",
+          "[dead_letter]") {
+  Fixture fx;
+  TestLine env(R"({"topic":"orders","partition":3,"offset":12,"timestamp":1,"key":null,)"
+               R"("value_base64":"AAAAAAcB"})",
+               0);
+  SECTION("fail: TOPIC[P]@OFFSET: REASON, exit 65") {
+    auto h = fx.handler(OnError::kFail, "kconsume");
+    Status s = h->handle_record("orders[3]@12", env.line, "value: avro: payload is truncated");
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.error().status == ExitStatus::kDataError);
+    CHECK(s.error().message == "orders[3]@12: value: avro: payload is truncated");
+    CHECK(h->failed());
+  }
+  SECTION("skip: counted") {
+    auto h = fx.handler(OnError::kSkip, "kconsume");
+    REQUIRE(h->handle_record("orders[3]@12", env.line, "why").ok());
+    CHECK(h->skipped() == 1);
+  }
+  SECTION("dlq: the envelope with the raw bytes, byte for byte, at its source position") {
+    auto h = fx.handler(OnError::kDlq, "kconsume");
+    REQUIRE(h->handle_record("orders[3]@12", env.line, "value: avro: payload is truncated").ok());
+    REQUIRE(h->sync().ok());
+    auto r = dead_letter_rows(fx.path);
+    REQUIRE(r.size() == 1);
+    CHECK(r[0].payload == env.text.view());
+    CHECK(r[0].reason == "orders[3]@12: value: avro: payload is truncated");
+    CHECK(r[0].input == "orders[3]@12");
+    CHECK(r[0].topic == "orders");
+    CHECK(r[0].partition == 3);
+    CHECK(r[0].offset == 12);
+    CHECK(r[0].stage == "kconsume");
+  }
+}
