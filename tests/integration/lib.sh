@@ -61,6 +61,8 @@ cleanup() {
     kill "$BROKER_PID" 2>/dev/null || true
     wait "$BROKER_PID" 2>/dev/null || true
   fi
+  # A registry that registry_url started for this test alone.
+  [[ ! -d "$WORK/registry" ]] || KPIPE_REGISTRY_STATE="$WORK/registry" "$KPIPE_SOURCE_DIR/scripts/registry" down || true
   # Background jobs a test left behind.
   local jobs_left
   jobs_left=$(jobs -p)
@@ -213,6 +215,24 @@ requires_broker() {
 # kafka_tool ARGS...: scripts/kafka (the real broker's tools: groups, topics,
 # topic, address).
 kafka_tool() { "$KPIPE_SOURCE_DIR/scripts/kafka" "$@"; }
+
+# registry_url: the Confluent-compatible URL of a Schema Registry
+# (http://127.0.0.1:PORT/apis/ccompat/v7): the one scripts/registry runs
+# with KPIPE_REGISTRY_STATE (ctest's fixture "registry" starts it for the
+# schema_* tests), or, when that is unset (a test run by hand), one started
+# for this test alone on the first call and stopped when the test ends.
+# Tests share the fixture's registry: name subjects after `topic`.
+registry_url() {
+  local script="$KPIPE_SOURCE_DIR/scripts/registry"
+  if [[ -n "${KPIPE_REGISTRY_STATE:-}" ]]; then
+    "$script" address || fail "no Schema Registry is running (scripts/registry up, with this KPIPE_REGISTRY_STATE)"
+    return
+  fi
+  local state="$WORK/registry"
+  KPIPE_REGISTRY_STATE=$state "$script" address 2>/dev/null && return
+  KPIPE_REGISTRY_STATE=$state "$script" up >/dev/null || fail "cannot start a Schema Registry (scripts/registry up)"
+  cat "$state/url"
+}
 
 # describe_group GROUP: Kafka's own view of a group's committed offsets, one
 # "TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG" line per partition,
