@@ -5,8 +5,9 @@
 #   kconsume -e --value-format avro    (decoded into envelopes)
 #   kconsume -e --value-format bytes   (the same records, not decoded)
 #   kconsume -e --value-format avro --format value
-#   python3-avro decoding the same 1M payloads from memory (kcat cannot:
-#   Debian's build lacks Avro, "kcat -s value=avro" says so)
+#   kpipe's codec and python3-avro decoding the same 1M payloads from
+#   memory (kcat cannot: Debian's build lacks Avro, "kcat -s value=avro"
+#   says so)
 # and kproduce --value-format avro encoding them. Checks that kconsume's
 # JSON equals python3-avro's decoding of the same bytes.
 #
@@ -68,8 +69,13 @@ timed "kconsume avro --format value" "$records" "$bin/kconsume" -b "$B" -t bench
   --value-format avro --registry "$reg" --format value
 timed "kconsume (no --value-format)" "$records" "$bin/kconsume" -b "$B" -t bench -e
 
-# python3-avro: decoding alone, the payloads already in memory.
+# Decoding alone, the payloads already in memory: kpipe's codec
+# (build/bench/avro_decode), then python3-avro.
 jq -r .value_base64 "$work/bytes.ndjson" >"$work/payloads.b64"
+id=$("$bin/kconsume" -b "$B" -t bench -c 1 --value-format avro --registry "$reg" | jq .value_schema_id)
+for i in $(seq "$runs"); do
+  "${KPIPE_BENCH_BIN:-$root/build/bench}/avro_decode" "$work/event.avsc" "$id" <"$work/payloads.b64"
+done
 /usr/bin/python3 - "$work/event.avsc" "$work/payloads.b64" <<'PY'
 import base64, io, sys, time
 import avro.io, avro.schema

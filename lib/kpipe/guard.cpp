@@ -51,18 +51,7 @@ std::string prefix_text(const FieldPath& path, size_t n) {
       out.append(fmt::format("[{}]", s.index));
       continue;
     }
-    out.push_back('.');
-    bool plain = !s.key.empty() && s.key.find_first_of(".[]\"\\/") == std::string::npos;
-    if (plain) {
-      out.append(s.key);
-      continue;
-    }
-    out.push_back('"');
-    for (char c : s.key) {
-      if (c == '"' || c == '\\') out.push_back('\\');
-      out.push_back(c);
-    }
-    out.push_back('"');
+    append_path_key(out, s.key);
   }
   return out;
 }

@@ -1043,6 +1043,20 @@ char short_escape(char c) {
 
 }  // namespace
 
+void append_path_key(std::string& out, std::string_view key) {
+  out.push_back('.');
+  if (!key.empty() && key.find_first_of(".[]\"\\/") == std::string_view::npos) {
+    out.append(key);
+    return;
+  }
+  out.push_back('"');
+  for (char c : key) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  out.push_back('"');
+}
+
 void append_json_string(std::string& out, std::string_view text) {
   out.push_back('"');
   const char* p = text.data();

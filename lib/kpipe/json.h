@@ -183,6 +183,11 @@ bool is_valid_utf8(std::string_view bytes);
 
 // Appends `text` (valid UTF-8) as a JSON string, quotes included.
 void append_json_string(std::string& out, std::string_view text);
+
+// Appends `.KEY`, one object key of a field path, so that FieldPath::parse
+// reads it back (kpipe(7), FIELD PATHS): quoted, `."content.type"`, when the
+// key is empty or holds what the dot form cannot.
+void append_path_key(std::string& out, std::string_view key);
 void append_int(std::string& out, int64_t v);
 void append_uint(std::string& out, uint64_t v);
 // The integer, or null when there is none.

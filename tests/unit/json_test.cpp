@@ -1174,3 +1174,22 @@ TEST_CASE("the validator agrees with simdjson on damaged JSON", "[json][reasons]
     }
   }
 }
+
+TEST_CASE("append_path_key: a key FieldPath::parse reads back", "[json]") {
+  for (std::string key : {"user_id", "content-type", "a.b", "x[0]", "say \"hi\"", "back\\slash",
+                          "a/b", "", "ünï"}) {
+    std::string text;
+    append_path_key(text, key);
+    INFO(text);
+    auto path = FieldPath::parse(text);
+    REQUIRE(path);
+    REQUIRE(path->steps().size() == 1);
+    CHECK(path->steps()[0].key == key);
+  }
+  std::string plain;
+  append_path_key(plain, "user_id");
+  CHECK(plain == ".user_id");
+  std::string quoted;
+  append_path_key(quoted, "a.b");
+  CHECK(quoted == R"(."a.b")");
+}

@@ -743,19 +743,10 @@ std::string format_path(const PathStep* steps, size_t n) {
       out.append(fmt::format("[{}]", s.index));
       continue;
     }
-    if (!out.empty()) out.push_back('.');
-    bool plain = !s.key.empty() && s.key.find_first_of(".[]\"") == std::string_view::npos;
-    if (plain) {
-      out.append(s.key);
-      continue;
-    }
-    out.push_back('"');
-    for (char c : s.key) {
-      if (c == '"' || c == '\\') out.push_back('\\');
-      out.push_back(c);
-    }
-    out.push_back('"');
+    append_path_key(out, s.key);
   }
+  // Relative to the value, as messages name fields: items[2].price.
+  if (!out.empty() && out[0] == '.') out.erase(0, 1);
   return out;
 }
 

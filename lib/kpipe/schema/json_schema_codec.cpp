@@ -211,19 +211,12 @@ size_t code_points(std::string_view s) {
   return n;
 }
 
-// "items[0].qty"; keys that are not names are quoted as in kpipe(7)'s
-// field paths: `meta."content-type"`.
+// "items[0].qty": a field path (kpipe(7), FIELD PATHS) relative to the
+// value, as messages name fields.
 void append_key(std::string& path, std::string_view key) {
-  bool plain = !key.empty() && !(key[0] >= '0' && key[0] <= '9');
-  for (char c : key)
-    plain = plain && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                      c == '_');
-  if (!path.empty()) path.push_back('.');
-  if (plain) {
-    path.append(key);
-    return;
-  }
-  append_json_string(path, key);
+  bool first = path.empty();
+  append_path_key(path, key);
+  if (first) path.erase(0, 1);
 }
 
 // A schema, compiled once per id from its JSON text, which it keeps
