@@ -25,8 +25,7 @@ class OneSchema : public kpipe::SchemaRegistry {
   kpipe::Expected<kpipe::RegisteredSchema> version(std::string_view, int32_t) override {
     return schema_;
   }
-  kpipe::Expected<int32_t> lookup(std::string_view, const kpipe::RegisteredSchema&,
-                                  bool) override {
+  kpipe::Expected<int32_t> lookup(std::string_view, const kpipe::RegisteredSchema&, bool) override {
     return schema_.id;
   }
   std::string describe() const override { return "memory"; }
@@ -72,7 +71,9 @@ int main(int argc, char** argv) {
     bytes_out += out.size();
   }
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("kpipe's Avro codec: %.2f s, %.0f records/s (decoding only, from memory; %.0f bytes of JSON each)\n",
-              s, payloads.size() / s, static_cast<double>(bytes_out) / payloads.size());
+  std::printf(
+      "kpipe's Avro codec: %.2f s, %.0f records/s (decoding only, from memory; %.0f bytes of JSON "
+      "each)\n",
+      s, payloads.size() / s, static_cast<double>(bytes_out) / payloads.size());
   return 0;
 }

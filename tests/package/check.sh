@@ -87,10 +87,11 @@ for p in "${programs[@]}"; do
 done
 
 # Depends names the Debian package of each library a program links, as
-# dpkg-shlibdeps found it: among them librdkafka, SQLite, libpq, fmt and
-# simdjson (xxhash is compiled in: XXH_INLINE_ALL).
+# dpkg-shlibdeps found it: among them librdkafka, SQLite, libpq, fmt,
+# simdjson, and the Schema Registry's libcurl, libavro and libprotobuf
+# (xxhash is compiled in: XXH_INLINE_ALL).
 objdump -p "$root"/usr/bin/* | awk '$1 == "NEEDED" { print $2 }' | sort -u >"$tmp/needed"
-for lib in librdkafka libsqlite3 libpq libfmt libsimdjson; do
+for lib in librdkafka libsqlite3 libpq libfmt libsimdjson libcurl libavro libprotobuf; do
   grep -q "^$lib\.so" "$tmp/needed" || fail "no program links $lib"
 done
 ldd "$root"/usr/bin/* >"$tmp/ldd"

@@ -1176,8 +1176,8 @@ TEST_CASE("the validator agrees with simdjson on damaged JSON", "[json][reasons]
 }
 
 TEST_CASE("append_path_key: a key FieldPath::parse reads back", "[json]") {
-  for (std::string key : {"user_id", "content-type", "a.b", "x[0]", "say \"hi\"", "back\\slash",
-                          "a/b", "", "ünï"}) {
+  for (std::string key :
+       {"user_id", "content-type", "a.b", "x[0]", "say \"hi\"", "back\\slash", "a/b", "", "ünï"}) {
     std::string text;
     append_path_key(text, key);
     INFO(text);
