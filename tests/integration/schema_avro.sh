@@ -161,7 +161,7 @@ assert_eq "$(cat "$WORK/err")" \
 DLQ=$(store dlq)
 expect_exit 0 kconsume -b "$BROKERS" -t "$BAD" -e --value-format avro --registry "$REG" --dlq "$DLQ"
 assert_eq "$(jq -r .key "$WORK/out")" "good" "the one good record"
-assert_contains "$WORK/err" "sent 6"
+assert_contains "$WORK/err" "sent 6 records to the dead-letter store"
 kdlq list --dlq "$DLQ" --format ndjson >"$WORK/letters.ndjson"
 assert_eq "$(wc -l <"$WORK/letters.ndjson")" 6 "dead letters"
 for why in "not in the Confluent wire format" "999999" "truncated" "left after" "5 bytes expected" \

@@ -519,7 +519,8 @@ class ConsumeLoop {
     KPIPE_TRY(bad_.sync());
     ticker_.finish(counters_);
     io_.reporter.info(fmt::format("consumed {} records", counters_.out));
-    if (std::string summary = bad_.summary(); !summary.empty()) io_.reporter.warning(summary);
+    if (std::string summary = bad_.summary("record"); !summary.empty())
+      io_.reporter.warning(summary);
     return {};
   }
 

@@ -850,11 +850,18 @@ void give_block(void* p) {
   ++b.counts[c];
 }
 
+// While a payload is read, no block libavro asks for may be larger than
+// this: a hostile length (a string said to hold a gigabyte, in a payload of
+// ten bytes) or count fails the read, instead of the process or its memory
+// (libavro 1.11 leaks a string buffer whose bytes then run short).
+thread_local size_t tls_read_limit = SIZE_MAX;
+
 void* avro_allocate(void*, void* ptr, size_t, size_t size) {
   if (size == 0) {
     if (ptr != nullptr) give_block(ptr);
     return nullptr;
   }
+  if (size > tls_read_limit) return nullptr;
   if (ptr == nullptr) return take_block(size);
   const size_t usable = malloc_usable_size(ptr);
   if (size <= usable) return ptr;
@@ -999,8 +1006,18 @@ Expected<int32_t> AvroCodec::decode(std::string_view bytes, std::string& out) {
   const std::string_view payload = framed->payload;
   payload_size_ = static_cast<int64_t>(payload.size());
   avro_reader_memory_set_source(reader_, payload.data(), payload_size_);
-  if (int rc = avro_value_read(reader_, &c.value)) {
+  // A decoded value takes more memory than its encoding, but not this much
+  // more; a payload that asks for it lies about a length or a count.
+  tls_read_limit = std::max<size_t>(payload.size() * 64, size_t{1} << 20);
+  int rc = avro_value_read(reader_, &c.value);
+  tls_read_limit = SIZE_MAX;
+  if (rc != 0) {
     if (rc == ENOSPC) return data_error("avro: payload of schema {} is truncated", id);
+    if (rc == ENOMEM)
+      return data_error(
+          "avro: payload of schema {} declares a string, bytes or array longer than it can "
+          "hold",
+          id);
     return data_error("avro: payload of schema {} cannot be read: {}", id, avro_strerror());
   }
   const size_t left = payload.size() - bytes_read();

@@ -84,10 +84,11 @@ Status BadInputHandler::sync() {
   return sink_->sync();
 }
 
-std::string BadInputHandler::summary() const {
-  if (skipped_ > 0) return fmt::format("skipped {} bad line{}", skipped_, skipped_ == 1 ? "" : "s");
+std::string BadInputHandler::summary(std::string_view noun) const {
+  if (skipped_ > 0)
+    return fmt::format("skipped {} bad {}{}", skipped_, noun, skipped_ == 1 ? "" : "s");
   if (dead_lettered_ > 0 && sink_ != nullptr)
-    return fmt::format("sent {} line{} to the dead-letter store {}", dead_lettered_,
+    return fmt::format("sent {} {}{} to the dead-letter store {}", dead_lettered_, noun,
                        dead_lettered_ == 1 ? "" : "s", sink_->describe());
   return {};
 }

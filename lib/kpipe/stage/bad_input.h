@@ -57,8 +57,9 @@ class BadInputHandler {
   uint64_t dead_lettered() const { return dead_lettered_; }
   OnError mode() const { return mode_; }
   bool has_sink() const { return sink_ != nullptr; }
-  // "skipped 3 bad lines" / "sent 3 bad lines to FILE", or empty.
-  std::string summary() const;
+  // "skipped 3 bad lines" / "sent 3 lines to the dead-letter store FILE",
+  // or empty; kconsume's bad input is records, not lines.
+  std::string summary(std::string_view noun = "line") const;
 
  private:
   Status write_letter(const std::string& input, const Line& line, std::string reason);

@@ -544,9 +544,9 @@ TEST_CASE("avro: decoding failures are data errors that leave out as it was", "[
     // A length beyond the payload.
     Codec s("\"string\"");
     CHECK(s.decode_error(framed(s.id, "c8016869")) == "avro: payload of schema 1 is truncated");
+    // A negative length: libavro asks for more memory than there is.
     CHECK(s.decode_error(framed(s.id, "01")) ==
-          "avro: payload of schema 1 cannot be read: "
-          "Cannot read string value: Cannot allocate buffer for string value");
+          "avro: payload of schema 1 declares a string, bytes or array longer than it can hold");
   }
   SECTION("schemas that cannot be used") {
     FakeRegistry registry;
@@ -638,4 +638,20 @@ TEST_CASE("avro: encoding errors name the field and say why", "[avro]") {
   CHECK(c.encode_error("[]") == "avro: expected an object (record Order), found an array");
   CHECK(c.encode_error(R"({"status":"NEW",)") == "avro: not valid JSON: truncated object or array");
   CHECK(c.encode_error("") == "avro: not valid JSON: empty");
+}
+
+TEST_CASE("avro: a hostile length or count fails the record, not the process", "[avro]") {
+  SECTION("a string said to hold a gigabyte, in a payload of a few bytes") {
+    Codec c(R"({"type":"record","name":"R","fields":[{"name":"s","type":"string"}]})");
+    // zigzag(1000000000) = 2000000000 as a varint, then three bytes.
+    CHECK(c.decode_error(framed(c.id, "80a8d6b90f616263")) ==
+          "avro: payload of schema 1 declares a string, bytes or array longer than it can hold");
+    // The limit is for the read only: the next record decodes.
+    CHECK(c.decode_hex("06616263") == R"({"s":"abc"})");
+  }
+  SECTION("an array said to hold 2^40 nulls, which take no bytes") {
+    Codec c(R"({"type":"array","items":"null"})");
+    CHECK(c.decode_error(framed(c.id, "8080808080800400")) ==
+          "avro: payload of schema 1 declares a string, bytes or array longer than it can hold");
+  }
 }
