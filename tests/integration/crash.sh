@@ -80,6 +80,8 @@ for chunk in "$WORK"/chunk.*; do
   # SIGKILL reaches every stage at once, but each takes its time to die:
   # the next round's kconsume would find the state file still locked.
   wait_for "every process of the round to end" 30 pipeline_gone
+  torn=$(cut_torn_line "$WORK/out.ndjson")
+  ((torn == 0)) || echo "the kill tore the last line written: $torn bytes cut"
   kills=$((kills + 1))
 done
 assert_eq "$kills" 6 "pipelines killed"

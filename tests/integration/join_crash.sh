@@ -96,6 +96,8 @@ for r in 0 1 2 3; do
   kill -KILL -- "-$PIPELINE" 2>/dev/null || true
   wait "$PIPELINE" 2>/dev/null || true
   wait_for "every process of run $r to end" 30 pipeline_gone
+  torn=$(cut_torn_line "$WORK/out.ndjson")
+  ((torn == 0)) || echo "the kill tore the last line written: $torn bytes cut"
   kills=$((kills + 1))
   echo "$r $first $(lines "$WORK/out.ndjson")" >>"$WORK/ranges"
   echo "$r $(completed)" >>"$WORK/checkpoints"

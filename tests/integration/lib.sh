@@ -291,6 +291,19 @@ wait_checkpoints() {
 # aside), so that nothing more reaches the output.
 pipeline_gone() { [[ -z "$(ps -o stat= -s "$PIPELINE" | grep -v '^Z')" ]]; }
 
+# cut_torn_line FILE: drops an incomplete last line. SIGKILL can stop a
+# write to a regular file part way (Linux checks for a fatal signal between
+# pages), so a killed terminal stage may leave half a line; its records come
+# again from the next run, as all after the newest complete checkpoint do
+# (kpipe(7), CONTROL LINES AND CHECKPOINTS). Prints the bytes it cut.
+cut_torn_line() {
+  local f=$1 size last
+  [[ -s "$f" && "$(tail -c 1 "$f" | od -An -tx1 | tr -d ' ')" != 0a ]] || { echo 0; return; }
+  size=$(wc -c <"$f") last=$(tail -n 1 "$f" | wc -c)
+  truncate -s $((size - last)) "$f"
+  echo "$last"
+}
+
 # lines FILE: its number of lines (0 when it does not exist yet).
 lines() { if [[ -f "$1" ]]; then wc -l <"$1"; else echo 0; fi; }
 
