@@ -61,6 +61,8 @@ cleanup() {
     kill "$BROKER_PID" 2>/dev/null || true
     wait "$BROKER_PID" 2>/dev/null || true
   fi
+  # A broker that own_kafka started for this test alone.
+  [[ -z "${OWN_KAFKA:-}" ]] || KPIPE_KAFKA_STATE="$OWN_KAFKA" "$KPIPE_SOURCE_DIR/scripts/kafka" down || true
   # A registry that registry_url started for this test alone.
   [[ ! -d "$WORK/registry" ]] || KPIPE_REGISTRY_STATE="$WORK/registry" "$KPIPE_SOURCE_DIR/scripts/registry" down || true
   # Background jobs a test left behind.
@@ -215,6 +217,25 @@ requires_broker() {
 # kafka_tool ARGS...: scripts/kafka (the real broker's tools: groups, topics,
 # topic, address).
 kafka_tool() { "$KPIPE_SOURCE_DIR/scripts/kafka" "$@"; }
+
+# own_kafka: a real Apache Kafka for this test alone, for the tests that
+# crash, restart and pause their broker (kafka_tool crash, restart, pause,
+# resume): the shared one is never disturbed. Its state is $WORK/kafka, its
+# address $BROKERS; start_broker makes its topics; it stops when the test
+# ends. A broker restarted after a crash registers again at once, not after
+# the default 9 s that its old registration takes to lapse.
+own_kafka() {
+  requires_broker kafka "it crashes, restarts and pauses a real Kafka of its own (scripts/kafka crash)"
+  OWN_KAFKA="$WORK/kafka"
+  export KPIPE_KAFKA_STATE="$OWN_KAFKA"
+  unset KPIPE_TEST_BOOTSTRAP
+  # Not in a subshell: scripts/kafka's parent is this test, which the
+  # broker's watchdog outlives by nothing.
+  KPIPE_KAFKA_EXTRA_CONFIG=$'broker.session.timeout.ms=3000\nbroker.heartbeat.interval.ms=500' \
+    kafka_tool up --stop-with-parent >"$WORK/kafka.address" 2>"$WORK/kafka.up" ||
+    fail "cannot start a Kafka of its own: $(cat "$WORK/kafka.up")"
+  BROKERS=$(tail -n 1 "$WORK/kafka.address")
+}
 
 # registry_url: the Confluent-compatible URL of a Schema Registry
 # (http://127.0.0.1:PORT/apis/ccompat/v7): the one scripts/registry runs

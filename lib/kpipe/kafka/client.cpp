@@ -809,6 +809,24 @@ bool is_group_change(rd_kafka_resp_err_t err) {
          err == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID || err == RD_KAFKA_RESP_ERR__STATE;
 }
 
+// The answers of a group whose coordinator is out of reach for now: a
+// broker that crashed, restarts or moves the group (kpipe(7), BROKER
+// FAULTS). The offsets were not stored, and a later commit stores them.
+bool is_coordinator_away(rd_kafka_resp_err_t err) {
+  return err == RD_KAFKA_RESP_ERR__WAIT_COORD ||
+         err == RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE ||
+         err == RD_KAFKA_RESP_ERR_NOT_COORDINATOR ||
+         err == RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS ||
+         err == RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT || err == RD_KAFKA_RESP_ERR__TIMED_OUT ||
+         err == RD_KAFKA_RESP_ERR__TRANSPORT || err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN;
+}
+
+// A caller that cannot try again later (no `committed` to be told) is
+// told the coordinator's error.
+bool is_commit_refused(rd_kafka_resp_err_t err, bool retried_later) {
+  return is_group_change(err) || (retried_later && is_coordinator_away(err));
+}
+
 // Gives every offset of `list` the same metadata; none when empty.
 void set_metadata(rd_kafka_topic_partition_list_t* list, const std::string& metadata) {
   if (metadata.empty()) return;
@@ -831,13 +849,13 @@ Status Consumer::commit(const std::vector<PartitionOffset>& offsets, bool* commi
   set_metadata(g.list, metadata);
   rd_kafka_resp_err_t err = rd_kafka_commit(handle_->rk, g.list, 0);
   if (err == RD_KAFKA_RESP_ERR__NO_OFFSET) return {};
-  bool refused = is_group_change(err);
+  bool refused = is_commit_refused(err, committed != nullptr);
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR && !refused)
     return failure("cannot commit offsets: {}", rd_kafka_err2str(err));
   for (int i = 0; i < g.list->cnt; ++i) {
     rd_kafka_resp_err_t e = g.list->elems[i].err;
     if (e == RD_KAFKA_RESP_ERR_NO_ERROR) continue;
-    if (is_group_change(e)) {
+    if (is_commit_refused(e, committed != nullptr)) {
       refused = true;
       continue;
     }

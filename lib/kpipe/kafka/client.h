@@ -123,7 +123,9 @@ class Consumer final : public KafkaClient {
   // The group refuses commits while it rebalances, and from a consumer it
   // no longer counts as a member: that is no error, since those partitions'
   // next owner reads the records again (at least once). `committed`, when
-  // given, says whether the offsets were stored. `metadata` travels with
+  // given, says whether the offsets were stored; a caller that gives it
+  // also takes a coordinator out of reach for now (a broker crashed or
+  // restarting) as a refusal, to commit again later, not as an error. `metadata` travels with
   // each offset (Kafka keeps up to offset.metadata.max.bytes, 4096 by
   // default) and comes back from committed().
   Status commit(const std::vector<PartitionOffset>& offsets, bool* committed = nullptr,

@@ -884,12 +884,14 @@ class ConsumeLoop {
     }
     if (revoking) {
       io_.reporter.warning(
-          fmt::format("the group was rebalancing and refused the offsets of {} partitions: "
-                      "their next owner reads their last records again",
+          fmt::format("the group refused the offsets of {} partitions (rebalancing, or its "
+                      "coordinator out of reach): their next owner reads their last records again",
                       offsets.size()));
       return {};
     }
-    io_.reporter.info("the group is rebalancing: offsets will be committed later");
+    io_.reporter.info(
+        "the group refused the offsets for now (rebalancing, or its coordinator out of reach): "
+        "they are committed later");
     return {};
   }
 
@@ -901,6 +903,15 @@ class ConsumeLoop {
     committing_ = false;
     if (!drained) return drained.take_error();
     Status s = commit_delivered(revoking);
+    if (s.ok() && !revoking) {
+      size_t left = 0;
+      for (const auto& [tp, pos] : positions_) left += pos.read > pos.committed ? 1 : 0;
+      if (left > 0)
+        io_.reporter.warning(fmt::format(
+            "the group refused the offsets of {} partitions at exit (rebalancing, or its "
+            "coordinator out of reach): their last records are read again next time",
+            left));
+    }
     if (*drained == Output::Drain::kTimedOut)
       io_.reporter.info(fmt::format(
           "the reader did not read the last {} bytes within {}: their records are not committed",
