@@ -364,3 +364,52 @@ assert_contains() {
 assert_empty() {
   [[ ! -s "$1" ]] || fail "$1 is not empty: $(head -c 500 "$1")"
 }
+
+# --- disk faults (tests/integration/disk_full.sh, db_faults.sh, output_full.sh) ---
+# private_mounts: runs the rest of the test in a mount namespace of its
+# own, so that the file systems it mounts (small_disk) are its alone and go
+# when it ends; or skips it (exit 77), saying why, where none can be made
+# (not root, no unshare(1)). Call it first: the test starts again inside.
+private_mounts() {
+  [[ -z "${KPIPE_TEST_PRIVATE_MOUNTS:-}" ]] || return 0
+  local why=""
+  if ((EUID != 0)); then
+    why="mounting a small file system needs root"
+  elif ! command -v unshare >/dev/null; then
+    why="unshare(1) is missing"
+  elif ! unshare -m --propagation private true 2>/dev/null; then
+    why="cannot make a mount namespace (unshare -m refused)"
+  fi
+  # Nothing was started yet: this $WORK goes (inside, the test makes its own).
+  trap - EXIT
+  rm -rf "$WORK"
+  if [[ -n "$why" ]]; then
+    echo "SKIP: $TEST_NAME: $why"
+    exit 77
+  fi
+  KPIPE_TEST_PRIVATE_MOUNTS=1 exec unshare -m --propagation private bash "$0" "$@"
+}
+
+# small_disk DIR SIZE: a tmpfs of SIZE (mount's size=, e.g. 4m) on DIR,
+# created; skips the test (exit 77) if it cannot be mounted. Needs
+# private_mounts first. Unmounted when the test ends, before $WORK goes.
+SMALL_DISKS=()
+small_disk() {
+  mkdir -p "$1"
+  mount -t tmpfs -o "size=$2,mode=0700" tmpfs "$1" 2>"$WORK/mount.err" || {
+    echo "SKIP: $TEST_NAME: cannot mount a tmpfs: $(cat "$WORK/mount.err")"
+    exit 77
+  }
+  SMALL_DISKS+=("$1")
+  # cleanup reads the test's status from $?: the if gives it back.
+  trap 'small_disks_status=$?; for d in "${SMALL_DISKS[@]}"; do umount -l "$d" || true; done
+        if (exit $small_disks_status); then cleanup; else cleanup; fi' EXIT
+}
+
+# fill_disk DIR: fills DIR's file system to the last block with DIR/filler;
+# rm it to free the space again.
+fill_disk() {
+  cat /dev/zero >>"$1/filler" 2>/dev/null && fail "$1/filler: the disk never filled"
+  [[ $(df --output=avail "$1" | tail -1 | tr -d ' ') == 0 ]] || fail "$1 is not full: $(df "$1" | tail -1)"
+}
+# --- end of disk faults ---

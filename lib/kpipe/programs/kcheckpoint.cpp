@@ -820,7 +820,13 @@ Status run_checkpoint_sync(const CheckpointOptions& o, Io& io) {
 
 Status run_checkpoint_verify(const CheckpointOptions& o, Io& io) {
   auto store = read_state(o);
-  if (!store) return store.take_error();
+  if (!store) {
+    // A file that cannot be read as a state database (damaged, say): what
+    // SQLite's check finds in it, then why it could not be read.
+    if (!o.state.empty())
+      for (const auto& p : StateStore::check_file(o.state)) io.out.write_line(p);
+    return store.take_error();
+  }
   auto problems = (*store)->verify();
   if (!problems) return problems.take_error();
   for (const auto& p : *problems) io.out.write_line(p);

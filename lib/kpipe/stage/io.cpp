@@ -164,7 +164,12 @@ Status Output::write_buffer() {
     }
     if (errno == EPIPE) return reader_gone();
     buf_.clear();
-    return failure("cannot write '{}': {}", name_, errno_text(errno));
+    // Sticky, as a stop's: the lines in the buffer are lost, so no later
+    // flush may succeed (one that ignored this error, before waiting for
+    // input, would let a checkpoint after those lines complete: kpipe(7),
+    // CONTROL LINES AND CHECKPOINTS). A full disk stays full.
+    dropped_ = failure("cannot write '{}': {}", name_, errno_text(errno));
+    return dropped_;
   }
   buf_.erase(0, total);
   return {};

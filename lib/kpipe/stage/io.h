@@ -124,7 +124,7 @@ class Output {
   Millis blocked_ms_ = 0;
   Millis last_tick_ = 0;
   Status hook_error_;  // from a hook called where no Status can be returned
-  Status dropped_;     // output given up on a stop: every later flush fails so
+  Status dropped_;     // output given up (a stop, a write error): every later flush fails so
   std::function<bool()> stop_;
   std::function<Status()> tick_;
 };

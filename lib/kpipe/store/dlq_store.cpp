@@ -236,12 +236,14 @@ Expected<std::unique_ptr<DlqStore>> DlqStore::open(const std::string& path, Mode
     return failure("dead-letter store '{}' does not exist", path);
   OpenOptions options;
   options.create = mode == Mode::kCreate;
+  options.kind = "dead-letter store";
+  options.not_kind = "a dead-letter store";
   auto db = Database::open(path, options);
   if (!db) return db.take_error();
   if (mode == Mode::kExisting && !memory) {
     auto found = (*db)->has_table("dead_letters");
-    if (!found)
-      return failure("'{}' is not a dead-letter store: {}", (*db)->path(), found.error().message);
+    // The file's own fault (not a database, damaged) names it already.
+    if (!found) return found.take_error();
     if (!*found) return failure("'{}' is not a dead-letter store", (*db)->path());
   }
   if (!pg) KPIPE_TRY(define_sqlite_function(**db, kHashFunction, payload_hash));

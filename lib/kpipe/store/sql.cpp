@@ -94,7 +94,12 @@ Transaction::~Transaction() {
 Status Transaction::commit() {
   Database* db = db_;
   db_ = nullptr;
-  return db->commit_write();
+  Status s = db->commit_write();
+  // A COMMIT that failed for the file's sake (its disk full) can leave
+  // the transaction open on SQLite, holding the write lock: end it, so
+  // that nothing of it stays and the other writers go on.
+  if (!s.ok() && !db->postgres()) (void)db->exec("ROLLBACK");
+  return s;
 }
 
 std::string seal_call(Dialect dialect, const std::vector<std::string_view>& args) {

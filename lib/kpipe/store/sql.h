@@ -97,6 +97,12 @@ struct OpenOptions {
   // PostgreSQL: the program the server shows for the connection (empty:
   // the running program's name).
   std::string application;
+  // SQLite: how a fault of the file itself (full, read-only, damaged, not
+  // a database) names it, for an operator who must act on it: "state
+  // database 'p.db': cannot write: the file system is full (...)", and
+  // what a file that is not a database is not ("a kpipe state database").
+  std::string kind = "database";
+  std::string not_kind = "an SQLite database";
 };
 
 class Database {

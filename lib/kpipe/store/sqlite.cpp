@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -16,9 +17,81 @@ namespace kpipe {
 
 namespace {
 
-Error sqlite_error(sqlite3* db, const std::string& path, std::string_view what) {
-  const char* msg = db != nullptr ? sqlite3_errmsg(db) : "out of memory";
-  return failure("{}: {}: {}", path, what, msg);
+// How messages name a database: its file, what it is, and what a file
+// that is not a database is not (OpenOptions).
+struct Naming {
+  std::string path;
+  std::string kind;
+  std::string not_kind;
+};
+
+// A fault of the file itself in the words of an operator who must act on
+// it (kpipe(7), STORES); empty for the failure of a statement (a
+// constraint, a syntax error, a lock held), which SQLite's message says
+// well enough. `rc` is the extended result code. The system's errno tells
+// a full or read-only file system from other I/O errors: SQLite reports a
+// write that fails for want of space as SQLITE_FULL, but the
+// shared-memory file it cannot extend as an I/O error.
+std::string fault_words(int rc, int sys_errno) {
+  int primary = rc & 0xff;
+  bool io = primary == SQLITE_IOERR || primary == SQLITE_CANTOPEN || primary == SQLITE_FULL;
+  if (primary == SQLITE_FULL || (io && (sys_errno == ENOSPC || sys_errno == EDQUOT)))
+    return "cannot write: the file system is full";
+  if (primary == SQLITE_READONLY || (io && sys_errno == EROFS))
+    return "cannot write: the file or its file system is read-only";
+  if (primary == SQLITE_CORRUPT) return "the file is damaged";
+  if (primary != SQLITE_CANTOPEN && primary != SQLITE_IOERR) return {};
+  std::string words = primary == SQLITE_CANTOPEN ? "cannot open" : "an I/O error";
+  if (sys_errno != 0) words += fmt::format(": {}", std::strerror(sys_errno));
+  return words;
+}
+
+// A damaged file that is shorter than its header says (a copy cut short,
+// a file truncated by hand) is told apart: its header records how many
+// pages it has (valid while its change counter matches the version it was
+// written at), and a WAL database's file is never shorter than that.
+std::string cut_short(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {};
+  unsigned char h[100];
+  struct stat st {};
+  bool read_all = ::pread(fd, h, sizeof h, 0) == static_cast<ssize_t>(sizeof h);
+  bool stated = ::fstat(fd, &st) == 0;
+  ::close(fd);
+  if (!read_all || !stated || std::memcmp(h, "SQLite format 3", 16) != 0) return {};
+  auto be32 = [&h](int at) {
+    return (uint32_t{h[at]} << 24) | (uint32_t{h[at + 1]} << 16) | (uint32_t{h[at + 2]} << 8) |
+           uint32_t{h[at + 3]};
+  };
+  uint64_t page = (uint32_t{h[16]} << 8) | h[17];
+  if (page == 1) page = 65536;
+  uint64_t want = page * be32(28);
+  if (be32(24) != be32(92) || want == 0 || static_cast<uint64_t>(st.st_size) >= want) return {};
+  return fmt::format("cut short at {} bytes of the {} its header records", st.st_size, want);
+}
+
+// The same, with SQLite's message after the words; a file that is not a
+// database is named as what it is not.
+std::string fault_message(const Naming& n, int rc, int sys_errno, const char* msg) {
+  if ((rc & 0xff) == SQLITE_NOTADB) return fmt::format("'{}' is not {}", n.path, n.not_kind);
+  std::string words = fault_words(rc, sys_errno);
+  if (words.empty()) return {};
+  if ((rc & 0xff) == SQLITE_CORRUPT && n.path != ":memory:") {
+    std::string cut = cut_short(n.path);
+    if (!cut.empty()) words += ": " + cut;
+  }
+  return fmt::format("{} '{}': {} ({})", n.kind, n.path, words, msg);
+}
+
+// The error of the last call on `db`: a fault of the file in an operator's
+// words, or "PATH: WHAT: SQLite's message".
+Error sqlite_error(sqlite3* db, const Naming& n, std::string_view what) {
+  if (db == nullptr) return failure("{}: {}: out of memory", n.path, what);
+  const char* msg = sqlite3_errmsg(db);
+  std::string fault = fault_message(n, sqlite3_extended_errcode(db), sqlite3_system_errno(db), msg);
+  if (!fault.empty()) return failure(std::move(fault));
+  if (what.empty()) return failure("{}: {}", n.path, msg);
+  return failure("{}: {}: {}", n.path, what, msg);
 }
 
 // kpipe_seal(v1, v2, ...): a hash of a row's values, each with its type, so
@@ -62,8 +135,8 @@ void seal_function(sqlite3_context* context, int argc, sqlite3_value** args) {
 
 class SqliteStatement final : public Statement::Impl {
  public:
-  SqliteStatement(sqlite3_stmt* stmt, sqlite3* db, const std::string& path)
-      : stmt_(stmt), db_(db), path_(path) {}
+  SqliteStatement(sqlite3_stmt* stmt, sqlite3* db, const Naming& naming)
+      : stmt_(stmt), db_(db), naming_(naming) {}
   ~SqliteStatement() override { sqlite3_finalize(stmt_); }
 
   void bind_int(int i, int64_t v) override { check(sqlite3_bind_int64(stmt_, i, v)); }
@@ -83,7 +156,7 @@ class SqliteStatement final : public Statement::Impl {
       bind_error_ = 0;
       sqlite3_reset(stmt_);
       if ((rc & 0xff) == SQLITE_TOOBIG) refusal_ = sqlite3_errstr(rc);
-      return failure("{}: bind: {}", path_, sqlite3_errstr(rc));
+      return failure("{}: bind: {}", naming_.path, sqlite3_errstr(rc));
     }
     int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_ROW) return true;
@@ -97,7 +170,7 @@ class SqliteStatement final : public Statement::Impl {
       default:
         refusal_.clear();
     }
-    Error e = sqlite_error(db_, path_, "statement failed");
+    Error e = sqlite_error(db_, naming_, "statement failed");
     sqlite3_reset(stmt_);
     return e;
   }
@@ -139,14 +212,15 @@ class SqliteStatement final : public Statement::Impl {
   }
   sqlite3_stmt* stmt_;
   sqlite3* db_;
-  const std::string& path_;  // the database's, which outlives its statements
+  const Naming& naming_;  // the database's, which outlives its statements
   int bind_error_ = 0;
   std::string refusal_;
 };
 
 class SqliteDatabase final : public Database {
  public:
-  SqliteDatabase(sqlite3* db, std::string path) : Database(std::move(path)), db_(db) {}
+  SqliteDatabase(sqlite3* db, Naming naming)
+      : Database(naming.path), db_(db), naming_(std::move(naming)) {}
   ~SqliteDatabase() override { sqlite3_close_v2(db_); }
 
   Dialect dialect() const override { return Dialect::kSqlite; }
@@ -156,17 +230,16 @@ class SqliteDatabase final : public Database {
     char* msg = nullptr;
     int rc = sqlite3_exec(db_, text.c_str(), nullptr, nullptr, &msg);
     if (rc == SQLITE_OK) return {};
-    std::string m = msg != nullptr ? msg : sqlite3_errstr(rc);
-    sqlite3_free(msg);
-    return failure("{}: {}", path_, m);
+    sqlite3_free(msg);  // sqlite3_errmsg() says the same
+    return sqlite_error(db_, naming_, "");
   }
 
   Expected<Statement> prepare(std::string_view sql) override {
     sqlite3_stmt* stmt = nullptr;
     int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()),
                                 SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
-    if (rc != SQLITE_OK) return sqlite_error(db_, path_, "cannot prepare statement");
-    return Statement(std::make_unique<SqliteStatement>(stmt, db_, path_));
+    if (rc != SQLITE_OK) return sqlite_error(db_, naming_, "cannot prepare statement");
+    return Statement(std::make_unique<SqliteStatement>(stmt, db_, naming_));
   }
 
   int64_t changes() const override { return sqlite3_changes64(db_); }
@@ -179,18 +252,33 @@ class SqliteDatabase final : public Database {
     std::vector<std::string> problems;
     for (;;) {
       auto row = stmt->step();
-      if (!row) return row.take_error();
+      // SQLite's check can stop at a page too damaged to read: what it
+      // found before that is worth more than the error alone.
+      if (!row && problems.empty()) return row.take_error();
+      if (!row) {
+        problems.push_back(fmt::format("the check stopped early: {}", row.error().message));
+        break;
+      }
       if (!*row) break;
-      std::string line(stmt->column_text(0));
-      if (line != "ok") problems.push_back(std::move(line));
+      // A row may hold several problems, a line each, after a heading.
+      std::string_view text = stmt->column_text(0);
+      while (!text.empty()) {
+        size_t end = text.find('\n');
+        std::string_view line = text.substr(0, end);
+        text.remove_prefix(end == std::string_view::npos ? text.size() : end + 1);
+        if (line != "ok" && !(line.starts_with("*** ") && line.ends_with(" ***")))
+          problems.emplace_back(line);
+      }
     }
     return problems;
   }
 
   sqlite3* handle() { return db_; }
+  const Naming& naming() const { return naming_; }
 
  private:
   sqlite3* db_;
+  Naming naming_;
 };
 
 void call_bytes_function(sqlite3_context* context, int, sqlite3_value** args) {
@@ -205,6 +293,30 @@ void call_bytes_function(sqlite3_context* context, int, sqlite3_value** args) {
   sqlite3_result_int64(context, fn(view));
 }
 
+// A reader of a WAL database needs its shared-memory file, which SQLite
+// cannot make on a read-only file system: there the file is read as
+// immutable instead, which nothing there can make untrue. Not when a WAL
+// file with frames is beside it: an immutable reader would ignore them.
+bool unchangeable(const std::string& path) {
+  struct statvfs fs {};
+  if (::statvfs(path.c_str(), &fs) != 0 || (fs.f_flag & ST_RDONLY) == 0) return false;
+  struct stat wal {};
+  return ::stat((path + "-wal").c_str(), &wal) != 0 || wal.st_size == 0;
+}
+
+// file:PATH?immutable=1, with the characters a URI gives meaning escaped.
+std::string immutable_uri(const std::string& path) {
+  std::string uri = "file:";
+  for (char c : path) {
+    if (c == '%' || c == '?' || c == '#') {
+      uri += fmt::format("%{:02x}", static_cast<unsigned char>(c));
+      continue;
+    }
+    uri.push_back(c);
+  }
+  return uri + "?immutable=1";
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<Database>> open_sqlite(const std::string& path, OpenOptions options) {
@@ -214,25 +326,40 @@ Expected<std::unique_ptr<Database>> open_sqlite(const std::string& path, OpenOpt
   static const bool kConfigured = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0) == SQLITE_OK;
   (void)kConfigured;
   bool memory = path == ":memory:" || path.empty();
+  Naming naming{memory ? ":memory:" : path, std::move(options.kind), std::move(options.not_kind)};
   if (!memory && options.create && !options.read_only) {
     // SQLite would create the file with the umask's mode; state and dead
     // letters may hold private data, so the file is made 0600 first.
     int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) return failure("cannot open '{}': {}", path, std::strerror(errno));
+    if (fd < 0) {
+      int err = errno;
+      // A file there already that may not be written (its mode, or an
+      // immutable attribute, which binds root too) is read-only to us.
+      struct stat st {};
+      if (err == EROFS || ((err == EACCES || err == EPERM) && ::stat(path.c_str(), &st) == 0))
+        return failure("{} '{}': {} ({})", naming.kind, path, fault_words(SQLITE_CANTOPEN, EROFS),
+                       std::strerror(err));
+      return failure("{} '{}': {}", naming.kind, path, fault_words(SQLITE_CANTOPEN, err));
+    }
     ::close(fd);
   }
   int flags = SQLITE_OPEN_NOMUTEX;
   flags |= options.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE;
   if (!options.read_only && options.create) flags |= SQLITE_OPEN_CREATE;
+  std::string name = memory ? ":memory:" : path;
+  if (!memory && options.read_only && unchangeable(path)) {
+    name = immutable_uri(path);
+    flags |= SQLITE_OPEN_URI;
+  }
   sqlite3* raw = nullptr;
-  int rc = sqlite3_open_v2(memory ? ":memory:" : path.c_str(), &raw, flags, nullptr);
+  int rc = sqlite3_open_v2(name.c_str(), &raw, flags, nullptr);
   if (rc != SQLITE_OK) {
-    Error e = failure("cannot open database '{}': {}", path,
-                      raw != nullptr ? sqlite3_errmsg(raw) : sqlite3_errstr(rc));
+    Error e = raw != nullptr ? sqlite_error(raw, naming, "cannot open")
+                             : failure("{}: cannot open: {}", path, sqlite3_errstr(rc));
     sqlite3_close_v2(raw);
     return e;
   }
-  auto db = std::make_unique<SqliteDatabase>(raw, memory ? ":memory:" : path);
+  auto db = std::make_unique<SqliteDatabase>(raw, std::move(naming));
   sqlite3_busy_timeout(raw, options.busy_timeout_ms);
   sqlite3_extended_result_codes(raw, 1);
   if (!memory && !options.read_only && options.wal) {
@@ -257,7 +384,7 @@ Expected<std::unique_ptr<Database>> open_sqlite(const std::string& path, OpenOpt
   // whose rows carry a seal (kpipe(7), CONTROL LINES AND CHECKPOINTS).
   rc = sqlite3_create_function_v2(raw, kSealFunction, -1, SQLITE_UTF8 | SQLITE_DETERMINISTIC,
                                   nullptr, seal_function, nullptr, nullptr, nullptr);
-  if (rc != SQLITE_OK) return sqlite_error(raw, db->path(), "cannot define function");
+  if (rc != SQLITE_OK) return sqlite_error(raw, db->naming(), "cannot define function");
   return std::unique_ptr<Database>(std::move(db));
 }
 
@@ -270,7 +397,8 @@ Status define_sqlite_function(Database& db, const std::string& name, BytesFuncti
                                       nullptr, nullptr,
                                       [](void* p) { delete static_cast<BytesFunction*>(p); });
   // SQLite calls the destructor itself when the function cannot be made.
-  if (rc != SQLITE_OK) return sqlite_error(sqlite->handle(), db.path(), "cannot define function");
+  if (rc != SQLITE_OK)
+    return sqlite_error(sqlite->handle(), sqlite->naming(), "cannot define function");
   return {};
 }
 

@@ -410,8 +410,20 @@ Status StateStore::note_run(std::string_view role, int64_t checkpoint) {
   return stmt->run();
 }
 
+namespace {
+
+// How a fault of the state file names it (OpenOptions).
+OpenOptions state_options() {
+  OpenOptions options;
+  options.kind = "state database";
+  options.not_kind = "a kpipe state database";
+  return options;
+}
+
+}  // namespace
+
 Expected<std::unique_ptr<StateStore>> StateStore::open(const std::string& path) {
-  auto db = Database::open(path);
+  auto db = Database::open(path, state_options());
   if (!db) return db.take_error();
   Database* raw = db->get();
   std::unique_ptr<StateStore> store(new StateStore(std::move(*db), raw));
@@ -436,7 +448,7 @@ Expected<std::unique_ptr<StateStore>> StateStore::open_existing(const std::strin
     if (errno == ENOENT) return failure("state database '{}' does not exist", path);
     return failure("cannot open state database '{}': {}", path, std::strerror(errno));
   }
-  OpenOptions options;
+  OpenOptions options = state_options();
   options.create = false;
   options.read_only = true;
   options.wal = false;
@@ -457,8 +469,9 @@ Expected<std::unique_ptr<StateStore>> StateStore::check_version(std::unique_ptr<
         return stmt.take_error();
       return failure("'{}' is not a kpipe state database", path);
     }
+    // A failure here is the file's (damaged, say): its message says so.
     auto row = stmt->step();
-    if (!row) return failure("'{}' is not a kpipe state database: {}", path, row.error().message);
+    if (!row) return row.take_error();
     if (!*row) return failure("'{}' is not a kpipe state database", path);
     return stmt->column_int(0);
   }();
@@ -1109,10 +1122,39 @@ Expected<std::optional<int64_t>> StateStore::restore(std::string_view stage,
   return *latest;
 }
 
+std::vector<std::string> StateStore::check_file(const std::string& path) {
+  if (is_postgres_target(path)) return {};
+  OpenOptions options = state_options();
+  options.create = false;
+  options.read_only = true;
+  options.wal = false;
+  auto db = Database::open(path, options);
+  if (!db) return {};
+  auto problems = (*db)->integrity_check();
+  if (!problems) return {};
+  std::vector<std::string> out = std::move(*problems);
+  if (out.size() > static_cast<size_t>(kMaxLinesPerCheck)) {
+    size_t more = out.size() - kMaxLinesPerCheck;
+    out.resize(kMaxLinesPerCheck);
+    out.push_back(fmt::format("integrity check: {} more", more));
+  }
+  return out;
+}
+
 Expected<std::vector<std::string>> StateStore::verify() {
   auto problems = db_->integrity_check();
   if (!problems) return problems.take_error();
   std::vector<std::string> out = *problems;
+  // In a damaged file the checks below would stop at the first damaged
+  // page they read, and the damage is what the operator must know of.
+  if (!out.empty()) {
+    if (out.size() > static_cast<size_t>(kMaxLinesPerCheck)) {
+      size_t more = out.size() - kMaxLinesPerCheck;
+      out.resize(kMaxLinesPerCheck);
+      out.push_back(fmt::format("integrity check: {} more", more));
+    }
+    return out;
+  }
   auto check = [&](const char* sql, const char* what) -> Status {
     auto stmt = db_->prepare(sql);
     if (!stmt) return stmt.take_error();

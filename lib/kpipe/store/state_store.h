@@ -184,6 +184,10 @@ class StateStore {
   // of one role at once (two stages under one name, two pipelines on one
   // file), which each process's run record shows.
   Expected<std::vector<std::string>> verify();
+  // For a state file that cannot be opened as one (a damaged file, say):
+  // what SQLite's own check finds wrong in it, one line each (at most ten,
+  // then how many more); empty when it finds nothing, or cannot look.
+  static std::vector<std::string> check_file(const std::string& path);
 
  private:
   // The latency of checkpoint `id`, or of the newest that has one.

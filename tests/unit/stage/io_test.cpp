@@ -264,6 +264,33 @@ TEST_CASE("Output: the tick hook runs while a write waits for a slow reader", "[
   out.buffer().clear();
 }
 
+TEST_CASE("Output: a write error fails every later flush too, so no checkpoint passes lost lines",
+          "[io]") {
+  int fd = ::open("/dev/full", O_WRONLY | O_CLOEXEC);
+  if (fd < 0) {
+    WARN("no /dev/full here");
+    return;
+  }
+  {
+    Output out(fd, "<stdout>");
+    out.write_line("a record");
+    Status s = out.flush();
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.error().message == "cannot write '<stdout>': No space left on device");
+    // A caller that ignored it (the flush before waiting for input) must
+    // not see the next flush, with the buffer empty, succeed: the terminal
+    // stage would then complete the checkpoint after the lost record.
+    CHECK_FALSE(out.flush().ok());
+    out.write_line("{\"$kpipe\":\"checkpoint\",\"id\":1}");
+    Status again = out.flush();
+    REQUIRE_FALSE(again.ok());
+    CHECK(again.error().message == s.error().message);
+    CHECK(out.bytes_written() == 0);
+    CHECK(out.bytes_delivered() == 0);
+  }
+  ::close(fd);
+}
+
 TEST_CASE("Output: output given up on a stop fails every later flush too", "[io]") {
   Pipe pipe;  // a reader that never reads
   (void)::fcntl(pipe.write_end, F_SETPIPE_SZ, 4096);

@@ -123,6 +123,17 @@ TEST_CASE("DlqStore: kdlq's opening needs an existing store", "[dlq]") {
   CHECK(::stat(path.c_str(), &st) != 0);  // and does not create it
 }
 
+TEST_CASE("DlqStore: a file that is not a database is named as no dead-letter store", "[dlq]") {
+  TempDir dir;
+  std::string path = dir.write("notes.db", "meeting notes\n");
+  for (auto mode : {DlqStore::Mode::kCreate, DlqStore::Mode::kExisting}) {
+    auto store = DlqStore::open(path, mode);
+    REQUIRE_FALSE(store.ok());
+    CHECK(store.error().message == "'" + path + "' is not a dead-letter store");
+  }
+  CHECK(kpipe::test::read_file(path) == "meeting notes\n");
+}
+
 TEST_CASE("make_store_sink writes, syncs and names the store", "[dlq]") {
   TempDir dir;
   std::string path = dir.file("dlq.db");

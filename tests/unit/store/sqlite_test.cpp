@@ -1,6 +1,8 @@
 #include "kpipe/store/sqlite.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 
@@ -138,7 +140,9 @@ TEST_CASE("Database: read-only and no-create openings do not create files", "[sq
   ro.read_only = true;
   auto a = Database::open(path, ro);
   REQUIRE_FALSE(a.ok());
-  CHECK(a.error().message == "cannot open database '" + path + "': unable to open database file");
+  CHECK(a.error().message == "database '" + path +
+                                 "': cannot open: No such file or directory (unable to open "
+                                 "database file)");
   OpenOptions no_create;
   no_create.create = false;
   CHECK_FALSE(Database::open(path, no_create).ok());
@@ -147,7 +151,7 @@ TEST_CASE("Database: read-only and no-create openings do not create files", "[sq
   auto in_missing_dir = Database::open(dir.file("no/such/dir.db"));
   REQUIRE_FALSE(in_missing_dir.ok());
   CHECK(in_missing_dir.error().message ==
-        "cannot open '" + dir.file("no/such/dir.db") + "': No such file or directory");
+        "database '" + dir.file("no/such/dir.db") + "': cannot open: No such file or directory");
   // A read-only connection cannot write.
   { open_db(path); }
   auto reader = open_db(path, ro);
@@ -273,4 +277,125 @@ TEST_CASE("integrity_check and quote_identifier", "[sqlite]") {
   REQUIRE(db->exec("CREATE TABLE " + quote_identifier(evil) + " (y)").ok());
   CHECK(has_table(*db, evil));
   CHECK(has_table(*db, "t"));
+}
+
+// Faults of the file itself, named for an operator (kpipe(7), STORES): what
+// the file is, which file, what happened, and SQLite's own words after it.
+
+TEST_CASE("Database: a file that is not a database is named as what it is not", "[sqlite]") {
+  TempDir dir;
+  std::string path = dir.write("notes.db", "meeting notes, not a database\n");
+  OpenOptions o;
+  o.kind = "state database";
+  o.not_kind = "a kpipe state database";
+  auto db = Database::open(path, o);
+  REQUIRE_FALSE(db.ok());
+  CHECK(db.error().status == ExitStatus::kFailure);
+  CHECK(db.error().message == "'" + path + "' is not a kpipe state database");
+  // Without a kind: any SQLite database would do.
+  o = {};
+  o.read_only = true;
+  auto reader = Database::open(path, o);
+  REQUIRE(reader.ok());  // SQLite reads nothing until asked
+  auto stmt = (*reader)->prepare("SELECT 1 FROM sqlite_master");
+  REQUIRE_FALSE(stmt.ok());
+  CHECK(stmt.error().message == "'" + path + "' is not an SQLite database");
+}
+
+TEST_CASE("Database: a full database is named, with the file and the fault", "[sqlite]") {
+  TempDir dir;
+  std::string path = dir.file("full.db");
+  OpenOptions o;
+  o.kind = "dead-letter store";
+  auto db = open_db(path, o);
+  REQUIRE(db->exec("CREATE TABLE t (x BLOB)").ok());
+  // A file that may not grow is what a full disk looks like to SQLite.
+  REQUIRE(db->exec("PRAGMA max_page_count = 3").ok());
+  auto ins = db->prepare("INSERT INTO t VALUES (randomblob(100000))");
+  REQUIRE(ins.ok());
+  Status s = ins->run();
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().message ==
+        "dead-letter store '" + path +
+            "': cannot write: the file system is full (database or disk is full)");
+  CHECK(ins->refusal().empty());  // the database's failure, not the row's
+  Status e = db->exec("INSERT INTO t VALUES (randomblob(100000))");
+  CHECK(e.error().message == s.error().message);
+}
+
+TEST_CASE("Database: writing through a read-only connection says the file is read-only",
+          "[sqlite]") {
+  TempDir dir;
+  std::string path = dir.file("ro.db");
+  { REQUIRE(open_db(path)->exec("CREATE TABLE t (x)").ok()); }
+  OpenOptions ro;
+  ro.read_only = true;
+  auto db = open_db(path, ro);
+  Status s = db->exec("INSERT INTO t VALUES (1)");
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().message == "database '" + path +
+                                 "': cannot write: the file or its file system is read-only "
+                                 "(attempt to write a readonly database)");
+}
+
+TEST_CASE("Database: a damaged file is named as damaged", "[sqlite]") {
+  TempDir dir;
+  std::string path = dir.file("damaged.db");
+  {
+    auto db = open_db(path);
+    REQUIRE(db->exec("CREATE TABLE t (x); INSERT INTO t VALUES (1)").ok());
+  }
+  // The table's page (the second) overwritten with noise.
+  std::string noise(4096, '\xa5');
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  REQUIRE(::pwrite(fd, noise.data(), noise.size(), 4096) == 4096);
+  ::close(fd);
+  OpenOptions o;
+  o.read_only = true;
+  o.kind = "state database";
+  auto db = open_db(path, o);
+  auto stmt = db->prepare("SELECT x FROM t");
+  REQUIRE(stmt.ok());
+  auto row = stmt->step();
+  REQUIRE_FALSE(row.ok());
+  CHECK(row.error().message ==
+        "state database '" + path + "': the file is damaged (database disk image is malformed)");
+  auto problems = db->integrity_check();
+  REQUIRE(problems.ok());
+  CHECK_FALSE(problems->empty());
+}
+
+TEST_CASE("Database: an existing file it may not write is read-only to it", "[sqlite]") {
+  TempDir dir;
+  std::string path = dir.file("locked.db");
+  { open_db(path); }
+  REQUIRE(::chmod(path.c_str(), 0444) == 0);
+  if (::access(path.c_str(), W_OK) == 0) return;  // root writes a file of mode 0444
+  auto db = Database::open(path);
+  REQUIRE_FALSE(db.ok());
+  CHECK(db.error().message == "database '" + path +
+                                  "': cannot write: the file or its file system is read-only "
+                                  "(Permission denied)");
+}
+
+TEST_CASE("Transaction: a COMMIT that fails leaves no transaction open", "[sqlite]") {
+  auto db = open_db(":memory:");
+  REQUIRE(db->exec("CREATE TABLE p (id INTEGER PRIMARY KEY);"
+                   "CREATE TABLE c (p INTEGER REFERENCES p(id) DEFERRABLE INITIALLY DEFERRED)")
+              .ok());
+  {
+    auto tx = Transaction::begin(*db);
+    REQUIRE(tx.ok());
+    REQUIRE(db->exec("INSERT INTO c VALUES (7)").ok());
+    // A deferred constraint fails at COMMIT, which leaves SQLite's
+    // transaction open: so does a COMMIT on a full disk.
+    CHECK_FALSE(tx->commit().ok());
+  }
+  CHECK(count(*db, "c") == 0);
+  auto next = Transaction::begin(*db);
+  REQUIRE(next.ok());
+  REQUIRE(db->exec("INSERT INTO p VALUES (7); INSERT INTO c VALUES (7)").ok());
+  CHECK(next->commit().ok());
+  CHECK(count(*db, "c") == 1);
 }

@@ -1,6 +1,8 @@
 #include "kpipe/store/state_store.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -925,4 +927,51 @@ TEST_CASE("a checkpoint's end-to-end latency: its completion less its records' t
   REQUIRE(history->size() == 2);
   CHECK((*history)[0].latency == Latency{700, 1200, 1700, 1000});
   CHECK((*history)[1].latency == std::nullopt);
+}
+
+TEST_CASE("a file that is not a state database is named, and left as it was") {
+  kpipe::test::TempDir dir;
+  std::string text = "meeting notes, not a database\n";
+  std::string path = dir.write("notes.db", text);
+  auto store = StateStore::open(path);
+  REQUIRE_FALSE(store.ok());
+  CHECK(store.error().status == ExitStatus::kFailure);
+  CHECK(store.error().message == "'" + path + "' is not a kpipe state database");
+  auto existing = StateStore::open_existing(path);
+  REQUIRE_FALSE(existing.ok());
+  CHECK(existing.error().message == "'" + path + "' is not a kpipe state database");
+  CHECK(StateStore::check_file(path).empty());
+  CHECK(kpipe::test::read_file(path) == text);
+}
+
+TEST_CASE("a damaged state file is named as damaged, and check_file says where") {
+  kpipe::test::TempDir dir;
+  std::string path = dir.file("state.db");
+  {
+    auto store = StateStore::open(path);
+    REQUIRE(store.ok());
+    MapEngine e;
+    for (int i = 0; i < 200; ++i) e.put("key" + std::to_string(i), std::string(100, 'v'));
+    snapshot(**store, e, 1);
+    complete(**store, 1, 10);
+  }
+  // Every page after the first (the schema) overwritten with noise.
+  struct stat st {};
+  REQUIRE(::stat(path.c_str(), &st) == 0);
+  std::string noise(static_cast<size_t>(st.st_size) - 4096, '\xa5');
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  REQUIRE(::pwrite(fd, noise.data(), noise.size(), 4096) == static_cast<ssize_t>(noise.size()));
+  ::close(fd);
+  std::string damaged =
+      "state database '" + path + "': the file is damaged (database disk image is malformed)";
+  auto store = StateStore::open(path);
+  REQUIRE_FALSE(store.ok());
+  CHECK(store.error().message == damaged);
+  auto existing = StateStore::open_existing(path);
+  REQUIRE_FALSE(existing.ok());
+  CHECK(existing.error().message == damaged);
+  auto problems = StateStore::check_file(path);
+  CHECK_FALSE(problems.empty());
+  CHECK(problems.size() <= 11);
 }
