@@ -62,7 +62,7 @@ _kpipe_complete() {
       [[ ${#COMPREPLY[@]} -eq 1 && (${COMPREPLY[0]} == *: || ${COMPREPLY[0]} == *://) ]] &&
         compopt -o nospace 2>/dev/null
       return ;;
-    --config | --history | --late | --dups | --bootstrap-file | --schema | --registry-ca)
+    --config | --history | --late | --dups | --bootstrap-file | --control | --schema | --registry-ca)
       COMPREPLY=($(compgen -f -- "$cur")); return ;;
   esac
   if [[ $cur == -* ]]; then

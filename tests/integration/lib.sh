@@ -365,6 +365,47 @@ assert_empty() {
   [[ ! -s "$1" ]] || fail "$1 is not empty: $(head -c 500 "$1")"
 }
 
+# --- kbroker faults on demand (kbroker(1), FAULTS) --------------------------------
+# Added for the fault tests (fault_*.sh); kbroker only.
+
+# start_fault_broker BROKERS NAME:PARTITIONS...: like start_broker, but a
+# cluster of BROKERS brokers that takes fault commands on $WORK/control.
+# kbroker's answers are read from fd 8, which stays open for `fault`.
+start_fault_broker() {
+  local n=$1 specs=() spec
+  shift
+  requires_broker kbroker "faults on demand are kbroker's (--control)"
+  for spec in "$@"; do specs+=(--topic "$(topic "${spec%%:*}"):${spec##*:}"); done
+  mkfifo "$WORK/kbroker.out" "$WORK/control"
+  kbroker --brokers "$n" "${specs[@]}" --control "$WORK/control" >"$WORK/kbroker.out" 2>"$WORK/kbroker.err" &
+  BROKER_PID=$!
+  exec 8<"$WORK/kbroker.out"
+  if ! read -r -t 30 BROKERS <&8; then
+    cat "$WORK/kbroker.err" >&2
+    fail "kbroker did not start"
+  fi
+}
+
+# fault_answer COMMAND...: sends one command to kbroker and prints its
+# answer ("ok COMMAND" once applied, or "error: ...").
+fault_answer() {
+  local answer
+  # A FIFO without its reader would block the writer for good.
+  kill -0 "$BROKER_PID" 2>/dev/null || fail "kbroker is gone: $(cat "$WORK/kbroker.err")"
+  echo "$*" >"$WORK/control"
+  read -r -t 30 answer <&8 || fail "kbroker did not answer '$*'"
+  echo "$answer"
+}
+
+# fault COMMAND...: sends one command, and fails the test unless kbroker
+# applied it. Once this returns, the fault is in place.
+fault() {
+  local answer
+  answer=$(fault_answer "$@")
+  [[ "$answer" == "ok $*" ]] || fail "kbroker refused '$*': $answer"
+}
+# --- end of kbroker faults --------------------------------------------------------
+
 # --- disk faults (tests/integration/disk_full.sh, db_faults.sh, output_full.sh) ---
 # private_mounts: runs the rest of the test in a mount namespace of its
 # own, so that the file systems it mounts (small_disk) are its alone and go

@@ -14,5 +14,9 @@ int main(int argc, char** argv) {
   app.add_option("--bootstrap-file", o.bootstrap_file,
                  "Also write the bootstrap list to FILE (atomically)")
       ->type_name("FILE");
+  app.add_option("--control", o.control,
+                 "Read fault commands from FIFO (made if missing; - for standard input), "
+                 "answering each on standard output")
+      ->type_name("FIFO");
   return program.run(argc, argv, [&](kpipe::Io& io) { return kpipe::run_broker(o, io); });
 }

@@ -1315,6 +1315,94 @@ void MockCluster::set_brokers_up(bool up) {
   }
 }
 
+namespace {
+
+// A broker's error by Kafka's name, as librdkafka spells it without its
+// RD_KAFKA_RESP_ERR_ prefix. librdkafka's own errors (a leading '_') never
+// come from a broker, so they are not faults a broker can make.
+std::optional<rd_kafka_resp_err_t> broker_error(const std::string& name) {
+  // Kafka renamed it in 2.x; librdkafka knows the old name.
+  if (name == "NOT_LEADER_OR_FOLLOWER") return RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION;
+  const rd_kafka_err_desc* descs = nullptr;
+  size_t count = 0;
+  rd_kafka_get_err_descs(&descs, &count);
+  for (size_t i = 0; i < count; ++i) {
+    if (descs[i].name == nullptr || descs[i].code < RD_KAFKA_RESP_ERR_NO_ERROR) continue;
+    if (name == descs[i].name) return descs[i].code;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+int MockCluster::broker_count() const {
+  return state_->brokers;
+}
+
+Status MockCluster::push_request_errors(int api_key, int count, const std::string& error) {
+  auto code = broker_error(error);
+  if (!code) return failure("unknown Kafka error '{}'", error);
+  std::vector<rd_kafka_resp_err_t> errors(static_cast<size_t>(count), *code);
+  rd_kafka_mock_push_request_errors_array(state_->cluster, static_cast<int16_t>(api_key),
+                                          errors.size(), errors.data());
+  return {};
+}
+
+void MockCluster::clear_request_errors(int api_key) {
+  rd_kafka_mock_clear_request_errors(state_->cluster, static_cast<int16_t>(api_key));
+}
+
+namespace {
+
+// The mock answers an unknown broker id in ways of its own (not available,
+// unknown, or taken for "none"), so ids are checked here first.
+Status check_broker(int broker, int brokers) {
+  if (broker >= 1 && broker <= brokers) return {};
+  return failure("no broker {}: the cluster has brokers 1 to {}", broker, brokers);
+}
+
+Status mock_result(rd_kafka_resp_err_t err) {
+  if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return {};
+  return failure("{}", rd_kafka_err2str(err));
+}
+
+}  // namespace
+
+Status MockCluster::set_broker_up(int broker, bool up) {
+  KPIPE_TRY(check_broker(broker, state_->brokers));
+  return mock_result(up ? rd_kafka_mock_broker_set_up(state_->cluster, broker)
+                        : rd_kafka_mock_broker_set_down(state_->cluster, broker));
+}
+
+Status MockCluster::set_broker_rtt(int broker, Millis rtt) {
+  KPIPE_TRY(check_broker(broker, state_->brokers));
+  if (rtt < 0 || rtt > INT32_MAX) return failure("a round trip of {} ms is out of range", rtt);
+  return mock_result(rd_kafka_mock_broker_set_rtt(state_->cluster, broker, static_cast<int>(rtt)));
+}
+
+Status MockCluster::set_coordinator(const std::string& key_type, const std::string& key,
+                                    int broker) {
+  KPIPE_TRY(check_broker(broker, state_->brokers));
+  return mock_result(
+      rd_kafka_mock_coordinator_set(state_->cluster, key_type.c_str(), key.c_str(), broker));
+}
+
+Status MockCluster::set_partition_leader(const std::string& topic, int partition, int broker) {
+  if (broker != -1) KPIPE_TRY(check_broker(broker, state_->brokers));
+  rd_kafka_resp_err_t err =
+      rd_kafka_mock_partition_set_leader(state_->cluster, topic.c_str(), partition, broker);
+  if (err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION || err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+    return failure("topic '{}' has no partition {}", topic, partition);
+  return mock_result(err);
+}
+
+Status MockCluster::set_topic_error(const std::string& topic, const std::string& error) {
+  auto code = broker_error(error);
+  if (!code) return failure("unknown Kafka error '{}'", error);
+  rd_kafka_mock_topic_set_error(state_->cluster, topic.c_str(), *code);
+  return {};
+}
+
 Status MockCluster::create_topic(const std::string& name, int partitions) {
   KPIPE_TRY(check_topic_name(name));
   rd_kafka_resp_err_t err =

@@ -261,6 +261,23 @@ class MockCluster {
   // brings them back: an outage on demand, for testing clients.
   void set_brokers_up(bool up);
 
+  // Faults on demand (kbroker(1), FAULTS). Brokers are numbered from 1;
+  // each call is applied when it returns. Errors are Kafka's names
+  // ("NOT_LEADER_FOR_PARTITION"), upper case.
+  int broker_count() const;
+  // The next `count` requests of that API key, to any broker, fail with
+  // `error` (a broker's error, not one of librdkafka's own).
+  Status push_request_errors(int api_key, int count, const std::string& error);
+  void clear_request_errors(int api_key);
+  Status set_broker_up(int broker, bool up);
+  Status set_broker_rtt(int broker, Millis rtt);
+  // key_type "group" or "transaction".
+  Status set_coordinator(const std::string& key_type, const std::string& key, int broker);
+  // broker -1: the partition has no leader.
+  Status set_partition_leader(const std::string& topic, int partition, int broker);
+  // Metadata answers `error` for the topic ("NO_ERROR" clears it).
+  Status set_topic_error(const std::string& topic, const std::string& error);
+
  private:
   MockCluster() = default;
   struct State;
