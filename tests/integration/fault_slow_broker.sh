@@ -43,7 +43,7 @@ status=0
 wait "$producer" || status=$?
 assert_eq "$status" 1 "kproduce's exit status ($(cat "$WORK/p.err"))"
 assert_eq "$(grep -c '^kproduce: error: ' "$WORK/p.err")" 1 "error lines ($(cat "$WORK/p.err"))"
-[[ "$(tail -n 1 "$WORK/p.err")" =~ ^kproduce:\ error:\ [0-9]+\ of\ 1000\ records\ not\ delivered\ to\ \'$T\':\ Local:\ Message\ timed\ out$ ]] ||
+[[ "$(tail -n 1 "$WORK/p.err")" =~ ^kproduce:\ error:\ [0-9]+\ of\ 1000\ records\ not\ acknowledged\ by\ \'$T\':\ Local:\ Message\ timed\ out$ ]] ||
   fail "kproduce's last line: $(tail -n 1 "$WORK/p.err")"
 
 # Again, on a broker back to speed: every record at least once.

@@ -134,6 +134,6 @@ if requires_kbroker_process; then
   status=0
   wait "$producer" || status=$?
   assert_eq "$status" 1 "kproduce exit status when records are lost"
-  grep -qE "^kproduce: error: 2 of 3 records not delivered to '$(topic skip)': " "$WORK/err" ||
+  grep -qE "^kproduce: error: 2 of 3 records not acknowledged by '$(topic skip)': " "$WORK/err" ||
     fail "undelivered records not reported: $(cat "$WORK/err")"
 fi

@@ -533,7 +533,9 @@ Status run_produce(const ProduceOptions& options, Io& io) {
   KPIPE_TRY(run);
   KPIPE_TRY(drained);
   if (stage.lost() > 0)
-    return failure("{} of {} records not delivered to '{}': {}", stage.lost(), stage.produced(),
+    // Not acknowledged is not unwritten: a record that timed out may be in
+    // the topic (kproduce(1)).
+    return failure("{} of {} records not acknowledged by '{}': {}", stage.lost(), stage.produced(),
                    options.topic, stage.first_lost());
   if (transactions) {
     io.reporter.info(fmt::format("committed {} transactions of {} records to '{}'",
