@@ -121,7 +121,8 @@ class JsonReader {
   // Every member of an object line, in order (a repeated key appears each
   // time), for programs whose fields are the data's own (kupsert's
   // columns). Views live as long as read()'s. A line that is not an
-  // object is a data_error.
+  // object is a data_error, and so is one with a malformed object or
+  // array member: what this gives is the whole line, checked whole.
   Status read_members(std::string_view line, std::vector<JsonMember>& out);
 
   // The type of the line's top-level value, after read().
@@ -140,6 +141,11 @@ bool is_control_line(std::string_view line);
 // A parsed JSON value that owns its data, for the few places off the hot
 // path that need a whole tree (control lines, envelope headers, files).
 struct JsonValue {
+  // Declared, not implied: clang with libstdc++ asks whether a JsonValue is
+  // default-constructible while `members` names pair<string, JsonValue>,
+  // before the type is complete (the fuzz build, tests/fuzz/, uses clang).
+  JsonValue() noexcept {}
+
   JsonType type = JsonType::kNull;
   bool boolean = false;
   bool is_integer = false;

@@ -475,6 +475,22 @@ TEST_CASE("JsonReader: numbers", "[json][reader]") {
   CHECK(f[8].number == 0.1);
 }
 
+TEST_CASE("JsonReader: decimals of more than 19 digits", "[json][reader]") {
+  // Found by tests/fuzz (json_reader): simdjson 3.0's get_number() read
+  // these as 0, where the tree (parse_json) and jq read the nearest double.
+  Fixture fx;
+  auto f = fx.ok(
+      R"({"a":123456.7891023456789012345678901234567890,"b":-0.12345678901234567890123,"c":1.0000000000000000000001e5})",
+      {".a", ".b", ".c"});
+  CHECK(f[0].number == 123456.78910234568);
+  CHECK_FALSE(f[0].is_integer);
+  CHECK(f[1].number == -0.12345678901234568);
+  CHECK(f[2].number == 100000.0);
+  auto tree = parse_json(R"([123456.7891023456789012345678901234567890])");
+  REQUIRE(tree.ok());
+  CHECK(tree->items[0].number == 123456.78910234568);
+}
+
 TEST_CASE("JsonReader: numbers that do not fit", "[json][reader]") {
   Fixture fx;
   // Valid JSON beyond uint64: read as the nearest double, as jq does.
@@ -616,6 +632,41 @@ TEST_CASE("JsonReader: a scalar or array at the top level", "[json][reader]") {
   CHECK(fx.ok("-1e309 \t", {"."})[0].raw == "-1e309");
   CHECK(fx.error("1e309 x", {"."}) == "not valid JSON: content after the value");
   CHECK(fx.error("1e309 x", {}) == "not valid JSON: content after the value");
+}
+
+TEST_CASE("JsonReader: null with one blank after it", "[json][reader]") {
+  // Found by tests/fuzz (guard): simdjson 3.0's root null check reads one
+  // byte too far, and "null " was "invalid literal" to every filter.
+  Fixture fx;
+  for (std::string line : {"null ", "null\t", "   null ", "null  "}) {
+    INFO(line);
+    Read r = fx.read(line, {"."});
+    REQUIRE(r.status.ok());
+    CHECK(r.root == JsonType::kNull);
+    CHECK(r.fields[0].type == JsonType::kNull);
+    CHECK(r.fields[0].raw == "null");
+    CHECK(fx.read(line, {}).status.ok());
+  }
+  CHECK(fx.error("null x", {}) == "not valid JSON: content after the value");
+  CHECK(fx.error("nullx ", {"."}) == "not valid JSON: 'nullx' is not a JSON value");
+  CHECK(fx.error("null null", {}) == "not valid JSON: content after the value");
+}
+
+TEST_CASE("JsonReader: true and false with blanks after them", "[json][reader]") {
+  // Found by tests/fuzz (json_reader): "\n   true   " was "malformed
+  // structure" to every filter, though the validator accepts it.
+  Fixture fx;
+  for (std::string line : {"\n          true   ", "true   ", " false   ", "false\t\t"}) {
+    INFO(line);
+    Read r = fx.read(line, {"."});
+    REQUIRE(r.status.ok());
+    CHECK(r.root == JsonType::kBool);
+    CHECK(r.fields[0].boolean == (line.find("true") != std::string::npos));
+    CHECK(fx.read(line, {".a"}).status.ok());
+  }
+  CHECK(fx.error("true x", {}) == "not valid JSON: content after the value");
+  CHECK(fx.error("truex ", {"."}) == "not valid JSON: 'truex' is not a JSON value");
+  CHECK(fx.error("tru ", {}) == "not valid JSON: 'tru' is not a JSON value");
 }
 
 TEST_CASE("JsonReader: one reader serves many lines and set sizes", "[json][reader]") {
@@ -1133,6 +1184,15 @@ TEST_CASE("read_members: a line that is not an object, or not JSON", "[json][rea
   CHECK(why("[1]") == "expected a JSON object, not an array");
   CHECK(why(R"({"k":1,"v":tru})") == "not valid JSON: 'tru' is not a JSON value");
   CHECK(why(R"({"k":1} x)") == "not valid JSON: content after the value");
+  // Found by tests/fuzz (upsert_row): a malformed object or array member
+  // was skipped by bracket counting, and kupsert stored "[1,{"b":nul}]" as
+  // a JSON column; a ':' after a member's value ended the walk early.
+  // Members are taken whole, so the line is checked whole.
+  CHECK(why(R"({"id":"x","nested":{"a":[1,{"b":nul}]}})") ==
+        "not valid JSON: 'nul' is not a JSON value");
+  CHECK(why(R"({"id":"x","list":[1,,2]})").rfind("not valid JSON: ", 0) == 0);
+  CHECK(why(R"({"id":"Z","name":"":[1,2]}})").rfind("not valid JSON: ", 0) == 0);
+  CHECK(why(R"({"id":"x","o":{"a":1,"big":1e400,"n":[123456789012345678901234567890]}})").empty());
 }
 
 // Random damage to random JSON: the validator accepts exactly what
