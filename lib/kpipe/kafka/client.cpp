@@ -103,6 +103,15 @@ std::string connection_reason(std::string_view text) {
   return reason;
 }
 
+bool is_coordinator_away(rd_kafka_resp_err_t err) {
+  return err == RD_KAFKA_RESP_ERR__WAIT_COORD ||
+         err == RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE ||
+         err == RD_KAFKA_RESP_ERR_NOT_COORDINATOR ||
+         err == RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS ||
+         err == RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT || err == RD_KAFKA_RESP_ERR__TIMED_OUT ||
+         err == RD_KAFKA_RESP_ERR__TRANSPORT || err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN;
+}
+
 bool is_record_fault(rd_kafka_resp_err_t err) {
   switch (err) {
     case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
@@ -807,18 +816,6 @@ bool is_group_change(rd_kafka_resp_err_t err) {
   return err == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS ||
          err == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION ||
          err == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID || err == RD_KAFKA_RESP_ERR__STATE;
-}
-
-// The answers of a group whose coordinator is out of reach for now: a
-// broker that crashed, restarts or moves the group (kpipe(7), BROKER
-// FAULTS). The offsets were not stored, and a later commit stores them.
-bool is_coordinator_away(rd_kafka_resp_err_t err) {
-  return err == RD_KAFKA_RESP_ERR__WAIT_COORD ||
-         err == RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE ||
-         err == RD_KAFKA_RESP_ERR_NOT_COORDINATOR ||
-         err == RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS ||
-         err == RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT || err == RD_KAFKA_RESP_ERR__TIMED_OUT ||
-         err == RD_KAFKA_RESP_ERR__TRANSPORT || err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN;
 }
 
 // A caller that cannot try again later (no `committed` to be told) is

@@ -94,4 +94,9 @@ rd_kafka_topic_partition_list_t* to_list(const std::vector<PartitionOffset>& par
 // invalid), so that the record is bad input, not a broken connection.
 bool is_record_fault(rd_kafka_resp_err_t err);
 
+// Whether an answer about a group says only that its coordinator is out of
+// reach for now: a broker that crashed, restarts, or moves the group
+// (kpipe(7), BROKER FAULTS). Asked again later, the group answers.
+bool is_coordinator_away(rd_kafka_resp_err_t err);
+
 }  // namespace kpipe
