@@ -97,9 +97,11 @@ struct JsonMember {
 
 // Parses lines with one reused ondemand parser. Every line is checked as far
 // as it is read: its encoding, the structure of its top level and of every
-// object or array on a path, and every value read. A value that no path
-// reaches is skipped by bracket counting, so a malformed nested value that no
-// program reads can pass through a filter unchanged.
+// object or array on a path, and every value read; an object or array read
+// as a field's value is checked whole, at the cost of a second parse of its
+// text (kpipe(7), LINES). A value that no path reaches is skipped by bracket
+// counting, so a malformed nested value that no program reads can pass
+// through a filter unchanged.
 class JsonReader {
  public:
   JsonReader();

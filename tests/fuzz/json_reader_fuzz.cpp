@@ -5,7 +5,10 @@
 // owning tree) finds at that path; every string read writes back
 // (append_json_string) to JSON that reads as the same string; a field whose
 // raw text is a JSON text by itself has the type the reader gave it;
-// read_members gives an object's members in order, as the tree has them.
+// read_members gives an object's members in order, as the tree has them;
+// a line read without error has its brackets balanced outside strings,
+// however malformed a value no path reaches (kpipe(7), LINES: its top
+// level is checked), and an object or array read is valid JSON alone.
 //
 // Input: up to four paths, each ended by '\n', after a first byte that
 // says how many; the rest is the line.
@@ -66,6 +69,32 @@ void check_same(const kpipe::JsonField& f, const JsonValue& v) {
   }
 }
 
+// Whether the brackets outside strings close as they open, counted
+// byte by byte with no parser. A backslash escapes a quote or a backslash
+// after it outside strings too (not JSON, but how the reader's tokenizer
+// finds strings in a malformed value it skips); it escapes no bracket.
+bool brackets_balance(std::string_view line) {
+  long depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (c == '\\' && i + 1 < line.size() && (line[i + 1] == '"' || line[i + 1] == '\\')) {
+      ++i;
+      continue;
+    }
+    if (in_string) {
+      if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    if (c == '{' || c == '[') ++depth;
+    if (c == '}' || c == ']') {
+      if (--depth < 0) return false;
+    }
+  }
+  return depth == 0 && !in_string;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -94,6 +123,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The two full validations agree.
   FUZZ_CHECK(valid == tree.ok());
   if (valid) FUZZ_CHECK(read.ok());
+  if (read.ok()) FUZZ_CHECK(brackets_balance(line));
 
   if (read.ok()) {
     FUZZ_CHECK(out.size() == fields.size());
@@ -116,6 +146,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         FUZZ_CHECK(back.ok() && back->type == JsonType::kString && back->str == f.str);
       }
       auto alone = kpipe::parse_json(f.raw);
+      // An object or array read is taken whole, so it was checked whole.
+      if (f.type == JsonType::kObject || f.type == JsonType::kArray) FUZZ_CHECK(alone.ok());
       if (alone.ok()) check_same(f, *alone);
       if (tree.ok()) {
         bool ambiguous = false;

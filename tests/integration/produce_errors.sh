@@ -6,7 +6,7 @@
 # lacks, too large) is bad input too, named by its line, also when the
 # refusal comes back after later lines were sent.
 source "$(dirname "$0")/lib.sh"
-start_broker fail:1 dlq:1 skip:1 parts:2 big:1 ts:1
+start_broker fail:1 dlq:1 skip:1 parts:2 big:1 ts:1 whole:1
 
 printf '%s\n' '{"id":"a"}' 'not json' '{"id":"b"}' '{"no_id":1}' '{"id":"c"}' >"$WORK/in.ndjson"
 
@@ -109,6 +109,16 @@ for bad in '{"timestamp":0,"value":1}' '{"timestamp":-5,"value":1}' '{"value":1,
   esac
   assert_eq "$(cat "$WORK/err")" "kproduce: error: $WORK/ts.ndjson: line 2: $want"
 done
+# A value that is an object is sent as JSON, so it must be JSON all of it,
+# not only its brackets (found by tests/fuzz, json_reader).
+printf '%s\n' '{"key":"good","value":{"x":1}}' '{"key":"bad","value":{"x":[1,nul]}}' >"$WORK/whole.ndjson"
+whole=$(topic whole)
+expect_exit 65 kproduce -b "$BROKERS" -t "$whole" --envelope "$WORK/whole.ndjson"
+assert_eq "$(cat "$WORK/err")" \
+  "kproduce: error: $WORK/whole.ndjson: line 2: not valid JSON: 'nul' is not a JSON value"
+expect_exit 0 kconsume -b "$BROKERS" -t "$whole" -e --format value
+assert_eq "$(cat "$WORK/out")" '{"x":1}' "whole: only the good value produced"
+
 # The smallest timestamp kproduce takes comes back exactly.
 expect_exit 0 kconsume -b "$BROKERS" -t "$ts" -e
 assert_eq "$(jq -c '[.timestamp, .key, .value]' "$WORK/out" | sort -u)" '[1,"first",1]' "timestamp 1 restored"
