@@ -660,12 +660,13 @@ struct JsonReader::Impl {
       case od::json_type::string:
         // Without a backslash the text between the quotes is the string:
         // no need to unescape a copy (stage 1 has checked its encoding and
-        // control characters). Not for a document, whose value must be
-        // consumed for the trailing-content check.
+        // control characters), only to move past it (pass_unread says
+        // why). Not for a document, whose value must be consumed for the
+        // trailing-content check.
         if constexpr (std::is_same_v<V, od::value>) {
           if (f.raw.size() >= 2 && std::memchr(f.raw.data(), '\\', f.raw.size()) == nullptr) {
             f.str = f.raw.substr(1, f.raw.size() - 2);
-            return pass_unread(v);
+            return consume_string(v);
           }
         }
         return !(error = v.get_string().get(f.str));
@@ -727,7 +728,11 @@ struct JsonReader::Impl {
   bool pass_unread(od::value& v) {
     od::json_type t;
     if ((error = v.type().get(t))) return false;
-    if (t != od::json_type::string) return true;
+    return t != od::json_type::string || consume_string(v);
+  }
+
+  // Moves past a string value without unescaping it.
+  bool consume_string(od::value& v) {
     od::raw_json_string s;
     return !(error = v.get_raw_json_string().get(s));
   }

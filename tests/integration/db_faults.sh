@@ -27,9 +27,7 @@ expect_exit 0 kcheckpoint verify --state good.db
 fails() {
   local what=$1 want=$2
   shift 2
-  local got=0
-  "$@" >"$WORK/out" 2>"$WORK/err" || got=$?
-  [[ $got == 1 ]] || fail "$what: '$*' exited $got, expected 1: $(cat "$WORK/err")"
+  expect_exit 1 "$@"
   assert_eq "$(cat "$WORK/err")" "$want" "$what: '$*'"
 }
 

@@ -99,9 +99,7 @@ expect_exit 0 kcheckpoint verify --state "$S"
 full_alone() {
   local what=$1 want=$2
   shift 2
-  local got=0
-  "$@" >"$WORK/out" 2>"$WORK/err" || got=$?
-  [[ $got == 1 ]] || fail "$what on a full disk exited $got, expected 1: $(cat "$WORK/err")"
+  expect_exit 1 "$@"
   grep -qxE "$want" "$WORK/err" && [[ $(wc -l <"$WORK/err") == 1 ]] ||
     fail "$what on a full disk: '$(cat "$WORK/err")' is not one line matching '$want'"
 }
