@@ -45,8 +45,8 @@ declare -A sessions
 # start NAME: an instance in a session of its own (one signal reaches all
 # its stages).
 start() {
-  setsid bash "$WORK/instance.sh" "$1" &
-  sessions[$1]=$!
+  start_session "$WORK/instance.sh" "$1"
+  sessions[$1]=$SESSION
 }
 consume_pid() { pgrep -s "${sessions[$1]}" -x kconsume || true; }
 # owns NAME: the partitions the store says NAME's kconsume owns.

@@ -40,8 +40,8 @@ PIPE
 
 declare -A sessions
 start() {
-  setsid bash "$WORK/instance.sh" "$1" &
-  sessions[$1]=$!
+  start_session "$WORK/instance.sh" "$1"
+  sessions[$1]=$SESSION
 }
 pid_of() { pgrep -s "${sessions[$1]}" -x "$2" || true; }
 owns() { sql "$S" "SELECT COUNT(*) FROM partition_owners WHERE pid = $1" 2>/dev/null || echo 0; }
@@ -81,7 +81,16 @@ sql "$S" "SELECT window_start, key, count FROM clicks" | sort >"$WORK/before_res
 
 kill -CONT "$a_consume" "${stages[@]}"
 wait_for "the resumed instance a to stop" 60 gone a
-assert_contains "$WORK/a.err" "error: the snapshot of 'kdedup' for checkpoint"
+# kdedup meets the old checkpoint first and is fenced. Or, on PostgreSQL,
+# it was stopped inside a transaction (a save, which holds the owners' rows
+# FOR SHARE): the server ended that session after 30 seconds so that b's
+# take-over could go on, and kdedup, running again, finds its connection
+# gone (kpipe(7), MANY INSTANCES). Either way it exits 1 and writes nothing.
+if [[ "$KPIPE_TEST_STORE" == postgres ]] && grep -q "^kdedup: error: .*: lost the connection" "$WORK/a.err"; then
+  assert_contains "$WORK/a.err" "s inside a transaction: the server ends a session idle in a transaction at 30 s"
+else
+  assert_contains "$WORK/a.err" "kdedup: error: the snapshot of 'kdedup' for checkpoint"
+fi
 # Nothing a did after resuming reached the table: b has not written since.
 sql "$S" "SELECT window_start, key, count FROM clicks" | sort >"$WORK/after_resume"
 assert_files_equal "$WORK/before_resume" "$WORK/after_resume"

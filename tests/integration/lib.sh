@@ -51,12 +51,17 @@ RUN_RANDOM=$RANDOM
 RUN_ID="${TEST_NAME}-$$-${RUN_RANDOM}"
 BROKER_PID=""
 PIPELINE=""  # run_pipeline's session
+SESSIONS=()  # start_session's sessions
 
 cleanup() {
   local status=$?
-  # A crash test's pipeline is a session of its own, out of reach of the
-  # jobs below.
-  [[ -z "$PIPELINE" ]] || kill -KILL -- -"$PIPELINE" 2>/dev/null || true
+  # A crash test's pipeline, and a group test's instances, are sessions of
+  # their own, out of reach of the jobs below: left running, a stage that
+  # writes to the test's stdout would hold ctest until its timeout.
+  local session
+  for session in $PIPELINE "${SESSIONS[@]}"; do
+    kill -KILL -- -"$session" 2>/dev/null || true
+  done
   if [[ -n "$BROKER_PID" ]]; then
     kill "$BROKER_PID" 2>/dev/null || true
     wait "$BROKER_PID" 2>/dev/null || true
@@ -287,6 +292,15 @@ wait_for() {
 run_pipeline() {
   setsid bash "$WORK/pipeline.sh" "$@" &
   PIPELINE=$!
+}
+
+# start_session SCRIPT ARGS...: runs bash SCRIPT ARGS in a session of its
+# own (one signal reaches all its processes; killed when the test ends);
+# SESSION is its id.
+start_session() {
+  setsid bash "$@" &
+  SESSION=$!
+  SESSIONS+=("$SESSION")
 }
 
 # completed [STORE]: the newest complete checkpoint's id in STORE (default

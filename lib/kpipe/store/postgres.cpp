@@ -260,6 +260,16 @@ bool PgConnection::refused_values() const {
 
 Expected<PgResult> PgConnection::outcome(pg_result* r, std::string_view what) {
   PgResult result(r);
+  // The longest wait between two replies inside the open transaction: a
+  // process stopped between statements, or before it read a reply.
+  auto now = std::chrono::steady_clock::now();
+  int64_t gap = std::chrono::duration_cast<std::chrono::milliseconds>(now - last_reply_).count();
+  if (in_transaction_) transaction_pause_ = std::max(transaction_pause_, gap);
+  int64_t pause = transaction_pause_;
+  PGTransactionStatusType tx = PQtransactionStatus(conn_);
+  in_transaction_ = tx == PQTRANS_INTRANS || tx == PQTRANS_INERROR;
+  if (!in_transaction_) transaction_pause_ = 0;
+  last_reply_ = now;
   ExecStatusType status = r == nullptr ? PGRES_FATAL_ERROR : PQresultStatus(r);
   if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK || status == PGRES_COPY_IN)
     return result;
@@ -274,6 +284,14 @@ Expected<PgResult> PgConnection::outcome(pg_result* r, std::string_view what) {
     std::string_view message = PQerrorMessage(conn_);
     message.remove_prefix(std::min(message.size(), message.find_first_not_of(" \n")));
     reason_ = one_line(message.substr(0, message.find('\n')));
+  }
+  if (broken() && pause >= kIdleInTransactionTimeout) {
+    // libpq says only that the server closed the connection: the server
+    // ended it for the wait (a stopped process, a paused VM).
+    return failure(
+        "{}: lost the connection: {} (after a pause of {} s inside a transaction: the server ends "
+        "a session idle in a transaction at {} s, kpipe(7) MANY INSTANCES)",
+        display_, reason_, pause / 1000, kIdleInTransactionTimeout / 1000);
   }
   if (broken()) return failure("{}: lost the connection: {}", display_, reason_);
   return failure("{}: {}: {}", display_, what, reason_);

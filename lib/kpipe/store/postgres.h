@@ -6,6 +6,7 @@
 // alone: everything from the PG* environment variables and ~/.pgpass).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -112,6 +113,12 @@ class PgConnection {
   std::string display_;
   std::string sqlstate_;
   std::string reason_;
+  // When the last reply came, whether it left a transaction open, and the
+  // longest wait between replies in that transaction: a connection lost
+  // after a wait past kIdleInTransactionTimeout says why.
+  std::chrono::steady_clock::time_point last_reply_ = std::chrono::steady_clock::now();
+  bool in_transaction_ = false;
+  int64_t transaction_pause_ = 0;
 };
 
 // The Database of sql.h on a PostgreSQL server: statements written with
