@@ -267,8 +267,10 @@ Expected<PgResult> PgConnection::outcome(pg_result* r, std::string_view what) {
   if (in_transaction_) transaction_pause_ = std::max(transaction_pause_, gap);
   int64_t pause = transaction_pause_;
   PGTransactionStatusType tx = PQtransactionStatus(conn_);
+  // A COPY under way (PQTRANS_ACTIVE) keeps the server busy, not idle:
+  // its time is no pause, but the transaction, and its pause, go on.
   in_transaction_ = tx == PQTRANS_INTRANS || tx == PQTRANS_INERROR;
-  if (!in_transaction_) transaction_pause_ = 0;
+  if (tx == PQTRANS_IDLE) transaction_pause_ = 0;
   last_reply_ = now;
   ExecStatusType status = r == nullptr ? PGRES_FATAL_ERROR : PQresultStatus(r);
   if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK || status == PGRES_COPY_IN)
