@@ -105,7 +105,7 @@ class Consumer final : public KafkaClient {
   using AssignHandler = std::function<Status(std::vector<PartitionOffset>& parts)>;
   // Called inside poll() before partitions are taken away: the last moment
   // to commit what was processed. `lost`: the group gave them to another
-  // member already (this one missed its session timeout), so nothing may
+  // member already (no heartbeat reached the coordinator in time), so nothing may
   // be committed for them any more.
   using RevokeHandler = std::function<Status(const std::vector<TopicPartition>& parts, bool lost)>;
   // With the cooperative-sticky assignor (partition.assignment.strategy),

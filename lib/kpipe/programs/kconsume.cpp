@@ -347,8 +347,10 @@ class ConsumeLoop {
             // Another member owns them already: a checkpoint for them
             // would be refused, and the stages drop their state.
             io_.reporter.warning(fmt::format(
-                "{} partitions were lost (this instance missed its session timeout): their "
-                "records since the last complete checkpoint are read again by their new owner",
+                "{} partitions were lost (no heartbeat reached the group's coordinator within "
+                "the session timeout: this instance paused, the network failed or the broker "
+                "went away): their records since the last complete checkpoint are read again "
+                "by their new owner",
                 parts.size()));
           } else if (state_ != nullptr && closing_) {
             // close() revokes after the final checkpoint, awaited already.
