@@ -10,7 +10,6 @@
 #include <chrono>
 #include <cstring>
 #include <set>
-#include <thread>
 
 namespace kpipe {
 
@@ -77,22 +76,16 @@ Expected<std::vector<std::optional<int64_t>>> GroupReader::committed(
   std::vector<std::optional<int64_t>> out(parts.size());
   if (parts.empty()) return out;
   ListGuard g{to_list(parts)};
-  // librdkafka 2.0 gives up at once on a coordinator that moved or still
-  // loads (a broker just back from a crash or a pause): asked again, it
-  // finds the new one, so the question is asked until --timeout.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(config_.timeout);
-  rd_kafka_resp_err_t err;
-  for (;;) {
-    int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                    deadline - std::chrono::steady_clock::now())
-                                    .count());
-    err = rd_kafka_committed(handle_->rk, g.list, std::max(left, 1));
+  // A coordinator that moved or still loads (a broker just back from a
+  // crash or a pause) is asked again until --timeout.
+  rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+  ask_until(config_.timeout, [&](int left) {
+    err = rd_kafka_committed(handle_->rk, g.list, left);
     bool away = is_coordinator_away(err);
     for (int i = 0; err == RD_KAFKA_RESP_ERR_NO_ERROR && i < g.list->cnt; ++i)
       away = away || is_coordinator_away(g.list->elems[i].err);
-    if (!away || std::chrono::steady_clock::now() >= deadline) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+    return away;
+  });
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
     return broker_error(fmt::format("cannot fetch the committed offsets of group '{}'", group_),
                         rd_kafka_err2str(err));

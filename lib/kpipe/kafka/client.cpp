@@ -112,6 +112,31 @@ bool is_coordinator_away(rd_kafka_resp_err_t err) {
          err == RD_KAFKA_RESP_ERR__TRANSPORT || err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN;
 }
 
+bool is_leader_away(rd_kafka_resp_err_t err) {
+  switch (err) {
+    case RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION:
+    case RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH:
+    case RD_KAFKA_RESP_ERR_UNKNOWN_LEADER_EPOCH:
+    case RD_KAFKA_RESP_ERR_OFFSET_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
+      return true;
+    default:
+      return false;
+  }
+}
+
+void ask_until(Millis timeout, const std::function<bool(int left)>& ask) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout);
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                    deadline - std::chrono::steady_clock::now())
+                    .count();
+    if (!ask(timeout_ms(left)) || std::chrono::steady_clock::now() >= deadline) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
 bool is_record_fault(rd_kafka_resp_err_t err) {
   switch (err) {
     case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
@@ -312,11 +337,15 @@ Expected<std::vector<int32_t>> KafkaClient::partitions(const std::string& topic)
 
 namespace {
 
+// One ListOffsets question; `away` says whether a failure was a leader
+// away (is_leader_away), worth asking again.
 Expected<std::vector<Millis>> list_offsets(rd_kafka_t* rk, const std::vector<TopicPartition>& parts,
-                                           const std::vector<Millis>& times, int timeout) {
+                                           const std::vector<Millis>& times, int timeout,
+                                           bool& away) {
   ListGuard g{to_list(parts)};
   for (size_t i = 0; i < parts.size(); ++i) g.list->elems[i].offset = times[i];
   rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(rk, g.list, timeout);
+  away = is_leader_away(err);
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return failure("{}", rd_kafka_err2str(err));
   std::vector<Millis> out(parts.size());
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -328,14 +357,41 @@ Expected<std::vector<Millis>> list_offsets(rd_kafka_t* rk, const std::vector<Top
     if (e == nullptr)
       return failure("{} [{}]: no offset in the broker's answer", parts[i].topic,
                      parts[i].partition);
-    if (e->err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    if (e->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      away = is_leader_away(e->err);
       return failure("{} [{}]: {}", parts[i].topic, parts[i].partition, rd_kafka_err2str(e->err));
+    }
     out[i] = e->offset;
   }
   return out;
 }
 
 }  // namespace
+
+Expected<std::vector<Millis>> KafkaClient::ask_offsets(const std::vector<TopicPartition>& parts,
+                                                       const std::vector<Millis>& times) {
+  Expected<std::vector<Millis>> found = std::vector<Millis>();
+  bool waited = false;
+  ask_until(config_.timeout, [&](int left) {
+    if (waited) {
+      // librdkafka asks the leader its metadata cache names, and does not
+      // look again on its own for minutes: refresh it (the topics it knows).
+      const rd_kafka_metadata_t* md = nullptr;
+      if (rd_kafka_metadata(handle_->rk, 0, nullptr, &md, left) == RD_KAFKA_RESP_ERR_NO_ERROR)
+        rd_kafka_metadata_destroy(md);
+    }
+    bool away = false;
+    found = list_offsets(handle_->rk, parts, times, left, away);
+    if (away && !waited)
+      reporter_.info(fmt::format("{}: asking again for up to {}", found.error().message,
+                                 format_duration(config_.timeout)));
+    waited = waited || away;
+    return away;
+  });
+  if (!found && waited)
+    return failure("{}, still after {}", found.error().message, format_duration(config_.timeout));
+  return found;
+}
 
 Expected<std::vector<Watermarks>> KafkaClient::watermarks(
     const std::vector<TopicPartition>& parts) {
@@ -344,11 +400,9 @@ Expected<std::vector<Watermarks>> KafkaClient::watermarks(
   // ListOffsets with the special times -2 (earliest) and -1 (latest): one
   // request per leader for all partitions, where querying watermarks one
   // partition at a time would cost a round trip each.
-  auto low = list_offsets(handle_->rk, parts, std::vector<Millis>(parts.size(), kOffsetBeginning),
-                          timeout_ms(config_.timeout));
+  auto low = ask_offsets(parts, std::vector<Millis>(parts.size(), kOffsetBeginning));
   if (!low) return broker_error("cannot list offsets", low.error().message);
-  auto high = list_offsets(handle_->rk, parts, std::vector<Millis>(parts.size(), kOffsetEnd),
-                           timeout_ms(config_.timeout));
+  auto high = ask_offsets(parts, std::vector<Millis>(parts.size(), kOffsetEnd));
   if (!high) return broker_error("cannot list offsets", high.error().message);
   for (size_t i = 0; i < parts.size(); ++i) {
     // A broker that answers without an offset (-1) would make a reader
@@ -365,7 +419,7 @@ Expected<std::vector<Watermarks>> KafkaClient::watermarks(
 
 Expected<std::vector<int64_t>> KafkaClient::offsets_for_times(
     const std::vector<TopicPartition>& parts, const std::vector<Millis>& times) {
-  auto found = list_offsets(handle_->rk, parts, times, timeout_ms(config_.timeout));
+  auto found = ask_offsets(parts, times);
   if (!found) return broker_error("cannot look up offsets by time", found.error().message);
   std::vector<int64_t> out = *found;
   if (std::none_of(out.begin(), out.end(), [](int64_t o) { return o < 0; })) return out;

@@ -78,6 +78,10 @@ class KafkaClient {
   // the configuration's timeout, and when it is back: librdkafka itself
   // retries in silence. Called by each poll.
   void watch_brokers();
+  // ListOffsets for `parts` at `times` (or the special -1 and -2), asked
+  // again while a partition's leader is away, up to the timeout.
+  Expected<std::vector<Millis>> ask_offsets(const std::vector<TopicPartition>& parts,
+                                            const std::vector<Millis>& times);
 
   KafkaConfig config_;
   Reporter& reporter_;
