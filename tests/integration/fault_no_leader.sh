@@ -28,33 +28,34 @@ assert_eq "$(cat "$WORK/err")" \
   "klag: error: cannot list offsets: $events [0]: Broker: Leader not available, still after 2s" "klag's error"
 assert_empty "$WORK/out"
 
+# leader_back_while PARTITION BROKER CMD...: with PARTITION leaderless, runs
+# CMD (given -v) in the background until it says it asks again about
+# PARTITION, then makes BROKER its leader; CMD must then exit 0. Its output
+# and diagnostics are in $WORK/cmd.out and $WORK/cmd.err.
+leader_back_while() {
+  local partition=$1 broker=$2 prog=$3 pid status=0
+  shift 2
+  fault leader "$events" "$partition" none
+  "$@" >"$WORK/cmd.out" 2>"$WORK/cmd.err" &
+  pid=$!
+  asking() { grep -q "^$prog: $events \[$partition\]: Broker: Leader not available: asking again for up to 1m$" "$WORK/cmd.err"; }
+  wait_for "$prog to ask again" 60 asking
+  fault leader "$events" "$partition" "$broker"
+  wait "$pid" || status=$?
+  assert_eq "$status" 0 "$prog's exit status ($(cat "$WORK/cmd.err"))"
+}
+
 # A leader back within --timeout: klag goes on, and its answer is whole.
 # (-v says when it starts asking again: the leader comes back after that.)
-klag -v -b "$BROKERS" -g "$group" --timeout 60s --format ndjson >"$WORK/lag.out" 2>"$WORK/lag.err" &
-lag=$!
-asking() { grep -q "^klag: $events \[0\]: Broker: Leader not available: asking again for up to 1m" "$WORK/lag.err"; }
-wait_for "klag to ask again" 30 asking
-fault leader "$events" 0 2
-status=0
-wait "$lag" || status=$?
-assert_eq "$status" 0 "klag's exit status ($(cat "$WORK/lag.err"))"
-assert_eq "$(jq -r 'select(.partition != null) | "\(.partition) \(.lag)"' "$WORK/lag.out" | tr '\n' ' ')" \
+leader_back_while 0 2 klag -v -b "$BROKERS" -g "$group" --timeout 60s --format ndjson
+assert_eq "$(jq -r 'select(.partition != null) | "\(.partition) \(.lag)"' "$WORK/cmd.out" | tr '\n' ' ')" \
   "0 0 1 0 " "klag's lag per partition"
-assert_eq "$(grep -c . "$WORK/lag.err")" 1 "lines klag said ($(cat "$WORK/lag.err"))"
+assert_eq "$(grep -c . "$WORK/cmd.err")" 1 "lines klag said ($(cat "$WORK/cmd.err"))"
 
 # kconsume -e learns where each partition ends the same way: started while
 # a partition has no leader, it waits, then reads every record once.
-fault leader "$events" 1 none
-kconsume -v -b "$BROKERS" -t "$events" -g "$(group drain)" -e --format value \
-  >"$WORK/drain.out" 2>"$WORK/drain.err" &
-drain=$!
-consume_asking() { grep -q "^kconsume: $events \[1\]: Broker: Leader not available: asking again" "$WORK/drain.err"; }
-wait_for "kconsume to ask again" 60 consume_asking
-fault leader "$events" 1 1
-status=0
-wait "$drain" || status=$?
-assert_eq "$status" 0 "kconsume's exit status ($(cat "$WORK/drain.err"))"
-sort "$WORK/drain.out" >"$WORK/got"
+leader_back_while 1 1 kconsume -v -b "$BROKERS" -t "$events" -g "$(group drain)" -e --format value --timeout 60s
+sort "$WORK/cmd.out" >"$WORK/got"
 sort "$WORK/in" >"$WORK/want"
 assert_files_equal "$WORK/got" "$WORK/want"
 
