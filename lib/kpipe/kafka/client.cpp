@@ -376,8 +376,10 @@ Expected<std::vector<Millis>> KafkaClient::ask_offsets(const std::vector<TopicPa
     if (waited) {
       // librdkafka asks the leader its metadata cache names, and does not
       // look again on its own for minutes: refresh it (the topics it knows).
+      // Briefly, so that the question after it still ends by --timeout.
       const rd_kafka_metadata_t* md = nullptr;
-      if (rd_kafka_metadata(handle_->rk, 0, nullptr, &md, left) == RD_KAFKA_RESP_ERR_NO_ERROR)
+      if (rd_kafka_metadata(handle_->rk, 0, nullptr, &md, std::min(left, 500)) ==
+          RD_KAFKA_RESP_ERR_NO_ERROR)
         rd_kafka_metadata_destroy(md);
     }
     bool away = false;
