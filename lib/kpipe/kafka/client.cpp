@@ -112,20 +112,6 @@ bool is_coordinator_away(rd_kafka_resp_err_t err) {
          err == RD_KAFKA_RESP_ERR__TRANSPORT || err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN;
 }
 
-bool is_leader_away(rd_kafka_resp_err_t err) {
-  switch (err) {
-    case RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE:
-    case RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION:
-    case RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH:
-    case RD_KAFKA_RESP_ERR_UNKNOWN_LEADER_EPOCH:
-    case RD_KAFKA_RESP_ERR_OFFSET_NOT_AVAILABLE:
-    case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
-      return true;
-    default:
-      return false;
-  }
-}
-
 void ask_until(Millis timeout, const std::function<bool(int left)>& ask) {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout);
   for (;;) {
@@ -337,8 +323,25 @@ Expected<std::vector<int32_t>> KafkaClient::partitions(const std::string& topic)
 
 namespace {
 
+// Whether a partition's answer says only that its leader is away for now:
+// an election after a broker crashed or stopped, a broker still loading
+// its logs (kpipe(7), BROKER FAULTS). Asked again, the new leader answers.
+bool is_leader_away(rd_kafka_resp_err_t err) {
+  switch (err) {
+    case RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_NOT_LEADER_FOR_PARTITION:
+    case RD_KAFKA_RESP_ERR_FENCED_LEADER_EPOCH:
+    case RD_KAFKA_RESP_ERR_UNKNOWN_LEADER_EPOCH:
+    case RD_KAFKA_RESP_ERR_OFFSET_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // One ListOffsets question; `away` says whether a failure was a leader
-// away (is_leader_away), worth asking again.
+// away, worth asking again.
 Expected<std::vector<Millis>> list_offsets(rd_kafka_t* rk, const std::vector<TopicPartition>& parts,
                                            const std::vector<Millis>& times, int timeout,
                                            bool& away) {

@@ -99,11 +99,6 @@ bool is_record_fault(rd_kafka_resp_err_t err);
 // (kpipe(7), BROKER FAULTS). Asked again later, the group answers.
 bool is_coordinator_away(rd_kafka_resp_err_t err);
 
-// Whether a partition's answer says only that its leader is away for now:
-// an election after a broker crashed or stopped, a broker still loading
-// its logs (kpipe(7), BROKER FAULTS). Asked again, the new leader answers.
-bool is_leader_away(rd_kafka_resp_err_t err);
-
 // Calls ask(left), `left` being the milliseconds until `timeout` has
 // passed (at least 1), again every 100 ms for as long as it returns true
 // (its answer was a coordinator or a leader away) and time is left.
