@@ -71,12 +71,21 @@ Status UpsertStage::commit_batch() {
   if (writer_.pending() == 0) return {};
   auto tx = writer_.begin();
   if (!tx) return tx.take_error();
-  // A row the table refuses is bad input; under --on-error fail the batch
-  // is rolled back and kupsert stops, naming the row's line.
-  KPIPE_TRY(writer_.write_pending(
-      [this](const std::string& input, const Line& line, std::string_view reason) {
-        return bad_.handle(input, line, reason);
-      }));
+  // A row the table refuses is bad input. Under --on-error fail kupsert
+  // stops at it, naming its line, and the rows before it are committed, as
+  // for a line refused before it reaches the table (on_line): the writer
+  // stops there with them written in the transaction.
+  bool refused = false;
+  Status written = writer_.write_pending(
+      [this, &refused](const std::string& input, const Line& line, std::string_view reason) {
+        Status handled = bad_.handle(input, line, reason);
+        refused = !handled.ok() && bad_.mode() == OnError::kFail;
+        return handled;
+      });
+  if (!written.ok()) {
+    if (refused) KPIPE_TRY(tx->commit());
+    return written;
+  }
   return tx->commit();
 }
 

@@ -113,7 +113,9 @@ class UpsertWriter {
   // Creates the table or adds the columns the held rows need, then writes
   // the held rows, inside the transaction of begin(). The held rows are
   // dropped whatever happens; when `refused` returns an error,
-  // write_pending returns it at once (the caller rolls back).
+  // write_pending returns it at once, the rows before the refused one
+  // written in the transaction and none after it: the caller rolls back,
+  // or commits them (kupsert --on-error fail, kupsert(1)).
   Status write_pending(const RefusedRow& refused);
 
   const TableSpec& spec() const { return spec_; }
@@ -176,7 +178,9 @@ class UpsertWriter {
   // already).
   virtual Status lock_schema() { return {}; }
   // Writes rows_ (raw_ is padded), counting rows_written_ and
-  // rows_unchanged_, calling `refused` for rows the table refuses.
+  // rows_unchanged_, calling `refused` for rows the table refuses, in
+  // order; a refused row leaves the transaction usable, holding the rows
+  // before it (a statement's failure undoes that statement only).
   virtual Status write_rows(const RefusedRow& refused) = 0;
 
   // For the backends.

@@ -216,3 +216,20 @@ TEST_CASE("stage: refused rows go to --on-error with their own line numbers") {
   CHECK(fail.failed());
   CHECK(count(*rig.db, "SELECT COUNT(*) FROM t2") == 0);  // the batch rolled back
 }
+
+TEST_CASE("stage: under fail, the rows before a refused row are written, not those after") {
+  StageRig rig(StageRig::State::kNone, 10);
+  REQUIRE(rig.db->exec("CREATE TABLE t2 (k PRIMARY KEY, v CHECK (v > 0))").ok());
+  auto w = writer(*rig.db, spec("t2", {"k"}));
+  BadInputHandler fail(OnError::kFail, nullptr, "kupsert", rig.clock);
+  UpsertStage stage(*w, nullptr, false, 4, "kupsert", fail, rig.io);
+  REQUIRE(stage.on_line(rig.lines.make(R"({"k":1,"v":1})"), rig.out).ok());
+  REQUIRE(stage.on_line(rig.lines.make(R"({"k":2,"v":2})"), rig.out).ok());
+  REQUIRE(stage.on_line(rig.lines.make(R"({"k":3,"v":-3})"), rig.out).ok());
+  Status s = stage.on_line(rig.lines.make(R"({"k":4,"v":4})"), rig.out);  // the batch commits
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().message ==
+        "<stdin>: line 3: the table refused the row: CHECK constraint failed: v > 0");
+  CHECK(count(*rig.db, "SELECT COUNT(*) FROM t2") == 2);
+  CHECK(count(*rig.db, "SELECT SUM(k) FROM t2") == 3);  // 1 and 2
+}
