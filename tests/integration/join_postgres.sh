@@ -32,6 +32,29 @@ assert_eq "$(cat "$WORK/out")" '{"customer_id":7,"n":1,"customer":{"id":7,"name"
 {"customer_id":null,"n":5,"customer":null}' "joined rows"
 assert_eq "$(cat "$WORK/err")" "kjoin: 5 records in, 3 joined, 2 missed, 0 dropped; table 3 rows" "summary"
 
+# --- column types (kjoin(1), Tables: column type -> JSON value) -------------------
+# numeric and the integer types come digit for digit: read through a double,
+# two 20-digit keys were one row and matched no record, and 1e20 was the key
+# "1e+20", which no record has.
+sql "$DB" "CREATE TABLE kinds (k numeric(30,0), i2 smallint, i4 integer, i8 bigint, n numeric, f4 real,
+    f8 double precision, b boolean, t varchar(8), j jsonb, ts timestamptz, by bytea, arr int[]);
+  INSERT INTO kinds VALUES
+    (10000000000000000001, -2, 40000, 9007199254740993, -1.50, 1.1, 0.1, true, 'x', '{\"a\":1}',
+     '2024-01-02T03:04:05Z', '\\x00ff', '{1,2}'),
+    (10000000000000000002, NULL, NULL, -9223372036854775808, 'NaN', 'Infinity', '-Infinity', false,
+     NULL, NULL, NULL, NULL, NULL),
+    (100000000000000000000, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
+printf '%s\n' '{"u":10000000000000000001}' '{"u":"10000000000000000002"}' '{"u":100000000000000000000}' >"$WORK/kinds.ndjson"
+PGTZ=UTC expect_exit 0 kjoin --table "$DB#kinds" --table-key k --key .u --as .r -v "$WORK/kinds.ndjson"
+assert_eq "$(cat "$WORK/out")" '{"u":10000000000000000001,"r":{"k":10000000000000000001,"i2":-2,"i4":40000,"i8":9007199254740993,"n":-1.50,"f4":1.1,"f8":0.1,"b":true,"t":"x","j":"{\"a\": 1}","ts":"2024-01-02 03:04:05+00","by":"AP8=","arr":"{1,2}"}}
+{"u":"10000000000000000002","r":{"k":10000000000000000002,"i2":null,"i4":null,"i8":-9223372036854775808,"n":null,"f4":null,"f8":null,"b":false,"t":null,"j":null,"ts":null,"by":null,"arr":null}}
+{"u":100000000000000000000,"r":{"k":100000000000000000000,"i2":null,"i4":null,"i8":null,"n":null,"f4":null,"f8":null,"b":null,"t":null,"j":null,"ts":null,"by":null,"arr":null}}' "every column type as kjoin(1) tells"
+assert_eq "$(cat "$WORK/err")" "kjoin: 3 records in, 3 joined, 0 missed, 0 dropped; table 3 rows" "summary of the types"
+# A boolean key is the stream's true or false.
+printf '%s\n' '{"flag":true}' '{"flag":false}' | expect_exit 0 kjoin --table "$DB#kinds" --table-key b \
+  --key .flag --as .r
+assert_eq "$(jq -c '[.flag, .r.i2]' "$WORK/out" | paste -sd' ')" '[true,-2] [false,null]' "boolean keys"
+
 # Two key columns, in a schema: the key is the array of both values.
 printf '%s\n' '{"r":"us","c":7}' '{"r":"eu","c":7}' '{"r":"eu","c":9}' |
   expect_exit 0 kjoin --table "$DB#sales.accounts" --table-key region --table-key id \

@@ -491,6 +491,28 @@ class PgStatement final : public Statement::Impl {
       out.push_back(static_cast<char>(hex_digit(text[k]) << 4 | hex_digit(text[k + 1])));
     return out;
   }
+  std::string_view column_json(int i) const override {
+    if (result_.is_null(row_, i)) return {};
+    std::string_view text = result_.text(row_, i);
+    switch (result_.type(i)) {
+      case kBoolOid:
+        return text == "t" ? "true" : "false";
+      case kInt2Oid:
+      case kInt4Oid:
+      case kInt8Oid:
+        return text;
+      case kNumericOid: {
+        // Finite numerics are written as JSON writes numbers (no exponent,
+        // an optional '-', digits, an optional fraction); NaN and the
+        // infinities are not numbers JSON has.
+        size_t digit = text.starts_with('-') ? 1 : 0;
+        if (digit < text.size() && text[digit] >= '0' && text[digit] <= '9') return text;
+        return {};
+      }
+      default:
+        return {};
+    }
+  }
   int column_count() const override { return result_.columns(); }
   std::string_view column_name(int i) const override { return result_.name(i); }
 

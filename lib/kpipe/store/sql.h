@@ -41,6 +41,12 @@ class Statement {
     virtual int64_t column_int(int i) const = 0;
     virtual double column_double(int i) const = 0;
     virtual std::string_view column_text(int i) const = 0;
+    // See Statement::column_json. A backend whose Types say all there is
+    // (SQLite's storage classes) keeps this default.
+    virtual std::string_view column_json(int i) const {
+      (void)i;
+      return {};
+    }
     virtual int column_count() const = 0;
     virtual std::string_view column_name(int i) const = 0;
   };
@@ -80,6 +86,14 @@ class Statement {
   int64_t column_int(int i) const { return impl_->column_int(i); }
   double column_double(int i) const { return impl_->column_double(i); }
   std::string_view column_text(int i) const { return impl_->column_text(i); }  // blobs as bytes
+  // The value as a JSON literal, where the column's type says more than
+  // its Type: a number the database keeps exactly in decimal, digit for
+  // digit as it writes it (PostgreSQL's smallint, integer, bigint and
+  // numeric: a double would round a 20-digit id, and a JSON reader that
+  // keys by text would then match nothing), and true or false for a
+  // boolean. Empty for any other value, NULL and numeric's NaN and
+  // infinities among them: read those by column_type().
+  std::string_view column_json(int i) const { return impl_->column_json(i); }
   std::optional<int64_t> column_optional_int(int i) const;
   std::optional<std::string> column_optional_text(int i) const;
   int column_count() const { return impl_->column_count(); }

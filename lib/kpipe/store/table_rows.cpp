@@ -60,6 +60,11 @@ Status read_table_rows(const std::string& target, const std::string& table,
       if (i > 0) row.push_back(',');
       append_json_string(row, statement->column_name(i));
       row.push_back(':');
+      std::string_view literal = statement->column_json(i);
+      if (!literal.empty()) {
+        row += literal;
+        continue;
+      }
       switch (statement->column_type(i)) {
         case Statement::Type::kNull:
           row += "null";

@@ -13,8 +13,11 @@ namespace kpipe {
 
 // Calls `each` with every row of `table` ("name" or "schema.name") in the
 // database at `target` (an SQLite file, opened read-only, or a PostgreSQL
-// target), as one JSON object of its columns in order: integers and floats
-// as numbers, text as strings, blobs as base64 strings, NULL as null.
+// target), as one JSON object of its columns in order, each value as
+// kjoin(1) tells (Tables, "column type -> JSON value"): integers and
+// PostgreSQL's numeric as numbers written digit for digit, floats as
+// numbers (null when not finite), booleans as true and false, blobs as
+// base64 strings, text and every other type as strings, NULL as null.
 // Stops at the first error `each` returns.
 Status read_table_rows(const std::string& target, const std::string& table,
                        const std::function<Status(std::string_view row)>& each);
