@@ -182,7 +182,7 @@ void LookupTable::compact() {
   dead_bytes_ = 0;
 }
 
-void LookupTable::put(std::string_view key, std::string_view row) {
+bool LookupTable::put(std::string_view key, std::string_view row) {
   if (slots_.empty()) slots_.assign(1024, Slot{});
   if ((live_ + deleted_ + 1) * 10 > slots_.size() * 7) {
     size_t capacity = slots_.size();
@@ -202,6 +202,7 @@ void LookupTable::put(std::string_view key, std::string_view row) {
   s.hash = h;
   s.entry = store(key, row);
   if (dead_bytes_ > kCompactAfter && dead_bytes_ > arena_bytes_ / 2) compact();
+  return found;
 }
 
 bool LookupTable::erase(std::string_view key) {
@@ -230,23 +231,24 @@ size_t LookupTable::memory() const {
 
 // --- VersionedTable --------------------------------------------------------
 
-void VersionedTable::put(std::string_view key, Millis time, std::optional<std::string_view> row) {
+bool VersionedTable::put(std::string_view key, Millis time, std::optional<std::string_view> row) {
   auto it = keys_.find(key);
   if (it == keys_.end()) it = keys_.emplace(std::string(key), Entry{}).first;
   auto& v = it->second.versions;
   // At or before a forgotten version: it would answer for times where
   // the forgotten one held (records there are refused as pruned).
-  if (it->second.pruned_through && time <= *it->second.pruned_through) return;
+  if (it->second.pruned_through && time <= *it->second.pruned_through) return false;
   auto at = std::upper_bound(v.begin(), v.end(), time,
                              [](Millis t, const Version& x) { return t < x.time; });
   std::optional<std::string> owned;
   if (row) owned.emplace(*row);
   if (at != v.begin() && std::prev(at)->time == time) {
     std::prev(at)->row = std::move(owned);
-    return;
+    return true;
   }
   v.insert(at, Version{time, std::move(owned)});
   ++versions_;
+  return false;
 }
 
 VersionedTable::Found VersionedTable::find(std::string_view key, Millis time) const {
@@ -356,21 +358,20 @@ void JoinEngine::touch(std::string_view key) {
   if (tracking_ && persist_rows_) dirty_.emplace(key);
 }
 
-void JoinEngine::apply(std::string_view key, Millis time, std::optional<std::string_view> row,
+bool JoinEngine::apply(std::string_view key, Millis time, std::optional<std::string_view> row,
                        int32_t partition, int64_t next_offset) {
+  bool replaced = false;
   if (mode_ == JoinMode::kLookup) {
-    if (row)
-      lookup_.put(key, *row);
-    else
-      lookup_.erase(key);
+    replaced = row ? lookup_.put(key, *row) : lookup_.erase(key);
   } else {
-    versions_.put(key, time, row);
+    replaced = versions_.put(key, time, row);
     ++versions_since_prune_;
   }
   touch(key);
-  if (partition < 0) return;
+  if (partition < 0) return replaced;
   watermark_.on_record(partition, time, clock_.steady());
   skip(partition, next_offset);
+  return replaced;
 }
 
 void JoinEngine::skip(int32_t partition, int64_t next_offset) {

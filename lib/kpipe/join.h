@@ -34,7 +34,9 @@ class LookupTable {
   LookupTable(LookupTable&&) noexcept;
   LookupTable& operator=(LookupTable&&) noexcept;
 
-  void put(std::string_view key, std::string_view row);
+  // Whether it replaced the key's row (a table read whole calls that a
+  // duplicate key, kjoin(1), Tables).
+  bool put(std::string_view key, std::string_view row);
   // Whether the key was there.
   bool erase(std::string_view key);
   std::optional<std::string_view> find(std::string_view key) const { return find(key, hash(key)); }
@@ -98,8 +100,9 @@ class VersionedTable {
     bool pruned = false;
   };
 
-  // A version read later replaces one of the same time read earlier.
-  void put(std::string_view key, Millis time, std::optional<std::string_view> row);
+  // A version read later replaces one of the same time read earlier:
+  // then it returns true.
+  bool put(std::string_view key, Millis time, std::optional<std::string_view> row);
   // The row valid at `time`: the newest version at or before it.
   Found find(std::string_view key, Millis time) const;
   // Forgets the versions no record at or after `bound` can need: those
@@ -205,7 +208,10 @@ class JoinEngine final : public Snapshottable {
   // A table record; `row` nullopt: a tombstone. `partition`: the table's
   // partition, for the watermark and the offsets (-1 for a table read
   // whole); `next_offset` the offset to read the partition from after it.
-  void apply(std::string_view key, Millis time, std::optional<std::string_view> row,
+  // Returns whether it replaced a row of the same key (lookup) or of the
+  // same key and time (as of): an update in a topic, a duplicate in a
+  // table read whole.
+  bool apply(std::string_view key, Millis time, std::optional<std::string_view> row,
              int32_t partition, int64_t next_offset);
   // A table record that is no row (it has no key): only the offset moves.
   void skip(int32_t partition, int64_t next_offset);

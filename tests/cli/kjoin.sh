@@ -294,10 +294,46 @@ run 65 kjoin --table "$WORK/badtable.ndjson" --table-key .id --key .uid --as .us
 expect_stdout ''
 expect_stderr "kjoin: error: table $WORK/badtable.ndjson: line 3: field '.id' is missing
 "
-# A table file that cannot be opened is a failure (exit 1), named.
-run 1 kjoin --table "$WORK/no-such-table.ndjson" --table-key .id --key .uid --as .user "$WORK/clicks.ndjson"
+# A null key is a bad table row as a missing one is (kjoin(1), Tables):
+# it was left out with a warning at exit while a missing one stopped kjoin.
+printf '%s\n' '{"id":1,"name":"Ann"}' '{"id":null,"name":"nobody"}' '{"id":3}' >"$WORK/badtable.ndjson"
+run 65 kjoin --table "$WORK/badtable.ndjson" --table-key .id --key .uid --as .user "$WORK/clicks.ndjson"
 expect_stdout ''
-expect_stderr "kjoin: error: cannot read the table '$WORK/no-such-table.ndjson': No such file or directory
+expect_stderr "kjoin: error: table $WORK/badtable.ndjson: line 2: field '.id' is null
+"
+# --on-error skip (or dlq) leaves bad table rows out, told in one warning
+# naming the first; a table row is never dead-lettered.
+printf '%s\n' '{"id":1,"name":"Ann"}' '{"id":null}' '{"name":"no id"}' '{"id":2,' >"$WORK/badtable.ndjson"
+printf '%s\n' '{"uid":1}' '{"uid":2}' | run 0 kjoin --table "$WORK/badtable.ndjson" --table-key .id \
+  --key .uid --as .user --on-error skip
+expect_stdout '{"uid":1,"user":{"id":1,"name":"Ann"}}
+{"uid":2,"user":null}
+'
+expect_stderr "kjoin: warning: left out 3 bad table rows (--on-error skip), the first: table $WORK/badtable.ndjson: line 2: field '.id' is null
+"
+# Duplicate keys: the table does not say which row is the key's. It kept
+# the last in silence; now kjoin stops, naming the key, its rows and where,
+# whatever --on-error says (no row of the two is bad on its own).
+printf '%s\n' '{"id":1,"v":"a"}' '{"id":2}' '{"id":1,"v":"b"}' '{"id":"1","v":"c"}' '{"id":2}' \
+  >"$WORK/duptable.ndjson"
+run 65 kjoin --table "$WORK/duptable.ndjson" --table-key .id --key .uid --as .user --on-error skip \
+  "$WORK/clicks.ndjson"
+expect_stdout ''
+expect_stderr "kjoin: error: table $WORK/duptable.ndjson: key 1 is in 3 rows (again at line 3), and 1 other key is in more than one: a table has one row per key
+"
+# As of, a key may have many rows, one per time: only a (key, time) twice
+# is a duplicate.
+printf '%s\n' '{"id":1,"t":10}' '{"id":1,"t":20}' '{"id":1,"t":20,"v":"again"}' >"$WORK/duptable.ndjson"
+run 65 kjoin --table "$WORK/duptable.ndjson" --table-key .id --table-time .t --key .uid --as .user \
+  --as-of .t "$WORK/clicks.ndjson"
+expect_stdout ''
+expect_stderr "kjoin: error: table $WORK/duptable.ndjson: key 1 at time 1970-01-01T00:00:00.020Z is in 2 rows (again at line 3): a table has one row per key and time (--table-time)
+"
+# A table file that is not there was named wrongly: a usage error, as a
+# column or an SQL table that is not there (it was exit 1).
+run 2 kjoin --table "$WORK/no-such-table.ndjson" --table-key .id --key .uid --as .user "$WORK/clicks.ndjson"
+expect_stdout ''
+expect_stderr "kjoin: error: --table: there is no file '$WORK/no-such-table.ndjson'
 "
 
 # --- usage errors -------------------------------------------------------------------

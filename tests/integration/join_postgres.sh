@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # kjoin with its table in a real PostgreSQL (kjoin(1), Tables:
 # postgresql://...#TABLE): rows as JSON objects of their columns, keys of
-# one column and of two, a table in a schema, --refresh bringing an UPDATE
-# and a DELETE to later records while kjoin runs, and a table that is not
-# there: exit 1, the password never shown. Runs only with its stores in
+# one column and of two, a table in a schema, every column type, --refresh
+# bringing an UPDATE and a DELETE to later records while kjoin runs, a
+# table that is not there (exit 2, the password never shown), a null key
+# and duplicate keys. Runs only with its stores in
 # PostgreSQL.
 source "$(dirname "$0")/lib.sh"
 if [[ "$KPIPE_TEST_STORE" != postgres ]]; then
@@ -50,9 +51,9 @@ assert_eq "$(cat "$WORK/out")" '{"u":10000000000000000001,"r":{"k":1000000000000
 {"u":"10000000000000000002","r":{"k":10000000000000000002,"i2":null,"i4":null,"i8":-9223372036854775808,"n":null,"f4":null,"f8":null,"b":false,"t":null,"j":null,"ts":null,"by":null,"arr":null}}
 {"u":100000000000000000000,"r":{"k":100000000000000000000,"i2":null,"i4":null,"i8":null,"n":null,"f4":null,"f8":null,"b":null,"t":null,"j":null,"ts":null,"by":null,"arr":null}}' "every column type as kjoin(1) tells"
 assert_eq "$(cat "$WORK/err")" "kjoin: 3 records in, 3 joined, 0 missed, 0 dropped; table 3 rows" "summary of the types"
-# A boolean key is the stream's true or false.
+# A boolean key is the stream's true or false (the third row's is null).
 printf '%s\n' '{"flag":true}' '{"flag":false}' | expect_exit 0 kjoin --table "$DB#kinds" --table-key b \
-  --key .flag --as .r
+  --key .flag --as .r --on-error skip
 assert_eq "$(jq -c '[.flag, .r.i2]' "$WORK/out" | paste -sd' ')" '[true,-2] [false,null]' "boolean keys"
 
 # Two key columns, in a schema: the key is the array of both values.
@@ -100,10 +101,34 @@ assert_eq "$(jq -r .customer.name "$WORK/live.out" | sort -u | paste -sd,)" "Gra
 
 # --- errors --------------------------------------------------------------------
 SECRET_DB=$(sed 's#://kpipe@#://kpipe:hunter2@#' <<<"$DB")
-expect_exit 1 kjoin --table "$SECRET_DB#nosuch" --table-key id --key .customer_id --as .c "$WORK/orders.ndjson"
-assert_contains "$WORK/err" "nosuch"
+# A table that is not there is a usage error, as a column that is not there
+# is, listing what is there (it was exit 1 with PostgreSQL's words).
+expect_exit 2 kjoin --table "$SECRET_DB#nosuch" --table-key id --key .customer_id --as .c "$WORK/orders.ndjson"
+assert_eq "$(cat "$WORK/err")" \
+  "kjoin: error: --table: $DB has no table 'nosuch' (it has customers, kinds, sales.accounts)" \
+  "a table that is not there"
 if grep -q hunter2 "$WORK/err"; then fail "the password is shown: $(cat "$WORK/err")"; fi
-[[ $(wc -l <"$WORK/err") -eq 1 ]] || fail "not one line: $(cat "$WORK/err")"
+expect_exit 2 kjoin --table "$DB#sales.nosuch" --table-key id --key .customer_id --as .c "$WORK/orders.ndjson"
+assert_contains "$WORK/err" "has no table 'sales.nosuch'"
+# A row with a null key is a bad table row: exit 65 naming the table and
+# the row (it was left out with a warning), or, --on-error skip, left out
+# with one warning.
+sql "$DB" "CREATE TABLE people (id bigint, name text); INSERT INTO people VALUES (1, 'a'), (NULL, 'b')"
+expect_exit 65 kjoin --table "$DB#people" --table-key id --key .customer_id --as .c "$WORK/orders.ndjson"
+assert_eq "$(cat "$WORK/err")" "kjoin: error: table people of $DB: row 2: column 'id' is null" "a null key"
+echo '{"customer_id":1}' | expect_exit 0 kjoin --table "$DB#people" --table-key id --key .customer_id --as .c \
+  --on-error skip
+assert_eq "$(cat "$WORK/out")" '{"customer_id":1,"c":{"id":1,"name":"a"}}' "the good row joined"
+assert_eq "$(cat "$WORK/err")" \
+  "kjoin: warning: left out 1 bad table row (--on-error skip), the first: table people of $DB: row 2: column 'id' is null" \
+  "a null key skipped"
+# Duplicate keys: an SQL table's rows come in no order, so the row kept was
+# any of them; now kjoin refuses the table, naming the key and how many.
+sql "$DB" "DELETE FROM people WHERE id IS NULL; INSERT INTO people VALUES (1, 'b'), (1, 'c')"
+expect_exit 65 kjoin --table "$DB#people" --table-key id --key .customer_id --as .c "$WORK/orders.ndjson"
+assert_eq "$(cat "$WORK/err")" \
+  "kjoin: error: table people of $DB: key 1 is in 3 rows (again at row 2): a table has one row per key" \
+  "duplicate keys"
 expect_exit 2 kjoin --table "$DB#customers" --table-key nosuch --key .customer_id --as .c "$WORK/orders.ndjson"
 assert_eq "$(cat "$WORK/err")" \
   "kjoin: error: --table-key nosuch: table customers has no such column (it has id, name, tier, score, photo, region)" \

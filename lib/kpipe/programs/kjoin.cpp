@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <optional>
+#include <unordered_map>
 
 #include "kpipe/control.h"
 #include "kpipe/envelope.h"
@@ -15,6 +17,7 @@
 #include "kpipe/kafka/client.h"
 #include "kpipe/programs/dlq_targets.h"
 #include "kpipe/programs/state_file.h"
+#include "kpipe/stage/bad_input.h"
 #include "kpipe/stage/line_feed.h"
 #include "kpipe/stage/stateful.h"
 #include "kpipe/store/sql.h"
@@ -314,26 +317,68 @@ class RowReader {
   HeldLine padded_;
 };
 
+// The keys a table read whole has more than once (or, as of, a key and
+// time): such a table does not say which row is the key's (an SQL table's
+// rows come in no order), so kjoin refuses it rather than join one of them
+// (kjoin(1), Tables).
+class Duplicates {
+ public:
+  void add(std::string_view key, Millis time, uint64_t where) {
+    auto [it, fresh] = rows_.try_emplace(std::string(key), 1);
+    ++it->second;
+    if (!fresh || first_where_ != 0) return;
+    first_key_ = key;
+    first_time_ = time;
+    first_where_ = where;
+  }
+  bool empty() const { return rows_.empty(); }
+  // "key 7 is in 3 rows (again at line 9), and 2 other keys in more than
+  // one"; `unit` names a row's place ("line", "row").
+  std::string describe(JoinMode mode, std::string_view unit) const {
+    std::string what = mode == JoinMode::kAsOf ? fmt::format("key {} at time {}", first_key_,
+                                                             format_rfc3339(first_time_))
+                                               : fmt::format("key {}", first_key_);
+    std::string others;
+    if (rows_.size() > 1)
+      others = fmt::format(", and {} other {} in more than one", rows_.size() - 1,
+                           rows_.size() == 2 ? "key is" : "keys are");
+    return fmt::format("{} is in {} rows (again at {} {}){}: a table has one row per key{}", what,
+                       rows_.at(first_key_), unit, first_where_, others,
+                       mode == JoinMode::kAsOf ? " and time (--table-time)" : "");
+  }
+
+ private:
+  std::unordered_map<std::string, uint64_t> rows_;  // key: its rows, for keys in more than one
+  std::string first_key_;
+  Millis first_time_ = 0;
+  uint64_t first_where_ = 0;
+};
+
 // Rows put into a table read whole a batch at a time: each row's index
 // slot is prefetched as it is read and the batch put once full, so that the
 // cache misses of a large table overlap instead of coming one by one.
 class RowBatch {
  public:
-  explicit RowBatch(JoinEngine& engine) : engine_(engine) {}
+  RowBatch(JoinEngine& engine, Duplicates& duplicates) : engine_(engine), duplicates_(duplicates) {}
   ~RowBatch() { flush(); }
 
-  void add(std::string_view key, Millis time, std::string_view row) {
+  // `where`: the row's line or row number, for messages.
+  void add(std::string_view key, Millis time, std::string_view row, uint64_t where) {
     Item& item = items_[count_++];
     item.key.assign(key);
     item.row.assign(row);
     item.time = time;
+    item.where = where;
     engine_.lookup_table().prefetch_slot(LookupTable::hash(key));
     if (count_ == kSize) flush();
   }
 
   void flush() {
-    for (size_t i = 0; i < count_; ++i)
-      engine_.apply(items_[i].key, items_[i].time, items_[i].row, -1, 0);
+    for (size_t i = 0; i < count_; ++i) {
+      const Item& item = items_[i];
+      if (engine_.apply(item.key, item.time, item.row, -1, 0))
+        duplicates_.add(item.key, item.time, item.where);
+    }
     count_ = 0;
   }
 
@@ -343,8 +388,10 @@ class RowBatch {
     std::string key;
     std::string row;
     Millis time = 0;
+    uint64_t where = 0;
   };
   JoinEngine& engine_;
+  Duplicates& duplicates_;
   std::array<Item, kSize> items_;
   size_t count_ = 0;
 };
@@ -364,9 +411,44 @@ class TableSource {
     return {};
   }
   uint64_t skipped() const { return skipped_; }
+  // What --on-error says of bad table rows (kjoin(1), Tables).
+  void set_on_error(OnError mode) { on_error_ = mode; }
 
  protected:
+  // A bad row of the table (not JSON, its key null or missing, its time
+  // not a time): bad input as kpipe(7) says, the table and the row named.
+  // Under --on-error fail an error; else the row is left out and counted,
+  // and end_read() warns of it: a table row is not dead-lettered, since it
+  // is fixed where it lives, not replayed.
+  Status bad_row(std::string message) {
+    if (on_error_ == OnError::kFail) return data_error("{}", message);
+    ++skipped_;
+    if (left_out_++ == 0) first_bad_ = std::move(message);
+    return {};
+  }
+  void begin_read() {
+    left_out_ = 0;
+    first_bad_.clear();
+  }
+  // After a table read whole: one warning for the rows left out, unless the
+  // read before said the same (a table --refresh reads again each time).
+  void end_read(Reporter& reporter) {
+    if (left_out_ == 0) {
+      last_warning_.clear();
+      return;
+    }
+    std::string warning = fmt::format(
+        "left out {} bad table {} ({}), the first: {}", left_out_, left_out_ == 1 ? "row" : "rows",
+        on_error_ == OnError::kSkip ? "--on-error skip" : "--on-error dlq", first_bad_);
+    if (warning != last_warning_) reporter.warning(warning);
+    last_warning_ = std::move(warning);
+  }
+
   uint64_t skipped_ = 0;
+  OnError on_error_ = OnError::kFail;
+  uint64_t left_out_ = 0;  // in the current read
+  std::string first_bad_;
+  std::string last_warning_;
 };
 
 // A file of NDJSON rows, read again when replaced.
@@ -377,6 +459,9 @@ class FileTable final : public TableSource {
 
   Status load(JoinEngine& engine) override {
     engine.set_whole(true);
+    struct stat st {};
+    if (::stat(path_.c_str(), &st) != 0 && errno == ENOENT)
+      return usage_error("--table: there is no file '{}'", path_);
     KPIPE_TRY(identify(identity_));
     auto read = read_into(engine);
     if (!read.ok()) return read;
@@ -438,7 +523,9 @@ class FileTable final : public TableSource {
     RowReader rows(plan_);
     constexpr uint64_t kSizeAfter = 4096;
     uint64_t rows_read = 0;
-    RowBatch batch(engine);
+    Duplicates duplicates;
+    RowBatch batch(engine, duplicates);
+    begin_read();
     uint64_t line_bytes = 0;
     Line line;
     const ParsedLine* parsed = nullptr;
@@ -447,29 +534,44 @@ class FileTable final : public TableSource {
       if (!more) return more.take_error();
       if (!*more) break;
       if (is_blank_line(line.text)) continue;
-      auto bad = [&](const Error& e) {
-        return data_error("table {}: line {}: {}", path_, line.number, e.message);
+      auto bad = [&](std::string_view why) {
+        return bad_row(fmt::format("table {}: line {}: {}", path_, line.number, why));
       };
-      if (line.too_long)
-        return bad(Error{ExitStatus::kDataError, fmt::format("longer than {} bytes", max_line_)});
+      if (line.too_long) {
+        KPIPE_TRY(bad(fmt::format("longer than {} bytes", max_line_)));
+        continue;
+      }
       Status valid = rows.validate(line.text);
-      if (!valid.ok()) return bad(valid.error());
-      if (parsed != nullptr && !parsed->status.ok()) return bad(parsed->status.error());
+      if (!valid.ok()) {
+        KPIPE_TRY(bad(valid.error().message));
+        continue;
+      }
+      if (parsed != nullptr && !parsed->status.ok()) {
+        KPIPE_TRY(bad(parsed->status.error().message));
+        continue;
+      }
       auto row =
           parsed != nullptr ? rows.from_values(parsed->values, true) : rows.read(line.text, true);
-      if (!row) return bad(row.error());
+      if (!row) {
+        KPIPE_TRY(bad(row.error().message));
+        continue;
+      }
       // A large table's index is sized once, from the first rows' length.
       line_bytes += line.text.size() + 1;
       if (++rows_read == kSizeAfter && engine.mode() == JoinMode::kLookup)
         engine.reserve(static_cast<size_t>(static_cast<double>(identity_.size) /
                                            static_cast<double>(line_bytes) * kSizeAfter * 1.05));
       if (!row->key) {
-        ++skipped_;
+        KPIPE_TRY(bad(fmt::format("field '{}' is null",
+                                  plan_.table_fields.path(plan_.table_key_slots[0]).text())));
         continue;
       }
-      batch.add(*row->key, row->time, line.text);
+      batch.add(*row->key, row->time, line.text, line.number);
     }
     batch.flush();
+    if (!duplicates.empty())
+      return data_error("table {}: {}", path_, duplicates.describe(engine.mode(), "line"));
+    end_read(io_.reporter);
     return {};
   }
 
@@ -513,16 +615,14 @@ class SqlTable final : public TableSource {
 
  private:
   // The columns --table-key and --table-time name are the table's: a
-  // misspelt one is a usage error, not bad data in every row.
-  Status check_columns(std::string_view padded_row) {
-    std::vector<JsonMember> members;
-    JsonReader reader;  // the members' views live as long as it
-    KPIPE_TRY(reader.read_members(padded_row, members));
+  // misspelt one is a usage error, not bad data in every row (and is one
+  // in a table with no rows yet).
+  Status check_columns(const std::vector<std::string>& columns) {
     std::string names;
-    for (const JsonMember& m : members) names += (names.empty() ? "" : ", ") + std::string(m.key);
+    for (const std::string& c : columns) names += (names.empty() ? "" : ", ") + c;
     auto check = [&](std::string_view option, const std::string& column) -> Status {
-      for (const JsonMember& m : members)
-        if (m.key == column) return {};
+      for (const std::string& c : columns)
+        if (c == column) return {};
       return usage_error("{} {}: table {} has no such column (it has {})", option, column,
                          plan_.table.table, names);
     };
@@ -533,26 +633,32 @@ class SqlTable final : public TableSource {
 
   Status read_into(JoinEngine& engine) {
     RowReader rows(plan_);
-    RowBatch batch(engine);
+    Duplicates duplicates;
+    RowBatch batch(engine, duplicates);
+    begin_read();
     uint64_t n = 0;
+    std::string name =
+        fmt::format("table {} of {}", plan_.table.table, display_target(plan_.table.target));
     Status read = read_table_rows(
-        plan_.table.target, plan_.table.table, [&](std::string_view text) -> Status {
+        plan_.table.target, plan_.table.table,
+        [&](const std::vector<std::string>& columns) { return check_columns(columns); },
+        [&](std::string_view text) -> Status {
           ++n;
           std::string_view padded = rows.pad(text);
-          if (n == 1) KPIPE_TRY(check_columns(padded));
           auto row = rows.read(padded, true);
-          if (!row)
-            return data_error("table {} of {}: row {}: {}", plan_.table.table,
-                              display_target(plan_.table.target), n, row.error().message);
-          if (!row->key) {
-            ++skipped_;
-            return {};
-          }
-          batch.add(*row->key, row->time, text);
+          if (!row) return bad_row(fmt::format("{}: row {}: {}", name, n, row.error().message));
+          if (!row->key)
+            return bad_row(
+                fmt::format("{}: row {}: column '{}' is null", name, n, options_.table_keys[0]));
+          batch.add(*row->key, row->time, text, n);
           return {};
         });
     batch.flush();
-    return read;
+    if (!read.ok()) return read;
+    if (!duplicates.empty())
+      return data_error("{}: {}", name, duplicates.describe(engine.mode(), "row"));
+    end_read(io_.reporter);
+    return {};
   }
 
   const JoinPlan& plan_;
@@ -629,7 +735,7 @@ class KafkaTable final : public TableSource {
  private:
   Status apply(JoinEngine& engine, const RecordView& r) {
     if (!r.key) {
-      ++skipped_;
+      KPIPE_TRY(skip_bad(r, "the record has no key"));
       engine.skip(r.partition, r.offset + 1);
       return {};
     }
@@ -640,7 +746,7 @@ class KafkaTable final : public TableSource {
       envelope_.pop_back();
       auto row = rows_.read(rows_.pad(envelope_), false);
       if (!row) {
-        skip_bad(r, row.error().message);
+        KPIPE_TRY(skip_bad(r, row.error().message));
         engine.skip(r.partition, r.offset + 1);
         return {};
       }
@@ -657,14 +763,17 @@ class KafkaTable final : public TableSource {
     return {};
   }
 
-  void skip_bad(const RecordView& r, const std::string& why) {
-    ++skipped_;
-    if (warned_bad_) return;
-    warned_bad_ = true;
-    io_.reporter.warning(fmt::format(
-        "table topic '{}': skipped the record at partition {} offset {}: {} (and says no more of "
-        "such records; the -v summary counts them)",
-        plan_.table.target, r.partition, r.offset, why));
+  // A topic is never read whole: the first bad record is told at once,
+  // the count at exit (run_join).
+  Status skip_bad(const RecordView& r, std::string_view why) {
+    uint64_t before = skipped_;
+    KPIPE_TRY(bad_row(fmt::format("table topic '{}': partition {} offset {}: {}",
+                                  plan_.table.target, r.partition, r.offset, why)));
+    if (before == 0 && skipped_ == 1)
+      io_.reporter.warning(fmt::format(
+          "left out a bad table row ({}): {}",
+          on_error_ == OnError::kSkip ? "--on-error skip" : "--on-error dlq", first_bad_));
+    return {};
   }
 
   const JoinPlan& plan_;
@@ -677,7 +786,6 @@ class KafkaTable final : public TableSource {
   std::vector<TopicPartition> parts_;
   std::map<int32_t, int64_t> position_;  // the next offset each partition reads
   size_t events_ = 0;
-  bool warned_bad_ = false;
 };
 
 class JoinStage final : public ParsingStage {
@@ -1055,15 +1163,14 @@ Status run_join(const JoinOptions& options, Io& io) {
       table = std::make_unique<SqlTable>(*plan, options, io);
       break;
   }
+  table->set_on_error((*bad)->mode());
   KPIPE_TRY(table->load(engine));
 
   JoinStage stage(*plan, engine, *table, **bad, state, io);
   FilterSettings settings{options.input, std::move(*stats)};
   Status run = run_filter(stage, settings, **bad, io);
-  if (table->skipped() > 0)
-    io.reporter.warning(fmt::format("{} table {} had no key (or no time) and {} left out",
-                                    table->skipped(), table->skipped() == 1 ? "row" : "rows",
-                                    table->skipped() == 1 ? "was" : "were"));
+  if (plan->table.kind == TableKind::kKafka && table->skipped() > 1)
+    io.reporter.warning(fmt::format("left out {} bad table rows in all", table->skipped()));
   if (!run.ok()) return run;
   uint64_t bad_lines = (*bad)->skipped() + (*bad)->dead_lettered() - stage.dead_lettered();
   std::string bad_part = bad_lines > 0 ? fmt::format(", {} bad", bad_lines) : "";

@@ -6,6 +6,7 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kpipe/status.h"
 
@@ -18,8 +19,14 @@ namespace kpipe {
 // PostgreSQL's numeric as numbers written digit for digit, floats as
 // numbers (null when not finite), booleans as true and false, blobs as
 // base64 strings, text and every other type as strings, NULL as null.
-// Stops at the first error `each` returns.
+// `columns` is called once, before the first row (also when there is
+// none), with the table's column names, so that the caller can refuse a
+// column it needs that is not there. A table that is not there is a
+// usage error naming the tables the database has (kjoin(1), Tables: the
+// user named something that is not there). Stops at the first error
+// `columns` or `each` returns.
 Status read_table_rows(const std::string& target, const std::string& table,
+                       const std::function<Status(const std::vector<std::string>& names)>& columns,
                        const std::function<Status(std::string_view row)>& each);
 
 }  // namespace kpipe
