@@ -52,7 +52,7 @@ assert_eq "$(q "SELECT string_agg(k || '=' || v, ' ' ORDER BY k) FROM few")" \
 {
   for i in $(seq 1 20); do echo "{\"id\":$i,\"n\":$i}"; done
   echo '{"id":21,"n":"twenty-one"}'
-  echo '{"id":22,"n":2.5}'
+  echo '{"id":22,"n":true}'
   echo '{"id":23,"n":23,"s":"nul\u0000here"}'
   for i in $(seq 24 30); do echo "{\"id\":$i,\"n\":$i}"; done
 } >"$WORK/mixed.ndjson"

@@ -39,4 +39,50 @@ expect_exit 65 kupsert --db "$DB" --table ex_long --key k "$WORK/long.ndjson"
 assert_contains "$WORK/err" "$WORK/long.ndjson: line 13: the table refused the row: "
 assert_eq "$(q "SELECT count(*), min(k), max(k) FROM ex_long")" "12|1|12" "fail: the rows before, out of a long batch"
 
+# --- numbers: the same rows in either order make the same table ------------------
+# kpipe writes an integral double as an integer (kwindow's sums and
+# averages), so a column's first number does not tell its type. PostgreSQL
+# widens a bigint column, once, saying so; SQLite keeps each value as it is.
+# Each order in one batch, and row by row in batches of one.
+columns() {
+  if $pg; then
+    q "SELECT string_agg(column_name || ' ' || data_type, ', ' ORDER BY ordinal_position)
+      FROM information_schema.columns WHERE table_name = '$1'"
+  else
+    q "SELECT group_concat(name, ', ') FROM pragma_table_info('$1')"
+  fi
+}
+big=123456789012345678901234567890
+for batch in 1 50000; do
+  printf '%s\n' '{"id":1,"price":250000,"n":1}' '{"id":2,"price":12.25,"n":'$big'}' >"$WORK/up.ndjson"
+  printf '%s\n' '{"id":2,"price":12.25,"n":'$big'}' '{"id":1,"price":250000,"n":1}' >"$WORK/down.ndjson"
+  for order in up down; do
+    table=${order}_$batch
+    expect_exit 0 kupsert --db "$DB" --table "$table" --key id --batch "$batch" "$WORK/$order.ndjson"
+    got=$(q "SELECT id, price, CAST(n AS text) FROM $table ORDER BY id" | tr '\n' ' ')
+    if $pg; then
+      assert_eq "$got" "1|250000|1 2|12.25|$big " "$table: rows"
+      assert_eq "$(columns "$table")" "id bigint, price double precision, n numeric" "$table: columns"
+      if [[ $batch == 1 && $order == up ]]; then
+        assert_eq "$(cat "$WORK/err")" "kupsert: warning: column 'price' of table '$table' is now double precision, not bigint, for a number with a fraction or exponent (kupsert(1), PostgreSQL)
+kupsert: warning: column 'n' of table '$table' is now numeric, not bigint, for an integer beyond 64 bits (kupsert(1), PostgreSQL)" "$table: stderr"
+      else
+        assert_eq "$(cat "$WORK/err")" "" "$table: stderr"
+      fi
+    else
+      # As SQLite reads an integer beyond 64 bits: a REAL.
+      assert_eq "$got" "1|250000|1 2|12.25|1.23456789012346e+29 " "$table: rows"
+      assert_eq "$(cat "$WORK/err")" "" "$table: stderr"
+    fi
+  done
+done
+# A table's own bigint column widens too, once; a fraction then fits.
+if $pg; then
+  q "CREATE TABLE amounts (id bigint PRIMARY KEY, amount bigint)"
+  printf '%s\n' '{"id":1,"amount":3}' '{"id":2,"amount":3.5}' '{"id":3,"amount":4.75}' |
+    expect_exit 0 kupsert --db "$DB" --table amounts --key id --batch 1
+  assert_eq "$(grep -c 'is now double precision' "$WORK/err")" 1 "one warning"
+  assert_eq "$(q "SELECT sum(amount) FROM amounts")" "11.25" "amounts"
+fi
+
 echo "kupsert_stores: ok"

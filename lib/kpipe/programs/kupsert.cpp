@@ -38,6 +38,7 @@ UpsertStage::UpsertStage(UpsertWriter& writer, StateStore* store, bool same_file
       bad_(bad),
       io_(io) {
   meter_.notify_to(io_.notifier);
+  writer_.report_to(io_.reporter);
 }
 
 Status UpsertStage::on_line(const Line& line, Output&) {

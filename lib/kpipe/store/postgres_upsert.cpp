@@ -3,7 +3,16 @@
 // precision, strings text, booleans boolean, objects and arrays jsonb (a
 // column first seen only as null is text); the key columns are NOT NULL
 // and the primary key. A value its column's type cannot take (a string in
-// a bigint column, 2.5 in a bigint column) makes its row bad input.
+// a bigint column) makes its row bad input.
+//
+// Numbers are the exception: JSON does not tell 250000 from 250000.0, and
+// kpipe writes an integral double as an integer (kwindow's sums and
+// averages, Avro's double), so a column's first value would otherwise
+// decide whether 12.25 later fits. A bigint column (as made here, or a
+// table's own) that meets a number with a fraction or an exponent becomes
+// double precision, and one that meets an integer beyond 64 bits numeric,
+// in the batch's transaction: the same rows in any order make the same
+// table. A new column whose held values need it is made so at once.
 //
 // The fast path, per run of rows with the same fields: the rows go in with
 // COPY into a temporary staging table, then one INSERT ... SELECT ... ON
@@ -41,6 +50,8 @@ class PostgresUpsertWriter final : public UpsertWriter {
                       const std::vector<std::string>& key) override;
   Status create_columns(const std::vector<NewColumn>& columns) override;
   Status lock_schema() override;
+  bool needs_widening() const override;
+  Status widen_columns() override;
   Status write_rows(const RefusedRow& refused) override;
 
   // Rows [first, last) of rows_, all of one column set.
@@ -55,12 +66,18 @@ class PostgresUpsertWriter final : public UpsertWriter {
   // escapes it further).
   void append_input(std::string& out, const Value& v) const;
   static std::string_view pg_type(Kind kind);
+  // A new column's type: its first value's, widened for the others'.
+  static std::string_view pg_type(const NewColumn& column);
+  // What a bigint column must become for these values, or empty.
+  static std::string_view widened_type(Kinds kinds);
   // Why a row cannot go to PostgreSQL before it is sent, or empty.
   std::string_view unsendable(const Row& row) const;
 
   PgConnection& conn_;  // db_'s: COPY and the server's reasons
   std::string table_;   // quoted
   std::string last_look_;
+  // The table's column types as last read (format_type's words), by name.
+  std::unordered_map<std::string, std::string> types_;
   uint64_t staging_ = 0;
   std::unordered_map<std::string, size_t> folded_;  // key -> index in kept_
   std::vector<size_t> kept_;
@@ -78,12 +95,16 @@ Expected<std::optional<std::vector<std::string>>> PostgresUpsertWriter::read_tab
     return usage_error("'{}' in '{}' is {}, not a table", display_name(spec_.table), db_.path(),
                        relkind == "v" || relkind == "m" ? "a view" : "not a table");
   auto columns = conn_.query(
-      "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass($1) AND attnum > 0 "
-      "AND NOT attisdropped ORDER BY attnum",
+      "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = "
+      "to_regclass($1) AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
       {table_});
   if (!columns) return columns.take_error();
   std::vector<std::string> names;
-  for (int r = 0; r < columns->rows(); ++r) names.emplace_back(columns->text(r, 0));
+  types_.clear();
+  for (int r = 0; r < columns->rows(); ++r) {
+    names.emplace_back(columns->text(r, 0));
+    types_[names.back()] = columns->text(r, 1);
+  }
   return std::optional<std::vector<std::string>>(std::move(names));
 }
 
@@ -115,10 +136,12 @@ Status PostgresUpsertWriter::create_table(const std::vector<NewColumn>& columns,
                                           const std::vector<std::string>& key) {
   std::string sql = fmt::format("CREATE TABLE {} (", table_);
   for (const NewColumn& c : columns)
-    sql.append(fmt::format("{} {}{}, ", quote_identifier(c.name), pg_type(c.kind),
-                           c.key ? " NOT NULL" : ""));
+    sql.append(
+        fmt::format("{} {}{}, ", quote_identifier(c.name), pg_type(c), c.key ? " NOT NULL" : ""));
   sql.append(fmt::format("PRIMARY KEY ({}))", quoted_names(key)));
-  return conn_.exec(sql);
+  KPIPE_TRY(conn_.exec(sql));
+  for (const NewColumn& c : columns) types_[c.name] = pg_type(c);
+  return {};
 }
 
 Status PostgresUpsertWriter::lock_schema() {
@@ -131,9 +154,50 @@ Status PostgresUpsertWriter::lock_schema() {
 }
 
 Status PostgresUpsertWriter::create_columns(const std::vector<NewColumn>& columns) {
-  for (const NewColumn& c : columns)
+  for (const NewColumn& c : columns) {
     KPIPE_TRY(conn_.exec(fmt::format("ALTER TABLE {} ADD COLUMN IF NOT EXISTS {} {}", table_,
-                                     quote_identifier(c.name), pg_type(c.kind))));
+                                     quote_identifier(c.name), pg_type(c))));
+    types_[c.name] = pg_type(c);
+  }
+  return {};
+}
+
+std::string_view PostgresUpsertWriter::widened_type(Kinds kinds) {
+  // numeric keeps an integer beyond 64 bits exactly, and a fraction too.
+  if ((kinds & bit(Kind::kBigInteger)) != 0) return "numeric";
+  if ((kinds & bit(Kind::kReal)) != 0) return "double precision";
+  return {};
+}
+
+bool PostgresUpsertWriter::needs_widening() const {
+  for (size_t id = 0; id < columns_.size(); ++id) {
+    if (!columns_[id].in_table) continue;
+    auto type = types_.find(columns_[id].name);
+    if (type != types_.end() && type->second == "bigint" &&
+        !widened_type(held_kinds(static_cast<int>(id))).empty())
+      return true;
+  }
+  return false;
+}
+
+Status PostgresUpsertWriter::widen_columns() {
+  for (size_t id = 0; id < columns_.size(); ++id) {
+    if (!columns_[id].in_table) continue;
+    auto type = types_.find(columns_[id].name);
+    if (type == types_.end() || type->second != "bigint") continue;
+    std::string_view wider = widened_type(held_kinds(static_cast<int>(id)));
+    if (wider.empty()) continue;
+    // Rewrites the table under an exclusive lock: once per column at most.
+    KPIPE_TRY(conn_.exec(fmt::format("ALTER TABLE {} ALTER COLUMN {} TYPE {}", table_,
+                                     quote_identifier(columns_[id].name), wider)));
+    type->second = wider;
+    if (reporter_ != nullptr)
+      reporter_->warning(fmt::format(
+          "column '{}' of table '{}' is now {}, not bigint, for {} (kupsert(1), PostgreSQL)",
+          display_name(columns_[id].name), display_name(spec_.table), wider,
+          wider == "numeric" ? "an integer beyond 64 bits"
+                             : "a number with a fraction or exponent"));
+  }
   return {};
 }
 
@@ -166,6 +230,7 @@ void PostgresUpsertWriter::append_input(std::string& out, const Value& v) const 
       return;
     case Kind::kText:
     case Kind::kJson:
+    case Kind::kBigInteger:
       out.append(text_of(v));
       return;
   }
@@ -189,7 +254,7 @@ void PostgresUpsertWriter::append_key(const Row& row) {
   for (size_t i = 0; i < ids.size(); ++i) {
     if (!is_key(ids[i])) continue;
     key_.push_back(static_cast<char>(v[i].kind));
-    if (v[i].kind == Kind::kText || v[i].kind == Kind::kJson) {
+    if (v[i].kind == Kind::kText || v[i].kind == Kind::kJson || v[i].kind == Kind::kBigInteger) {
       uint32_t size = v[i].size;
       key_.append(reinterpret_cast<const char*>(&size), sizeof size);
       key_.append(text_of(v[i]));
@@ -336,6 +401,8 @@ std::string_view PostgresUpsertWriter::pg_type(Kind kind) {
       return "bigint";
     case Kind::kReal:
       return "double precision";
+    case Kind::kBigInteger:
+      return "numeric";
     case Kind::kBool:
       return "boolean";
     case Kind::kJson:
@@ -345,6 +412,14 @@ std::string_view PostgresUpsertWriter::pg_type(Kind kind) {
       return "text";
   }
   return "text";
+}
+
+std::string_view PostgresUpsertWriter::pg_type(const NewColumn& column) {
+  if (column.kind == Kind::kInteger) {
+    std::string_view wider = widened_type(column.kinds);
+    if (!wider.empty()) return wider;
+  }
+  return pg_type(column.kind);
 }
 
 }  // namespace

@@ -10,6 +10,8 @@
 // held only while a batch commits.
 #include "kpipe/store/upsert_writer.h"
 
+#include <cstdlib>
+
 namespace kpipe {
 
 namespace {
@@ -46,6 +48,7 @@ class SqliteUpsertWriter final : public UpsertWriter {
   int64_t schema_version_ = -1;
   std::vector<std::optional<Statement>> inserts_;  // by column set
   size_t prepared_ = 0;
+  std::string number_;  // scratch
 };
 
 Expected<std::optional<std::vector<std::string>>> SqliteUpsertWriter::read_table() {
@@ -167,6 +170,11 @@ Status SqliteUpsertWriter::write_rows(const RefusedRow& refused) {
           break;
         case Kind::kReal:
           s.bind(p, v[i].real);
+          break;
+        case Kind::kBigInteger:
+          // As SQLite reads such a literal: the nearest REAL.
+          number_.assign(text_of(v[i]));
+          s.bind(p, std::strtod(number_.c_str(), nullptr));
           break;
         case Kind::kText:
         case Kind::kJson:

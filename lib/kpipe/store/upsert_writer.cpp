@@ -161,6 +161,7 @@ int UpsertWriter::add_column(std::string name, bool planned) {
   if (planned) ++planned_count_;
   seen_.push_back(0);
   seen_member_.push_back(0);
+  held_kinds_.push_back(0);
   return id;
 }
 
@@ -237,7 +238,7 @@ Status UpsertWriter::ensure_schema() {
   // INSERT, which locks it): a writer holding it would otherwise wait for
   // ours to make or widen the table, and ours for it.
   bool locked = false;
-  if (ddl_needed_) {
+  if (ddl_needed_ || needs_widening()) {
     KPIPE_TRY(lock_schema());
     locked = true;
     recheck_schema_ = true;
@@ -248,20 +249,28 @@ Status UpsertWriter::ensure_schema() {
     if (*changed || locked) KPIPE_TRY(load_table());
     recheck_schema_ = false;
   }
-  if (!ddl_needed_) return {};
+  if (!ddl_needed_ && !needs_widening()) return {};
   // Needed only since the look just taken (the table was changed by
   // another): rare, and the server breaks a deadlock, failing this batch.
   if (!locked) {
     KPIPE_TRY(lock_schema());
     KPIPE_TRY(load_table());
-    if (!ddl_needed_) return {};
+    if (!ddl_needed_ && !needs_widening()) return {};
   }
+  if (ddl_needed_) KPIPE_TRY(create_planned());
+  KPIPE_TRY(widen_columns());
+  auto changed = schema_changed();  // our own change is not another's
+  if (!changed) return changed.take_error();
+  return {};
+}
+
+Status UpsertWriter::create_planned() {
   std::vector<NewColumn> fresh;
   for (size_t id = 0; id < columns_.size(); ++id) {
     const Column& c = columns_[id];
     if (!c.planned || c.in_table) continue;
     int i = static_cast<int>(id);
-    fresh.push_back({c.name, first_kind(i), is_key(i)});
+    fresh.push_back({c.name, first_kind(i), held_kinds_[id], is_key(i)});
   }
   if (!table_exists_) {
     std::vector<std::string> keys;
@@ -274,8 +283,6 @@ Status UpsertWriter::ensure_schema() {
   for (auto& c : columns_)
     if (c.planned) c.in_table = true;
   ddl_needed_ = false;
-  auto changed = schema_changed();  // our own change is not another's
-  if (!changed) return changed.take_error();
   return {};
 }
 
@@ -348,7 +355,8 @@ uint32_t UpsertWriter::intern_input(std::string_view input) {
   return static_cast<uint32_t>(inputs_.size() - 1);
 }
 
-void UpsertWriter::append_value(const JsonField& f) {
+// inline: hold_row, its one caller, runs it for every value.
+inline void UpsertWriter::append_value(const JsonField& f) {
   Value& v = values_.emplace_back();
   switch (f.type) {
     case JsonType::kMissing:
@@ -363,10 +371,9 @@ void UpsertWriter::append_value(const JsonField& f) {
       if (f.is_integer) {
         v.kind = Kind::kInteger;
         v.integer = f.integer;
-      } else {
-        v.kind = Kind::kReal;
-        v.real = f.number;
+        return;
       }
+      append_non_integer(v, f);
       return;
     case JsonType::kString:
       v.kind = Kind::kText;
@@ -382,6 +389,21 @@ void UpsertWriter::append_value(const JsonField& f) {
       v.size = static_cast<uint32_t>(text_.size() - v.offset);
       return;
   }
+}
+
+// Out of append_value, so that the common kinds stay inline in hold_row.
+void UpsertWriter::append_non_integer(Value& v, const JsonField& f) {
+  if (f.raw.find_first_of(".eE") != std::string_view::npos) {
+    v.kind = Kind::kReal;
+    v.real = f.number;
+    return;
+  }
+  // An integer beyond 64 bits: its digits, so that a backend that can keep
+  // them (PostgreSQL's numeric) does.
+  v.kind = Kind::kBigInteger;
+  v.offset = text_.size();
+  text_.append(f.raw);
+  v.size = static_cast<uint32_t>(f.raw.size());
 }
 
 Status UpsertWriter::add(const Line& line) {
@@ -513,6 +535,7 @@ void UpsertWriter::hold_row(const Line& line) {
     if (id < 0) continue;
     row_ids_.push_back(id);
     append_value(members_[i].value);
+    held_kinds_[static_cast<size_t>(id)] |= bit(values_.back().kind);
   }
   row.column_set = column_set_for(row_ids_);
   row.raw_offset = raw_.size();
@@ -537,6 +560,7 @@ void UpsertWriter::remember_names() {
 }
 
 void UpsertWriter::discard_pending() {
+  std::fill(held_kinds_.begin(), held_kinds_.end(), Kinds{0});
   rows_.clear();
   values_.clear();
   text_.clear();

@@ -16,6 +16,7 @@
 
 #include "kpipe/json.h"
 #include "kpipe/line.h"
+#include "kpipe/report.h"
 #include "kpipe/store/sql.h"
 #include "kpipe/store/state_store.h"
 
@@ -78,8 +79,9 @@ std::string quoted_names(const std::vector<std::string>& names);
 // the table and writes the rows.
 //
 // Columns: each top-level field of an object is a column, its type from
-// the first row that has it (each backend's mapping: upsert_writer.cpp,
-// postgres_upsert.cpp); a row without a field leaves its column as it was
+// the first row that has it (each backend's mapping: sqlite_upsert.cpp,
+// postgres_upsert.cpp, which widens a bigint column for a number that
+// needs it); a row without a field leaves its column as it was
 // (upsert) or NULL (a new row). A number beyond a double's range is bad input.
 class UpsertWriter {
  public:
@@ -118,6 +120,10 @@ class UpsertWriter {
   // or commits them (kupsert --on-error fail, kupsert(1)).
   Status write_pending(const RefusedRow& refused);
 
+  // Where the writer says what it changed of a table the user may not
+  // expect (a column widened: postgres_upsert.cpp); nowhere by default.
+  void report_to(Reporter& reporter) { reporter_ = &reporter; }
+
   const TableSpec& spec() const { return spec_; }
   bool table_exists() const { return table_exists_; }
   uint64_t rows_written() const { return rows_written_; }
@@ -125,15 +131,20 @@ class UpsertWriter {
   uint64_t rows_unchanged() const { return rows_unchanged_; }
 
  protected:
-  enum class Kind : uint8_t { kNull, kInteger, kReal, kText, kBool, kJson };
+  // kBigInteger: an integer beyond 64 bits, kept as its text (SQLite
+  // reads it as a REAL, PostgreSQL's numeric exactly).
+  enum class Kind : uint8_t { kNull, kInteger, kReal, kText, kBool, kJson, kBigInteger };
+  // A set of kinds, one bit each.
+  using Kinds = uint8_t;
+  static constexpr Kinds bit(Kind kind) { return static_cast<Kinds>(1U << static_cast<int>(kind)); }
   // 16 bytes: with checkpoints, every row since the last one is held.
   struct Value {
     Kind kind = Kind::kNull;
-    uint32_t size = 0;  // kText, kJson
+    uint32_t size = 0;  // kText, kJson, kBigInteger
     union {
       int64_t integer = 0;  // kInteger, kBool (0 or 1)
       double real;
-      uint64_t offset;  // kText, kJson (minified): in text_
+      uint64_t offset;  // kText, kJson (minified), kBigInteger: in text_
     };
   };
   struct Row {
@@ -154,6 +165,7 @@ class UpsertWriter {
   struct NewColumn {
     std::string name;
     Kind kind = Kind::kNull;
+    Kinds kinds = 0;  // of all the values the held rows give it
     bool key = false;
   };
 
@@ -177,6 +189,11 @@ class UpsertWriter {
   // waits for any other writer doing the same (SQLite's write lock does
   // already).
   virtual Status lock_schema() { return {}; }
+  // Whether a column of the table, as last read, must take a wider type
+  // for the held rows' values (held_kinds); and widens those columns,
+  // inside the write transaction, after lock_schema.
+  virtual bool needs_widening() const { return false; }
+  virtual Status widen_columns() { return {}; }
   // Writes rows_ (raw_ is padded), counting rows_written_ and
   // rows_unchanged_, calling `refused` for rows the table refuses, in
   // order; a refused row leaves the transaction usable, holding the rows
@@ -195,6 +212,8 @@ class UpsertWriter {
   std::string_view text_of(const Value& v) const { return {text_.data() + v.offset, v.size}; }
   Line line_of(const Row& row) const;
   const std::vector<int>& column_ids(uint32_t set) const { return column_sets_[set]; }
+  // The kinds of the values the held rows give a column.
+  Kinds held_kinds(int id) const { return held_kinds_[static_cast<size_t>(id)]; }
 
   Database& db_;
   TableSpec spec_;
@@ -205,14 +224,18 @@ class UpsertWriter {
   std::vector<std::string> inputs_;
   uint64_t rows_written_ = 0;
   uint64_t rows_unchanged_ = 0;
+  Reporter* reporter_ = nullptr;
 
  private:
   Status ensure_schema();
+  // Creates the table, or the columns, planned and not yet in it.
+  Status create_planned();
   int add_column(std::string name, bool planned);
   int find_column(std::string_view name) const;
   uint32_t column_set_for(const std::vector<int>& ids);
   uint32_t intern_input(std::string_view input);
   void append_value(const JsonField& f);
+  void append_non_integer(Value& v, const JsonField& f);
   Kind first_kind(int column) const;
 
   // add()'s phases over members_: which column each field is (into
@@ -257,6 +280,7 @@ class UpsertWriter {
   std::vector<uint64_t> seen_;  // per column: the serial of the last row that had it
   std::vector<uint32_t> seen_member_;
   uint64_t serial_ = 0;
+  std::vector<Kinds> held_kinds_;       // per column
   std::vector<std::string> last_keys_;  // the previous line's field names...
   std::vector<int> last_ids_;           // ...and their columns (-1: not a column)
   std::string fold_scratch_;
