@@ -47,9 +47,10 @@ assert_eq "$(cat "$WORK/err")" "kproduce: error: <stdin>: line 2: topic '$parts'
 expect_exit 0 kconsume -b "$BROKERS" -t "$parts" -e --format value
 assert_eq "$(cat "$WORK/out")" '{"n":1}' "fail: what was produced"
 
-# A topic the producer creates: its partitions are known only once it
-# exists, when line 3 has been sent already. The refusal still names line
-# 2, and goes where --on-error says; the other lines are produced.
+# A topic the broker creates when kproduce looks it up at start
+# (kproduce(1), THE TOPIC): line 2 is refused as on a topic that existed,
+# goes where --on-error says, and the other lines are produced. (A refusal
+# that comes back late is produce_refused's.)
 fresh=$(topic fresh-dlq)
 expect_exit 0 kproduce -b "$BROKERS" -t "$fresh" --envelope --keep-partition --on-error dlq \
   --dlq "$WORK/refused.db" <"$WORK/parts.ndjson"

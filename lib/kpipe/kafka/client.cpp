@@ -292,33 +292,65 @@ Expected<std::vector<std::string>> KafkaClient::topics() {
   return out;
 }
 
+namespace {
+
+// What one metadata request says of one topic.
+struct TopicAnswer {
+  rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+  std::vector<int32_t> partitions;  // ascending
+  bool leaderless = false;          // some partition has no leader yet
+
+  // Not there, or only its name so far: a topic the broker creates
+  // answers so until its partitions are made.
+  bool missing() const {
+    return err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+           err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE ||
+           (err == RD_KAFKA_RESP_ERR_NO_ERROR && partitions.empty());
+  }
+};
+
+// Asks the cluster about `topic` alone. A producer's question asks the
+// broker to create a missing topic, unless allow.auto.create.topics is
+// false (a consumer's never does): the broker then creates it if its
+// auto.create.topics.enable says so.
+rd_kafka_resp_err_t ask_topic(rd_kafka_t* rk, const std::string& topic, int timeout,
+                              TopicAnswer* out) {
+  rd_kafka_topic_t* rkt = rd_kafka_topic_new(rk, topic.c_str(), nullptr);
+  const rd_kafka_metadata_t* md = nullptr;
+  rd_kafka_resp_err_t err = rd_kafka_metadata(rk, 0, rkt, &md, timeout);
+  rd_kafka_topic_destroy(rkt);
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return err;
+  *out = TopicAnswer();
+  for (int i = 0; i < md->topic_cnt; ++i) {
+    if (topic != md->topics[i].topic) continue;
+    out->err = md->topics[i].err;
+    for (int p = 0; p < md->topics[i].partition_cnt; ++p) {
+      out->partitions.push_back(md->topics[i].partitions[p].id);
+      if (md->topics[i].partitions[p].leader < 0) out->leaderless = true;
+    }
+  }
+  rd_kafka_metadata_destroy(md);
+  std::sort(out->partitions.begin(), out->partitions.end());
+  return RD_KAFKA_RESP_ERR_NO_ERROR;
+}
+
+}  // namespace
+
 Expected<std::vector<int32_t>> KafkaClient::partitions(const std::string& topic) {
   // Asked about a name it would refuse, Kafka answers with an error of its
   // own, and kbroker's mock creates the topic (for producers).
   KPIPE_TRY(check_topic_name(topic));
-  rd_kafka_topic_t* rkt = rd_kafka_topic_new(handle_->rk, topic.c_str(), nullptr);
-  const rd_kafka_metadata_t* md = nullptr;
-  rd_kafka_resp_err_t err =
-      rd_kafka_metadata(handle_->rk, 0, rkt, &md, timeout_ms(config_.timeout));
-  rd_kafka_topic_destroy(rkt);
+  TopicAnswer answer;
+  rd_kafka_resp_err_t err = ask_topic(handle_->rk, topic, timeout_ms(config_.timeout), &answer);
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
     return broker_error(fmt::format("cannot read metadata of topic '{}'", topic),
                         rd_kafka_err2str(err));
-  std::vector<int32_t> out;
-  rd_kafka_resp_err_t topic_err = RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
-  for (int i = 0; i < md->topic_cnt; ++i) {
-    if (topic != md->topics[i].topic) continue;
-    topic_err = md->topics[i].err;
-    for (int p = 0; p < md->topics[i].partition_cnt; ++p)
-      out.push_back(md->topics[i].partitions[p].id);
-  }
-  rd_kafka_metadata_destroy(md);
-  if (topic_err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || (topic_err == 0 && out.empty()))
+  if (answer.err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+      (answer.err == RD_KAFKA_RESP_ERR_NO_ERROR && answer.partitions.empty()))
     return failure("topic '{}' does not exist", topic);
-  if (topic_err != RD_KAFKA_RESP_ERR_NO_ERROR)
-    return failure("topic '{}': {}", topic, rd_kafka_err2str(topic_err));
-  std::sort(out.begin(), out.end());
-  return out;
+  if (answer.err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return failure("topic '{}': {}", topic, rd_kafka_err2str(answer.err));
+  return std::move(answer.partitions);
 }
 
 namespace {
@@ -1264,6 +1296,53 @@ Status run_transactional(KafkaClient::Handle& handle, const KafkaConfig& config,
 }
 
 }  // namespace
+
+Expected<std::vector<int32_t>> Producer::await_topic(const std::string& topic) {
+  KPIPE_TRY(check_topic_name(topic));
+  char allow[8] = "";
+  size_t allow_size = sizeof allow;
+  rd_kafka_conf_get(rd_kafka_conf(handle_->rk), "allow.auto.create.topics", allow, &allow_size);
+  bool may_create = std::string_view(allow) == "true";
+  TopicAnswer answer;
+  rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
+  // A broker that creates the topic answers the first question before the
+  // topic has partitions (KRaft: 'unknown topic'), then without leaders:
+  // it is asked again until it is whole, or --timeout has passed.
+  bool answered = false;
+  ask_until(config_.timeout, [&](int left) {
+    TopicAnswer now;
+    rd_kafka_resp_err_t asked = ask_topic(handle_->rk, topic, left, &now);
+    // The last question, with little time left, may time out: the answer
+    // before it stands.
+    if (asked != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      if (!answered) err = asked;
+      return false;
+    }
+    answered = true;
+    answer = std::move(now);
+    return (answer.missing() && may_create) || answer.leaderless;
+  });
+  if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
+    return broker_error(fmt::format("cannot read metadata of topic '{}'", topic),
+                        rd_kafka_err2str(err));
+  // Leaderless partitions are produced to all the same: their records
+  // wait in librdkafka's queue for a leader, as they would for one
+  // elected later.
+  if (!answer.missing()) return std::move(answer.partitions);
+  if (answer.err != RD_KAFKA_RESP_ERR_NO_ERROR &&
+      answer.err != RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+    return failure("topic '{}': {}", topic, rd_kafka_err2str(answer.err));
+  if (!may_create)
+    return failure("topic '{}' does not exist (allow.auto.create.topics is false)", topic);
+  // The list of all topics never asks for a creation: what it says of
+  // the topic is so.
+  auto all = topics();
+  if (all && std::binary_search(all->begin(), all->end(), topic))
+    return failure("topic '{}' exists but has no partitions after {}", topic,
+                   format_duration(config_.timeout));
+  return failure("topic '{}' does not exist, and the broker did not create it within {}", topic,
+                 format_duration(config_.timeout));
+}
 
 Status Producer::init_transactions() {
   return run_transactional(*handle_, config_, "cannot start transactions",

@@ -184,6 +184,15 @@ class Producer final : public KafkaClient {
   // Waits for every queued record's delivery, up to `timeout`.
   Status flush(Millis timeout);
 
+  // The partitions of `topic`, the topic this producer writes to, as
+  // Kafka's producers find it: asked about a missing topic, the broker
+  // creates it if its auto.create.topics.enable says so (and the
+  // producer's allow.auto.create.topics, true by default, lets it be
+  // asked), which is waited for, up to the configuration's timeout.
+  // Otherwise an error that the topic does not exist, which is then so:
+  // nothing created it.
+  Expected<std::vector<int32_t>> await_topic(const std::string& topic);
+
   // Transactions (kproduce --transactional), for a producer created with
   // a transactional.id. init_transactions() fences every earlier producer
   // of that id, aborting what it left open; a fenced producer's calls fail

@@ -119,14 +119,7 @@ class Transactions {
   // what it left open. At once, not at the first line: until then the
   // group's offsets in its open transaction are unstable, and kconsume
   // waits for them before it writes anything.
-  Status start() {
-    KPIPE_TRY(producer_.init_transactions());
-    // The first records would otherwise wait for the topic's leaders
-    // inside the first commit; and a missing topic is said at once.
-    auto partitions = producer_.partitions(options_.topic);
-    if (!partitions) return partitions.take_error();
-    return {};
-  }
+  Status start() { return producer_.init_transactions(); }
 
   // Before a record is sent: the transaction it goes in.
   Status before_record() { return begin(); }
@@ -498,12 +491,17 @@ Status run_produce(const ProduceOptions& options, Io& io) {
   }
   auto producer = Producer::create(*config, io.reporter);
   if (!producer) return producer.take_error();
-  if (options.partition) {
-    auto parts = (*producer)->partitions(options.topic);
-    if (!parts) return parts.take_error();
-    if (std::find(parts->begin(), parts->end(), *options.partition) == parts->end())
-      return usage_error("topic '{}' has no partition {}", options.topic, *options.partition);
-  }
+  // The topic, before a line is read, and alike in both modes (kproduce(1),
+  // THE TOPIC): one the broker creates is waited for, so that the first
+  // records (or, under --transactional, the first commit) do not wait for
+  // its leaders; one it does not create is said before a line is read, not
+  // as records not acknowledged 30 seconds later
+  // (topic.metadata.propagation.max.ms).
+  auto parts = (*producer)->await_topic(options.topic);
+  if (!parts) return parts.take_error();
+  if (options.partition &&
+      std::find(parts->begin(), parts->end(), *options.partition) == parts->end())
+    return usage_error("topic '{}' has no partition {}", options.topic, *options.partition);
   std::optional<Transactions> transactions;
   if (store) {
     transactions.emplace(options, **producer, *store, io);
