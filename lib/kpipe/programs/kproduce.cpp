@@ -476,6 +476,11 @@ Status run_produce(const ProduceOptions& options, Io& io) {
     if (!opened) return opened.take_error();
     // One terminal stage completes a pipeline's checkpoints.
     KPIPE_TRY((*opened)->lock_stage(kTransactionCompleter));
+    // Another topic on the same state would complete the pipeline's
+    // checkpoints with records in two topics, under another transactional
+    // id that fences nothing the run before left open.
+    KPIPE_TRY(keep_stage_options(**opened, kTransactionCompleter, {"--topic " + options.topic},
+                                 "give another --state"));
     store = std::move(*opened);
     std::string id = options.transactional_id;
     if (id.empty()) {

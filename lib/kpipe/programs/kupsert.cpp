@@ -234,6 +234,18 @@ bool same_file(const std::string& a, const std::string& b) {
   return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+// What decides where a run's rows went, in the command line's words: a
+// run with another table, key or mode on the same state (another instance
+// of the pipeline, or a restart) would complete the same checkpoints into
+// other rows, each half of the windows in one table.
+std::vector<std::string> state_options(const UpsertOptions& o, const std::vector<std::string>& key,
+                                       std::string_view mode) {
+  std::string keys;
+  for (const std::string& k : key) keys += (keys.empty() ? "" : ",") + k;
+  return {"--table " + o.table, keys.empty() ? "no --key" : "--key " + keys,
+          fmt::format("--mode {}", mode)};
+}
+
 }  // namespace
 
 Status run_upsert(const UpsertOptions& o, Io& io) {
@@ -247,6 +259,7 @@ Status run_upsert(const UpsertOptions& o, Io& io) {
   if (!key) return key.take_error();
   auto columns = split_names("--columns", o.columns);
   if (!columns) return columns.take_error();
+  std::vector<std::string> kept = state_options(o, *key, *mode == 0 ? "upsert" : "ignore");
   TableSpec spec{o.table, std::move(*key), std::move(*columns),
                  *mode == 0 ? UpsertMode::kUpsert : UpsertMode::kIgnore, o.strict};
   KPIPE_TRY(validate_table_spec(spec));
@@ -287,6 +300,7 @@ Status run_upsert(const UpsertOptions& o, Io& io) {
     // kconsume claims its partitions before its first line.
     KPIPE_TRY(wait_for_input(o.input, io.stop));
     KPIPE_TRY((*opened)->lock_stage_as_kept(stage_name(io.program, o.name)));
+    KPIPE_TRY(keep_stage_options(**opened, stage_name(io.program, o.name), kept));
     store = std::move(*opened);
   }
   auto writer = UpsertWriter::open(**db, std::move(spec));

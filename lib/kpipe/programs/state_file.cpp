@@ -50,6 +50,15 @@ Expected<std::unique_ptr<SnapshotStore>> open_state_file(const std::string& path
   return std::unique_ptr<SnapshotStore>(std::make_unique<StateFileSnapshots>(std::move(*opened)));
 }
 
+Status keep_stage_options(StateStore& store, std::string_view stage,
+                          const std::vector<std::string>& options, std::string_view remedy) {
+  auto kept = store.keep_entry(stage, kStateOptionsKey, encode_state_options(options));
+  if (!kept) return kept.take_error();
+  auto saved = decode_state_options(*kept);
+  if (!saved) return failure("the saved state of '{}' has a malformed options entry", stage);
+  return check_state_options(stage, *saved, options, remedy);
+}
+
 Status meter_completed(StateStore& store, CheckpointMeter& meter, const Checkpoint& c, Millis now) {
   auto latency = store.latency(c.id);
   if (!latency) return latency.take_error();

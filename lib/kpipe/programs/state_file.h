@@ -5,6 +5,8 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "kpipe/stage/stateful.h"
 #include "kpipe/status.h"
@@ -17,6 +19,14 @@ namespace kpipe {
 Expected<std::unique_ptr<SnapshotStore>> open_state_file(const std::string& path);
 
 class StateStore;
+// For a stage that completes checkpoints but saves no snapshots (kupsert,
+// kproduce --transactional): refuses, as a stateful stage refuses a state
+// saved with other options (StateFormat), when `options` are not those
+// the stage ran with before in `store`; saves them when none are kept.
+// `remedy` ends the refusal (check_state_options).
+Status keep_stage_options(StateStore& store, std::string_view stage,
+                          const std::vector<std::string>& options,
+                          std::string_view remedy = "give another --name or state file");
 // The terminal stage completed `c` in `store` at `now`: its meter counts it,
 // with the end-to-end latency the store gives (kpipe(7), METRICS).
 Status meter_completed(StateStore& store, CheckpointMeter& meter, const Checkpoint& c, Millis now);

@@ -10,28 +10,6 @@ namespace kpipe {
 
 namespace {
 
-// Options are saved as a JSON array of strings.
-std::string encode_options(const std::vector<std::string>& options) {
-  std::string v = "[";
-  for (size_t i = 0; i < options.size(); ++i) {
-    if (i > 0) v.push_back(',');
-    append_json_string(v, options[i]);
-  }
-  v.push_back(']');
-  return v;
-}
-
-std::optional<std::vector<std::string>> decode_options(std::string_view value) {
-  auto v = parse_json(value);
-  if (!v || v->type != JsonType::kArray) return std::nullopt;
-  std::vector<std::string> options;
-  for (const JsonValue& item : v->items) {
-    if (item.type != JsonType::kString) return std::nullopt;
-    options.push_back(item.str);
-  }
-  return options;
-}
-
 std::string join(const std::vector<std::string>& items) {
   std::string out;
   for (const std::string& item : items) {
@@ -42,6 +20,47 @@ std::string join(const std::vector<std::string>& items) {
 }
 
 }  // namespace
+
+std::string encode_state_options(const std::vector<std::string>& options) {
+  std::string v = "[";
+  for (size_t i = 0; i < options.size(); ++i) {
+    if (i > 0) v.push_back(',');
+    append_json_string(v, options[i]);
+  }
+  v.push_back(']');
+  return v;
+}
+
+std::optional<std::vector<std::string>> decode_state_options(std::string_view value) {
+  auto v = parse_json(value);
+  if (!v || v->type != JsonType::kArray) return std::nullopt;
+  std::vector<std::string> options;
+  for (const JsonValue& item : v->items) {
+    if (item.type != JsonType::kString) return std::nullopt;
+    options.push_back(item.str);
+  }
+  return options;
+}
+
+// Names only the options that differ, when the two lists say the same
+// things in the same order.
+Status check_state_options(std::string_view stage, const std::vector<std::string>& saved,
+                           const std::vector<std::string>& now, std::string_view remedy) {
+  if (now.empty() || saved == now) return {};
+  std::vector<std::string> was_said, now_said;
+  if (saved.size() == now.size()) {
+    for (size_t i = 0; i < now.size(); ++i) {
+      if (saved[i] == now[i]) continue;
+      was_said.push_back(saved[i]);
+      now_said.push_back(now[i]);
+    }
+  } else {
+    was_said = saved;
+    now_said = now;
+  }
+  return failure("the saved state of '{}' was made with {}, not {}: {}", stage, join(was_said),
+                 join(now_said), remedy);
+}
 
 // Stands between the store and the engine while restoring: takes the
 // format marker and the options out of the entries, and refuses the state
@@ -59,7 +78,7 @@ class StageState::Restoring final : public Snapshottable {
       return {};
     }
     if (key == kStateOptionsKey) {
-      saved_options_ = decode_options(value);
+      saved_options_ = decode_state_options(value);
       if (!saved_options_)
         return failure("the saved state of '{}' has a malformed options entry", state_.stage_);
       return {};
@@ -92,25 +111,9 @@ class StageState::Restoring final : public Snapshottable {
                    format.unmarked_refusal);
   }
 
-  // Names only the options that differ, when the two lists say the same
-  // things in the same order.
   Status check_options() const {
-    const std::vector<std::string>& now = state_.format_.options;
-    if (!saved_options_ || now.empty() || *saved_options_ == now) return {};
-    std::vector<std::string> was_said, now_said;
-    if (saved_options_->size() == now.size()) {
-      for (size_t i = 0; i < now.size(); ++i) {
-        if ((*saved_options_)[i] == now[i]) continue;
-        was_said.push_back((*saved_options_)[i]);
-        now_said.push_back(now[i]);
-      }
-    } else {
-      was_said = *saved_options_;
-      now_said = now;
-    }
-    return failure(
-        "the saved state of '{}' was made with {}, not {}: give another --name or state file",
-        state_.stage_, join(was_said), join(now_said));
+    if (!saved_options_) return {};
+    return check_state_options(state_.stage_, *saved_options_, state_.format_.options);
   }
 
   const StageState& state_;
@@ -147,7 +150,7 @@ std::pair<bool, bool> StageState::add_format(StateChanges& changes, bool marker_
   bool marking = !marker_saved && !format_.marker.empty();
   if (marking) changes.put.emplace_back(kStateFormatKey, format_.marker);
   bool recording = !options_saved && !format_.options.empty();
-  if (recording) changes.put.emplace_back(kStateOptionsKey, encode_options(format_.options));
+  if (recording) changes.put.emplace_back(kStateOptionsKey, encode_state_options(format_.options));
   return {marking, recording};
 }
 

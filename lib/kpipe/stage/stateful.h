@@ -78,6 +78,17 @@ struct StateFormat {
 inline constexpr std::string_view kStateFormatKey = "!format";
 inline constexpr std::string_view kStateOptionsKey = "!options";
 
+// The options entry's value: a JSON array of the options' strings; nullopt
+// for a value that is not one.
+std::string encode_state_options(const std::vector<std::string>& options);
+std::optional<std::vector<std::string>> decode_state_options(std::string_view value);
+// Refuses a state of `stage` saved with other options than `now`, naming
+// those that differ with both their values and ending with `remedy`; none
+// when they are the same, or `now` is empty.
+Status check_state_options(std::string_view stage, const std::vector<std::string>& saved,
+                           const std::vector<std::string>& now,
+                           std::string_view remedy = "give another --name or state file");
+
 // A stage's state between its engine and the store.
 //
 // When the pipeline is an instance of a consumer group sharing the store

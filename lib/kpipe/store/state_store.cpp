@@ -1058,6 +1058,31 @@ Expected<std::optional<int64_t>> StateStore::restore_slice(std::string_view stag
   return std::optional<int64_t>(*checkpoint);
 }
 
+Expected<std::string> StateStore::keep_entry(std::string_view stage, std::string_view key,
+                                             std::string_view value) {
+  auto tx = Transaction::begin(*db_);
+  if (!tx) return tx.take_error();
+  // ON CONFLICT: on PostgreSQL, a second process's insert waits for the
+  // first's to commit, then leaves it, and the SELECT after it sees it.
+  auto put = db_->prepare(
+      "INSERT INTO stage_state (stage, key, value, added) SELECT ?1, ?2, ?3, 0 WHERE NOT EXISTS "
+      "(SELECT 1 FROM stage_state WHERE stage = ?1 AND key = ?2 AND removed IS NULL) ON CONFLICT "
+      "DO NOTHING");
+  if (!put) return put.take_error();
+  put->bind_text(1, stage).bind_blob(2, key).bind_blob(3, value);
+  KPIPE_TRY(put->run());
+  auto live =
+      db_->prepare("SELECT value FROM stage_state WHERE stage = ? AND key = ? AND removed IS NULL");
+  if (!live) return live.take_error();
+  live->bind_text(1, stage).bind_blob(2, key);
+  auto row = live->step();
+  if (!row) return row.take_error();
+  std::string kept = *row ? std::string(live->column_text(0)) : std::string(value);
+  live->reset();
+  KPIPE_TRY(tx->commit());
+  return kept;
+}
+
 // A stage of an instance restores per partition (restore_slice); entries
 // of no partition are a single pipeline's, which no partition can take.
 Expected<std::optional<int64_t>> StateStore::restore_unowned(std::string_view stage,

@@ -170,6 +170,13 @@ class StateStore {
   // In a store kept by partition, only the entries of no partition, and
   // nothing is dropped: other instances are writing.
   Expected<std::optional<int64_t>> restore(std::string_view stage, Snapshottable& engine);
+  // For a stage that saves no snapshots but whose options decide what it
+  // wrote (kupsert's table, kproduce --transactional's topic): the stage's
+  // live entry `key`, after saving `value` as it when there was none, as
+  // of the first checkpoint. One transaction, so that of two processes
+  // starting at once the second sees the first's.
+  Expected<std::string> keep_entry(std::string_view stage, std::string_view key,
+                                   std::string_view value);
   // One partition's entries, as of the checkpoint that last completed it
   // (claim() dropped what came after). Returns that checkpoint (nullopt:
   // no entries).
