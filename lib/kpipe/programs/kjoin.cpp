@@ -79,11 +79,20 @@ Expected<TableSpec> parse_table(const std::string& text) {
   return spec;
 }
 
+// --table as it may be shown: a PostgreSQL target without its password
+// (kpipe(7), STORES), its #TABLE kept.
+std::string shown_table(const std::string& text) {
+  size_t hash = text.rfind('#');
+  if (hash == std::string::npos) return display_target(text);
+  return display_target(text.substr(0, hash)) + text.substr(hash);
+}
+
 // What decides the meaning of a saved state: the table, its key and the
 // join's mode. A state saved for another table would restore rows that
-// are not this table's.
+// are not this table's. The table is kept as shown: the saved options are
+// printed when they differ, and a new password is the same table.
 std::vector<std::string> state_options(const JoinOptions& o) {
-  std::vector<std::string> options{"--table " + o.table};
+  std::vector<std::string> options{"--table " + shown_table(o.table)};
   std::string keys;
   for (const std::string& k : o.table_keys)
     keys += (keys.empty() ? "--table-key " : " --table-key ") + k;
@@ -228,7 +237,7 @@ Expected<JoinPlan> make_plan(const JoinOptions& o, const std::string& program) {
     return usage_error(
         "--table-key is not for kafka: tables: a topic's table is keyed by the record key");
   if (kind != TableKind::kKafka && o.table_keys.empty())
-    return usage_error("--table {} needs --table-key {}", o.table,
+    return usage_error("--table {} needs --table-key {}", shown_table(o.table),
                        kind == TableKind::kSql ? "COLUMN" : "PATH");
   if (kind != TableKind::kKafka && o.table_keys.size() != o.keys.size())
     return usage_error("--table-key and --key must name as many fields ({} and {})",
@@ -246,7 +255,7 @@ Expected<JoinPlan> make_plan(const JoinOptions& o, const std::string& program) {
     plan.time_slot = plan.fields.add(*path);
     if (kind != TableKind::kKafka && o.table_time.empty())
       return usage_error("--as-of with --table {} needs --table-time: the time of each row",
-                         o.table);
+                         shown_table(o.table));
   } else if (!o.table_time.empty()) {
     return usage_error("--table-time is for --as-of joins");
   }

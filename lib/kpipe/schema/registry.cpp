@@ -71,6 +71,23 @@ size_t authority_end(std::string_view url, size_t start) {
   return end == std::string_view::npos ? url.size() : end;
 }
 
+// The '@' that ends the user info, or npos: the authority's last. A
+// password holding a '/' that is not percent-encoded ("user:pa/ss@host")
+// ends the authority early; its '@' is then the URL's last, where a ':'
+// that starts no port comes before the first '/' ("host:8081/a@b" has
+// no user info).
+size_t userinfo_end(std::string_view url, size_t start) {
+  size_t end = authority_end(url, start);
+  size_t at = url.substr(start, end - start).rfind('@');
+  if (at != std::string_view::npos) return start + at;
+  size_t last = url.rfind('@');
+  size_t colon = url.find(':', start);
+  if (last == std::string_view::npos || last < end || colon >= end) return std::string_view::npos;
+  std::string_view port = url.substr(colon + 1, end - colon - 1);
+  if (port.find_first_not_of("0123456789") == std::string_view::npos) return std::string_view::npos;
+  return last;
+}
+
 // Registries' messages may span lines (a schema parser's) and end in a
 // period; a diagnostic is one line without one.
 std::string one_line(std::string_view text) {
@@ -94,10 +111,9 @@ std::string one_line(std::string_view text) {
 std::string redact_url(std::string_view url) {
   size_t scheme = url.find("://");
   size_t start = scheme == std::string_view::npos ? 0 : scheme + 3;
-  size_t end = authority_end(url, start);
-  size_t at = url.substr(start, end - start).rfind('@');
+  size_t at = userinfo_end(url, start);
   if (at == std::string_view::npos) return std::string(url);
-  return std::string(url.substr(0, start)) + std::string(url.substr(start + at + 1));
+  return std::string(url.substr(0, start)) + std::string(url.substr(at + 1));
 }
 
 Expected<RegistryUrl> parse_registry_url(std::string_view url) {
@@ -112,14 +128,14 @@ Expected<RegistryUrl> parse_registry_url(std::string_view url) {
     return usage_error("registry URL '{}' is not http:// or https://", redact_url(url));
   }
   size_t start = scheme.size();
-  size_t end = authority_end(url, start);
-  std::string_view authority = url.substr(start, end - start);
+  size_t at = userinfo_end(url, start);
+  size_t host = at == std::string_view::npos ? start : at + 1;
+  size_t end = authority_end(url, host);
+  std::string_view authority = url.substr(host, end - host);
   std::string_view rest = url.substr(end);
   RegistryUrl out;
-  size_t at = authority.rfind('@');
   if (at != std::string_view::npos) {
-    std::string_view info = authority.substr(0, at);
-    authority.remove_prefix(at + 1);
+    std::string_view info = url.substr(start, at - start);
     size_t colon = info.find(':');
     if (!percent_decode(info.substr(0, colon), out.user) ||
         (colon != std::string_view::npos && !percent_decode(info.substr(colon + 1), out.password)))
@@ -400,7 +416,10 @@ class HttpRegistry final : public SchemaRegistry {
  public:
   HttpRegistry(CURL* curl, RegistryUrl url, RegistryCredentials credentials,
                const RegistryOptions& options)
-      : curl_(curl), url_(std::move(url)), timeout_(options.timeout) {
+      : curl_(curl),
+        url_(std::move(url)),
+        password_(credentials.password),
+        timeout_(options.timeout) {
     headers_ = curl_slist_append(headers_, "Content-Type: application/vnd.schemaregistry.v1+json");
     headers_ = curl_slist_append(
         headers_, "Accept: application/vnd.schemaregistry.v1+json, application/json");
@@ -563,9 +582,21 @@ class HttpRegistry final : public SchemaRegistry {
     if (code == CURLE_OPERATION_TIMEDOUT)
       return fmt::format("no answer within {}", format_duration(timeout_));
     std::string detail =
-        error_buffer_[0] != '\0' ? one_line(error_buffer_) : curl_easy_strerror(code);
+        curl_message(error_buffer_[0] != '\0' ? error_buffer_ : curl_easy_strerror(code));
     if (transient(code)) return "cannot connect: " + detail;
     return detail;
+  }
+
+  // libcurl's message, one line, never with the password: libcurl holds it
+  // (CURLOPT_PASSWORD), and may quote what it was given. A password
+  // shorter than 4 bytes is left: hiding it everywhere would blot out the
+  // message's own words, and with them what the password is made of.
+  std::string curl_message(std::string_view text) const {
+    std::string out = one_line(text);
+    if (password_.size() < 4) return out;
+    for (size_t at = out.find(password_); at != std::string::npos; at = out.find(password_, at + 3))
+      out.replace(at, password_.size(), "***");
+    return out;
   }
 
   static Error bad_answer(const RegistryRequest& request, const Error& why) {
@@ -575,6 +606,7 @@ class HttpRegistry final : public SchemaRegistry {
   CURL* curl_;
   curl_slist* headers_ = nullptr;
   RegistryUrl url_;
+  std::string password_;  // only to keep it out of libcurl's messages
   Millis timeout_;
   std::string body_;
   std::string url_buffer_;  // the request's, which RegistryRequest::url views

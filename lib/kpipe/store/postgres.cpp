@@ -49,39 +49,200 @@ std::string one_line(std::string_view message) {
   return out;
 }
 
-std::string redact_uri(std::string_view target) {
-  size_t start = target.find("://") + 3;
-  size_t end = target.find_first_of("/?#", start);
-  if (end == std::string_view::npos) end = target.size();
-  std::string_view authority = target.substr(start, end - start);
-  std::string out(target.substr(0, start));
-  size_t at = authority.rfind('@');
-  if (at != std::string_view::npos) {
-    std::string_view user = authority.substr(0, at);
-    out.append(user.substr(0, user.find(':')));
-    out.append(authority.substr(at));
-  } else {
-    out.append(authority);
-  }
-  std::string_view rest = target.substr(end);
-  size_t q = rest.find('?');
-  out.append(rest.substr(0, q));
-  if (q == std::string_view::npos) return out;
-  // Query parameters, password=... left out.
-  std::string_view params = rest.substr(q + 1);
-  char sep = '?';
-  while (!params.empty()) {
-    size_t amp = params.find('&');
-    std::string_view p = params.substr(0, amp);
-    if (!p.starts_with("password=") && !p.empty()) {
-      out.push_back(sep);
-      out.append(p);
-      sep = '&';
+// libpq's connection keywords ("host", "sslmode", ...): where a password
+// written without quotes may end.
+bool is_keyword(std::string_view word) {
+  static const std::vector<std::string> keywords = [] {
+    std::vector<std::string> out;
+    char* error = nullptr;
+    // An empty conninfo parses to every option libpq knows, none set.
+    PQconninfoOption* options = PQconninfoParse("", &error);
+    PQfreemem(error);
+    if (options == nullptr) return out;
+    for (PQconninfoOption* o = options; o->keyword != nullptr; ++o) out.emplace_back(o->keyword);
+    PQconninfoFree(options);
+    return out;
+  }();
+  return std::find(keywords.begin(), keywords.end(), word) != keywords.end();
+}
+
+int percent_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// %XX decoded; a '%' that starts no escape is kept, as the text it is.
+std::string percent_decode(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() && percent_digit(text[i + 1]) >= 0 &&
+        percent_digit(text[i + 2]) >= 0) {
+      out.push_back(
+          static_cast<char>(percent_digit(text[i + 1]) * 16 + percent_digit(text[i + 2])));
+      i += 2;
+      continue;
     }
-    if (amp == std::string_view::npos) break;
-    params = params.substr(amp + 1);
+    out.push_back(text[i]);
   }
   return out;
+}
+
+// A password in a target: where its text is, what the display leaves out
+// with it (the ':' before it, the whole "password=" parameter) and its
+// value as libpq would read it.
+struct Secret {
+  size_t at = 0;
+  size_t size = 0;
+  size_t cut_at = 0;
+  size_t cut_size = 0;
+  std::string value;
+};
+
+// Where a password written without quotes ends: before the next '&'
+// (URI) or blank (conninfo) that starts a libpq keyword with its '='. What
+// is between is the password as its writer meant it ("password=abc def"),
+// even where libpq reads "def" as a keyword of its own and says so.
+size_t password_end(std::string_view text, size_t from, bool uri) {
+  size_t at = from;
+  for (;;) {
+    size_t sep = uri ? text.find('&', at) : text.find_first_of(" \t\n\r\f\v", at);
+    if (sep == std::string_view::npos) return text.size();
+    size_t word = uri ? sep + 1 : text.find_first_not_of(" \t\n\r\f\v", sep);
+    if (word == std::string_view::npos) return sep;
+    size_t eq = text.find('=', word);
+    if (eq != std::string_view::npos) {
+      std::string_view key = text.substr(word, eq - word);
+      if (!uri) key = key.substr(0, key.find_last_not_of(" \t\n\r\f\v") + 1);
+      if (is_keyword(uri ? std::string_view(percent_decode(key)) : key)) return sep;
+    }
+    at = word;
+  }
+}
+
+// The passwords of a URI: in its userinfo ("postgresql://app:pw@db") and
+// in "password=" parameters, where libpq reads them and where a password
+// that is not percent-encoded as it should be would put them.
+std::vector<Secret> uri_secrets(std::string_view target) {
+  std::vector<Secret> out;
+  size_t after = target.find("://") + 3;
+  size_t slash = target.find('/', after);
+  // The userinfo ends at the last '@' before the path (a password may hold
+  // an '@'); without one there, at the last '@' before the query, for a
+  // password holding a '/' ("app:se/cret@db"), unless what follows the ':'
+  // is a port ("db:5432/name@x" names a database).
+  size_t at_sign = target.substr(0, slash).rfind('@');
+  if (at_sign < after) at_sign = std::string_view::npos;
+  if (at_sign == std::string_view::npos && slash != std::string_view::npos) {
+    size_t query = target.find('?', slash);
+    size_t last = target.substr(0, query).rfind('@');
+    size_t colon = target.find(':', after);
+    if (last != std::string_view::npos && colon < slash &&
+        target.substr(colon + 1, slash - colon - 1).find_first_not_of("0123456789") !=
+            std::string_view::npos)
+      at_sign = last;
+  }
+  if (at_sign != std::string_view::npos) {
+    size_t colon = target.find(':', after);
+    if (colon < at_sign) {
+      std::string_view raw = target.substr(colon + 1, at_sign - colon - 1);
+      out.push_back({colon + 1, raw.size(), colon, at_sign - colon, percent_decode(raw)});
+    }
+  }
+  size_t query = target.find('?', at_sign == std::string_view::npos ? after : at_sign + 1);
+  if (query == std::string_view::npos) return out;
+  for (size_t p = query + 1; p < target.size();) {
+    size_t amp = target.find('&', p);
+    size_t eq = target.find('=', p);
+    if (eq < amp && percent_decode(target.substr(p, eq - p)) == "password") {
+      size_t end = password_end(target, eq + 1, true);
+      std::string_view raw = target.substr(eq + 1, end - eq - 1);
+      // The parameter goes with the '&' before it, or the one after it
+      // when it is the first.
+      size_t cut_at = p == query + 1 ? p : p - 1;
+      size_t cut_end = p == query + 1 && end < target.size() ? end + 1 : end;
+      out.push_back({eq + 1, raw.size(), cut_at, cut_end - cut_at, percent_decode(raw)});
+      amp = end;
+    }
+    if (amp == std::string_view::npos) break;
+    p = amp + 1;
+  }
+  return out;
+}
+
+// The passwords of a conninfo: every "password =" in it, even inside
+// another quoted value (where a missing quote would end it), with its
+// value quoted or up to the next keyword.
+std::vector<Secret> conninfo_secrets(std::string_view target) {
+  std::vector<Secret> out;
+  for (size_t at = target.find("password"); at != std::string_view::npos;
+       at = target.find("password", at + 1)) {
+    size_t eq = target.find_first_not_of(" \t\n\r\f\v", at + 8);
+    if (eq == std::string_view::npos || target[eq] != '=') continue;
+    size_t start = target.find_first_not_of(" \t\n\r\f\v", eq + 1);
+    if (start == std::string_view::npos) continue;
+    size_t end = target.size();
+    std::string value;
+    if (target[start] == '\'') {
+      // Quoted: up to the closing quote, or to the end when there is none.
+      for (size_t i = start + 1; i < target.size(); ++i) {
+        if (target[i] == '\\' && i + 1 < target.size()) {
+          value.push_back(target[++i]);
+          continue;
+        }
+        if (target[i] == '\'') {
+          end = i + 1;
+          break;
+        }
+        value.push_back(target[i]);
+      }
+    } else {
+      end = password_end(target, start, false);
+      for (size_t i = start; i < end; ++i) {
+        if (target[i] == '\\' && i + 1 < end) ++i;
+        value.push_back(target[i]);
+      }
+    }
+    out.push_back({start, end - start, at, end - at, std::move(value)});
+  }
+  return out;
+}
+
+std::vector<Secret> secrets_of(std::string_view target) {
+  return is_uri(target) ? uri_secrets(target) : conninfo_secrets(target);
+}
+
+std::string redact_uri(std::string_view target) {
+  std::string out;
+  size_t from = 0;
+  for (const Secret& s : uri_secrets(target)) {
+    if (s.cut_at < from) continue;
+    out.append(target.substr(from, s.cut_at - from));
+    from = s.cut_at + s.cut_size;
+  }
+  out.append(target.substr(from));
+  // A query left with nothing in it.
+  if (out.ends_with('?')) out.pop_back();
+  return out;
+}
+
+// Whether `piece`, a text libpq quoted, gives away a password: it is, or
+// holds, some of a password's text in the target, or holds (or is part
+// of) a password as libpq decoded it.
+bool gives_away(std::string_view piece, std::string_view target,
+                const std::vector<Secret>& secrets) {
+  if (piece.empty()) return false;
+  for (size_t at = target.find(piece); at != std::string_view::npos;
+       at = target.find(piece, at + 1))
+    for (const Secret& s : secrets)
+      if (at < s.at + s.size && s.at < at + piece.size()) return true;
+  for (const Secret& s : secrets) {
+    if (s.value.empty()) continue;
+    if (piece.find(s.value) != std::string_view::npos || s.value.find(piece) != std::string::npos)
+      return true;
+  }
+  return false;
 }
 
 std::string redact_conninfo(std::string_view target) {
@@ -121,6 +282,50 @@ bool is_postgres_target(std::string_view target) {
 
 std::string redact_postgres_target(std::string_view target) {
   return is_uri(target) ? redact_uri(target) : redact_conninfo(target);
+}
+
+std::string redact_postgres_message(std::string_view message, std::string_view target) {
+  std::string line = one_line(message);
+  std::vector<Secret> secrets = secrets_of(target);
+  if (secrets.empty()) return line;
+  // What libpq quotes of a target it cannot read: the URI whole, a token
+  // of it (invalid percent-encoded token: "PW_A%zz"; missing "=" after
+  // "def"). A quoted text ends at the last '"' that leaves it a
+  // piece of the target, which may itself hold a '"'.
+  std::string out;
+  size_t from = 0;
+  for (size_t open = line.find('"'); open != std::string::npos;) {
+    size_t close = std::string::npos;
+    for (size_t q = line.find('"', open + 1); q != std::string::npos; q = line.find('"', q + 1))
+      if (target.find(std::string_view(line).substr(open + 1, q - open - 1)) !=
+          std::string_view::npos)
+        close = q;
+    if (close == std::string::npos) {
+      open = line.find('"', open + 1);
+      continue;
+    }
+    std::string_view piece = std::string_view(line).substr(open + 1, close - open - 1);
+    if (gives_away(piece, target, secrets)) {
+      out.append(line, from, open - from);
+      // The target whole is shown as everywhere else; a piece as "***".
+      bool whole = piece == target || piece == conninfo_of(target);
+      out.append(fmt::format("\"{}\"", whole ? redact_postgres_target(target) : "***"));
+      from = close + 1;
+    }
+    open = line.find('"', close + 1);
+  }
+  out.append(line, from);
+  // Nor anywhere else, quoted or not. A password shorter than 4 bytes is
+  // left to the quoted texts: replacing it everywhere would blot out the
+  // message's own words, and with them what the password is made of.
+  for (const Secret& s : secrets) {
+    for (std::string_view value : {target.substr(s.at, s.size), std::string_view(s.value)}) {
+      if (value.size() < 4) continue;
+      for (size_t at = out.find(value); at != std::string::npos; at = out.find(value, at + 3))
+        out.replace(at, value.size(), "***");
+    }
+  }
+  return out;
 }
 
 void append_copy_text(std::string& out, std::string_view value) {
@@ -197,8 +402,8 @@ int64_t PgResult::affected() const {
 
 // --- the connection ------------------------------------------------------------
 
-PgConnection::PgConnection(pg_conn* conn, std::string display)
-    : conn_(conn), display_(std::move(display)) {}
+PgConnection::PgConnection(pg_conn* conn, std::string target, std::string display)
+    : conn_(conn), target_(std::move(target)), display_(std::move(display)) {}
 
 PgConnection::~PgConnection() {
   PQfinish(conn_);
@@ -224,7 +429,7 @@ Expected<std::unique_ptr<PgConnection>> PgConnection::connect(const std::string&
   PGconn* conn = PQconnectdbParams(keys.data(), values.data(), 1);
   if (conn == nullptr) return failure("{}: cannot connect: out of memory", display);
   if (PQstatus(conn) != CONNECTION_OK) {
-    std::string why = one_line(PQerrorMessage(conn));
+    std::string why = redact_postgres_message(PQerrorMessage(conn), target);
     PQfinish(conn);
     return failure("{}: cannot connect: {}", display, why);
   }
@@ -243,11 +448,11 @@ Expected<std::unique_ptr<PgConnection>> PgConnection::connect(const std::string&
   bool ok = set != nullptr && PQresultStatus(set) == PGRES_COMMAND_OK;
   PQclear(set);
   if (!ok) {
-    std::string why = one_line(PQerrorMessage(conn));
+    std::string why = redact_postgres_message(PQerrorMessage(conn), target);
     PQfinish(conn);
     return failure("{}: cannot set idle_in_transaction_session_timeout: {}", display, why);
   }
-  return std::unique_ptr<PgConnection>(new PgConnection(conn, std::move(display)));
+  return std::unique_ptr<PgConnection>(new PgConnection(conn, target, std::move(display)));
 }
 
 bool PgConnection::broken() const {
@@ -279,13 +484,13 @@ Expected<PgResult> PgConnection::outcome(pg_result* r, std::string_view what) {
   const char* primary = r == nullptr ? nullptr : PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
   sqlstate_ = state != nullptr ? state : "";
   if (primary != nullptr) {
-    reason_ = one_line(primary);
+    reason_ = redact_postgres_message(primary, target_);
   } else {
     // libpq's own message: its first line says what happened; the rest
     // ("This probably means the server terminated abnormally...") guesses.
     std::string_view message = PQerrorMessage(conn_);
     message.remove_prefix(std::min(message.size(), message.find_first_not_of(" \n")));
-    reason_ = one_line(message.substr(0, message.find('\n')));
+    reason_ = redact_postgres_message(message.substr(0, message.find('\n')), target_);
   }
   if (broken() && pause >= kIdleInTransactionTimeout) {
     // libpq says only that the server closed the connection: the server
@@ -351,7 +556,7 @@ Status PgConnection::copy_in(std::string_view copy_sql, std::string_view data) {
   }
   if (status.ok() && broken())
     return failure("{}: lost the connection during COPY: {}", display_,
-                   one_line(PQerrorMessage(conn_)));
+                   redact_postgres_message(PQerrorMessage(conn_), target_));
   return status;
 }
 
@@ -568,9 +773,29 @@ class PgDatabase final : public Database {
   }
   PgConnection* connection() override { return conn_.get(); }
 
+  // The server is its cluster's system identifier (from initdb: a copy of
+  // the cluster, a replica, shares it) and the start of its postmaster
+  // (which tells such copies apart); in it, the database's name.
+  Expected<std::string> identity() override {
+    if (!identity_.empty()) return identity_;
+    auto r = conn_->query(
+        "SELECT (SELECT system_identifier FROM pg_control_system())::text || ' ' || "
+        "extract(epoch FROM pg_postmaster_start_time())::text || ' ' || current_database()");
+    // pg_control_system() is PUBLIC's to call unless an administrator
+    // revoked it: the start time alone still tells servers apart.
+    if (!r && conn_->sqlstate() == "42501")
+      r = conn_->query(
+          "SELECT extract(epoch FROM pg_postmaster_start_time())::text || ' ' || "
+          "current_database()");
+    if (!r) return r.take_error();
+    identity_ = fmt::format("postgresql {}", r->text(0, 0));
+    return identity_;
+  }
+
  private:
   std::unique_ptr<PgConnection> conn_;
   int64_t changes_ = 0;
+  std::string identity_;  // asked once
 };
 
 }  // namespace

@@ -33,6 +33,13 @@ bool is_postgres_target(std::string_view target);
 // it, left out ("postgresql://app@db/x", "postgresql:host=db user=app").
 std::string redact_postgres_target(std::string_view target);
 
+// A message of libpq's (or the server's) about `target`, as kpipe shows
+// it: one line, and whatever it quotes of the target's password, a piece
+// of it shown as "***", the target whole as redact_postgres_target's.
+// Every message from libpq passes through it: libpq quotes what it cannot
+// parse, a password included.
+std::string redact_postgres_message(std::string_view message, std::string_view target);
+
 // One query's result, freed with it.
 class PgResult {
  public:
@@ -105,11 +112,13 @@ class PgConnection {
   bool broken() const;
 
  private:
-  PgConnection(pg_conn* conn, std::string display);
+  PgConnection(pg_conn* conn, std::string target, std::string display);
   // Reads the outcome of the query just sent, turning a failure into an
   // error naming the target (and remembering sqlstate() and reason()).
   Expected<PgResult> outcome(pg_result* r, std::string_view what);
   pg_conn* conn_;
+  // The target as given, password and all: what the messages hide.
+  std::string target_;
   std::string display_;
   std::string sqlstate_;
   std::string reason_;

@@ -68,6 +68,25 @@ TEST_CASE("parse_registry_url: credentials leave the URL, percent-decoded", "[re
   CHECK(u->password == "pa:ss:w");
 }
 
+TEST_CASE("parse_registry_url: a password holding '/', '?' or '#' unencoded stays out of the URL",
+          "[registry]") {
+  // libcurl was given "http://u:pa/SECRET@127.0.0.1:1" whole, and its
+  // error quoted nothing, but every message named that URL.
+  auto u = parse_registry_url("http://u:pa/SECRET@127.0.0.1:8081/ccompat");
+  REQUIRE(u.ok());
+  CHECK(u->base == "http://127.0.0.1:8081/ccompat");
+  CHECK(u->password == "pa/SECRET");
+  u = parse_registry_url("http://u:pa?SE#CRET@host");
+  REQUIRE(u.ok());
+  CHECK(u->base == "http://host");
+  CHECK(u->password == "pa?SE#CRET");
+  CHECK(redact_url("http://u:pa/SECRET@host/x") == "http://host/x");
+  CHECK(redact_url("ftp://u:pa/SECRET@host") == "ftp://host");
+  // An '@' after a port or in a path is no user info.
+  CHECK(parse_registry_url("http://host:8081/a@b")->base == "http://host:8081/a@b");
+  CHECK(parse_registry_url("http://host/a@b")->base == "http://host/a@b");
+}
+
 TEST_CASE("parse_registry_url: refuses what is not http(s), without quoting a password",
           "[registry]") {
   auto e = parse_registry_url("kafka://bob:s3cret@host:9092");
