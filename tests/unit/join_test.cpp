@@ -116,6 +116,29 @@ TEST_CASE("LookupTable: put, replace, erase, find", "[join]") {
                                                    {"b", R"({"n":2})"}});
 }
 
+// A table read whole calls a replaced row a duplicate key (kjoin(1),
+// Table problems): put says so, a key put for the first time (also again
+// after an erase) is not one.
+TEST_CASE("LookupTable: put says whether it replaced the key's row", "[join]") {
+  LookupTable t;
+  CHECK_FALSE(t.put("a", "first"));
+  CHECK_FALSE(t.put("b", "other"));
+  CHECK(t.put("a", "second"));
+  CHECK(t.put("a", "third"));
+  CHECK(*t.find("a") == "third");
+  CHECK(t.size() == 2);
+  CHECK(t.erase("a"));
+  CHECK_FALSE(t.put("a", "back"));
+  // Keys that are prefixes of each other are other keys.
+  CHECK_FALSE(t.put("ab", "ab"));
+  CHECK_FALSE(t.put(std::string_view("a\0", 2), "a nul"));
+  // Through growth and compaction: every first put new, every second a
+  // replacement.
+  for (int i = 0; i < 5000; ++i) CHECK_FALSE(t.put(fmt::format("k{}", i), big_row(i, 0, 200)));
+  for (int i = 0; i < 5000; ++i) CHECK(t.put(fmt::format("k{}", i), big_row(i, 1, 200)));
+  CHECK(t.size() == 5004);
+}
+
 TEST_CASE("LookupTable: a row from the table itself can be put again", "[join]") {
   LookupTable t;
   t.put("a", "row of a");
@@ -320,6 +343,31 @@ TEST_CASE("VersionedTable: a version of the same time replaces the earlier", "[j
   t.put("a", 10, "third");
   CHECK(row_of(t.find("a", 15)) == "third");
   CHECK(row_of(t.find("a", 20)) == "twenty");
+}
+
+// As of, a key has many rows, one per time: only a version of the same
+// key and time is a replacement (a duplicate in a table read whole).
+TEST_CASE("VersionedTable: put says whether it replaced a version of the same key and time",
+          "[join]") {
+  VersionedTable t;
+  CHECK_FALSE(t.put("a", 10, "a10"));
+  CHECK_FALSE(t.put("a", 20, "a20"));
+  CHECK_FALSE(t.put("a", 5, "a5"));  // before the others, read late
+  CHECK_FALSE(t.put("b", 10, "b10"));
+  CHECK(t.put("a", 10, "a10 again"));
+  CHECK(t.put("a", 20, std::nullopt));  // a tombstone replaces a row
+  CHECK(t.put("a", 20, "a20 back"));    // and a row a tombstone
+  CHECK_FALSE(t.put("a", 21, std::nullopt));
+  CHECK(t.versions() == 5);
+  CHECK(row_of(t.find("a", 15)) == "a10 again");
+  CHECK(row_of(t.find("a", 20)) == "a20 back");
+  // Pruned at 15, the version at 5 is forgotten: one at or before it is
+  // dropped and replaces none; the kept one at 10 is still replaced.
+  t.prune(15, [](std::string_view) {});
+  CHECK_FALSE(t.put("a", 5, "forgotten"));
+  CHECK_FALSE(t.put("a", 3, "forgotten"));
+  CHECK(t.put("a", 10, "a10 third"));
+  CHECK(row_of(t.find("a", 15)) == "a10 third");
 }
 
 TEST_CASE("VersionedTable: a tombstone means no row from its time on", "[join]") {
@@ -658,6 +706,44 @@ TEST_CASE("JoinEngine: as-of rows", "[join]") {
   CHECK(row_of(e.find_as_of("k", 30)) == "<none>");
   CHECK(row_of(e.find_as_of("j", 5)) == "j5");
   CHECK_FALSE(e.find("k"));  // lookup finds nothing in an as-of table
+}
+
+// What kjoin counts as duplicates of a table read whole (kjoin(1), Table
+// problems): apply says whether the row replaced one.
+TEST_CASE("JoinEngine: apply says whether it replaced a row", "[join]") {
+  FakeClock clock;
+  SECTION("lookup: the same key") {
+    JoinEngine e(JoinMode::kLookup, true, 0, 0, clock);
+    e.set_whole(true);
+    CHECK_FALSE(e.apply("k", 10, "first", -1, 0));
+    CHECK_FALSE(e.apply("j", 10, "j", -1, 0));
+    CHECK(e.apply("k", 20, "second", -1, 0));  // another time is the same key
+    CHECK(e.apply("k", 10, "third", -1, 0));
+    CHECK(*e.find("k") == "third");
+    CHECK(e.rows() == 2);
+    // A tombstone replaces the key's row; of a key not there, none.
+    CHECK(e.apply("k", 30, std::nullopt, -1, 0));
+    CHECK_FALSE(e.apply("gone", 30, std::nullopt, -1, 0));
+    CHECK_FALSE(e.apply("k", 40, "back", -1, 0));
+  }
+  SECTION("lookup: a topic's updates are replacements too") {
+    JoinEngine e(JoinMode::kLookup, true, 0, 0, clock);
+    e.add_partition(0);
+    CHECK_FALSE(e.apply("k", 10, "v1", 0, 1));
+    CHECK(e.apply("k", 20, "v2", 0, 2));
+    CHECK(e.offsets() == std::map<int32_t, int64_t>{{0, 2}});
+  }
+  SECTION("as of: the same key and time") {
+    JoinEngine e(JoinMode::kAsOf, true, 0, 0, clock);
+    e.set_whole(true);
+    CHECK_FALSE(e.apply("k", 10, "k10", -1, 0));
+    CHECK_FALSE(e.apply("k", 20, "k20", -1, 0));
+    CHECK_FALSE(e.apply("j", 10, "j10", -1, 0));
+    CHECK(e.apply("k", 10, "k10 again", -1, 0));
+    CHECK(e.apply("k", 20, std::nullopt, -1, 0));
+    CHECK(row_of(e.find_as_of("k", 15)) == "k10 again");
+    CHECK(row_of(e.find_as_of("k", 25)) == "<none>");
+  }
 }
 
 TEST_CASE("JoinEngine: take_changes gives rows, offsets and waiting records", "[join]") {

@@ -3,13 +3,17 @@
 #include <catch2/catch.hpp>
 
 #include <string>
+#include <vector>
 
+#include "kpipe/store/sql.h"
 #include "program_run.h"
 
-// kjoin as a whole, short of the command line, on file tables: lookups
-// held a few records deep come out in order, before the control lines and
-// the bad line that follow them; a table of many rows is found whole; the
-// --as member is set where the line has it or added to its parent.
+// kjoin as a whole, short of the command line, on file and SQLite tables:
+// lookups held a few records deep come out in order, before the control
+// lines and the bad line that follow them; a table of many rows is found
+// whole; the table problems of kjoin(1) (bad rows, names that are not
+// there, duplicate keys); the --as member is set where the line has it or
+// added to its parent.
 
 namespace kpipe {
 namespace {
@@ -67,11 +71,10 @@ TEST_CASE("kjoin: the records before a bad line are written before kjoin stops",
         "{\"uid\":1,\"i\":3,\"user\":{\"id\":1}}\n");
 }
 
-TEST_CASE("kjoin: every row of a large table is found, the last of a key winning", "[kjoin]") {
+TEST_CASE("kjoin: every row of a large table is found", "[kjoin]") {
   TempDir dir;
   std::string table;
   for (int i = 0; i < 20000; ++i) table += fmt::format("{{\"id\":\"k{}\",\"v\":{}}}\n", i, i);
-  table += "{\"id\":\"k7\",\"v\":\"again\"}\n";
   JoinOptions o = lookup(dir, table);
   o.keys = {".k"};
   o.as = ".row";
@@ -79,12 +82,219 @@ TEST_CASE("kjoin: every row of a large table is found, the last of a key winning
   std::string expected;
   for (int i = 19999; i >= 0; i -= 7) {
     input += fmt::format("{{\"k\":\"k{}\"}}\n", i);
-    std::string v = i == 7 ? "\"again\"" : std::to_string(i);
-    expected += fmt::format("{{\"k\":\"k{}\",\"row\":{{\"id\":\"k{}\",\"v\":{}}}}}\n", i, i, v);
+    expected += fmt::format("{{\"k\":\"k{}\",\"row\":{{\"id\":\"k{}\",\"v\":{}}}}}\n", i, i, i);
   }
   Result r = run_tool(o, input, dir);
   REQUIRE(r.status.ok());
   CHECK(r.out == expected);
+}
+
+// --- table problems (kjoin(1), Table problems) ------------------------------------
+
+// A key in more than one row of a table read whole: the table does not
+// say which row is the key's, so kjoin refuses it, whatever --on-error
+// says (it kept the last in silence), naming the key, its rows, where it
+// came again and how many other keys are duplicated. The rows are put a
+// batch at a time: the duplicates here are far apart.
+TEST_CASE("kjoin: a table file with duplicate keys is refused, the key named", "[kjoin]") {
+  std::string on_error = GENERATE(std::string("fail"), std::string("skip"));
+  TempDir dir;
+  std::string table;
+  for (int i = 0; i < 20000; ++i) table += fmt::format("{{\"id\":\"k{}\",\"v\":{}}}\n", i, i);
+  table += "{\"id\":\"k7\",\"v\":\"again\"}\n";   // line 20001
+  table += "{\"id\":\"k9\",\"v\":\"again\"}\n";   // line 20002
+  table += "{\"id\":\"k7\",\"v\":\"thrice\"}\n";  // line 20003
+  JoinOptions o = lookup(dir, table);
+  o.errors.on_error = on_error;
+  Result r = run_tool(o, "{\"uid\":\"k1\"}\n", dir);
+  REQUIRE_FALSE(r.status.ok());
+  CHECK(r.status.error().status == ExitStatus::kDataError);
+  CHECK(r.status.error().message ==
+        "table " + o.table +
+            ": key k7 is in 3 rows (again at line 20001), and 1 other key is in more than "
+            "one: a table has one row per key");
+  CHECK(r.out.empty());
+}
+
+// As of, a key has one row per time: only a key and time twice is a
+// duplicate.
+TEST_CASE("kjoin: as of, only the same key and time twice is a duplicate", "[kjoin]") {
+  TempDir dir;
+  JoinOptions o = lookup(dir, "{\"id\":1,\"t\":10,\"v\":\"a\"}\n{\"id\":1,\"t\":20,\"v\":\"b\"}\n");
+  o.as_of = ".t";
+  o.table_time = ".t";
+  Result r = run_tool(o, "{\"uid\":1,\"t\":15}\n{\"uid\":1,\"t\":25}\n", dir);
+  REQUIRE(r.status.ok());
+  CHECK(r.out ==
+        "{\"uid\":1,\"t\":15,\"user\":{\"id\":1,\"t\":10,\"v\":\"a\"}}\n"
+        "{\"uid\":1,\"t\":25,\"user\":{\"id\":1,\"t\":20,\"v\":\"b\"}}\n");
+
+  o.table = dir.write("table.ndjson",
+                      "{\"id\":1,\"t\":10}\n{\"id\":1,\"t\":20}\n{\"id\":2,\"t\":20}\n"
+                      "{\"id\":1,\"t\":20,\"v\":\"again\"}\n");
+  Result dup = run_tool(o, "{\"uid\":1,\"t\":15}\n", dir);
+  REQUIRE_FALSE(dup.status.ok());
+  CHECK(dup.status.error().status == ExitStatus::kDataError);
+  CHECK(dup.status.error().message ==
+        "table " + o.table +
+            ": key 1 at time 1970-01-01T00:00:00.020Z is in 2 rows (again at line 4): a table has "
+            "one row per key and time (--table-time)");
+}
+
+// A row whose key is null is a bad table row as one without the key is:
+// under --on-error fail kjoin stops (exit 65) naming the table and the
+// line (a null key was left out with a warning at exit, a missing one
+// stopped kjoin); under skip both are left out, told in one warning.
+TEST_CASE("kjoin: a table row with a null or missing key, under --on-error fail and skip",
+          "[kjoin]") {
+  TempDir dir;
+  JoinOptions o =
+      lookup(dir,
+             "{\"id\":1,\"n\":\"a\"}\n{\"id\":null,\"n\":\"nobody\"}\n{\"n\":\"no id\"}\n"
+             "{\"id\":2,\"n\":\"b\"}\n");
+  const std::string input = "{\"uid\":1}\n{\"uid\":2}\n";
+  SECTION("fail: the null key stops kjoin") {
+    Result r = run_tool(o, input, dir);
+    REQUIRE_FALSE(r.status.ok());
+    CHECK(r.status.error().status == ExitStatus::kDataError);
+    CHECK(r.status.error().message == "table " + o.table + ": line 2: field '.id' is null");
+    CHECK(r.out.empty());
+    CHECK(r.reporter.warnings.empty());
+  }
+  SECTION("fail: so does a missing key") {
+    o.table = dir.write("table.ndjson", "{\"id\":1}\n{\"n\":\"no id\"}\n{\"id\":null}\n");
+    Result r = run_tool(o, input, dir);
+    REQUIRE_FALSE(r.status.ok());
+    CHECK(r.status.error().status == ExitStatus::kDataError);
+    CHECK(r.status.error().message == "table " + o.table + ": line 2: field '.id' is missing");
+  }
+  SECTION("skip: both left out, one warning naming the first") {
+    o.errors.on_error = "skip";
+    Result r = run_tool(o, input, dir);
+    REQUIRE(r.status.ok());
+    CHECK(r.out ==
+          "{\"uid\":1,\"user\":{\"id\":1,\"n\":\"a\"}}\n{\"uid\":2,\"user\":{\"id\":2,\"n\":\"b\"}}"
+          "\n");
+    CHECK(
+        r.reporter.warnings ==
+        std::vector<std::string>{"left out 2 bad table rows (--on-error skip), the first: table " +
+                                 o.table + ": line 2: field '.id' is null"});
+  }
+}
+
+// A table file that is not there was named wrongly: a usage error (exit
+// 2), as a column or an SQL table that is not there (it was exit 1).
+TEST_CASE("kjoin: a table file that is not there is a usage error", "[kjoin]") {
+  TempDir dir;
+  JoinOptions o = lookup(dir, "");
+  o.table = dir.file("no-such.ndjson");
+  Result r = run_tool(o, "{\"uid\":1}\n", dir);
+  REQUIRE_FALSE(r.status.ok());
+  CHECK(r.status.error().status == ExitStatus::kUsage);
+  CHECK(r.status.error().message == "--table: there is no file '" + o.table + "'");
+}
+
+// An SQLite file with `sql` run in it, for sqlite:FILE:TABLE tables.
+std::string sqlite_file(const TempDir& dir, const std::string& sql) {
+  std::string path = dir.file("table.db");
+  auto db = Database::open(path, OpenOptions{});
+  REQUIRE(db.ok());
+  REQUIRE((*db)->exec(sql).ok());
+  return path;
+}
+
+JoinOptions sql_lookup(const std::string& db, const std::string& table) {
+  JoinOptions o;
+  o.table = "sqlite:" + db + ":" + table;
+  o.table_keys = {"id"};
+  o.keys = {".uid"};
+  o.as = ".user";
+  return o;
+}
+
+// The same rules for an SQL table: a null key is a bad row named by its
+// row number (it was left out with a warning at exit), duplicates are
+// refused (any row of them was kept: an SQL table's rows come in no
+// order), a column or a table that is not there is a usage error listing
+// what is there (a missing table was exit 1 with SQLite's words; a
+// missing column of an empty table was not told at all).
+TEST_CASE("kjoin: an SQL table's null key, duplicates, missing column and table", "[kjoin]") {
+  TempDir dir;
+  std::string db = sqlite_file(dir,
+                               "CREATE TABLE people (id INTEGER, name TEXT);"
+                               "INSERT INTO people VALUES (1, 'a'), (NULL, 'b'), (2, 'c');"
+                               "CREATE TABLE twice (id INTEGER, name TEXT);"
+                               "INSERT INTO twice VALUES (1, 'a'), (2, 'b'), (1, 'c');"
+                               "CREATE TABLE empty (key INTEGER, name TEXT);"
+                               "CREATE VIEW v AS SELECT * FROM people;");
+  const std::string input = "{\"uid\":1}\n{\"uid\":2}\n";
+  const std::string name = "table people of " + db;
+  SECTION("a null key, --on-error fail") {
+    JoinOptions o = sql_lookup(db, "people");
+    Result r = run_tool(o, input, dir);
+    REQUIRE_FALSE(r.status.ok());
+    CHECK(r.status.error().status == ExitStatus::kDataError);
+    CHECK(r.status.error().message == name + ": row 2: column 'id' is null");
+    CHECK(r.reporter.warnings.empty());
+  }
+  SECTION("a null key, --on-error skip") {
+    JoinOptions o = sql_lookup(db, "people");
+    o.errors.on_error = "skip";
+    Result r = run_tool(o, input, dir);
+    REQUIRE(r.status.ok());
+    CHECK(r.out ==
+          "{\"uid\":1,\"user\":{\"id\":1,\"name\":\"a\"}}\n"
+          "{\"uid\":2,\"user\":{\"id\":2,\"name\":\"c\"}}\n");
+    CHECK(r.reporter.warnings ==
+          std::vector<std::string>{"left out 1 bad table row (--on-error skip), the first: " +
+                                   name + ": row 2: column 'id' is null"});
+  }
+  SECTION("duplicate keys") {
+    JoinOptions o = sql_lookup(db, "twice");
+    o.errors.on_error = "skip";
+    Result r = run_tool(o, input, dir);
+    REQUIRE_FALSE(r.status.ok());
+    CHECK(r.status.error().status == ExitStatus::kDataError);
+    CHECK(r.status.error().message == "table twice of " + db +
+                                          ": key 1 is in 2 rows (again at row 3): a table has one "
+                                          "row per key");
+  }
+  SECTION("a --table-key column that is not there, listing the columns") {
+    JoinOptions o = sql_lookup(db, "people");
+    o.table_keys = {"uid"};
+    Result r = run_tool(o, input, dir);
+    REQUIRE_FALSE(r.status.ok());
+    CHECK(r.status.error().status == ExitStatus::kUsage);
+    CHECK(r.status.error().message ==
+          "--table-key uid: table people has no such column (it has id, name)");
+  }
+  SECTION("a --table-time column that is not there, in a table with no rows") {
+    JoinOptions o = sql_lookup(db, "empty");
+    o.table_keys = {"key"};
+    o.as_of = ".t";
+    o.table_time = "t";
+    Result r = run_tool(o, input, dir);
+    REQUIRE_FALSE(r.status.ok());
+    CHECK(r.status.error().status == ExitStatus::kUsage);
+    CHECK(r.status.error().message ==
+          "--table-time t: table empty has no such column (it has key, name)");
+  }
+  SECTION("a table that is not there, listing the tables and views") {
+    JoinOptions o = sql_lookup(db, "peple");
+    Result r = run_tool(o, input, dir);
+    REQUIRE_FALSE(r.status.ok());
+    CHECK(r.status.error().status == ExitStatus::kUsage);
+    CHECK(r.status.error().message ==
+          "--table: " + db + " has no table 'peple' (it has empty, people, twice, v)");
+  }
+  SECTION("an SQLite file that is not there") {
+    JoinOptions o = sql_lookup(dir.file("no-such.db"), "people");
+    Result r = run_tool(o, input, dir);
+    REQUIRE_FALSE(r.status.ok());
+    CHECK(r.status.error().status == ExitStatus::kUsage);
+    CHECK(r.status.error().message ==
+          "--table: there is no SQLite file '" + dir.file("no-such.db") + "'");
+  }
 }
 
 TEST_CASE("kjoin: --as replaces a member in place or adds it to its parent", "[kjoin]") {
