@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -66,7 +67,9 @@ struct AggState {
   }
 };
 
-constexpr uint8_t kSumInt = 0, kSumDouble = 1;
+// kSumWide: a float because the integers went beyond what the sum holds
+// exactly (exact128 below), not because an input was a float; said once.
+constexpr uint8_t kSumInt = 0, kSumDouble = 1, kSumWide = 2;
 constexpr uint8_t kValNone = 0, kValInt = 1, kValDouble = 2, kValString = 3;
 
 // A min/max candidate. The order is total, so that the result does not
@@ -112,7 +115,11 @@ void assign_val(AggState& s, const Val& v) {
 // An integer sum is exact in 128 bits: 2^64 records of 64 bits each cannot
 // overflow it, and a sum that leaves 64 bits may come back
 // (9223372036854775807 + 100 - 100). Only the result written must fit.
+// Integers beyond 64 bits (123456789012345678901234567890) are added
+// exactly too, while the sum stays within kWideLimit: below it, the 64-bit
+// inputs that follow cannot overflow the 128 bits either.
 using Int128 = __int128;
+constexpr Int128 kWideLimit = Int128{1} << 126;
 
 Int128 int_sum(const AggState& s) {
   return static_cast<Int128>(static_cast<unsigned __int128>(static_cast<uint64_t>(s.hi)) << 64 |
@@ -135,24 +142,71 @@ void sum_to_double(AggState& s) {
   s.mode = kSumDouble;
 }
 
-void sum_add(AggState& s, bool is_integer, int64_t i, double d) {
-  if (s.mode == kSumInt) {
-    if (is_integer) {
-      set_int_sum(s, int_sum(s) + i);
-      return;
-    }
+// A number's text is an integer's when it has no point and no exponent
+// (JSON's grammar); the JSON reader gives one beyond 64 bits as a double.
+bool is_integer_text(std::string_view raw) {
+  return raw.find_first_of(".eE") == std::string_view::npos;
+}
+
+// An integer's text as an Int128 if it is within kWideLimit.
+std::optional<Int128> parse_wide(std::string_view raw) {
+  bool negative = !raw.empty() && raw[0] == '-';
+  if (negative) raw.remove_prefix(1);
+  if (raw.empty()) return std::nullopt;
+  Int128 v = 0;
+  for (char c : raw) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+    if (v >= kWideLimit) return std::nullopt;
+  }
+  return negative ? -v : v;
+}
+
+// `v` added to the integer sum while the result stays within kWideLimit;
+// past it, the sum goes on as the float nearest the exact result.
+void add_wide(AggState& s, Int128 v) {
+  Int128 sum = 0;
+  if (__builtin_add_overflow(int_sum(s), v, &sum)) {
+    s.d = static_cast<double>(int_sum(s)) + static_cast<double>(v);
+  } else if (sum >= kWideLimit || sum <= -kWideLimit) {
+    s.d = static_cast<double>(sum);
+  } else {
+    set_int_sum(s, sum);
+    return;
+  }
+  s.mode = kSumWide;
+}
+
+// Off the hot path: the first input of a sum that is not a 64-bit integer.
+[[gnu::noinline]] void sum_add_number(AggState& s, const JsonField& f) {
+  if (sum_reads_text(f) && is_integer_text(f.raw)) {
+    if (auto v = parse_wide(f.raw)) return add_wide(s, *v);
+    sum_to_double(s);
+    s.mode = kSumWide;
+  } else {
     sum_to_double(s);
   }
-  s.d += is_integer ? static_cast<double>(i) : d;
+  s.d += f.number;
+}
+
+void sum_add(AggState& s, const JsonField& f) {
+  if (s.mode == kSumInt) {
+    if (f.is_integer) {
+      set_int_sum(s, int_sum(s) + f.integer);
+      return;
+    }
+    return sum_add_number(s, f);
+  }
+  s.d += f.number;
 }
 
 // Folds the sum `o` into `s` (sessions that merge).
 void sum_merge(AggState& s, const AggState& o) {
-  if (s.mode == kSumInt && o.mode == kSumInt) {
-    set_int_sum(s, int_sum(s) + int_sum(o));
-    return;
+  if (s.mode == kSumInt && o.mode == kSumInt) return add_wide(s, int_sum(o));
+  if (s.mode == kSumInt) {
+    sum_to_double(s);
+    if (o.mode == kSumWide) s.mode = kSumWide;
   }
-  if (s.mode == kSumInt) sum_to_double(s);
   s.d += o.mode == kSumInt ? static_cast<double>(int_sum(o)) : o.d;
 }
 
@@ -422,7 +476,7 @@ struct WindowEngine::Impl {
   WindowConfig cfg;
   Clock& clock;
   Reporter* reporter;
-  bool warned_wide = false;      // a sum beyond 64-bit integers was written
+  bool warned_wide = false;      // an integer sum beyond 64 bits was written as a float
   bool warned_infinite = false;  // a sum beyond a double's range was written
   WindowKind kind;
   Millis size, every, delay, lateness, idle;
@@ -523,7 +577,7 @@ struct WindowEngine::Impl {
           break;
         case AggFn::kSum:
         case AggFn::kAvg:
-          sum_add(s, f.is_integer, f.integer, f.number);
+          sum_add(s, f);
           break;
         case AggFn::kMin: {
           Val v = val_of(f);
@@ -603,6 +657,17 @@ struct WindowEngine::Impl {
         where(a, start, key), exact, written));
   }
 
+  [[gnu::cold]] void warn_wider_sum(size_t a, Millis start, std::string_view key, double d) {
+    warned_wide = true;
+    if (reporter == nullptr) return;
+    std::string written;
+    append_float(written, d);
+    reporter->warning(
+        fmt::format("{}: the sum of integers is beyond 2^126, where exact sums end: written as the "
+                    "float {} (said once)",
+                    where(a, start, key), written));
+  }
+
   [[gnu::cold]] void warn_infinite_sum(size_t a, Millis start, std::string_view key) {
     warned_infinite = true;
     if (reporter == nullptr) return;
@@ -632,6 +697,11 @@ struct WindowEngine::Impl {
             }
             if (!warned_wide) warn_wide_sum(a, start, key, v);
             append_float(out, static_cast<double>(v));
+            break;
+          }
+          if (s.mode == kSumWide && std::isfinite(s.d)) {
+            if (!warned_wide) warn_wider_sum(a, start, key, s.d);
+            append_float(out, s.d);
             break;
           }
           if (!std::isfinite(s.d) && !warned_infinite) warn_infinite_sum(a, start, key);

@@ -9,6 +9,7 @@
 // Snapshottable so that the checkpoint protocol can save it incrementally.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -44,6 +45,13 @@ struct AggSpec {
 // "count", "sum:.value.amount", "total=sum:.value.amount". The default name
 // is the function for count, else FUNCTION_LASTKEY ("sum_amount").
 Expected<AggSpec> parse_agg_spec(std::string_view text);
+
+// Whether sum and avg read this number's text (JsonField::raw): only one
+// that may be an integer beyond 64 bits, which they add exactly. A caller
+// that keeps a record's fields may drop the text of every other number.
+inline bool sum_reads_text(const JsonField& f) {
+  return !f.is_integer && std::fabs(f.number) >= 0x1p63;
+}
 
 enum class TimeFormat { kRfc3339, kMillis };
 

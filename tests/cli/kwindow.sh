@@ -111,6 +111,18 @@ expect_stderr 'kwindow: warning: sum '"'sum_v'"' of the window at 0 with key "mi
 kwindow: warning: sum '"'sum_v'"' of the window at 0 with key "inf": the sum is beyond the range of a 64-bit float: written as null (said once)
 '
 
+# Integers beyond 64 bits are added exactly, not silently as floats: alone
+# the sum is written as a float with the same warning, and it may come back.
+printf '%s\n' '{"k":"a","ts":1,"v":123456789012345678901234567890}' \
+  '{"k":"b","ts":1,"v":123456789012345678901234567890}' '{"k":"b","ts":1,"v":5}' \
+  '{"k":"b","ts":1,"v":-123456789012345678901234567890}' >"$WORK/wide.ndjson"
+run 0 kwindow --time .ts --key .k --tumble 1m --agg sum:.v --time-format ms "$WORK/wide.ndjson"
+expect_stdout '{"window_start":0,"window_end":60000,"key":"a","sum_v":1.2345678901234568e+29,"emit":"on_time"}
+{"window_start":0,"window_end":60000,"key":"b","sum_v":5,"emit":"on_time"}
+'
+expect_stderr 'kwindow: warning: sum '"'sum_v'"' of the window at 0 with key "a": the sum is 123456789012345678901234567890, beyond 64-bit integers: written as the float 1.2345678901234568e+29 (said once)
+'
+
 # Event times outside RFC 3339's years, and windows that would end past
 # them, are bad input: no line is written that no program reads back.
 printf '%s\n' '{"ts":"9999-12-31T22:00:00Z"}' '{"ts":"9999-12-31T23:30:00Z"}' \

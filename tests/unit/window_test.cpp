@@ -767,6 +767,58 @@ TEST_CASE("window: a sum that 64 bits cannot hold is a float with an exponent, s
             "beyond 64-bit integers: written as the float -9.223372036854776e+18 (said once)"});
 }
 
+TEST_CASE("window: integers beyond 64 bits are summed exactly, and never silently as floats",
+          "[window]") {
+  // The reader gives such an integer as its nearest double and its text.
+  Value wide = number(1.2345678901234568e+29, "123456789012345678901234567890");
+  Value minus_wide = number(-1.2345678901234568e+29, "-123456789012345678901234567890");
+  Run run(tumble(10, {"sum:.v", "avg:.v"}));
+  // Alone it was 1.2345678901234568e+29 without a word.
+  run.add(1, "\"a\"", {wide, wide});
+  // Exact: it comes back to 64 bits.
+  run.add(1, "\"b\"", {wide, wide});
+  run.add(1, "\"b\"", {integer(5), integer(5)});
+  run.add(1, "\"b\"", {minus_wide, minus_wide});
+  // Beyond 2^126 the sum is a float, said with the same warning's words.
+  Value huge = number(1e38, "100000000000000000000000000000000000000");
+  run.add(11, "\"c\"", {huge, huge});
+  // A float sum stays a float sum, as before.
+  run.add(11, "\"d\"", {number(1.5, "1.5"), number(1.5, "1.5")});
+  run.add(11, "\"d\"", {wide, wide});
+  run.flush();
+  CHECK(run.take() ==
+        Lines{line(0, 10, "\"a\"",
+                   "\"sum_v\":1.2345678901234568e+29,\"avg_v\":1.2345678901234568e+29"),
+              line(0, 10, "\"b\"", "\"sum_v\":5,\"avg_v\":1.6666666666666667"),
+              line(10, 20, "\"c\"", "\"sum_v\":1e+38,\"avg_v\":1e+38"),
+              line(10, 20, "\"d\"",
+                   "\"sum_v\":1.2345678901234568e+29,\"avg_v\":6.172839450617284e+28")});
+  CHECK(run.reporter().warnings ==
+        std::vector<std::string>{"sum 'sum_v' of the window at 0 with key \"a\": the sum is "
+                                 "123456789012345678901234567890, beyond 64-bit integers: written "
+                                 "as the float 1.2345678901234568e+29 (said once)"});
+}
+
+TEST_CASE("window: a sum of integers beyond 2^126 is a float with an exponent, said once",
+          "[window]") {
+  Value huge = number(1e38, "100000000000000000000000000000000000000");
+  Run run(tumble(10, {"sum:.v"}));
+  run.add(1, "\"a\"", {huge});
+  run.add(1, "\"a\"", {integer(1)});
+  // Near the limit, within it, then past it.
+  Value half = number(4e37, "40000000000000000000000000000000000000");
+  run.add(1, "\"b\"", {half});
+  run.add(1, "\"b\"", {half});
+  run.add(1, "\"b\"", {half});
+  run.flush();
+  CHECK(run.take() ==
+        Lines{line(0, 10, "\"a\"", "\"sum_v\":1e+38"), line(0, 10, "\"b\"", "\"sum_v\":1.2e+38")});
+  CHECK(run.reporter().warnings ==
+        std::vector<std::string>{"sum 'sum_v' of the window at 0 with key \"a\": the sum of "
+                                 "integers is beyond 2^126, where exact sums end: written as the "
+                                 "float 1e+38 (said once)"});
+}
+
 TEST_CASE("window: a sum beyond a 64-bit float is null, said once", "[window]") {
   Run run(tumble(10, {"sum:.v", "avg:.v"}));
   Value big = number(1e308, "1e308");
@@ -827,6 +879,28 @@ TEST_CASE("window: sessions that merge add their sums in 128 bits", "[window]") 
   run.flush();
   CHECK(run.take() == Lines{line(1, 15, "\"a\"", "\"sum_v\":9223372036854775807")});
   CHECK(run.reporter().warnings.empty());
+}
+
+TEST_CASE("window: sessions that merge add integers beyond 64 bits exactly, to 2^126", "[window]") {
+  WindowConfig c = session(5, {"sum:.v"});
+  c.watermark_delay = 20;
+  Run run(c);
+  Value half = number(4e37, "40000000000000000000000000000000000000");
+  Value minus_half = number(-4e37, "-40000000000000000000000000000000000000");
+  run.add(1, "\"a\"", {half});
+  run.add(10, "\"a\"", {half});
+  run.add(5, "\"a\"", {minus_half});  // bridges [1, 6) and [10, 15)
+  run.add(1, "\"b\"", {half});
+  run.add(1, "\"b\"", {half});
+  run.add(10, "\"b\"", {half});
+  run.add(5, "\"b\"", {integer(1)});  // 1.2e38 once merged: beyond 2^126
+  run.flush();
+  CHECK(run.take() ==
+        Lines{line(1, 15, "\"a\"", "\"sum_v\":4e+37"), line(1, 15, "\"b\"", "\"sum_v\":1.2e+38")});
+  REQUIRE(run.reporter().warnings.size() == 1);
+  CHECK(
+      run.reporter().warnings[0].starts_with("sum 'sum_v' of the window at 1 with key \"a\": the "
+                                             "sum is 40000000000000000000000000000000000000,"));
 }
 
 TEST_CASE("window: a record whose window would leave RFC 3339's range is bad input", "[window]") {

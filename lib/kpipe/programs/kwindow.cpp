@@ -271,8 +271,9 @@ class WindowStage final : public ParsingStage {
       if (in.aggs[a] == nullptr) continue;
       JsonField& f = h.fields[a] = *in.aggs[a];
       h.inputs[a] = &f;
-      // sum and avg read numbers only; the others need the text too.
-      if (paths_.numeric[a]) {
+      // sum and avg read numbers only, and the text of one that may be an
+      // integer beyond 64 bits; the others need the text too.
+      if (paths_.numeric[a] && !sum_reads_text(f)) {
         f.raw = f.str = std::string_view();
         continue;
       }

@@ -4,6 +4,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <unordered_map>
@@ -685,6 +686,38 @@ bool put_json_string(JsonOut& out, const char* s, size_t n) {
   return true;
 }
 
+// The first number of a valid JSON text that simdjson's DOM cannot hold:
+// an integer beyond 64 bits, or beyond a double's range (1e400). Its text,
+// for a message that names the number as the user wrote it.
+std::string_view unreadable_number(std::string_view json) {
+  for (size_t i = 0; i < json.size(); ++i) {
+    const char c = json[i];
+    if (c == '"') {
+      for (++i; i < json.size() && json[i] != '"'; ++i)
+        if (json[i] == '\\') ++i;
+      continue;
+    }
+    if (c != '-' && (c < '0' || c > '9')) continue;
+    size_t end = i;
+    while (end < json.size() &&
+           std::string_view("0123456789+-.eE").find(json[end]) != std::string_view::npos)
+      ++end;
+    const std::string_view number = json.substr(i, end - i);
+    i = end - 1;
+    if (number.find_first_of(".eE") == std::string_view::npos) {
+      int64_t x = 0;
+      uint64_t u = 0;
+      const char* last = number.data() + number.size();
+      if (std::from_chars(number.data(), last, x).ec == std::errc() ||
+          std::from_chars(number.data(), last, u).ec == std::errc())
+        continue;
+      return number;
+    }
+    if (std::isinf(std::strtod(std::string(number).c_str(), nullptr))) return number;
+  }
+  return {};
+}
+
 bool is_digit(char c) {
   return c >= '0' && c <= '9';
 }
@@ -1358,7 +1391,15 @@ Status AvroCodec::encode(std::string_view json, int32_t schema_id, std::string& 
   if (parser_.parse(padded_.data(), json.size(), false).get(root)) {
     if (!json_checker_) json_checker_ = std::make_unique<PayloadEncoder>();
     Status why = json_checker_->check(json);
-    return data_error("avro: {}", why.ok() ? "not valid JSON" : why.error().message);
+    if (!why.ok()) return data_error("avro: {}", why.error().message);
+    // Valid JSON that simdjson's DOM refuses holds a number it cannot.
+    std::string_view number = unreadable_number(json);
+    if (number.find_first_of(".eE") != std::string_view::npos)
+      return data_error("avro: {} is beyond the range of a 64-bit float", number);
+    if (!number.empty())
+      return data_error("avro: {} is an integer beyond 64 bits: no Avro int or long holds it",
+                        number);
+    return data_error("avro: not valid JSON");
   }
   path_.clear();
   seen_.clear();
@@ -1652,10 +1693,13 @@ Status AvroCodec::build_int(const Node& n, dom::element e, avro_value_t* v) {
       return mismatch("an integer", e);
     }
   } else if (e.get(x)) {
+    // Between 2^63 and 2^64 the number is exact as an unsigned integer:
+    // named as written, not as the double it would round to.
+    if (uint64_t u = 0; !e.get(u)) return field_error(fmt::format("{} does not fit an int", u));
     double d = 0;
     if (e.get(d)) return mismatch("an integer", e);
-    if (d != std::trunc(d) || std::fabs(d) > 9e15)
-      return field_error(fmt::format("{} is not an integer", d));
+    if (d != std::trunc(d)) return field_error(fmt::format("{} is not an integer", d));
+    if (!(std::fabs(d) <= 9e15)) return field_error(fmt::format("{} does not fit an int", d));
     x = static_cast<int64_t>(d);
   }
   if (x < std::numeric_limits<int32_t>::min() || x > std::numeric_limits<int32_t>::max())
@@ -1708,6 +1752,10 @@ Status AvroCodec::build_long(const Node& n, dom::element e, avro_value_t* v, boo
     // (DecodeOptions::epoch_millis); Avro's JSON the long itself.
     if (micros && !raw && __builtin_mul_overflow(x, 1000, &x))
       return field_error(fmt::format("{} ms is out of range", x));
+  } else if (uint64_t u = 0; !e.get(u)) {
+    // Beyond 2^63 and exact: named as written, not as a rounded double.
+    if (micros && !raw) return field_error(fmt::format("{} ms is out of range", u));
+    return field_error(fmt::format("{} does not fit a long", u));
   } else {
     double d = 0;
     if (e.get(d)) return mismatch("an integer", e);

@@ -640,6 +640,30 @@ TEST_CASE("avro: encoding errors name the field and say why", "[avro]") {
   CHECK(c.encode_error("") == "avro: not valid JSON: empty");
 }
 
+TEST_CASE("avro: an integer out of range is named as it was written", "[avro]") {
+  // Read through a double, 2^63 was 9.223372036854776e+18: not the number
+  // the user has in the record.
+  Codec l(R"("long")");
+  CHECK(l.encode_error("9223372036854775808") == "avro: 9223372036854775808 does not fit a long");
+  CHECK(l.encode_error("18446744073709551615") == "avro: 18446744073709551615 does not fit a long");
+  CHECK(l.encode_error("-9223372036854775809") ==
+        "avro: -9223372036854775809 is an integer beyond 64 bits: no Avro int or long holds it");
+  // Beyond 64 bits simdjson's DOM refuses the whole text, which was "not
+  // valid JSON".
+  CHECK(l.encode_error(R"({"a":"1e999","b":[123456789012345678901234567890]})") ==
+        "avro: 123456789012345678901234567890 is an integer beyond 64 bits: no Avro int or long "
+        "holds it");
+  CHECK(l.encode_error("[1,1e400]") == "avro: 1e400 is beyond the range of a 64-bit float");
+  CHECK(l.encode_error("1e19") == "avro: 1e+19 does not fit a long");
+  CHECK(l.encode_error("2.5") == "avro: 2.5 is not an integer");
+  Codec i(R"("int")");
+  CHECK(i.encode_error("9223372036854775808") == "avro: 9223372036854775808 does not fit an int");
+  CHECK(i.encode_error("1e16") == "avro: 1e+16 does not fit an int");
+  CHECK(i.encode_error("2.5") == "avro: 2.5 is not an integer");
+  Codec ts(R"({"type":"long","logicalType":"timestamp-micros"})");
+  CHECK(ts.encode_error("9223372036854775808") == "avro: 9223372036854775808 ms is out of range");
+}
+
 TEST_CASE("avro: a hostile length or count fails the record, not the process", "[avro]") {
   SECTION("a string said to hold a gigabyte, in a payload of a few bytes") {
     Codec c(R"({"type":"record","name":"R","fields":[{"name":"s","type":"string"}]})");
