@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Records the broker refuses for their own sake, after they were sent: one
-# over the topic's max.message.bytes, one without a key on a compacted
-# topic. The broker judges a batch as a whole; kproduce sends the records
-# of a refused batch again one by one, so that only the record at fault is
-# bad input (named by its line, or dead-lettered) and the others are
-# produced.
+# over the topic's max.message.bytes, one over its segment.bytes, one
+# without a key on a compacted topic. The broker judges a batch as a whole;
+# kproduce sends the records of a refused batch again one by one, so that
+# only the record at fault is bad input (named by its line, or
+# dead-lettered) and the others are produced.
 source "$(dirname "$0")/lib.sh"
 requires_broker kafka "kbroker (librdkafka's mock) enforces neither a topic's max.message.bytes nor compaction"
 start_broker
@@ -39,3 +39,34 @@ assert_eq "$(tail -n 1 "$WORK/err")" \
 expect_exit 0 kconsume -b "$BROKERS" -t "$compact" -e --format value
 assert_eq "$(sort "$WORK/out" | uniq -c | awk '{ print $1, $2 }')" $'2 {"id":"a"}\n2 {"id":"c"}' \
   "records with keys produced"
+
+# A record larger than the topic's segment.bytes (issue 33, item 10): the
+# broker refuses its batch as 'message batch larger than configured server
+# segment size' (RECORD_LIST_TOO_LARGE), the sibling of 'message size too
+# large', and the record is bad input as that one is; it used to stop
+# kproduce with exit 1, naming no line. Kafka 4 takes no segment.bytes
+# under 1 MiB, so the topic takes larger messages (max.message.bytes) and
+# so does the producer (message.max.bytes).
+segment=$(topic segment)
+kafka_tool topics --create --topic "$segment" --partitions 1 --config segment.bytes=1048576 \
+  --config max.message.bytes=3000000 >/dev/null
+{
+  echo '{"n":1}'
+  printf '{"n":2,"pad":"%s"}\n' "$(head -c 1200000 /dev/zero | tr '\0' x)"
+  echo '{"n":3}'
+} >"$WORK/segment.ndjson"
+size=$(sed -n 2p "$WORK/segment.ndjson" | tr -d '\n' | wc -c)
+large=(-X message.max.bytes=3000000)
+expect_exit 65 kproduce -b "$BROKERS" -t "$segment" "${large[@]}" "$WORK/segment.ndjson"
+assert_eq "$(tail -n 1 "$WORK/err")" "kproduce: error: $WORK/segment.ndjson: line 2: the broker refused \
+the record: message batch larger than configured server segment size"
+expect_exit 0 kproduce -b "$BROKERS" -t "$segment" "${large[@]}" --on-error dlq --dlq "$WORK/segment.db" \
+  <"$WORK/segment.ndjson"
+assert_eq "$(cat "$WORK/err")" "kproduce: warning: sent 1 line to the dead-letter store $WORK/segment.db"
+assert_eq "$(sqlite3 "$WORK/segment.db" "SELECT input, line, reason, length(payload) FROM dead_letters")" \
+  "<stdin>|2|line 2: the broker refused the record: message batch larger than configured server segment size|$size"
+expect_exit 0 kproduce -b "$BROKERS" -t "$segment" "${large[@]}" --on-error skip "$WORK/segment.ndjson"
+assert_eq "$(cat "$WORK/err")" "kproduce: warning: skipped 1 bad line"
+expect_exit 0 kconsume -b "$BROKERS" -t "$segment" -e --format value
+assert_eq "$(sort "$WORK/out" | uniq -c | awk '{ print $1, $2 }')" $'3 {"n":1}\n3 {"n":3}' \
+  "segment: the other records produced"

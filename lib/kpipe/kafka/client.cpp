@@ -126,6 +126,9 @@ void ask_until(Millis timeout, const std::function<bool(int left)>& ask) {
 bool is_record_fault(rd_kafka_resp_err_t err) {
   switch (err) {
     case RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE:
+    // A batch larger than the topic's segment.bytes: sent again alone, a
+    // record still too large is refused so for its own size.
+    case RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE:
     case RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE:
     case RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION:
     case RD_KAFKA_RESP_ERR_INVALID_RECORD:

@@ -67,7 +67,9 @@ TEST_CASE("is_record_fault: what the broker refuses for the record's own sake",
           "[kafka_internal]") {
   for (auto err : {RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE, RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION,
                    RD_KAFKA_RESP_ERR_INVALID_RECORD, RD_KAFKA_RESP_ERR_INVALID_TIMESTAMP,
-                   RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE})
+                   RD_KAFKA_RESP_ERR_INVALID_MSG_SIZE,
+                   // Larger than the topic's segment.bytes (issue 33, item 10).
+                   RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE})
     CHECK(is_record_fault(err));
   // Not the record's fault: every record would fail alike.
   for (auto err :
