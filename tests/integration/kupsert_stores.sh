@@ -85,4 +85,31 @@ if $pg; then
   assert_eq "$(q "SELECT sum(amount) FROM amounts")" "11.25" "amounts"
 fi
 
+# --- a dot in --table separates a schema from the table, as in SQL and kjoin -------
+printf '%s\n' '{"id":1,"v":"a"}' >"$WORK/one.ndjson"
+if $pg; then
+  q "CREATE SCHEMA sales"
+  expect_exit 0 kupsert --db "$DB" --table sales.accounts --key id "$WORK/one.ndjson"
+  assert_eq "$(q "SELECT table_schema || '.' || table_name FROM information_schema.tables
+    WHERE table_name LIKE '%accounts%'")" "sales.accounts" "the table, in its schema"
+  assert_eq "$(q "SELECT id, v FROM sales.accounts")" "1|a" "its row"
+  # Again, and widened: the same table, found in its schema.
+  printf '%s\n' '{"id":2,"v":"b","n":2.5}' | expect_exit 0 kupsert --db "$DB" --table sales.accounts --key id
+  assert_eq "$(q "SELECT count(*), sum(n) FROM sales.accounts")" "2|2.5" "written again"
+  # kjoin reads it by the same name.
+  printf '%s\n' '{"id":1}' | expect_exit 0 kjoin --table "$DB#sales.accounts" --table-key id --key .id --as .account
+  assert_eq "$(cat "$WORK/out")" '{"id":1,"account":{"id":1,"v":"a","n":null}}' "kjoin"
+  printf '%s\n' '{"id":1}' | expect_exit 2 kupsert --db "$DB" --table nosuch.t --key id
+  assert_eq "$(cat "$WORK/err")" "kupsert: error: --table 'nosuch.t': '$DB' has no schema 'nosuch' (CREATE SCHEMA makes one)" "no schema"
+else
+  expect_exit 0 kupsert --db "$DB" --table main.accounts --key id "$WORK/one.ndjson"
+  assert_eq "$(q "SELECT name FROM sqlite_schema WHERE name LIKE '%accounts%'")" "accounts" "main.accounts is accounts"
+  printf '%s\n' '{"id":1}' | expect_exit 2 kupsert --db "$DB" --table sales.accounts --key id
+  assert_eq "$(cat "$WORK/err")" "kupsert: error: --table 'sales.accounts': an SQLite file has no schema 'sales', only main" "no schema"
+fi
+printf '%s\n' '{"id":1}' | expect_exit 2 kupsert --db "$DB" --table a.b.c --key id
+assert_eq "$(cat "$WORK/err")" "kupsert: error: --table 'a.b.c': a table is NAME or SCHEMA.NAME, one dot between a schema and the table" "two dots"
+printf '%s\n' '{"id":1}' | expect_exit 2 kupsert --db "$DB" --table sales. --key id
+assert_eq "$(cat "$WORK/err")" "kupsert: error: --table 'sales.': the table: the name is empty" "no table after the dot"
+
 echo "kupsert_stores: ok"

@@ -282,7 +282,7 @@ Status run_upsert(const UpsertOptions& o, Io& io) {
   if (!is_state) return is_state.take_error();
   if (same || *is_state) {
     for (const auto& t : kStateTables)
-      if (same_name(t, o.table))
+      if (same_name(t, split_table_name(o.table).name))  // in any schema
         return usage_error("--table '{}' is one of kpipe's own tables in the state database '{}'",
                            o.table, (*db)->path());
   }

@@ -33,14 +33,20 @@ namespace {
 // Runs shorter than this go row by row: COPY's round trips cost more.
 constexpr size_t kMinCopyRows = 8;
 
+// "schema"."name", or "name" in the search path's schema.
+std::string quote_table(const TableName& table) {
+  if (table.schema.empty()) return quote_identifier(table.name);
+  return quote_identifier(table.schema) + "." + quote_identifier(table.name);
+}
+
 class PostgresUpsertWriter final : public UpsertWriter {
  public:
   PostgresUpsertWriter(Database& db, PgConnection& conn, TableSpec spec)
       : UpsertWriter(db, std::move(spec), kMaxPostgresNameBytes),
         conn_(conn),
-        table_(quote_identifier(spec_.table)) {}
+        table_(quote_table(table_name_)) {}
 
-  Status init() { return load_table(); }
+  Status init();
 
  private:
   Expected<std::optional<std::vector<std::string>>> read_table() override;
@@ -85,6 +91,19 @@ class PostgresUpsertWriter final : public UpsertWriter {
   std::string copy_;
   std::string scratch_;
 };
+
+Status PostgresUpsertWriter::init() {
+  // A schema is the user's to make: kupsert makes tables, not schemas.
+  if (!table_name_.schema.empty()) {
+    auto schema =
+        conn_.query("SELECT 1 FROM pg_namespace WHERE nspname = $1", {table_name_.schema});
+    if (!schema) return schema.take_error();
+    if (schema->rows() == 0)
+      return usage_error("--table '{}': '{}' has no schema '{}' (CREATE SCHEMA makes one)",
+                         display_name(spec_.table), db_.path(), display_name(table_name_.schema));
+  }
+  return load_table();
+}
 
 Expected<std::optional<std::vector<std::string>>> PostgresUpsertWriter::read_table() {
   auto kind = conn_.query("SELECT relkind FROM pg_class WHERE oid = to_regclass($1)", {table_});

@@ -55,7 +55,7 @@ Expected<std::optional<std::vector<std::string>>> SqliteUpsertWriter::read_table
   auto kind = db_.prepare(
       "SELECT type FROM sqlite_schema WHERE name = ? COLLATE NOCASE AND type IN ('table', 'view')");
   if (!kind) return kind.take_error();
-  kind->bind_text(1, spec_.table);
+  kind->bind_text(1, table_name_.name);
   auto row = kind->step();
   if (!row) return row.take_error();
   if (!*row) return std::optional<std::vector<std::string>>();
@@ -64,7 +64,7 @@ Expected<std::optional<std::vector<std::string>>> SqliteUpsertWriter::read_table
                        db_.path());
   auto info = db_.prepare("SELECT name FROM pragma_table_info(?) ORDER BY cid");
   if (!info) return info.take_error();
-  info->bind_text(1, spec_.table);
+  info->bind_text(1, table_name_.name);
   std::vector<std::string> names;
   for (;;) {
     auto more = info->step();
@@ -80,9 +80,9 @@ Status SqliteUpsertWriter::check_key(const std::vector<std::string>& key) {
   // SQLite checks that when it prepares the statement.
   std::string params;
   for (size_t i = 0; i < key.size(); ++i) params.append(i == 0 ? "?" : ", ?");
-  auto probe = db_.prepare(
-      fmt::format("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO NOTHING",
-                  quote_identifier(spec_.table), quoted_names(key), params, quoted_names(key)));
+  auto probe = db_.prepare(fmt::format(
+      "INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) DO NOTHING",
+      quote_identifier(table_name_.name), quoted_names(key), params, quoted_names(key)));
   if (!probe) return key_not_unique(key);
   return {};
 }
@@ -103,7 +103,7 @@ Expected<bool> SqliteUpsertWriter::schema_changed() {
 
 Status SqliteUpsertWriter::create_table(const std::vector<NewColumn>& columns,
                                         const std::vector<std::string>& key) {
-  std::string sql = fmt::format("CREATE TABLE {} (", quote_identifier(spec_.table));
+  std::string sql = fmt::format("CREATE TABLE {} (", quote_identifier(table_name_.name));
   for (const NewColumn& c : columns) {
     sql.append(quote_identifier(c.name));
     if (c.key) sql.append(" NOT NULL");
@@ -115,8 +115,8 @@ Status SqliteUpsertWriter::create_table(const std::vector<NewColumn>& columns,
 
 Status SqliteUpsertWriter::create_columns(const std::vector<NewColumn>& columns) {
   for (const NewColumn& c : columns)
-    KPIPE_TRY(db_.exec(fmt::format("ALTER TABLE {} ADD COLUMN {}", quote_identifier(spec_.table),
-                                   quote_identifier(c.name))));
+    KPIPE_TRY(db_.exec(fmt::format("ALTER TABLE {} ADD COLUMN {}",
+                                   quote_identifier(table_name_.name), quote_identifier(c.name))));
   return {};
 }
 
@@ -124,7 +124,7 @@ std::string SqliteUpsertWriter::insert_sql(const std::vector<int>& ids) const {
   std::string params;
   for (size_t i = 0; i < ids.size(); ++i) params.append(i == 0 ? "?" : ", ?");
   // Every upsert counts as a change, as SQLite counts it (changes()).
-  return fmt::format("INSERT INTO {} ({}) VALUES ({}){}", quote_identifier(spec_.table),
+  return fmt::format("INSERT INTO {} ({}) VALUES ({}){}", quote_identifier(table_name_.name),
                      quoted_names(names_of(ids)), params, conflict_clause(ids, false));
 }
 
@@ -203,6 +203,12 @@ Status SqliteUpsertWriter::write_rows(const RefusedRow& refused) {
 
 Expected<std::unique_ptr<UpsertWriter>> open_sqlite_upsert_writer(Database& db, TableSpec spec) {
   KPIPE_TRY(validate_table_spec(spec));
+  // main.t is t: a file kupsert opens has no other schema (temp is the
+  // connection's own, gone at exit).
+  std::string schema = split_table_name(spec.table).schema;
+  if (!schema.empty() && !same_name(schema, "main"))
+    return usage_error("--table '{}': an SQLite file has no schema '{}', only main",
+                       display_name(spec.table), display_name(schema));
   auto w = std::make_unique<SqliteUpsertWriter>(db, std::move(spec));
   KPIPE_TRY(w->init());
   return std::unique_ptr<UpsertWriter>(std::move(w));

@@ -99,14 +99,34 @@ std::string display_name(std::string_view name) {
   return out;
 }
 
+TableName split_table_name(std::string_view table) {
+  size_t dot = table.find('.');
+  if (dot == std::string_view::npos) return {{}, std::string(table)};
+  return {std::string(table.substr(0, dot)), std::string(table.substr(dot + 1))};
+}
+
 Status validate_table_spec(const TableSpec& spec, size_t max_name_bytes) {
   auto check = [&](std::string_view option, std::string_view name) -> Status {
     std::string problem = identifier_problem(name, max_name_bytes);
     if (!problem.empty()) return usage_error("{} '{}': {}", option, display_name(name), problem);
     return {};
   };
-  KPIPE_TRY(check("--table", spec.table));
-  if (spec.table.size() >= 7 && same_name(std::string_view(spec.table).substr(0, 7), "sqlite_"))
+  TableName table = split_table_name(spec.table);
+  if (table.name.find('.') != std::string::npos)
+    return usage_error(
+        "--table '{}': a table is NAME or SCHEMA.NAME, one dot between a schema and the table",
+        display_name(spec.table));
+  if (spec.table.find('.') == std::string::npos) {
+    KPIPE_TRY(check("--table", spec.table));
+  } else {
+    std::string problem = identifier_problem(table.schema, max_name_bytes);
+    if (!problem.empty())
+      return usage_error("--table '{}': the schema: {}", display_name(spec.table), problem);
+    problem = identifier_problem(table.name, max_name_bytes);
+    if (!problem.empty())
+      return usage_error("--table '{}': the table: {}", display_name(spec.table), problem);
+  }
+  if (table.name.size() >= 7 && same_name(std::string_view(table.name).substr(0, 7), "sqlite_"))
     return usage_error("--table '{}': names beginning with 'sqlite_' are reserved for SQLite",
                        spec.table);
   if (spec.key.empty()) return usage_error("--key needs at least one column");
@@ -130,6 +150,7 @@ Status validate_table_spec(const TableSpec& spec, size_t max_name_bytes) {
 UpsertWriter::UpsertWriter(Database& db, TableSpec spec, size_t max_name_bytes)
     : db_(db),
       spec_(std::move(spec)),
+      table_name_(split_table_name(spec_.table)),
       max_name_bytes_(max_name_bytes),
       max_columns_(db.max_columns()) {
   // The key comes first in a table made here; --columns then orders the rest.
@@ -311,7 +332,8 @@ std::string UpsertWriter::conflict_clause(const std::vector<int>& ids, bool only
   }
   // A row of key fields only has nothing to update.
   if (updated.empty()) return fmt::format(" ON CONFLICT ({}) DO NOTHING", keys);
-  std::string table = quote_identifier(spec_.table);
+  // The table as the statement names it, without its schema.
+  std::string table = quote_identifier(table_name_.name);
   std::string sets, mine, theirs;
   for (const std::string& name : updated) {
     std::string q = quote_identifier(name);

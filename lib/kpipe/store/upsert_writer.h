@@ -51,13 +51,23 @@ std::string display_name(std::string_view name);
 
 // --- the table -----------------------------------------------------------------
 
+// --table's NAME or SCHEMA.NAME: a dot separates a schema from the table,
+// as in SQL and in kjoin's postgresql://...#SCHEMA.TABLE, so a table name
+// holds no dot of its own. No schema: the connection's (PostgreSQL's
+// search_path; SQLite's main, the file's only one).
+struct TableName {
+  std::string schema;  // empty: none given
+  std::string name;
+};
+TableName split_table_name(std::string_view table);
+
 enum class UpsertMode {
   kUpsert,  // ON CONFLICT DO UPDATE: the last write wins
   kIgnore,  // ON CONFLICT DO NOTHING: the first write wins
 };
 
 struct TableSpec {
-  std::string table;
+  std::string table;                 // NAME or SCHEMA.NAME (split_table_name)
   std::vector<std::string> key;      // the natural key, at least one column
   std::vector<std::string> columns;  // --columns: only these fields, in this order
   UpsertMode mode = UpsertMode::kUpsert;
@@ -125,6 +135,7 @@ class UpsertWriter {
   void report_to(Reporter& reporter) { reporter_ = &reporter; }
 
   const TableSpec& spec() const { return spec_; }
+  const TableName& table_name() const { return table_name_; }
   bool table_exists() const { return table_exists_; }
   uint64_t rows_written() const { return rows_written_; }
   // Rows that changed nothing: under ignore, the key was already there.
@@ -217,6 +228,7 @@ class UpsertWriter {
 
   Database& db_;
   TableSpec spec_;
+  TableName table_name_;  // spec_.table's parts
   std::vector<Column> columns_;
   std::vector<int> key_ids_;
   std::vector<Row> rows_;
