@@ -273,8 +273,15 @@ Status run_upsert(const UpsertOptions& o, Io& io) {
   // 2 MiB cache, a batch of random keys spills dirty pages into the WAL
   // mid-transaction and writes many of them more than once.
   if (!pg) KPIPE_TRY((*db)->exec("PRAGMA cache_size = -65536"));
-  // --state naming --db: for a server, the same target.
-  bool same = !o.state.empty() && (pg ? o.state == o.db : same_file(o.db, o.state));
+  // --state naming --db, compared as databases, not as text: one server
+  // is 127.0.0.1 and localhost, and exactly once must not hang on the
+  // spelling.
+  bool same = false;
+  if (!o.state.empty()) {
+    auto named = (*db)->is_named_by(o.state, options);
+    if (!named) return named.take_error();
+    same = *named;
+  }
   // kpipe's own tables in a state database (the --state one, or any that
   // holds them) are never a sink: upserting into 'offsets' would move
   // where the pipeline resumes.
@@ -302,6 +309,16 @@ Status run_upsert(const UpsertOptions& o, Io& io) {
     KPIPE_TRY((*opened)->lock_stage_as_kept(stage_name(io.program, o.name)));
     KPIPE_TRY(keep_stage_options(**opened, stage_name(io.program, o.name), kept));
     store = std::move(*opened);
+    // Which guarantee holds is said, not left to the reader of kupsert(1).
+    if (same)
+      io.reporter.info(
+          "exactly once: --state is the database of --db, where each checkpoint completes with "
+          "its rows");
+    else
+      io.reporter.info(fmt::format(
+          "at least once: --state '{}' is another database than --db '{}': rows commit before "
+          "their checkpoint completes",
+          display_target(o.state), (*db)->path()));
   }
   auto writer = UpsertWriter::open(**db, std::move(spec));
   if (!writer) return writer.take_error();

@@ -1,5 +1,7 @@
 #include "kpipe/store/sql.h"
 
+#include <sys/stat.h>
+
 #include <fmt/args.h>
 
 #include "kpipe/store/postgres.h"
@@ -25,6 +27,33 @@ std::optional<std::string> Statement::column_optional_text(int i) const {
 }
 
 Database::~Database() = default;
+
+namespace {
+
+std::string file_identity(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  return fmt::format("file {}:{}", st.st_dev, st.st_ino);
+}
+
+}  // namespace
+
+Expected<std::string> Database::identity() {
+  return file_identity(path_);
+}
+
+Expected<bool> Database::is_named_by(const std::string& target, const OpenOptions& options) {
+  if (is_postgres_target(target) != postgres()) return false;
+  auto mine = identity();
+  if (!mine) return mine.take_error();
+  if (mine->empty()) return false;
+  if (!postgres()) return file_identity(target) == *mine;
+  auto other = Database::open(target, options);
+  if (!other) return other.take_error();
+  auto theirs = (*other)->identity();
+  if (!theirs) return theirs.take_error();
+  return *theirs == *mine;
+}
 
 Expected<std::unique_ptr<Database>> Database::open(const std::string& target, OpenOptions options) {
   if (is_postgres_target(target)) return open_postgres(target, options);

@@ -156,6 +156,18 @@ class Database {
   // Whether the component's tables are there at all, without creating any.
   Expected<bool> has_table(std::string_view table);
 
+  // What tells this database from every other, however its target is
+  // spelled: an SQLite file's device and inode; a PostgreSQL database's
+  // server (its system identifier and start time) and name, asked once.
+  // Empty for a database in memory. Ask it outside a transaction.
+  virtual Expected<std::string> identity();
+  // Whether `target` names this very database, however it is spelled: a
+  // file by another path, a server as 127.0.0.1 and as localhost, a query
+  // string in another order. A PostgreSQL target is asked over a
+  // connection of its own (opened with `options`); a file that is not
+  // there is another database.
+  Expected<bool> is_named_by(const std::string& target, const OpenOptions& options = {});
+
   // SQLite's PRAGMA integrity_check: empty when the file is sound. A
   // PostgreSQL server keeps its own: nothing to report here.
   virtual Expected<std::vector<std::string>> integrity_check() = 0;
