@@ -94,6 +94,22 @@ jq -c 'select(.value.user != null)' "$WORK/want.ndjson" | sort >"$WORK/want-join
 sort "$WORK/piped" >"$WORK/got-joined"
 assert_files_equal "$WORK/got-joined" "$WORK/want-joined"
 
+# --- a table topic that is not there ---------------------------------------------
+# A name that is not there, as a table file or an SQL table (kjoin(1), Table
+# problems): a usage error naming it, exit 2 (it was exit 1). Asking about it
+# must not create it, even when the client allows auto-creation: a metadata
+# request naming the topic did (on Kafka, then kjoin said it did not exist;
+# on kbroker kjoin joined with the empty new topic).
+M=$(topic missing)
+for allow in false true true; do
+  expect_exit 2 kjoin -b "$BROKERS" -X allow.auto.create.topics=$allow --table "kafka:$M" --key .value.user_id \
+    --as .value.user "$WORK/consumed.ndjson"
+  assert_eq "$(cat "$WORK/err")" "kjoin: error: --table: there is no topic '$M' at $BROKERS" "a table topic not there"
+  assert_empty "$WORK/out"
+done
+expect_exit 1 kconsume -b "$BROKERS" -t "$M" -e
+assert_eq "$(cat "$WORK/err")" "kconsume: error: topic '$M' does not exist" "the topic was not created"
+
 # --- several --key paths: Kafka keys written as the JSON array ------------------
 
 R=$(topic regions)

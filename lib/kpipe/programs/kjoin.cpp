@@ -15,6 +15,7 @@
 #include "kpipe/join.h"
 #include "kpipe/json.h"
 #include "kpipe/kafka/client.h"
+#include "kpipe/kafka/topic.h"
 #include "kpipe/programs/dlq_targets.h"
 #include "kpipe/programs/state_file.h"
 #include "kpipe/stage/bad_input.h"
@@ -685,6 +686,17 @@ class KafkaTable final : public TableSource {
 
   Status load(JoinEngine& engine) override {
     const std::string& topic = plan_.table.target;
+    // A topic that is not there was named wrongly, as a file or an SQL
+    // table would be (kjoin(1), Table problems). It is looked up in the
+    // list of all topics, as kproduce's await_topic does: a metadata
+    // request naming the topic would have the broker create it when the
+    // client allows auto-creation (-X allow.auto.create.topics=true).
+    KPIPE_TRY(check_topic_name(topic));
+    auto topics = consumer_->topics();
+    if (!topics) return topics.take_error();
+    if (!std::binary_search(topics->begin(), topics->end(), topic))
+      return usage_error("--table: there is no topic '{}' at {}", topic,
+                         consumer_->config().brokers());
     auto partitions = consumer_->partitions(topic);
     if (!partitions) return partitions.take_error();
     std::vector<PartitionOffset> assign;
