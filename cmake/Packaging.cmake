@@ -27,8 +27,14 @@ set(CPACK_STRIP_FILES ON)
 # Directories as Debian wants them, whatever the umask of the one who packs.
 set(CPACK_INSTALL_DEFAULT_DIRECTORY_PERMISSIONS
   OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE WORLD_READ WORLD_EXECUTE)
+# Man pages gzipped, the copyright and the changelog: debian/prebuild.cmake
+# does to the staged tree what lintian asks of a Debian package (the package
+# test runs lintian). The changelog's first entry is this version's: a new
+# version needs an entry (the package test checks that it has one).
+set(KPIPE_DEBIAN_DIR ${CMAKE_CURRENT_LIST_DIR}/debian)
+set(CPACK_PRE_BUILD_SCRIPTS ${KPIPE_DEBIAN_DIR}/prebuild.cmake)
 # systemd rereads its units after the package adds, changes or removes one.
 set(CPACK_DEBIAN_PACKAGE_CONTROL_EXTRA
-  ${CMAKE_CURRENT_LIST_DIR}/debian/postinst ${CMAKE_CURRENT_LIST_DIR}/debian/postrm)
+  ${KPIPE_DEBIAN_DIR}/postinst ${KPIPE_DEBIAN_DIR}/postrm)
 set(CPACK_DEBIAN_PACKAGE_CONTROL_STRICT_PERMISSION ON)
 include(CPack)

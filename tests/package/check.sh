@@ -4,7 +4,9 @@
 # version, the one every program's --version prints; depend on the Debian
 # packages of the libraries the programs link; hold every program and
 # nothing else in /usr/bin, every man page, both completions and the
-# systemd unit; and its programs must run from the unpacked tree.
+# systemd unit; and its programs must run from the unpacked tree. And
+# lintian, Debian's checker, finds no error and no warning in it (man pages
+# gzipped, a copyright file, a changelog whose first entry is this version).
 # Needs KPIPE_SOURCE_DIR, KPIPE_BUILD_DIR and KPIPE_VERSION (ctest sets
 # them); exit 77 where there are no Debian tools to pack with.
 set -euo pipefail
@@ -19,6 +21,10 @@ for tool in cpack dpkg-deb dpkg-shlibdeps; do
     exit 77
   }
 done
+# Where Debian's tools pack, lintian must judge: a missing lintian fails
+# rather than skips, so that a lost install step cannot pass unseen
+# (scripts/test and scripts/package install it).
+command -v lintian >/dev/null || fail "no lintian here: scripts/deps lintian installs it"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -51,12 +57,12 @@ expect() { has "$1" || fail "no $1 in the package"; }
 
 for p in "${programs[@]}"; do
   expect "/usr/bin/$p"
-  expect "/usr/share/man/man1/$p.1"
+  expect "/usr/share/man/man1/$p.1.gz"
   expect "/usr/share/bash-completion/completions/$p"
 done
 for page in "$KPIPE_SOURCE_DIR"/man/*.[17]; do
   name=$(basename "$page")
-  expect "/usr/share/man/man${name##*.}/$name"
+  expect "/usr/share/man/man${name##*.}/$name.gz"
 done
 expect /usr/share/bash-completion/completions/kpipe.bash
 expect /usr/share/zsh/vendor-completions/_kpipe
@@ -64,6 +70,8 @@ expect /usr/lib/systemd/system/kpipe-pipeline@.service
 expect /usr/lib/systemd/system/klag@.service
 expect /usr/lib/systemd/system/klag@.timer
 expect /usr/share/doc/kpipe/README.md
+expect /usr/share/doc/kpipe/copyright
+expect /usr/share/doc/kpipe/changelog.gz
 expect /usr/share/doc/kpipe/examples/clicks.pipeline
 expect /usr/share/doc/kpipe/examples/clicks.env
 expect /etc/kpipe
@@ -108,6 +116,18 @@ while read -r so; do
   [[ -n $pkg ]] || fail "no Debian package holds $path"
   grep -qxF "$pkg" <<<"$depends_names" || fail "Depends lacks $pkg (for $so): $depends"
 done <"$tmp/needed"
+
+# The changelog's first entry is this version's: a new version needs one.
+changelog_version=$(dpkg-parsechangelog -l "$root/usr/share/doc/kpipe/changelog.gz" -S Version) ||
+  fail "the changelog does not parse"
+[[ $changelog_version == "$KPIPE_VERSION" ]] ||
+  fail "the changelog's first entry is $changelog_version, not $KPIPE_VERSION (cmake/debian/changelog)"
+
+# lintian: no error and no warning. A tag that must stay is overridden, with
+# its reason, in cmake/debian/ (there is none yet); info and pedantic tags
+# are advice, not failures.
+lintian --fail-on error,warning --no-tag-display-limit "$deb" >"$tmp/lintian" 2>&1 ||
+  fail "lintian: $(grep -v '^running with root privileges' "$tmp/lintian")"
 
 # The maintainer scripts are shell that parses.
 dpkg-deb -e "$deb" "$tmp/control"
