@@ -151,6 +151,24 @@ run 2 kupsert --db o.db --table t --key id --columns id, </dev/null
 expect_stderr 'kupsert: error: --columns '\''id,'\'': a column name is empty
 '
 
+# --key and --columns take column names; the path form of a top-level field
+# (as every other program's --key takes) names its column, and a path into
+# a field is a usage error that says what is expected.
+run 2 kupsert --db o.db --table t --key .value.event_id </dev/null
+expect_stderr 'kupsert: error: --key '\''.value.event_id'\'': kupsert takes a column name, a top-level field of each line ('\''event_id'\'' or '\''.event_id'\''), not a path into a field (an envelope'\''s value: kconsume -e --format value)
+'
+run 2 kupsert --db o.db --table t --key id --columns '/a/0' </dev/null
+expect_stderr 'kupsert: error: --columns '\''/a/0'\'': kupsert takes a column name, a top-level field of each line ('\''0'\'' or '\''.0'\''), not a path into a field (an envelope'\''s value: kconsume -e --format value)
+'
+printf '%s\n' '{"event_id":"e1","a.b":1,"n":2}' |
+  run 0 kupsert --db paths.db --table t --key .event_id --columns '."a.b",/n'
+expect_no_stderr
+[[ $(q paths.db 'SELECT event_id, "a.b", n FROM t') == 'e1|1|2' ]] ||
+  fail "path forms: $(q paths.db 'SELECT * FROM t')"
+# Without a leading dot or slash a name is the column's, dots and all.
+printf '%s\n' '{"a.b":"x"}' | run 0 kupsert --db paths.db --table dotted --key a.b
+[[ $(q paths.db 'SELECT "a.b" FROM dotted') == x ]] || fail "a.b: $(q paths.db 'SELECT * FROM dotted')"
+
 # The key true is not the key 1 (SQLite finds 1 equal to 1): booleans are
 # stored in key columns as their JSON text, 1 and 0 elsewhere.
 printf '%s\n' '{"k":1,"v":"one"}' '{"k":true,"v":true}' '{"k":1.0,"v":"1.0"}' |

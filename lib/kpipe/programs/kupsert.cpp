@@ -217,7 +217,9 @@ Expected<std::vector<std::string>> split_names(std::string_view option,
       size_t comma = list.find(',', start);
       std::string_view name = std::string_view(list).substr(start, comma - start);
       if (name.empty()) return usage_error("{} '{}': a column name is empty", option, list);
-      names.emplace_back(name);
+      auto column = column_of_option(option, name);
+      if (!column) return column.take_error();
+      names.push_back(std::move(*column));
       if (comma == std::string::npos) break;
       start = comma + 1;
     }

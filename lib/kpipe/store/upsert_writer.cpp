@@ -105,6 +105,22 @@ TableName split_table_name(std::string_view table) {
   return {std::string(table.substr(0, dot)), std::string(table.substr(dot + 1))};
 }
 
+Expected<std::string> column_of_option(std::string_view option, std::string_view given) {
+  if (given.empty() || (given[0] != '.' && given[0] != '/')) return std::string(given);
+  auto path = FieldPath::parse(given);
+  if (!path) return usage_error("{} '{}': {}", option, display_name(given), path.error().message);
+  const auto& steps = path->steps();
+  if (steps.size() == 1 && steps[0].has_key) return steps[0].key;
+  std::string field = path->last_key();
+  std::string hint =
+      field.empty() ? ""
+                    : fmt::format(" ('{}' or '.{}')", display_name(field), display_name(field));
+  return usage_error(
+      "{} '{}': kupsert takes a column name, a top-level field of each line{}, not a path into a "
+      "field (an envelope's value: kconsume -e --format value)",
+      option, display_name(given), hint);
+}
+
 Status validate_table_spec(const TableSpec& spec, size_t max_name_bytes) {
   auto check = [&](std::string_view option, std::string_view name) -> Status {
     std::string problem = identifier_problem(name, max_name_bytes);

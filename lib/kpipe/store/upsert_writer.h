@@ -74,6 +74,13 @@ struct TableSpec {
   bool strict = false;  // a field that is not a column is bad input
 };
 
+// A column named in --key or --columns: a name as it is ("a.b" is the
+// field a.b), or the path form other programs take for a top-level field
+// (".id", "/id", ."a.b"; kpipe(7) FIELD PATHS), which is the column of that
+// field. A path into a field (".value.id") is a usage error: each line's
+// top-level fields are its columns.
+Expected<std::string> column_of_option(std::string_view option, std::string_view given);
+
 // Checks the names of a spec (usage errors), before any file is touched.
 Status validate_table_spec(const TableSpec& spec, size_t max_name_bytes = kMaxIdentifierBytes);
 
