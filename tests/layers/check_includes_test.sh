@@ -33,4 +33,9 @@ expect 1 "$(tree rdkafka lib/kpipe/programs/a.cpp '#include <librdkafka/rdkafka.
 expect 1 "$(tree sqlite lib/kpipe/stage/a.cpp '#include <sqlite3.h>')"
 expect 1 "$(tree tool_core tools/x/main.cpp '#include "kpipe/json.h"')"
 expect 1 "$(tree new_folder lib/kpipe/misc/a.cpp '#include "kpipe/json.h"')"
+# The codec interface includes no concrete codec; the factory may.
+expect 1 "$(tree codec_impl lib/kpipe/schema/codec.cpp '#include "kpipe/schema/avro_codec.h"')"
+expect 1 "$(tree codec_h_impl lib/kpipe/schema/codec.h '#include "kpipe/schema/protobuf_codec.h"')"
+expect 0 "$(tree factory lib/kpipe/schema/codec_factory.cpp '#include "kpipe/schema/avro_codec.h"')"
+expect 0 "$(tree codec_core lib/kpipe/schema/codec.cpp '#include "kpipe/schema/registry.h"')"
 echo "check_includes: each broken rule is caught"

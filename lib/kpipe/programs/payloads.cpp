@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "kpipe/choices.h"
+#include "kpipe/schema/codec_factory.h"
 
 namespace kpipe {
 

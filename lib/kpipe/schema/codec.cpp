@@ -1,9 +1,6 @@
 #include "kpipe/schema/codec.h"
 
 #include "kpipe/choices.h"
-#include "kpipe/schema/avro_codec.h"
-#include "kpipe/schema/json_schema_codec.h"
-#include "kpipe/schema/protobuf_codec.h"
 
 namespace kpipe {
 
@@ -57,20 +54,6 @@ SchemaType schema_type_of(PayloadFormat format) {
       return SchemaType::kJson;
     default:
       return SchemaType::kAvro;
-  }
-}
-
-std::unique_ptr<ValueCodec> make_codec(PayloadFormat format, SchemaRegistry& registry,
-                                       const DecodeOptions& options) {
-  switch (format) {
-    case PayloadFormat::kAvro:
-      return make_avro_codec(registry, options);
-    case PayloadFormat::kProtobuf:
-      return make_protobuf_codec(registry, options);
-    case PayloadFormat::kJsonSchema:
-      return make_json_schema_codec(registry);
-    default:
-      return nullptr;
   }
 }
 

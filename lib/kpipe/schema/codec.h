@@ -1,11 +1,11 @@
 // Record payloads in the Confluent wire format (kpipe(7), SCHEMA
 // REGISTRY): a zero magic byte, the schema's id as 4 bytes big-endian, and
 // the payload encoded with that schema. A ValueCodec turns such bytes into
-// one JSON value and back, with schemas from a SchemaRegistry.
+// one JSON value and back, with schemas from a SchemaRegistry. The
+// interface only: codec_factory.h picks a concrete codec for a format.
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <string>
 #include <string_view>
 
@@ -55,9 +55,5 @@ Expected<PayloadFormat> parse_payload_format(std::string_view option, std::strin
 bool uses_registry(PayloadFormat format);
 // The registry's schema type for avro, protobuf and json-schema.
 SchemaType schema_type_of(PayloadFormat format);
-
-// A codec for avro, protobuf or json-schema. `registry` outlives it.
-std::unique_ptr<ValueCodec> make_codec(PayloadFormat format, SchemaRegistry& registry,
-                                       const DecodeOptions& options);
 
 }  // namespace kpipe
