@@ -6,11 +6,15 @@
 # decodes to the input; a record read and produced again keeps its bytes;
 # a record written with an old schema reads with that schema after the
 # subject gained a field; hostile bytes go to the dead-letter store byte
-# for byte and a replay gives them back unchanged.
+# for byte and a replay gives them back unchanged; a copy of a topic needs
+# no subject of its own, for values and keys.
 source "$(dirname "$0")/lib.sh"
-start_broker avro:1 again:1 bad:1 replayed:1
+start_broker avro:1 again:1 bad:1 replayed:1 copy:1 keyed:1 keycopy:1
 AVRO=$(topic avro)
 AGAIN=$(topic again)
+COPY=$(topic copy)
+KEYED=$(topic keyed)
+KEYCOPY=$(topic keycopy)
 BAD=$(topic bad)
 REPLAYED=$(topic replayed)
 REG=$(registry_url)
@@ -107,6 +111,39 @@ kproduce -b "$BROKERS" -t "$AGAIN" --envelope --value-format avro --registry "$R
   --subject "$AVRO-value" "$WORK/decoded.ndjson"
 kconsume -b "$BROKERS" -t "$AGAIN" -e --value-format bytes | jq -c .value_base64 >"$WORK/again.b64"
 assert_files_equal "$WORK/again.b64" <(jq -c .value_base64 "$WORK/framed.ndjson")
+# Without --subject too: every envelope names its schema, so the copy's own
+# subject, which does not exist, is never needed (it was: "subject
+# '...-copy-value' not found").
+expect_exit 0 kproduce -b "$BROKERS" -t "$COPY" --envelope --value-format avro --registry "$REG" \
+  "$WORK/decoded.ndjson"
+kconsume -b "$BROKERS" -t "$COPY" -e --value-format bytes | jq -c .value_base64 >"$WORK/copy.b64"
+assert_files_equal "$WORK/copy.b64" <(jq -c .value_base64 "$WORK/framed.ndjson")
+# A record that names no schema needs the subject: exit 1, saying which.
+jq -c 'del(.value_schema_id)' "$WORK/decoded.ndjson" | head -1 >"$WORK/no-id.ndjson"
+expect_exit 1 kproduce -b "$BROKERS" -t "$COPY" --envelope --value-format avro --registry "$REG" \
+  "$WORK/no-id.ndjson"
+assert_eq "$(wc -l <"$WORK/err")" 1 "lines of error"
+assert_contains "$WORK/err" "kproduce: error: --value-format avro: "
+assert_contains "$WORK/err" "$COPY-value"
+assert_contains "$WORK/err" "(give --schema FILE --auto-register to register one)"
+# Keys likewise: encoded with their subject's schema, read back with
+# key_schema_id, and copied with no subject for the copy's keys.
+echo '"string"' >"$WORK/key.avsc"
+KID=$(register "$KEYED-key" "$WORK/key.avsc")
+kproduce -b "$BROKERS" -t "$KEYED" --envelope --key-format avro --value-format avro \
+  --registry "$REG" "$WORK/decoded.ndjson"
+expect_exit 0 kconsume -b "$BROKERS" -t "$KEYED" -e --key-format avro --value-format avro \
+  --registry "$REG"
+cp "$WORK/out" "$WORK/keyed.ndjson"
+assert_eq "$(jq -c '[.key, .key_schema_id, .value_schema_id]' "$WORK/keyed.ndjson" | tr '\n' ' ')" \
+  "[\"k0\",$KID,$V1] [\"k1\",$KID,$V1] " "keys and their schema ids"
+expect_exit 0 kproduce -b "$BROKERS" -t "$KEYCOPY" --envelope --key-format avro \
+  --value-format avro --registry "$REG" "$WORK/keyed.ndjson"
+kconsume -b "$BROKERS" -t "$KEYCOPY" -e --key-format bytes --value-format bytes |
+  jq -c '[.key_base64, .value_base64]' >"$WORK/keycopy"
+kconsume -b "$BROKERS" -t "$KEYED" -e --key-format bytes --value-format bytes |
+  jq -c '[.key_base64, .value_base64]' >"$WORK/keyed"
+assert_files_equal "$WORK/keycopy" "$WORK/keyed"
 
 # 3. kproduce encodes JSON lines; python3-avro reads them back as the input.
 jq -c .value "$WORK/decoded.ndjson" | head -1 >"$WORK/lines.ndjson"

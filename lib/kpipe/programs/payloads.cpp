@@ -178,61 +178,82 @@ Expected<std::unique_ptr<PayloadWriter>> PayloadWriter::open(const SchemaOptions
   SchemaRegistry& reg = *w->registry_;
   DecodeOptions unused;
   if (key_schema) {
-    std::string subject =
-        options.key_subject.empty() ? fmt::format("{}-key", topic) : options.key_subject;
-    auto latest = reg.version(subject, -1);
-    if (!latest) return failure("--key-format: {}", latest.error().message);
-    if (latest->type != schema_type_of(**key))
-      return failure("--key-format {}: subject '{}' holds a {} schema", options.key_format, subject,
-                     schema_type_name(latest->type));
-    w->key_id_ = latest->id;
-    w->key_codec_ = make_codec(**key, reg, unused);
+    Side& k = w->key_;
+    k.option = "--key-format";
+    k.format = options.key_format;
+    k.type = **key;
+    k.codec = make_codec(k.type, reg, unused);
+    KPIPE_TRY(w->find_subject(
+        k, options.key_subject.empty() ? fmt::format("{}-key", topic) : options.key_subject));
   }
   if (value_schema) {
+    Side& v = w->value_;
+    v.option = "--value-format";
+    v.format = options.value_format;
+    v.type = **value;
+    v.codec = make_codec(v.type, reg, unused);
     std::string subject =
         options.subject.empty() ? fmt::format("{}-value", topic) : options.subject;
-    if (!options.schema_file.empty()) {
+    if (options.schema_file.empty()) {
+      KPIPE_TRY(w->find_subject(v, subject));
+    } else {
       std::ifstream in(options.schema_file, std::ios::binary);
       std::stringstream text;
       text << in.rdbuf();
       if (!in) return failure("--schema '{}': cannot read it", options.schema_file);
       RegisteredSchema schema;
-      schema.type = schema_type_of(**value);
+      schema.type = schema_type_of(v.type);
       schema.text = text.str();
       auto id = reg.lookup(subject, schema, options.auto_register);
       if (!id)
         return failure("--schema '{}': {}{}", options.schema_file, id.error().message,
                        options.auto_register ? "" : " (--auto-register registers it)");
-      w->value_id_ = *id;
-    } else {
-      auto latest = reg.version(subject, -1);
-      if (!latest)
-        return failure("--value-format {}: {} (give --schema FILE --auto-register to register one)",
-                       options.value_format, latest.error().message);
-      if (latest->type != schema_type_of(**value))
-        return failure("--value-format {}: subject '{}' holds a {} schema", options.value_format,
-                       subject, schema_type_name(latest->type));
-      w->value_id_ = latest->id;
+      v.id = *id;
     }
-    w->value_codec_ = make_codec(**value, reg, unused);
   }
   return w;
 }
 
+// What the registry answers about the subject matters only to records
+// that name no schema.
+Status PayloadWriter::find_subject(Side& side, std::string_view subject) {
+  auto latest = registry_->version(subject, -1);
+  if (!latest) {
+    side.no_id =
+        failure("{} {}: {}{}", side.option, side.format, latest.error().message,
+                &side == &value_ ? " (give --schema FILE --auto-register to register one)" : "");
+    return {};
+  }
+  if (latest->type != schema_type_of(side.type)) {
+    side.no_id = failure("{} {}: subject '{}' holds a {} schema", side.option, side.format, subject,
+                         schema_type_name(latest->type));
+    return {};
+  }
+  side.id = latest->id;
+  return {};
+}
+
+Expected<std::string_view> PayloadWriter::encode(Side& side, const char* what,
+                                                 std::string_view json,
+                                                 std::optional<int32_t> schema_id) {
+  if (!schema_id) {
+    if (!side.id) return side.no_id;
+    schema_id = side.id;
+  }
+  side.buffer.clear();
+  Status s = side.codec->encode(json, *schema_id, side.buffer);
+  if (!s.ok()) return Error{s.error().status, fmt::format("{}: {}", what, s.error().message)};
+  return std::string_view(side.buffer);
+}
+
 Expected<std::string_view> PayloadWriter::key(std::string_view json,
                                               std::optional<int32_t> schema_id) {
-  key_buffer_.clear();
-  Status s = key_codec_->encode(json, schema_id.value_or(key_id_), key_buffer_);
-  if (!s.ok()) return Error{s.error().status, "key: " + s.error().message};
-  return std::string_view(key_buffer_);
+  return encode(key_, "key", json, schema_id);
 }
 
 Expected<std::string_view> PayloadWriter::value(std::string_view json,
                                                 std::optional<int32_t> schema_id) {
-  value_buffer_.clear();
-  Status s = value_codec_->encode(json, schema_id.value_or(value_id_), value_buffer_);
-  if (!s.ok()) return Error{s.error().status, "value: " + s.error().message};
-  return std::string_view(value_buffer_);
+  return encode(value_, "value", json, schema_id);
 }
 
 }  // namespace kpipe

@@ -57,8 +57,8 @@ class PayloadWriter {
                                                        std::string_view topic);
   ~PayloadWriter();
 
-  bool encodes_key() const { return key_codec_ != nullptr; }
-  bool encodes_value() const { return value_codec_ != nullptr; }
+  bool encodes_key() const { return key_.codec != nullptr; }
+  bool encodes_value() const { return value_.codec != nullptr; }
   // The encoding of one JSON value, with the schema `schema_id` (an
   // envelope's key_schema_id or value_schema_id) or else the subject's.
   // Valid until the next call of the same kind.
@@ -66,14 +66,30 @@ class PayloadWriter {
   Expected<std::string_view> value(std::string_view json, std::optional<int32_t> schema_id);
 
  private:
+  // What keys, or values, are encoded with.
+  struct Side {
+    const char* option = "";  // --key-format or --value-format
+    std::string format;       // as the option gave it
+    PayloadFormat type = PayloadFormat::kJson;
+    // The subject's latest id, or --schema's, for records that name no
+    // schema of their own; else why there is none (the subject is not
+    // there, or holds another type), said at the first such record: a
+    // record read and produced again needs no subject (kpipe(7), SCHEMA
+    // REGISTRY).
+    std::optional<int32_t> id;
+    Error no_id;
+    std::unique_ptr<ValueCodec> codec;
+    std::string buffer;
+  };
+
   PayloadWriter() = default;
+  Status find_subject(Side& side, std::string_view subject);
+  Expected<std::string_view> encode(Side& side, const char* what, std::string_view json,
+                                    std::optional<int32_t> schema_id);
+
   std::unique_ptr<SchemaRegistry> registry_;
-  std::unique_ptr<ValueCodec> key_codec_;
-  std::unique_ptr<ValueCodec> value_codec_;
-  int32_t key_id_ = 0;
-  int32_t value_id_ = 0;
-  std::string key_buffer_;
-  std::string value_buffer_;
+  Side key_;
+  Side value_;
 };
 
 }  // namespace kpipe
