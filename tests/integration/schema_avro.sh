@@ -219,6 +219,18 @@ expect_exit 1 kconsume -b "$BROKERS" -t "$AVRO" -e --value-format avro --timeout
 assert_eq "$(wc -l <"$WORK/err")" 1 "lines of error"
 assert_contains "$WORK/err" "127.0.0.1:$dead"
 grep -q hunter2 "$WORK/err" && fail "the registry's password was printed"
+# kproduce retries it for the whole --timeout (it gave up at 1.5 s of 3 s,
+# "retried for 1.5s"), and suggests no --auto-register, which needs the
+# same registry.
+printf '{"a":1}\n' >"$WORK/one.ndjson"
+expect_exit 1 kproduce -b "$BROKERS" -t "$AGAIN" --value-format avro --timeout 3s \
+  --registry "http://127.0.0.1:$dead" "$WORK/one.ndjson"
+assert_eq "$(cat "$WORK/err")" "kproduce: error: --value-format avro: registry http://127.0.0.1:$dead/subjects/$AGAIN-value/versions/latest: cannot connect: Connection refused (retried for 3s)"
+# A registry that answers that the subject is not there: registering one is
+# the remedy.
+expect_exit 1 kproduce -b "$BROKERS" -t "$AGAIN" --value-format avro --registry "$REG" \
+  --subject "$AGAIN-none" "$WORK/one.ndjson"
+assert_eq "$(cat "$WORK/err")" "kproduce: error: --value-format avro: registry $REG/subjects/$AGAIN-none/versions/latest: subject '$AGAIN-none' not found (404) (give --schema FILE --auto-register to register one)"
 # No registry given at all is a usage error before any broker is asked.
 expect_exit 2 env -u KPIPE_REGISTRY kconsume -b "$BROKERS" -t "$AVRO" --value-format avro --config none
 assert_contains "$WORK/err" "no Schema Registry given"

@@ -205,20 +205,28 @@ Expected<std::unique_ptr<PayloadWriter>> PayloadWriter::open(const SchemaOptions
       schema.type = schema_type_of(v.type);
       schema.text = text.str();
       auto id = reg.lookup(subject, schema, options.auto_register);
+      // Registering is the remedy only where the registry answered that
+      // the schema is not there; not for a registry out of reach, which
+      // --auto-register needs as much.
       if (!id)
         return failure("--schema '{}': {}{}", options.schema_file, id.error().message,
-                       options.auto_register ? "" : " (--auto-register registers it)");
+                       options.auto_register || !reg.last_not_found()
+                           ? ""
+                           : " (--auto-register registers it)");
       v.id = *id;
     }
   }
   return w;
 }
 
-// What the registry answers about the subject matters only to records
-// that name no schema.
+// The subject is asked for at once, so that a registry out of reach (or
+// one refusing the credentials) stops kproduce before any record; what it
+// answers about the subject matters only to records that name no schema.
 Status PayloadWriter::find_subject(Side& side, std::string_view subject) {
   auto latest = registry_->version(subject, -1);
   if (!latest) {
+    if (!registry_->last_not_found())
+      return failure("{} {}: {}", side.option, side.format, latest.error().message);
     side.no_id =
         failure("{} {}: {}{}", side.option, side.format, latest.error().message,
                 &side == &value_ ? " (give --schema FILE --auto-register to register one)" : "");

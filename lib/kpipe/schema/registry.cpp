@@ -10,6 +10,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -371,6 +372,10 @@ Millis retry_backoff(int attempt) {
   return std::min(wait, kMost);
 }
 
+Millis retry_wait(int attempt, Millis left) {
+  return std::clamp<Millis>(retry_backoff(attempt), 0, std::max<Millis>(left, 0));
+}
+
 // --- the client ---------------------------------------------------------------------
 
 namespace {
@@ -513,6 +518,7 @@ class HttpRegistry final : public SchemaRegistry {
   }
 
   std::string describe() const override { return url_.base; }
+  bool last_not_found() const override { return not_found_; }
 
  private:
   // Whether an answer says that the schema is not under the subject.
@@ -540,6 +546,14 @@ class HttpRegistry final : public SchemaRegistry {
     }
     auto start = Clock::now();
     auto deadline = start + std::chrono::milliseconds(timeout_);
+    not_found_ = false;
+    auto error_of = [&](CURLcode code, long status) {
+      if (code == CURLE_OK) return answer_error(request, status, body_);
+      return failure("registry {}: {}", request.url, transport_error(code));
+    };
+    // Why the registry was out of reach, from the last attempt that had
+    // time to find out.
+    std::optional<Error> last;
     for (int attempt = 1;; ++attempt) {
       // Each attempt within what is left, at least a millisecond (0 is no limit).
       curl_easy_setopt(curl_, CURLOPT_TIMEOUT_MS,
@@ -555,23 +569,35 @@ class HttpRegistry final : public SchemaRegistry {
           return std::move(body_);
       }
       bool again = code == CURLE_OK ? transient_status(status) : transient(code);
-      // A wait that would end past the deadline leaves no time to try: the
-      // error is the one that kept the registry out of reach, not a timeout.
-      Millis wait = retry_backoff(attempt);
-      if (!again || wait >= left(deadline)) {
-        if (code == CURLE_OK) return answer_error(request, status, body_);
-        std::string why = transport_error(code);
-        if (attempt > 1 && code != CURLE_OPERATION_TIMEDOUT)
-          why += fmt::format(" (retried for {:.1f}s)",
-                             std::chrono::duration<double>(Clock::now() - start).count());
-        return failure("registry {}: {}", request.url, why);
+      Millis remaining = left(deadline);
+      if (!again || remaining <= 0) {
+        if (code == CURLE_OK) {
+          int64_t answer = parse_error_answer(body_).error_code;
+          not_found_ = status == 404 && (answer == kSubjectNotFound || answer == kVersionNotFound ||
+                                         answer == kSchemaNotFound);
+        }
+        // The attempt made at the deadline itself may only time out: the
+        // error is the one that kept the registry out of reach until then.
+        bool late = code == CURLE_OPERATION_TIMEDOUT && last.has_value();
+        Error error = late ? std::move(*last) : error_of(code, status);
+        // Retried until the deadline: for the whole --timeout, as it says
+        // (the time measured runs a few ms past it).
+        if (attempt > 1 && (code != CURLE_OPERATION_TIMEDOUT || late))
+          error.message +=
+              remaining <= 0
+                  ? fmt::format(" (retried for {})", format_duration(timeout_))
+                  : fmt::format(" (retried for {:.1f}s)",
+                                std::chrono::duration<double>(Clock::now() - start).count());
+        return error;
       }
-      std::this_thread::sleep_for(std::chrono::milliseconds(wait));
+      if (code != CURLE_OPERATION_TIMEDOUT) last = error_of(code, status);
+      std::this_thread::sleep_for(std::chrono::milliseconds(retry_wait(attempt, remaining)));
     }
   }
 
+  // Rounded up: a wait of what is left ends at the deadline, not before.
   static Millis left(Clock::time_point deadline) {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    return std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
   }
 
   std::string transport_error(CURLcode code) {
@@ -611,6 +637,7 @@ class HttpRegistry final : public SchemaRegistry {
   std::string body_;
   std::string url_buffer_;  // the request's, which RegistryRequest::url views
   long status_ = 0;         // of the last answer
+  bool not_found_ = false;  // last_not_found()
   char error_buffer_[CURL_ERROR_SIZE] = {};
   // One handle, one request at a time; the caches with it.
   std::mutex mutex_;

@@ -49,6 +49,11 @@ class SchemaRegistry {
                                    bool register_new) = 0;
   // The registry's address, without credentials, for messages.
   virtual std::string describe() const = 0;
+  // Whether the last call failed on the registry's answer that the subject,
+  // or the schema under it, is not there: what registering a schema would
+  // change. Not when the registry could not be reached, nor when it refused
+  // for another reason (credentials, an incompatible schema).
+  virtual bool last_not_found() const { return false; }
 };
 
 struct RegistryOptions {

@@ -97,5 +97,10 @@ Error answer_error(const RegistryRequest& request, long status, std::string_view
 // Waits between attempts to reach a registry that does not answer: 100 ms,
 // doubling, at most 2 s.
 Millis retry_backoff(int attempt);
+// The wait after failed attempt `attempt` with `left` ms to the deadline:
+// the backoff, cut to end at the deadline, where the last attempt is made.
+// A registry that comes up late in --timeout is reached; one that does not
+// is tried for the whole of it, not for less.
+Millis retry_wait(int attempt, Millis left);
 
 }  // namespace kpipe

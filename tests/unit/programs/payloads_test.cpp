@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "closed_port.h"
+
 using namespace kpipe;
 
 namespace {
@@ -138,4 +140,22 @@ TEST_CASE("PayloadWriter: options that need a schema format, and kproduce's form
   REQUIRE(w);
   CHECK_FALSE((*w)->encodes_value());
   CHECK_FALSE((*w)->encodes_key());
+}
+
+TEST_CASE("PayloadWriter: a registry out of reach gets no --auto-register hint", "[payloads]") {
+  // --auto-register needs the same registry: the hint would send the user
+  // the wrong way.
+  KafkaConfig c = with_registry({});
+  c.timeout = 200;
+  SchemaOptions o;
+  o.value_format = "avro";
+  int port = closed_port();
+  o.registry = fmt::format("http://127.0.0.1:{}", port);
+  auto w = PayloadWriter::open(o, c, "orders");
+  REQUIRE_FALSE(w);
+  CHECK(
+      w.error().message.find(fmt::format("--value-format avro: registry http://127.0.0.1:{}/"
+                                         "subjects/orders-value/versions/latest: cannot connect: ",
+                                         port)) == 0);
+  CHECK(w.error().message.find("auto-register") == std::string::npos);
 }

@@ -1,15 +1,12 @@
 #include "kpipe/schema/registry.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 
 #include <chrono>
 #include <string>
+#include <vector>
 
+#include "closed_port.h"
 #include "kpipe/schema/registry_http.h"
 
 using namespace kpipe;
@@ -19,22 +16,6 @@ using Catch::Matchers::StartsWith;
 namespace {
 
 constexpr std::string_view kBase = "http://127.0.0.1:8081/apis/ccompat/v7";
-
-// A loopback port that nothing listens on: bound by the kernel's choice,
-// then closed, so that a connection to it is refused.
-int closed_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
-  socklen_t len = sizeof addr;
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 RegistryRequest request(RegistryRequest::Kind kind, std::string_view url) {
   RegistryRequest r;
@@ -314,6 +295,47 @@ TEST_CASE("retry_backoff: 100 ms, doubling, at most 2 s", "[registry]") {
 
 // --- the client, without a server ----------------------------------------------------
 
+TEST_CASE("retry_wait: the attempts go on until --timeout, the last one at it", "[registry]") {
+  CHECK(retry_wait(1, 5000) == 100);
+  CHECK(retry_wait(5, 1500) == 1500);
+  CHECK(retry_wait(6, 1500) == 1500);
+  CHECK(retry_wait(3, 0) == 0);
+  CHECK(retry_wait(3, -5) == 0);
+  // Attempts that fail at once, under --timeout 3s: at 0, 0.1, 0.3, 0.7,
+  // 1.5 and 3 s. The backoff alone gave up at 1.5 s ("retried for 1.5s").
+  for (Millis timeout : {Millis{3000}, Millis{2500}, Millis{300}, Millis{30000}}) {
+    Millis now = 0;
+    std::vector<Millis> attempts{now};
+    for (int attempt = 1; now < timeout; ++attempt) {
+      now += retry_wait(attempt, timeout - now);
+      attempts.push_back(now);
+    }
+    CHECK(attempts.back() == timeout);
+    if (timeout == 3000) CHECK(attempts == std::vector<Millis>{0, 100, 300, 700, 1500, 3000});
+  }
+}
+
+TEST_CASE("open_registry: an unreachable registry is retried for the whole timeout", "[registry]") {
+  int port = closed_port();
+  RegistryOptions o;
+  o.url = fmt::format("http://127.0.0.1:{}", port);
+  o.timeout = 1000;
+  auto r = open_registry(o);
+  REQUIRE(r.ok());
+  auto start = std::chrono::steady_clock::now();
+  auto s = (*r)->version("orders-value", -1);
+  auto took = std::chrono::steady_clock::now() - start;
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().message ==
+        fmt::format("registry http://127.0.0.1:{}/subjects/orders-value/versions/latest: cannot "
+                    "connect: Connection refused (retried for 1s)",
+                    port));
+  CHECK(took >= std::chrono::milliseconds(1000));
+  CHECK(took < std::chrono::milliseconds(1500));
+  // Out of reach is not "not found": registering would not help.
+  CHECK_FALSE((*r)->last_not_found());
+}
+
 TEST_CASE("open_registry: refuses a URL that is not http(s)", "[registry]") {
   RegistryOptions o;
   o.url = "localhost:8081";
@@ -365,9 +387,11 @@ TEST_CASE("open_registry: an unreachable registry fails within the timeout, nami
                                     "cannot connect: Connection refused",
                                     port)));
   CHECK_THAT(s.error().message, !Contains("s3cret") && !Contains("alice"));
-  // Retried with a wait, and given up by the timeout.
-  CHECK(took >= std::chrono::milliseconds(100));
+  // Retried for the whole timeout, and given up by it.
+  CHECK(took >= std::chrono::milliseconds(300));
   CHECK(took < std::chrono::seconds(3));
+  CHECK_THAT(s.error().message, Contains(" (retried for 300ms)"));
+  CHECK_FALSE((*r)->last_not_found());
 
   RegisteredSchema schema;
   schema.text = "{}";
