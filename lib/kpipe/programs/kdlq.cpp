@@ -31,14 +31,17 @@ Expected<KafkaConfig> kafka_config(const DlqOptions& o, Io& io, std::string_view
   return config;
 }
 
-Expected<Store> open_store(const DlqOptions& o, Io& io) {
+// `mode`: DlqStore::Mode::kRead for the commands that only read, which a
+// user who may only read the store can run (kdlq(1)).
+Expected<Store> open_store(const DlqOptions& o, Io& io,
+                           DlqStore::Mode mode = DlqStore::Mode::kExisting) {
   Store s;
   s.name = o.dlq;
   if (o.dlq.empty()) return usage_error("--dlq FILE.db or --dlq kafka:TOPIC is required");
   if (!o.dlq.starts_with(kKafkaPrefix)) {
     if (!o.group.empty())
       return usage_error("--group is for a Kafka dead-letter topic, not '{}'", o.dlq);
-    auto store = DlqStore::open(o.dlq, DlqStore::Mode::kExisting);
+    auto store = DlqStore::open(o.dlq, mode);
     if (!store) return store.take_error();
     s.sqlite = std::move(*store);
     return s;
@@ -128,7 +131,7 @@ Status run_dlq_list(const DlqOptions& o, Io& io) {
   if (!ndjson) return ndjson.take_error();
   auto filter = make_filter(o, io.clock.now());
   if (!filter) return filter.take_error();
-  auto store = open_store(o, io);
+  auto store = open_store(o, io, DlqStore::Mode::kRead);
   if (!store) return store.take_error();
   return list_entries(*store, *filter, o.limit, *ndjson, io);
 }
@@ -140,7 +143,7 @@ Status run_dlq_stats(const DlqOptions& o, Io& io) {
   if (!by) return by.take_error();
   auto filter = make_filter(o, io.clock.now());
   if (!filter) return filter.take_error();
-  auto store = open_store(o, io);
+  auto store = open_store(o, io, DlqStore::Mode::kRead);
   if (!store) return store.take_error();
   DlqStats stats(*by);
   KPIPE_TRY(for_each_entry(*store, *filter, o.limit, false, io, [&](const DlqEntry& e) -> Status {

@@ -232,21 +232,46 @@ Status prepare_once(Database& db, std::optional<Statement>& slot, std::string_vi
 Expected<std::unique_ptr<DlqStore>> DlqStore::open(const std::string& path, Mode mode) {
   bool memory = path == ":memory:";
   bool pg = is_postgres_target(path);
-  if (mode == Mode::kExisting && !memory && !pg && !file_exists(path))
+  bool existing = mode != Mode::kCreate;
+  bool reading = mode == Mode::kRead && !memory;
+  if (existing && !memory && !pg && !file_exists(path))
     return failure("dead-letter store '{}' does not exist", path);
   OpenOptions options;
   options.create = mode == Mode::kCreate;
   options.kind = "dead-letter store";
   options.not_kind = "a dead-letter store";
+  if (reading) {
+    options.read_only = true;
+    options.wal = false;
+  }
   auto db = Database::open(path, options);
   if (!db) return db.take_error();
-  if (mode == Mode::kExisting && !memory) {
+  // Only reads: a role that may only read the table is enough, and
+  // nothing is written by mistake.
+  if (reading && pg) KPIPE_TRY((*db)->exec("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY"));
+  if (existing && !memory) {
     auto found = (*db)->has_table("dead_letters");
     // The file's own fault (not a database, damaged) names it already.
     if (!found) return found.take_error();
     if (!*found) return failure("'{}' is not a dead-letter store", (*db)->path());
   }
   if (!pg) KPIPE_TRY(define_sqlite_function(**db, kHashFunction, payload_hash));
+  if (reading) {
+    auto version = (*db)->schema_version("dlq");
+    if (!version) return version.take_error();
+    auto known = static_cast<int64_t>(migrations((*db)->dialect()).size());
+    if (*version > known)
+      return failure(
+          "{}: the 'dlq' tables are at schema version {}, newer than this program knows ({}); "
+          "upgrade kpipe",
+          (*db)->path(), *version, known);
+    if (*version < known)
+      return failure(
+          "{}: the 'dlq' tables are at schema version {}, older than this program's ({}); run "
+          "kdlq purge --dry-run --replayed on it once to upgrade them",
+          (*db)->path(), *version, known);
+    return std::unique_ptr<DlqStore>(new DlqStore(std::move(*db)));
+  }
   KPIPE_TRY((*db)->migrate("dlq", migrations((*db)->dialect())));
   return std::unique_ptr<DlqStore>(new DlqStore(std::move(*db)));
 }

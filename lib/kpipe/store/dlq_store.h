@@ -23,6 +23,10 @@ class DlqStore {
   enum class Mode {
     kCreate,    // a program's --dlq: create the file if needed
     kExisting,  // kdlq: the store must exist already
+    // kdlq list and stats, which only read: an existing store opened
+    // read-only, never created or migrated, so that a user who may only
+    // read it can (kdlq(1)); one at another schema version is refused.
+    kRead,
   };
   static Expected<std::unique_ptr<DlqStore>> open(const std::string& path,
                                                   Mode mode = Mode::kCreate);

@@ -69,9 +69,10 @@ Expected<bool> Database::has_table(std::string_view table) {
 }
 
 Expected<int64_t> Database::schema_version(std::string_view component) {
-  KPIPE_TRY(
-      exec("CREATE TABLE IF NOT EXISTS kpipe_schema (component TEXT PRIMARY KEY, version INTEGER "
-           "NOT NULL)"));
+  // Asked of a database opened read-only too: nothing is created here.
+  auto kept = has_table("kpipe_schema");
+  if (!kept) return kept.take_error();
+  if (!*kept) return int64_t{0};
   auto stmt = prepare("SELECT version FROM kpipe_schema WHERE component = ?");
   if (!stmt) return stmt.take_error();
   stmt->bind_text(1, component);
@@ -87,6 +88,9 @@ Status Database::migrate(std::string_view component, const std::vector<std::stri
     // PostgreSQL's BEGIN takes no lock: processes that open one database
     // at once (the stages of a pipeline) upgrade it one after the other.
     if (postgres()) KPIPE_TRY(exec("SELECT pg_advisory_xact_lock(7021781806061282931)"));
+    KPIPE_TRY(
+        exec("CREATE TABLE IF NOT EXISTS kpipe_schema (component TEXT PRIMARY KEY, version INTEGER "
+             "NOT NULL)"));
     auto version = schema_version(component);
     if (!version) return version.take_error();
     auto target = static_cast<int64_t>(migrations.size());

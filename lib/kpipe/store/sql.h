@@ -152,6 +152,7 @@ class Database {
   // with its version bump, so an interrupted upgrade leaves a known version.
   Status migrate(std::string_view component, const std::vector<std::string>& migrations);
   // The version migrate() left, 0 when the component has no tables yet.
+  // Reads only, so that a database opened read-only can be asked.
   Expected<int64_t> schema_version(std::string_view component);
   // Whether the component's tables are there at all, without creating any.
   Expected<bool> has_table(std::string_view table);

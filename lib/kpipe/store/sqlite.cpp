@@ -294,14 +294,23 @@ void call_bytes_function(sqlite3_context* context, int, sqlite3_value** args) {
 }
 
 // A reader of a WAL database needs its shared-memory file, which SQLite
-// cannot make on a read-only file system: there the file is read as
-// immutable instead, which nothing there can make untrue. Not when a WAL
-// file with frames is beside it: an immutable reader would ignore them.
+// cannot make on a read-only file system, nor in a directory the user may
+// not write (a store of another user's, which the commands that only read
+// promise to read): there the file is read as immutable instead. Not when
+// a WAL file with frames is beside it: an immutable reader would ignore
+// them. Without frames the file holds every commit; a writer that starts
+// while this reader reads adds its own to a WAL this reader does not see,
+// as any reader's snapshot would not.
 bool unchangeable(const std::string& path) {
-  struct statvfs fs {};
-  if (::statvfs(path.c_str(), &fs) != 0 || (fs.f_flag & ST_RDONLY) == 0) return false;
   struct stat wal {};
-  return ::stat((path + "-wal").c_str(), &wal) != 0 || wal.st_size == 0;
+  if (::stat((path + "-wal").c_str(), &wal) == 0 && wal.st_size > 0) return false;
+  struct statvfs fs {};
+  if (::statvfs(path.c_str(), &fs) == 0 && (fs.f_flag & ST_RDONLY) != 0) return true;
+  // A shared-memory file there already, which this user may use, serves.
+  if (::faccessat(AT_FDCWD, (path + "-shm").c_str(), R_OK | W_OK, AT_EACCESS) == 0) return false;
+  size_t slash = path.rfind('/');
+  std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+  return ::faccessat(AT_FDCWD, dir.c_str(), W_OK, AT_EACCESS) != 0;
 }
 
 // file:PATH?immutable=1, with the characters a URI gives meaning escaped.
