@@ -268,3 +268,14 @@ printf '%s\n' '{"id":1}' '{"$kpipe":"checkpoint","id":"x"}' >"$WORK/badcp"
 run 65 kdedup -k .id --state "$WORK/state.db" --name bad "$WORK/badcp"
 expect_stderr "kdedup: error: $WORK/badcp: line 2: checkpoint line: 'id' must be a non-negative integer
 "
+
+# --metrics naming a folder: a warning, the records pass, and no
+# FOLDER.tmp is left behind (it was, after the failed rename).
+mkdir "$WORK/metrics"
+printf '%s\n' '{"id":1}' >"$WORK/one"
+run 0 kdedup -k .id --metrics "$WORK/metrics" "$WORK/one"
+expect_stdout '{"id":1}
+'
+expect_stderr "kdedup: warning: cannot rename '$WORK/metrics.tmp' to '$WORK/metrics': Is a directory
+"
+[[ ! -e "$WORK/metrics.tmp" ]] || fail "--metrics left $WORK/metrics.tmp behind"

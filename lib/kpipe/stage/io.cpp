@@ -336,10 +336,12 @@ Status write_file_atomically(const std::string& path, std::string_view text) {
   if (fd < 0) return failure("cannot write '{}': {}", tmp, std::strerror(errno));
   Status s = write_all(fd, text, tmp);
   ::close(fd);
-  KPIPE_TRY(s);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    return failure("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(errno));
-  return {};
+  if (s.ok() && std::rename(tmp.c_str(), path.c_str()) != 0)
+    s = failure("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(errno));
+  // A failed write leaves nothing behind: not a half-written file, nor one
+  // that a later run (a --metrics naming a folder, every 5 s) would find.
+  if (!s.ok()) ::unlink(tmp.c_str());
+  return s;
 }
 
 Status check_inputs_are_not_outputs(

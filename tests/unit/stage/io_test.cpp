@@ -1,6 +1,7 @@
 #include "kpipe/stage/io.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -8,6 +9,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -379,4 +381,25 @@ TEST_CASE("wait_for_input: returns once standard input has a line or has ended",
     std::atomic<bool> stop{true};
     CHECK(wait_for_input(files, &stop, p.read_end).ok());  // "-" is standard input
   }
+}
+
+TEST_CASE("write_file_atomically: a failed write leaves no temporary file behind", "[io]") {
+  TempDir dir;
+  // --metrics naming a folder: the rename fails, and FOLDER.tmp stayed.
+  std::string folder = dir.file("metrics");
+  REQUIRE(::mkdir(folder.c_str(), 0755) == 0);
+  Status s = write_file_atomically(folder, "a 1\n");
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().message ==
+        "cannot rename '" + folder + ".tmp' to '" + folder + "': Is a directory");
+  CHECK_FALSE(std::filesystem::exists(folder + ".tmp"));
+  CHECK(std::filesystem::is_directory(folder));
+  // Written again, as every 5 s: still nothing left behind.
+  REQUIRE_FALSE(write_file_atomically(folder, "a 2\n").ok());
+  CHECK_FALSE(std::filesystem::exists(folder + ".tmp"));
+  // A write that works leaves the file and nothing else.
+  std::string file = dir.file("k.prom");
+  REQUIRE(write_file_atomically(file, "b 1\n").ok());
+  CHECK(test::read_file(file) == "b 1\n");
+  CHECK_FALSE(std::filesystem::exists(file + ".tmp"));
 }
