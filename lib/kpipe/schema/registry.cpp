@@ -17,6 +17,7 @@
 #include <simdjson.h>
 
 #include "kpipe/json.h"
+#include "kpipe/percent.h"
 #include "kpipe/schema/registry_http.h"
 
 namespace kpipe {
@@ -40,29 +41,6 @@ bool starts_with_nocase(std::string_view text, std::string_view prefix) {
   if (text.size() < prefix.size()) return false;
   for (size_t i = 0; i < prefix.size(); ++i)
     if (std::tolower(static_cast<unsigned char>(text[i])) != prefix[i]) return false;
-  return true;
-}
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-bool percent_decode(std::string_view text, std::string& out) {
-  out.clear();
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '%') {
-      out.push_back(text[i]);
-      continue;
-    }
-    int hi = i + 1 < text.size() ? hex_value(text[i + 1]) : -1;
-    int lo = i + 2 < text.size() ? hex_value(text[i + 2]) : -1;
-    if (hi < 0 || lo < 0) return false;
-    out.push_back(static_cast<char>(hi << 4 | lo));
-    i += 2;
-  }
   return true;
 }
 

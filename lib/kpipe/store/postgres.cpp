@@ -8,6 +8,8 @@
 #include <libpq-fe.h>
 #include <unistd.h>
 
+#include "kpipe/percent.h"
+
 namespace kpipe {
 
 namespace {
@@ -66,26 +68,11 @@ bool is_keyword(std::string_view word) {
   return std::find(keywords.begin(), keywords.end(), word) != keywords.end();
 }
 
-int percent_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// %XX decoded; a '%' that starts no escape is kept, as the text it is.
-std::string percent_decode(std::string_view text) {
+// %XX decoded; a '%' that starts no escape is kept, as the text it is:
+// the password as libpq would read it, or as its writer meant it.
+std::string percent_decoded(std::string_view text) {
   std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%' && i + 2 < text.size() && percent_digit(text[i + 1]) >= 0 &&
-        percent_digit(text[i + 2]) >= 0) {
-      out.push_back(
-          static_cast<char>(percent_digit(text[i + 1]) * 16 + percent_digit(text[i + 2])));
-      i += 2;
-      continue;
-    }
-    out.push_back(text[i]);
-  }
+  percent_decode(text, out);
   return out;
 }
 
@@ -115,7 +102,7 @@ size_t password_end(std::string_view text, size_t from, bool uri) {
     if (eq != std::string_view::npos) {
       std::string_view key = text.substr(word, eq - word);
       if (!uri) key = key.substr(0, key.find_last_not_of(" \t\n\r\f\v") + 1);
-      if (is_keyword(uri ? std::string_view(percent_decode(key)) : key)) return sep;
+      if (is_keyword(uri ? std::string_view(percent_decoded(key)) : key)) return sep;
     }
     at = word;
   }
@@ -147,7 +134,7 @@ std::vector<Secret> uri_secrets(std::string_view target) {
     size_t colon = target.find(':', after);
     if (colon < at_sign) {
       std::string_view raw = target.substr(colon + 1, at_sign - colon - 1);
-      out.push_back({colon + 1, raw.size(), colon, at_sign - colon, percent_decode(raw)});
+      out.push_back({colon + 1, raw.size(), colon, at_sign - colon, percent_decoded(raw)});
     }
   }
   size_t query = target.find('?', at_sign == std::string_view::npos ? after : at_sign + 1);
@@ -155,14 +142,14 @@ std::vector<Secret> uri_secrets(std::string_view target) {
   for (size_t p = query + 1; p < target.size();) {
     size_t amp = target.find('&', p);
     size_t eq = target.find('=', p);
-    if (eq < amp && percent_decode(target.substr(p, eq - p)) == "password") {
+    if (eq < amp && percent_decoded(target.substr(p, eq - p)) == "password") {
       size_t end = password_end(target, eq + 1, true);
       std::string_view raw = target.substr(eq + 1, end - eq - 1);
       // The parameter goes with the '&' before it, or the one after it
       // when it is the first.
       size_t cut_at = p == query + 1 ? p : p - 1;
       size_t cut_end = p == query + 1 && end < target.size() ? end + 1 : end;
-      out.push_back({eq + 1, raw.size(), cut_at, cut_end - cut_at, percent_decode(raw)});
+      out.push_back({eq + 1, raw.size(), cut_at, cut_end - cut_at, percent_decoded(raw)});
       amp = end;
     }
     if (amp == std::string_view::npos) break;

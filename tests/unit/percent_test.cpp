@@ -1,0 +1,29 @@
+#include "kpipe/percent.h"
+
+#include <catch2/catch.hpp>
+
+using kpipe::percent_decode;
+
+TEST_CASE("percent_decode: escapes decoded in either case, the rest as written", "[percent]") {
+  std::string out;
+  CHECK(percent_decode("p%40ss%2fw%2Fd", out));
+  CHECK(out == "p@ss/w/d");
+  CHECK(percent_decode("plain", out));
+  CHECK(out == "plain");
+  CHECK(percent_decode("", out));
+  CHECK(out.empty());
+}
+
+TEST_CASE("percent_decode: a '%' that starts no escape is kept and makes it false", "[percent]") {
+  std::string out;
+  // The password of issue 33's first finding: libpq refuses it, and the
+  // redaction still has to find it as written.
+  CHECK_FALSE(percent_decode("PW_A%zz", out));
+  CHECK(out == "PW_A%zz");
+  CHECK_FALSE(percent_decode("a%4", out));
+  CHECK(out == "a%4");
+  CHECK_FALSE(percent_decode("%", out));
+  CHECK(out == "%");
+  CHECK_FALSE(percent_decode("%41%", out));
+  CHECK(out == "A%");
+}
