@@ -95,3 +95,25 @@ else
   expect_exit 0 kdlq list --dlq "kafka:$DLQ" -b "$BROKERS" --format ndjson
   assert_empty "$WORK/out"
 fi
+
+# A dead-letter topic that does not exist is looked up as kproduce looks up
+# its topic (kproduce(1), THE TOPIC): one the broker creates is waited for
+# and written to; one it does not is said missing at start, and asking did
+# not create it. Kafka's first answer about a topic it is creating is
+# 'unknown topic': the guard used to say 'does not exist' with the topic
+# made on the way (issue 33, item 8's sibling).
+NEW=$(topic dlq-new)
+expect_exit 0 kdlq guard --require .value.user_id:string --dlq "kafka:$NEW" -b "$BROKERS" -q \
+  <"$WORK/consumed.ndjson"
+assert_eq "$(jq -r .key "$WORK/out" | tr '\n' ' ')" "u1 u2 " "passed to a new dead-letter topic"
+expect_exit 0 kdlq list --dlq "kafka:$NEW" -b "$BROKERS" --format ndjson
+assert_eq "$(jq -r .payload "$WORK/out" | jq -r .key | sort | tr '\n' ' ')" "null u3 " \
+  "dead letters in the new topic"
+MISSING=$(topic dlq-missing)
+expect_exit 1 kdlq guard --require .value.user_id:string --dlq "kafka:$MISSING" -b "$BROKERS" \
+  -X allow.auto.create.topics=false <"$WORK/consumed.ndjson"
+assert_eq "$(cat "$WORK/err")" \
+  "kdlq: error: dead-letter store 'kafka:$MISSING': topic '$MISSING' does not exist (allow.auto.create.topics is false)" \
+  "a missing dead-letter topic"
+expect_exit 1 kconsume -b "$BROKERS" -t "$MISSING" -e
+assert_eq "$(cat "$WORK/err")" "kconsume: error: topic '$MISSING' does not exist" "not created"

@@ -514,7 +514,10 @@ Expected<std::unique_ptr<ReplayTarget>> make_kafka_target(const std::string& top
                                                           Reporter& reporter, Clock& clock) {
   auto producer = Producer::create(config, reporter);
   if (!producer) return producer.take_error();
-  auto parts = (*producer)->partitions(topic);
+  // Looked up as kproduce looks up its topic (kproduce(1), THE TOPIC): one
+  // the broker creates is waited for, and one it does not is said missing
+  // without having been created by the asking.
+  auto parts = (*producer)->await_topic(topic);
   if (!parts) return failure("replay target 'kafka:{}': {}", topic, parts.error().message);
   return std::unique_ptr<ReplayTarget>(
       new KafkaTarget(topic, std::move(*producer), config, reporter, clock));
@@ -575,8 +578,9 @@ Expected<std::unique_ptr<DeadLetterSink>> open_kafka_dead_letters(const std::str
   auto producer = Producer::create(config, reporter);
   if (!producer) return producer.take_error();
   // Without this, a missing topic would surface only at the first bad
-  // line, after message.timeout.ms: say so at start instead.
-  auto parts = (*producer)->partitions(topic);
+  // line, after message.timeout.ms: say so at start instead, as kproduce
+  // does (kproduce(1), THE TOPIC).
+  auto parts = (*producer)->await_topic(topic);
   if (!parts) return failure("dead-letter store 'kafka:{}': {}", topic, parts.error().message);
   return std::unique_ptr<DeadLetterSink>(new KafkaDeadLetters(topic, std::move(*producer)));
 }
