@@ -37,7 +37,7 @@ assert_eq "$(sql "$DB" "SELECT id, n FROM clicks ORDER BY id" | tr '\n' ' ')" "1
 expect_exit 0 kupsert --db "$DB" --table clicks2 --key id --state "$S" --name other "$WORK/two.ndjson"
 
 # --- kproduce --transactional: --topic --------------------------------------------
-start_broker out:1 out2:1
+start_broker out:1 out2:1 source:1
 S2=$(store produce_state)
 tx_input() {
   printf '{"n":%s}\n{"$kpipe":"checkpoint","id":%s,"at":5,"group":"%s","offsets":[{"topic":"%s","partition":0,"offset":%s}]}\n' \
