@@ -1,6 +1,7 @@
 #include "kpipe/cli/cli.h"
 
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <charconv>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 
 #include "kpipe/choices.h"
 #include "kpipe/cli/signals.h"
@@ -199,6 +201,16 @@ void Program::add_stats(CLI::App& app, StatsOptions& o) {
       ->type_name("FILE");
 }
 
+void Program::add_plot(CLI::App& app, PlotOptions& o, const std::string& what) {
+  CLI::Option* plot = app.add_option("--plot", o.file,
+                                     "Draw " + what +
+                                         ": SVG into FILE ('-': standard output), or without FILE "
+                                         "in block characters on standard output")
+                          ->expected(0, 1)
+                          ->type_name("[FILE]");
+  after_parse_.push_back([&o, plot] { o.given = plot->count() > 0; });
+}
+
 void Program::add_schema(SchemaOptions& o, bool writing) {
   const char* formats = writing ? "json (the default), avro, protobuf or json-schema"
                                 : "json (the default), string, bytes, avro, protobuf or "
@@ -310,6 +322,19 @@ void hold_closed_standard_streams() {
   }
 }
 
+// Standard output's terminal width; elsewhere $COLUMNS (a user's, or a
+// shell's exported one), else 80, the width a mail or a log shows whole.
+size_t terminal_columns() {
+  struct winsize ws {};
+  if (::ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+  if (const char* c = std::getenv("COLUMNS")) {
+    size_t n = 0;
+    auto r = std::from_chars(c, c + std::strlen(c), n);
+    if (r.ec == std::errc() && *r.ptr == '\0' && n > 0 && n <= 10000) return n;
+  }
+  return 80;
+}
+
 }  // namespace
 
 int Program::run(int argc, char** argv, const std::function<Status(Io&)>& body) {
@@ -336,6 +361,7 @@ int Program::run(int argc, char** argv, const std::function<Status(Io&)>& body) 
   }
   try {
     app_.parse(argc, argv);
+    for (const auto& f : after_parse_) f();
   } catch (const CLI::CallForHelp& e) {
     return app_.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
@@ -372,6 +398,7 @@ int Program::run(int argc, char** argv, const std::function<Status(Io&)>& body) 
   out.set_stop_check([] { return stop_requested(); });
   SystemClock clock;
   Io io{out, reporter_, clock, stop_flag(), name_, std::getenv("KPIPE_BROKERS"), ::isatty(1) == 1};
+  io.columns = terminal_columns();
   std::unique_ptr<ServiceNotifier> notifier = make_service_notifier();
   io.notifier = notifier.get();
   Status s = body(io);

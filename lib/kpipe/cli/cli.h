@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -60,6 +61,8 @@ class Program {
   void add_errors(CLI::App& app, ErrorOptions& o);
   void add_stats(CLI::App& app, StatsOptions& o);
   void add_kafka(CLI::App& app, KafkaOptions& o);
+  // --plot [FILE]; `what` ends its help: "the lag history".
+  void add_plot(CLI::App& app, PlotOptions& o, const std::string& what);
   // --key-format, --value-format and the Schema Registry's options, for
   // reading (kconsume) or for writing (kproduce).
   void add_schema(SchemaOptions& o, bool writing);
@@ -79,6 +82,9 @@ class Program {
   CLI::App app_;
   int verbose_ = 0;
   bool quiet_ = false;
+  // Run once the command line is parsed: what only the parse can tell,
+  // such as an option given without its optional value.
+  std::vector<std::function<void()>> after_parse_;
   StderrReporter reporter_;
 };
 

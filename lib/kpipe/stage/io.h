@@ -142,6 +142,9 @@ struct Io {
   std::string program;                // "kdedup"
   const char* env_brokers = nullptr;  // KPIPE_BROKERS, for kafka: targets
   bool interactive = false;           // standard output is a terminal
+  // The terminal's width in columns when standard output is one, else
+  // $COLUMNS, else 80: what a chart drawn in text must fit.
+  size_t columns = 80;
   // The service manager, when the program runs under one (systemd's
   // NOTIFY_SOCKET); the terminal stage tells it of checkpoints.
   ServiceNotifier* notifier = nullptr;
@@ -156,6 +159,14 @@ struct InputOptions {
 struct ErrorOptions {
   std::string on_error;  // fail, dlq or skip; empty: dlq with --dlq, else fail
   std::string dlq;       // FILE.db or kafka:TOPIC
+};
+
+// --plot [FILE] (klag, kcheckpoint history): a picture instead of the
+// report. FILE: SVG written there; "-": SVG on standard output; no FILE:
+// the chart in block characters on standard output.
+struct PlotOptions {
+  bool given = false;
+  std::string file;
 };
 
 struct StatsOptions {
