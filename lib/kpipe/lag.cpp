@@ -255,6 +255,98 @@ LagSample LagEngine::sample(const LagSubject& subject, std::optional<int64_t> me
 
 // --- Burrow's rules --------------------------------------------------------
 
+namespace {
+
+// Burrow's rules over `v`, a partition's points with an offset (oldest
+// first, at least one): judge_partition's, and statuses()'s, which asks
+// for no reasons (`explain` false), since formatting them would cost more
+// than judging a million points.
+PartitionVerdict judge_points(const PartitionPoint* const* v, size_t size,
+                              std::optional<int64_t> members, const RuleSettings& rules,
+                              bool explain) {
+  PartitionVerdict verdict;
+  const PartitionPoint& latest = *v[size - 1];
+  size_t n = std::min(std::max<size_t>(rules.window, 1), size);
+  size_t first = size - n;
+  if (lag_of(latest) <= rules.allowed_lag) return verdict;
+  for (size_t i = first; i < size; ++i)
+    if (lag_of(*v[i]) == 0) return verdict;
+  if (n < 2) return verdict;
+
+  const PartitionPoint& oldest = *v[first];
+  auto over = [&] {
+    return fmt::format("{} samples over {}", n, format_duration(latest.at - oldest.at));
+  };
+  for (size_t i = first + 1; i < size; ++i) {
+    if (*v[i]->committed >= *v[i - 1]->committed) continue;
+    verdict.status = LagStatus::kRewind;
+    if (explain)
+      verdict.reason = fmt::format(
+          "the {}offset went back from {} to {}",
+          v[i]->assumed == Uncommitted::kIgnore && v[i - 1]->assumed == Uncommitted::kIgnore
+              ? "committed "
+              : "",
+          offset_text(*v[i - 1]), offset_text(*v[i]));
+    return verdict;
+  }
+
+  bool moved = std::any_of(v + first, v + size, [&](const PartitionPoint* p) {
+    return *p->committed != *oldest.committed;
+  });
+  if (!moved) {
+    // Unmoved for longer than the window spans: the point before the
+    // window had the same offset.
+    bool before_too = first > 0 && *v[first - 1]->committed == *oldest.committed;
+    Millis span = latest.at - oldest.at;
+    if (before_too) {
+      auto base = [&] {
+        return fmt::format("offset {} has not moved for longer than the window ({}), lag {}",
+                           offset_text(latest), over(), lag_of(latest));
+      };
+      if (latest.committed_at) {
+        Millis quiet = latest.at - *latest.committed_at;
+        if (quiet > span) {
+          verdict.status = LagStatus::kStop;
+          if (explain)
+            verdict.reason =
+                fmt::format("{}, and nothing was committed for {}", base(), format_duration(quiet));
+          return verdict;
+        }
+      } else if (members) {
+        if (*members == 0) {
+          verdict.status = LagStatus::kStop;
+          if (explain)
+            verdict.reason = fmt::format("{}, and the group has no active member", base());
+          return verdict;
+        }
+      } else {
+        verdict.status = LagStatus::kStop;
+        if (explain)
+          verdict.reason = fmt::format(
+              "{} (the broker cannot tell whether the group has active members)", base());
+        verdict.stop_without_members = true;
+        return verdict;
+      }
+    }
+    verdict.status = LagStatus::kStall;
+    if (explain)
+      verdict.reason = fmt::format("offset {} did not move in {} while lag stayed above 0 (now {})",
+                                   offset_text(latest), over(), lag_of(latest));
+    return verdict;
+  }
+
+  for (size_t i = first + 1; i < size; ++i)
+    if (lag_of(*v[i]) < lag_of(*v[i - 1])) return verdict;
+  verdict.status = LagStatus::kWarn;
+  if (explain)
+    verdict.reason = fmt::format(
+        "the offset moved from {} to {} in {} but the lag never decreased ({} to {})",
+        offset_text(oldest), offset_text(latest), over(), lag_of(oldest), lag_of(latest));
+  return verdict;
+}
+
+}  // namespace
+
 std::optional<PartitionVerdict> judge_partition(const std::vector<PartitionPoint>& all,
                                                 std::optional<int64_t> members,
                                                 const RuleSettings& rules) {
@@ -262,76 +354,7 @@ std::optional<PartitionVerdict> judge_partition(const std::vector<PartitionPoint
   for (const auto& p : all)
     if (p.committed) v.push_back(&p);
   if (v.empty()) return std::nullopt;
-  PartitionVerdict verdict;
-  const PartitionPoint& latest = *v.back();
-  size_t n = std::min(std::max<size_t>(rules.window, 1), v.size());
-  size_t first = v.size() - n;
-  if (lag_of(latest) <= rules.allowed_lag) return verdict;
-  for (size_t i = first; i < v.size(); ++i)
-    if (lag_of(*v[i]) == 0) return verdict;
-  if (n < 2) return verdict;
-
-  const PartitionPoint& oldest = *v[first];
-  std::string over = fmt::format("{} samples over {}", n, format_duration(latest.at - oldest.at));
-  for (size_t i = first + 1; i < v.size(); ++i) {
-    if (*v[i]->committed >= *v[i - 1]->committed) continue;
-    verdict.status = LagStatus::kRewind;
-    verdict.reason = fmt::format(
-        "the {}offset went back from {} to {}",
-        v[i]->assumed == Uncommitted::kIgnore && v[i - 1]->assumed == Uncommitted::kIgnore
-            ? "committed "
-            : "",
-        offset_text(*v[i - 1]), offset_text(*v[i]));
-    return verdict;
-  }
-
-  bool moved =
-      std::any_of(v.begin() + static_cast<long>(first), v.end(),
-                  [&](const PartitionPoint* p) { return *p->committed != *oldest.committed; });
-  if (!moved) {
-    // Unmoved for longer than the window spans: the point before the
-    // window had the same offset.
-    bool before_too = first > 0 && *v[first - 1]->committed == *oldest.committed;
-    Millis span = latest.at - oldest.at;
-    if (before_too) {
-      std::string base =
-          fmt::format("offset {} has not moved for longer than the window ({}), lag {}",
-                      offset_text(latest), over, lag_of(latest));
-      if (latest.committed_at) {
-        Millis quiet = latest.at - *latest.committed_at;
-        if (quiet > span) {
-          verdict.status = LagStatus::kStop;
-          verdict.reason =
-              fmt::format("{}, and nothing was committed for {}", base, format_duration(quiet));
-          return verdict;
-        }
-      } else if (members) {
-        if (*members == 0) {
-          verdict.status = LagStatus::kStop;
-          verdict.reason = fmt::format("{}, and the group has no active member", base);
-          return verdict;
-        }
-      } else {
-        verdict.status = LagStatus::kStop;
-        verdict.reason =
-            fmt::format("{} (the broker cannot tell whether the group has active members)", base);
-        verdict.stop_without_members = true;
-        return verdict;
-      }
-    }
-    verdict.status = LagStatus::kStall;
-    verdict.reason = fmt::format("offset {} did not move in {} while lag stayed above 0 (now {})",
-                                 offset_text(latest), over, lag_of(latest));
-    return verdict;
-  }
-
-  for (size_t i = first + 1; i < v.size(); ++i)
-    if (lag_of(*v[i]) < lag_of(*v[i - 1])) return verdict;
-  verdict.status = LagStatus::kWarn;
-  verdict.reason =
-      fmt::format("the offset moved from {} to {} in {} but the lag never decreased ({} to {})",
-                  offset_text(oldest), offset_text(latest), over, lag_of(oldest), lag_of(latest));
-  return verdict;
+  return judge_points(v.data(), v.size(), members, rules, true);
 }
 
 GroupReport LagEngine::report(const std::vector<LagSample>& history) const {
@@ -380,6 +403,80 @@ GroupReport LagEngine::report(const std::vector<LagSample>& history) const {
     r.partitions.push_back(std::move(pr));
   }
   return r;
+}
+
+std::vector<LagStatus> LagEngine::statuses(const std::vector<LagSample>& history,
+                                           size_t depth) const {
+  // report() judges each partition of the latest sample by its points with
+  // an offset among the samples given, of which judge_points looks at the
+  // last window + 1 at most. So each partition keeps its points with an
+  // offset (a track), and each sample judges the tail of its partitions'
+  // tracks that lies within its last `depth` samples: no sample is copied.
+  struct Track {
+    TopicPartition key;
+    std::vector<PartitionPoint> points;
+    std::vector<size_t> sample;  // the index in `history` of each point
+    size_t begin = 0;            // points before it are out of every window to come
+  };
+  std::vector<Track> tracks;
+  std::map<TopicPartition, size_t> track_of;
+  // The track of each partition of the previous sample, by position: a
+  // history's samples mostly hold the same partitions in the same order,
+  // so most look-ups are one comparison.
+  std::vector<size_t> previous, current;
+  std::vector<const PartitionPoint*> tail;
+  const size_t keep = std::max<size_t>(rules_.window, 1) + 1;
+  std::vector<LagStatus> out;
+  out.reserve(history.size());
+  for (size_t i = 0; i < history.size(); ++i) {
+    const LagSample& s = history[i];
+    size_t lowest = depth == 0 || i + 1 < depth ? 0 : i + 1 - depth;
+    current.resize(s.partitions.size());
+    for (size_t j = 0; j < s.partitions.size(); ++j) {
+      const PartitionSample& p = s.partitions[j];
+      size_t t;
+      if (j < previous.size() && tracks[previous[j]].key.partition == p.partition &&
+          tracks[previous[j]].key.topic == p.topic) {
+        t = previous[j];
+      } else {
+        TopicPartition key{p.topic, p.partition};
+        auto [it, added] = track_of.try_emplace(key, tracks.size());
+        if (added) tracks.push_back(Track{std::move(key), {}, {}, 0});
+        t = it->second;
+      }
+      current[j] = t;
+      auto position = p.position();
+      if (!position) continue;
+      Track& track = tracks[t];
+      track.points.push_back({s.at, position, p.end, p.committed_at,
+                              p.is_assumed() ? p.assumed : Uncommitted::kIgnore});
+      track.sample.push_back(i);
+      // Only the last `keep` points can be judged again: drop the rest
+      // now and then, so that a long history's tracks stay small.
+      if (track.points.size() - track.begin > keep) track.begin = track.points.size() - keep;
+      if (track.begin >= 1024) {
+        track.points.erase(track.points.begin(),
+                           track.points.begin() + static_cast<long>(track.begin));
+        track.sample.erase(track.sample.begin(),
+                           track.sample.begin() + static_cast<long>(track.begin));
+        track.begin = 0;
+      }
+    }
+    LagStatus status = LagStatus::kOk;
+    for (size_t j = 0; j < s.partitions.size(); ++j) {
+      const Track& track = tracks[current[j]];
+      size_t from = track.points.size();
+      while (from > track.begin && track.sample[from - 1] >= lowest) --from;
+      if (from == track.points.size()) continue;  // no offset to judge
+      tail.clear();
+      for (size_t k = from; k < track.points.size(); ++k) tail.push_back(&track.points[k]);
+      status =
+          std::max(status, judge_points(tail.data(), tail.size(), s.members, rules_, false).status);
+    }
+    out.push_back(status);
+    previous.swap(current);
+  }
+  return out;
 }
 
 std::vector<std::string> check_alerts(const std::vector<GroupReport>& reports,

@@ -200,6 +200,13 @@ class LagEngine {
   // the latest last) by Burrow's rules over the last `window` samples.
   GroupReport report(const std::vector<LagSample>& history) const;
 
+  // The group's status after each sample of `history` (one subject's
+  // samples, oldest first), as report() would have judged it then from the
+  // last `depth` samples up to it (0: every one before it), which is what
+  // klag judged if it kept that many. For klag --plot's marks: in time
+  // linear in the history, with no sample copied.
+  std::vector<LagStatus> statuses(const std::vector<LagSample>& history, size_t depth) const;
+
   const RuleSettings& rules() const { return rules_; }
   Uncommitted uncommitted() const { return uncommitted_; }
 

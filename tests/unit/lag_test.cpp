@@ -3,6 +3,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <set>
+
 #include "lag_fixtures.h"
 
 using namespace kpipe;
@@ -466,4 +468,105 @@ TEST_CASE("GroupSelector: names, and patterns matching whole group ids", "[lag][
   auto empty = GroupSelector::create({""}, false);
   REQUIRE_FALSE(empty);
   CHECK(empty.error().message == "-g: the group name is empty");
+}
+
+namespace {
+
+// A group's 160 samples a minute apart that go through every verdict: on
+// events [0], phases of 20 samples (keeping up, falling behind, stalled
+// with members, stopped without any, a rewind, stalled where the broker
+// cannot tell the members, and noise); events [1] missing from some
+// samples and uncommitted in others; audit [0] appearing later, first
+// counted from its log start, then committed with commit times.
+std::vector<LagSample> varied_history() {
+  uint64_t seed = 38;
+  auto next = [&](int64_t n) {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<int64_t>((seed >> 33) % static_cast<uint64_t>(n));
+  };
+  std::vector<LagSample> out;
+  int64_t c0 = 0, e0 = 0, c1 = 0, e1 = 0, c2 = 0, e2 = 0;
+  for (int i = 0; i < 160; ++i) {
+    Millis at = kT0 + i * kMinute;
+    int phase = i / 20;
+    std::optional<int64_t> members = i % 13 == 0 ? 0 : 2;
+    switch (phase) {
+      case 0:
+        e0 += next(5);
+        c0 = std::max(c0, e0 - next(2));
+        break;
+      case 1:
+        e0 += 5 + next(3);
+        c0 += 1 + next(2);
+        break;
+      case 2:
+        e0 += 1 + next(3);
+        members = 3;
+        break;
+      case 3:
+        e0 += next(2);
+        members = 0;
+        break;
+      case 4:
+        if (i == 80) c0 -= 5;
+        e0 += next(3);
+        c0 = std::min(c0 + next(10), e0);
+        break;
+      case 6:
+        e0 += 1;
+        members = std::nullopt;
+        break;
+      default:
+        e0 += next(10);
+        c0 = std::min(c0 + next(10), e0);
+    }
+    std::vector<PartitionSample> parts = {part("events", 0, c0, e0, double(e0 - c0) / 2)};
+    e1 += next(4);
+    c1 = std::min(c1 + next(4), e1);
+    if (i % 7 != 3)
+      parts.push_back(part("events", 1, i % 11 == 5 ? std::nullopt : std::optional(c1), e1));
+    if (i >= 30) {
+      e2 += next(3);
+      PartitionSample a = part("audit", 0, std::nullopt, e2);
+      a.start = 0;
+      a.assumed = Uncommitted::kEarliest;
+      if (i >= 60) {
+        c2 = i % 9 == 0 ? c2 : std::min(c2 + next(4), e2);
+        a.committed = c2;
+        a.committed_at = at - next(8) * kMinute;
+      }
+      parts.insert(parts.begin(), a);
+    }
+    out.push_back(sample_at(at, std::move(parts), members));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("LagEngine::statuses: report()'s verdict after each sample, from the last depth samples",
+          "[lag][statuses]") {
+  FakeClock clock(kT0);
+  const auto history = varied_history();
+  std::set<LagStatus> seen;
+  for (RuleSettings rules : {window(3), window(5, 2), window(10)}) {
+    LagEngine engine(clock, rules);
+    for (size_t depth : {rules.window + 1, size_t{7}, size_t{30}, size_t{0}}) {
+      INFO("window " << rules.window << ", depth " << depth);
+      auto statuses = engine.statuses(history, depth);
+      REQUIRE(statuses.size() == history.size());
+      for (size_t i = 0; i < history.size(); ++i) {
+        INFO("sample " << i);
+        size_t from = depth == 0 || i + 1 < depth ? 0 : i + 1 - depth;
+        std::vector<LagSample> judged(history.begin() + static_cast<long>(from),
+                                      history.begin() + static_cast<long>(i) + 1);
+        CHECK(statuses[i] == engine.report(judged).status);
+        seen.insert(statuses[i]);
+      }
+    }
+  }
+  // The history is varied enough to show every verdict.
+  CHECK(seen.size() == std::size(kLagStatuses));
+  FakeClock c(kT0);
+  CHECK(LagEngine(c, window(3)).statuses({}, 30).empty());
 }
