@@ -190,6 +190,50 @@ Expected<std::vector<LagSample>> LagHistory::recent(const LagSubject& subject, s
   return out;
 }
 
+Expected<std::vector<LagSample>> LagHistory::all(const LagSubject& subject) {
+  // The samples in the order of their index (subject, at, id), each
+  // joined with its partitions in the order of their primary key: no sort.
+  // A sample without partitions still comes back (LEFT JOIN).
+  auto q = db_->prepare(
+      "SELECT s.id, s.at, s.members, s.group_state, p.topic, p.partition, p.committed, "
+      "p.end_offset, p.lag_seconds, p.committed_at, p.assumed, p.log_start"
+      " FROM lag_samples s LEFT JOIN lag_partitions p ON p.sample = s.id"
+      " WHERE s.subject_kind = ? AND s.subject = ?"
+      " ORDER BY s.at, s.id, p.topic, p.partition");
+  if (!q) return q.take_error();
+  q->bind_text(1, kind_text(subject.kind)).bind_text(2, subject.name);
+  std::vector<LagSample> out;
+  int64_t current = 0;
+  for (;;) {
+    auto more = q->step();
+    if (!more) return more.take_error();
+    if (!*more) return out;
+    int64_t id = q->column_int(0);
+    if (out.empty() || id != current) {
+      current = id;
+      LagSample s;
+      s.subject = subject;
+      s.at = q->column_int(1);
+      s.members = q->column_optional_int(2);
+      s.group_state = q->column_optional_text(3).value_or("");
+      // Most samples hold as many partitions as the one before.
+      if (!out.empty()) s.partitions.reserve(out.back().partitions.size());
+      out.push_back(std::move(s));
+    }
+    if (q->column_type(4) == Statement::Type::kNull) continue;  // no partitions
+    auto& parts = out.back().partitions;
+    PartitionSample& p = parts.emplace_back();
+    p.topic = std::string(q->column_text(4));
+    p.partition = static_cast<int32_t>(q->column_int(5));
+    p.committed = q->column_optional_int(6);
+    p.end = q->column_int(7);
+    if (q->column_type(8) != Statement::Type::kNull) p.lag_seconds = q->column_double(8);
+    p.committed_at = q->column_optional_int(9);
+    if (!p.committed) p.assumed = assumed_of(q->column_optional_text(10));
+    p.start = q->column_optional_int(11);
+  }
+}
+
 Expected<std::vector<EndOffsetSeen>> LagHistory::end_offsets_around(const TopicPartition& tp,
                                                                     int64_t offset) {
   std::vector<EndOffsetSeen> out;

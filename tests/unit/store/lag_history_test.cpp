@@ -222,3 +222,55 @@ TEST_CASE("LagHistory::subjects names the groups it has samples of", "[lag_histo
   CHECK(*groups == std::vector<std::string>{"billing", "payments"});
   CHECK(*h->subjects(LagSubject::Kind::kState) == std::vector<std::string>{"pipe.db"});
 }
+
+TEST_CASE("LagHistory::all gives back every sample of a subject, oldest first", "[lag_history]") {
+  auto h = memory_history();
+  // Appended out of time order, with another subject's samples between.
+  for (int i : {2, 0, 3, 1}) {
+    LagSample s = sample(kT0 + i * kMinute, 10 * i, 100 + i, i);
+    s.group_state = i == 3 ? "Stable" : "";
+    s.partitions.push_back({"audit", 4, 7, 9, kT0 - kSecond, 0.25});
+    s.partitions.back().start = 2;
+    REQUIRE(h->append(s, 0).ok());
+    LagSample other = sample(kT0 + i * kMinute, 99, 999);
+    other.subject = {LagSubject::Kind::kGroup, "other"};
+    REQUIRE(h->append(other, 0).ok());
+  }
+  LagSample empty = sample(kT0 + 4 * kMinute, 0, 0);
+  empty.partitions.clear();
+  REQUIRE(h->append(empty, 0).ok());
+  auto all = h->all(kGroup);
+  REQUIRE(all);
+  REQUIRE(all->size() == 5);
+  for (int i = 0; i < 4; ++i) {
+    const LagSample& s = (*all)[static_cast<size_t>(i)];
+    CHECK(s.at == kT0 + i * kMinute);
+    CHECK(s.subject == kGroup);
+    CHECK(*s.members == i);
+    CHECK(s.group_state == (i == 3 ? "Stable" : ""));
+    REQUIRE(s.partitions.size() == 3);
+    // By topic, then partition.
+    CHECK(s.partitions[0].topic == "audit");
+    CHECK(*s.partitions[0].committed_at == kT0 - kSecond);
+    CHECK(*s.partitions[0].start == 2);
+    CHECK(*s.partitions[0].lag_seconds == 0.25);
+    CHECK(*s.partitions[1].committed == 10 * i);
+    CHECK(s.partitions[1].end == 100 + i);
+    CHECK_FALSE(s.partitions[2].committed);
+    CHECK_FALSE(s.partitions[2].lag_seconds);
+  }
+  // A sample without partitions is still a sample.
+  CHECK(all->back().at == kT0 + 4 * kMinute);
+  CHECK(all->back().partitions.empty());
+  // The same samples recent() reads, one by one.
+  auto recent = h->recent(kGroup, 10);
+  REQUIRE(recent);
+  REQUIRE(recent->size() == all->size());
+  for (size_t i = 0; i < all->size(); ++i) {
+    CHECK((*recent)[i].at == (*all)[i].at);
+    CHECK((*recent)[i].partitions.size() == (*all)[i].partitions.size());
+  }
+  auto none = h->all({LagSubject::Kind::kState, "billing"});
+  REQUIRE(none);
+  CHECK(none->empty());
+}
