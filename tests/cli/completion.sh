@@ -30,4 +30,10 @@ complete_words() {
 [[ $(complete_words kcheckpoint show --format '') == $'table\nndjson' ]] ||
   fail "kcheckpoint show --format: $(complete_words kcheckpoint show --format '')"
 # Options still come from the program itself.
+# kcheckpoint history's --plot (issue 38) is the program's own option, not
+# its siblings'.
+[[ $(complete_words kcheckpoint history --pl) == --plot ]] ||
+  fail "kcheckpoint history --pl: $(complete_words kcheckpoint history --pl)"
+[[ -z $(complete_words kcheckpoint show --pl) ]] ||
+  fail "kcheckpoint show --pl: $(complete_words kcheckpoint show --pl)"
 [[ $(complete_words kupsert --ke) == --key ]] || fail "kupsert --ke: $(complete_words kupsert --ke)"

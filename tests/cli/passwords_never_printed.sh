@@ -59,6 +59,7 @@ for t in "${targets[@]}"; do
   check kupsert --db up.db --table t --key id --dlq "$t"
   check kcheckpoint show --state "$t"
   check kcheckpoint history --state "$t"
+  check kcheckpoint history --state "$t" --plot -
   check kcheckpoint verify --state "$t"
   check kdlq list --dlq "$t"
   check kdlq stats --dlq "$t"

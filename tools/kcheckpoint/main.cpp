@@ -35,8 +35,11 @@ int main(int argc, char** argv) {
   program.add_inputs(*commit, o.input);
   program.add_stats(*commit, o.stats);
   format(sub("show", "The offsets the pipeline resumes from", kpipe::run_checkpoint_show));
-  format(sub("history", "The checkpoints: how long each took, and its snapshots' sizes",
-             kpipe::run_checkpoint_history));
+  CLI::App* history =
+      sub("history", "The checkpoints: how long each took, and its snapshots' sizes",
+          kpipe::run_checkpoint_history);
+  format(history);
+  program.add_plot(*history, o.plot, "the checkpoints' durations and latency");
   CLI::App* reset =
       sub("reset", "Move the pipeline's offsets, as kafka-consumer-groups --reset-offsets does",
           kpipe::run_checkpoint_reset);

@@ -23,8 +23,10 @@
 #include "kpipe/json.h"
 #include "kpipe/kafka/client.h"
 #include "kpipe/kafka/topic.h"
+#include "kpipe/programs/checkpoint_plot.h"
 #include "kpipe/programs/dlq_targets.h"
 #include "kpipe/programs/kconsume.h"
+#include "kpipe/programs/plot_output.h"
 #include "kpipe/programs/state_file.h"
 #include "kpipe/stage/line_feed.h"
 #include "kpipe/table.h"
@@ -484,6 +486,20 @@ Expected<std::vector<Scope>> parse_scopes(const std::vector<std::string>& specs)
   return out;
 }
 
+// history --plot: the checkpoints' durations and latency as a picture
+// (checkpoint_plot.h) in place of the table.
+Status plot_checkpoint_history(const CheckpointOptions& o, Io& io) {
+  if (!o.format.empty())
+    return usage_error("--plot and --format cannot be combined: the picture replaces the report");
+  auto store = read_state(o);
+  if (!store) return store.take_error();
+  auto checkpoints = (*store)->checkpoints();
+  if (!checkpoints) return checkpoints.take_error();
+  auto chart = checkpoint_chart(*checkpoints, o.state);
+  if (!chart) return chart.take_error();
+  return write_plot(*chart, o.plot, io);
+}
+
 }  // namespace
 
 Status run_checkpoint_commit(const CheckpointOptions& o, Io& io) {
@@ -530,6 +546,7 @@ Status run_checkpoint_show(const CheckpointOptions& o, Io& io) {
 }
 
 Status run_checkpoint_history(const CheckpointOptions& o, Io& io) {
+  if (o.plot.given) return plot_checkpoint_history(o, io);
   auto table = use_table(o, io);
   if (!table) return table.take_error();
   auto store = read_state(o);

@@ -16,6 +16,7 @@ struct CheckpointOptions {
   std::string state;
   std::string name;
   std::string format;  // table|ndjson; empty: table on a terminal
+  PlotOptions plot;    // history --plot: a picture instead of the table
   // commit
   bool passthrough = false;
   // Runs through /bin/sh -c once per checkpoint with its lines on standard
