@@ -36,4 +36,8 @@ complete_words() {
   fail "kcheckpoint history --pl: $(complete_words kcheckpoint history --pl)"
 [[ -z $(complete_words kcheckpoint show --pl) ]] ||
   fail "kcheckpoint show --pl: $(complete_words kcheckpoint show --pl)"
+# klag's --plot (issue 38), on the sampling form and on status alike.
+[[ $(complete_words klag --pl) == --plot ]] || fail "klag --pl: $(complete_words klag --pl)"
+[[ $(complete_words klag status --pl) == --plot ]] ||
+  fail "klag status --pl: $(complete_words klag status --pl)"
 [[ $(complete_words kupsert --ke) == --key ]] || fail "kupsert --ke: $(complete_words kupsert --ke)"

@@ -24,7 +24,8 @@ int main(int argc, char** argv) {
         ->type_name("FORMAT");
     a->add_option("--granularity", o.granularity,
                   "partition, or topic: a row per group and topic, its partitions summed")
-        ->default_val("partition")
+        // Shown, not set: not given, --plot draws a series per group.
+        ->default_str("partition")
         ->type_name("G");
     a->add_option("--metric-names", o.metric_names,
                   "kpipe, or kafka_exporter: its metric names for --format prometheus")
@@ -44,6 +45,7 @@ int main(int argc, char** argv) {
     a->add_option("--fail-on", o.fail_on,
                   "Exit 3 when a group's status is this or worse: WARN, STALL, STOP, REWIND")
         ->type_name("STATUS");
+    program.add_plot(*a, o.plot, "the lag over the whole history");
   }
   program.add_kafka(o.kafka);
   app.add_option("-t,--topic", o.topics,

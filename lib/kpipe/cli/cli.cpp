@@ -208,7 +208,11 @@ void Program::add_plot(CLI::App& app, PlotOptions& o, const std::string& what) {
                                          "in block characters on standard output")
                           ->expected(0, 1)
                           ->type_name("[FILE]");
-  after_parse_.push_back([&o, plot] { o.given = plot->count() > 0; });
+  // Either of several --plot options on one PlotOptions gives it (klag's
+  // main command and its status subcommand share one).
+  after_parse_.push_back([&o, plot] {
+    if (plot->count() > 0) o.given = true;
+  });
 }
 
 void Program::add_schema(SchemaOptions& o, bool writing) {

@@ -12,6 +12,8 @@
 #include "kpipe/kafka/client.h"
 #include "kpipe/lag.h"
 #include "kpipe/lag_format.h"
+#include "kpipe/lag_plot.h"
+#include "kpipe/programs/plot_output.h"
 #include "kpipe/store/lag_history.h"
 #include "kpipe/store/postgres.h"
 #include "kpipe/store/state_store.h"
@@ -32,6 +34,8 @@ struct Settings {
   RuleSettings rules;
   Uncommitted uncommitted = Uncommitted::kEarliest;
   PrometheusOptions output;  // its granularity is the other formats' too
+  // --plot's series: by group unless --granularity was given.
+  LagSeriesBy plot_by = LagSeriesBy::kGroup;
   AlertSettings alerts;
   GroupSelector groups;
   // The groups named, or the state file; a pattern's groups, and every
@@ -61,9 +65,13 @@ Expected<Settings> resolve(const LagOptions& o, const Io& io) {
     if (!f) return f.take_error();
     s.format = static_cast<Format>(*f);
   }
-  auto granularity = parse_granularity(o.granularity);
+  // Not given: a row per partition in the tables, and a series per group
+  // in a picture, where a hundred partitions would hide the trend.
+  auto granularity = parse_granularity(o.granularity.empty() ? "partition" : o.granularity);
   if (!granularity) return granularity.take_error();
   s.output.granularity = *granularity;
+  if (!o.granularity.empty())
+    s.plot_by = *granularity == Granularity::kTopic ? LagSeriesBy::kTopic : LagSeriesBy::kPartition;
   auto names = parse_metric_names(o.metric_names);
   if (!names) return names.take_error();
   s.output.names = *names;
@@ -91,6 +99,12 @@ Expected<Settings> resolve(const LagOptions& o, const Io& io) {
     if (!f) return f.take_error();
     s.alerts.fail_on = *f;
   }
+  if (o.plot.given && o.history.empty())
+    return usage_error("--plot draws the samples of --history FILE: give one");
+  if (o.plot.given && !o.format.empty())
+    return usage_error("--plot and --format cannot be combined: the picture replaces the report");
+  if (o.plot.given && !o.watch.empty())
+    return usage_error("--plot draws the history once: give no --watch");
   if (o.status_only) {
     if (o.history.empty())
       return usage_error("status judges the samples of --history FILE: give one");
@@ -429,6 +443,21 @@ void wait_for(Millis d, Io& io) {
   }
 }
 
+// --plot: the subjects' whole histories drawn where --plot says, instead
+// of the report.
+Status draw(const Settings& s, const LagOptions& o, const LagEngine& engine,
+            const std::vector<std::vector<LagSample>>& histories, Io& io) {
+  LagPlotOptions options;
+  options.by = s.plot_by;
+  options.topics = o.topics;
+  options.history = o.history;
+  options.depth = s.depth();
+  auto chart = lag_chart(histories, engine, options);
+  if (!chart) return chart.take_error();
+  KPIPE_TRY(write_plot(*chart, o.plot, io));
+  return io.out.flush();
+}
+
 Status run_status(const Settings& s, const LagOptions& o, LagEngine& engine, Io& io) {
   auto history = LagHistory::open(o.history, true);
   if (!history) return history.take_error();
@@ -445,18 +474,32 @@ Status run_status(const Settings& s, const LagOptions& o, LagEngine& engine, Io&
     for (auto& n : names) subjects.push_back({LagSubject::Kind::kGroup, std::move(n)});
   }
   std::vector<GroupReport> reports;
+  std::vector<std::vector<LagSample>> histories;
   for (const auto& subject : subjects) {
-    auto samples = (*history)->recent(subject, s.depth());
+    // A picture needs every sample; the report the last depth() of them.
+    auto samples = o.plot.given ? (*history)->all(subject) : (*history)->recent(subject, s.depth());
     if (!samples) return samples.take_error();
     if (samples->empty())
       return failure("history '{}' holds no samples of {}: run klag {} {} --history {} first",
                      o.history, subject_text(subject),
                      subject.kind == LagSubject::Kind::kGroup ? "-g" : "--state", subject.name,
                      o.history);
-    reports.push_back(engine.report(*samples));
+    if (!o.plot.given) {
+      reports.push_back(engine.report(*samples));
+      continue;
+    }
+    size_t judged = std::min(samples->size(), s.depth());
+    reports.push_back(engine.report(
+        std::vector<LagSample>(samples->end() - static_cast<long>(judged), samples->end())));
+    histories.push_back(std::move(*samples));
   }
-  write_reports(s, reports, true, false, false, io.out);
-  KPIPE_TRY(io.out.flush());
+  if (o.plot.given) {
+    KPIPE_TRY(draw(s, o, engine, histories, io));
+  } else {
+    write_reports(s, reports, true, false, false, io.out);
+    KPIPE_TRY(io.out.flush());
+  }
+  // The alerts decide the exit status with a picture as without one.
   return alert_status(reports, s.alerts);
 }
 
@@ -549,6 +592,18 @@ Status run_lag(const LagOptions& o, Io& io) {
       if (mine.size() > s.depth()) mine.erase(mine.begin());
       reports.push_back(engine.report(mine));
       KPIPE_TRY(sampler.add_latency(reports.back()));
+    }
+    if (o.plot.given) {
+      // Drawn once (no --watch), from every sample of the subjects just
+      // sampled, this one included.
+      std::vector<std::vector<LagSample>> histories;
+      for (const auto& r : reports) {
+        auto all = history->all(r.subject);
+        if (!all) return all.take_error();
+        histories.push_back(std::move(*all));
+      }
+      KPIPE_TRY(draw(s, o, engine, histories, io));
+      return alert_status(reports, s.alerts);
     }
     write_reports(s, reports, trend, redraw, round > 0, io.out);
     KPIPE_TRY(io.out.flush());

@@ -24,8 +24,10 @@ struct LagOptions {
   std::string history;              // --history FILE (SQLite)
   std::string keep = "7d";          // drop samples older than this from the history
   std::string format;  // table|ndjson|prometheus; empty: table on a terminal, else ndjson
-  std::string granularity = "partition";  // partition|topic: what a row stands for
-  std::string metric_names = "kpipe";     // kpipe|kafka_exporter: --format prometheus's names
+  // partition|topic: what a row stands for; empty: not given, a row per
+  // partition, and with --plot a series per group.
+  std::string granularity;
+  std::string metric_names = "kpipe";  // kpipe|kafka_exporter: --format prometheus's names
   bool no_fetch = false;  // estimate lag seconds from the history instead of reading records
   std::string watch;      // repeat every D
   int window = 10;        // samples judged by the rules
@@ -38,10 +40,12 @@ struct LagOptions {
   std::optional<double> max_lag_seconds;
   std::string fail_on;       // WARN|STALL|STOP|REWIND
   bool status_only = false;  // `klag status`: judge the history, ask no broker
+  PlotOptions plot;          // --plot: the history drawn instead of the report
 };
 
-// Samples (or, with status_only, reads the history), writes the report,
-// and returns an alert error (exit 3) when a threshold is breached.
+// Samples (or, with status_only, reads the history), writes the report
+// (with --plot, the picture of the subjects' whole history instead), and
+// returns an alert error (exit 3) when a threshold is breached.
 Status run_lag(const LagOptions& options, Io& io);
 
 }  // namespace kpipe
