@@ -255,98 +255,6 @@ LagSample LagEngine::sample(const LagSubject& subject, std::optional<int64_t> me
 
 // --- Burrow's rules --------------------------------------------------------
 
-namespace {
-
-// Burrow's rules over `v`, a partition's points with an offset (oldest
-// first, at least one): judge_partition's, and statuses()'s, which asks
-// for no reasons (`explain` false), since formatting them would cost more
-// than judging a million points.
-PartitionVerdict judge_points(const PartitionPoint* const* v, size_t size,
-                              std::optional<int64_t> members, const RuleSettings& rules,
-                              bool explain) {
-  PartitionVerdict verdict;
-  const PartitionPoint& latest = *v[size - 1];
-  size_t n = std::min(std::max<size_t>(rules.window, 1), size);
-  size_t first = size - n;
-  if (lag_of(latest) <= rules.allowed_lag) return verdict;
-  for (size_t i = first; i < size; ++i)
-    if (lag_of(*v[i]) == 0) return verdict;
-  if (n < 2) return verdict;
-
-  const PartitionPoint& oldest = *v[first];
-  auto over = [&] {
-    return fmt::format("{} samples over {}", n, format_duration(latest.at - oldest.at));
-  };
-  for (size_t i = first + 1; i < size; ++i) {
-    if (*v[i]->committed >= *v[i - 1]->committed) continue;
-    verdict.status = LagStatus::kRewind;
-    if (explain)
-      verdict.reason = fmt::format(
-          "the {}offset went back from {} to {}",
-          v[i]->assumed == Uncommitted::kIgnore && v[i - 1]->assumed == Uncommitted::kIgnore
-              ? "committed "
-              : "",
-          offset_text(*v[i - 1]), offset_text(*v[i]));
-    return verdict;
-  }
-
-  bool moved = std::any_of(v + first, v + size, [&](const PartitionPoint* p) {
-    return *p->committed != *oldest.committed;
-  });
-  if (!moved) {
-    // Unmoved for longer than the window spans: the point before the
-    // window had the same offset.
-    bool before_too = first > 0 && *v[first - 1]->committed == *oldest.committed;
-    Millis span = latest.at - oldest.at;
-    if (before_too) {
-      auto base = [&] {
-        return fmt::format("offset {} has not moved for longer than the window ({}), lag {}",
-                           offset_text(latest), over(), lag_of(latest));
-      };
-      if (latest.committed_at) {
-        Millis quiet = latest.at - *latest.committed_at;
-        if (quiet > span) {
-          verdict.status = LagStatus::kStop;
-          if (explain)
-            verdict.reason =
-                fmt::format("{}, and nothing was committed for {}", base(), format_duration(quiet));
-          return verdict;
-        }
-      } else if (members) {
-        if (*members == 0) {
-          verdict.status = LagStatus::kStop;
-          if (explain)
-            verdict.reason = fmt::format("{}, and the group has no active member", base());
-          return verdict;
-        }
-      } else {
-        verdict.status = LagStatus::kStop;
-        if (explain)
-          verdict.reason = fmt::format(
-              "{} (the broker cannot tell whether the group has active members)", base());
-        verdict.stop_without_members = true;
-        return verdict;
-      }
-    }
-    verdict.status = LagStatus::kStall;
-    if (explain)
-      verdict.reason = fmt::format("offset {} did not move in {} while lag stayed above 0 (now {})",
-                                   offset_text(latest), over(), lag_of(latest));
-    return verdict;
-  }
-
-  for (size_t i = first + 1; i < size; ++i)
-    if (lag_of(*v[i]) < lag_of(*v[i - 1])) return verdict;
-  verdict.status = LagStatus::kWarn;
-  if (explain)
-    verdict.reason = fmt::format(
-        "the offset moved from {} to {} in {} but the lag never decreased ({} to {})",
-        offset_text(oldest), offset_text(latest), over(), lag_of(oldest), lag_of(latest));
-  return verdict;
-}
-
-}  // namespace
-
 std::optional<PartitionVerdict> judge_partition(const std::vector<PartitionPoint>& all,
                                                 std::optional<int64_t> members,
                                                 const RuleSettings& rules) {
@@ -354,7 +262,76 @@ std::optional<PartitionVerdict> judge_partition(const std::vector<PartitionPoint
   for (const auto& p : all)
     if (p.committed) v.push_back(&p);
   if (v.empty()) return std::nullopt;
-  return judge_points(v.data(), v.size(), members, rules, true);
+  PartitionVerdict verdict;
+  const PartitionPoint& latest = *v.back();
+  size_t n = std::min(std::max<size_t>(rules.window, 1), v.size());
+  size_t first = v.size() - n;
+  if (lag_of(latest) <= rules.allowed_lag) return verdict;
+  for (size_t i = first; i < v.size(); ++i)
+    if (lag_of(*v[i]) == 0) return verdict;
+  if (n < 2) return verdict;
+
+  const PartitionPoint& oldest = *v[first];
+  std::string over = fmt::format("{} samples over {}", n, format_duration(latest.at - oldest.at));
+  for (size_t i = first + 1; i < v.size(); ++i) {
+    if (*v[i]->committed >= *v[i - 1]->committed) continue;
+    verdict.status = LagStatus::kRewind;
+    verdict.reason = fmt::format(
+        "the {}offset went back from {} to {}",
+        v[i]->assumed == Uncommitted::kIgnore && v[i - 1]->assumed == Uncommitted::kIgnore
+            ? "committed "
+            : "",
+        offset_text(*v[i - 1]), offset_text(*v[i]));
+    return verdict;
+  }
+
+  bool moved =
+      std::any_of(v.begin() + static_cast<long>(first), v.end(),
+                  [&](const PartitionPoint* p) { return *p->committed != *oldest.committed; });
+  if (!moved) {
+    // Unmoved for longer than the window spans: the point before the
+    // window had the same offset.
+    bool before_too = first > 0 && *v[first - 1]->committed == *oldest.committed;
+    Millis span = latest.at - oldest.at;
+    if (before_too) {
+      std::string base =
+          fmt::format("offset {} has not moved for longer than the window ({}), lag {}",
+                      offset_text(latest), over, lag_of(latest));
+      if (latest.committed_at) {
+        Millis quiet = latest.at - *latest.committed_at;
+        if (quiet > span) {
+          verdict.status = LagStatus::kStop;
+          verdict.reason =
+              fmt::format("{}, and nothing was committed for {}", base, format_duration(quiet));
+          return verdict;
+        }
+      } else if (members) {
+        if (*members == 0) {
+          verdict.status = LagStatus::kStop;
+          verdict.reason = fmt::format("{}, and the group has no active member", base);
+          return verdict;
+        }
+      } else {
+        verdict.status = LagStatus::kStop;
+        verdict.reason =
+            fmt::format("{} (the broker cannot tell whether the group has active members)", base);
+        verdict.stop_without_members = true;
+        return verdict;
+      }
+    }
+    verdict.status = LagStatus::kStall;
+    verdict.reason = fmt::format("offset {} did not move in {} while lag stayed above 0 (now {})",
+                                 offset_text(latest), over, lag_of(latest));
+    return verdict;
+  }
+
+  for (size_t i = first + 1; i < v.size(); ++i)
+    if (lag_of(*v[i]) < lag_of(*v[i - 1])) return verdict;
+  verdict.status = LagStatus::kWarn;
+  verdict.reason =
+      fmt::format("the offset moved from {} to {} in {} but the lag never decreased ({} to {})",
+                  offset_text(oldest), offset_text(latest), over, lag_of(oldest), lag_of(latest));
+  return verdict;
 }
 
 GroupReport LagEngine::report(const std::vector<LagSample>& history) const {
@@ -407,16 +384,27 @@ GroupReport LagEngine::report(const std::vector<LagSample>& history) const {
 
 std::vector<LagStatus> LagEngine::statuses(const std::vector<LagSample>& history,
                                            size_t depth) const {
-  // report() judges each partition of the latest sample by its points with
-  // an offset among the samples given, of which judge_points looks at the
-  // last window + 1 at most. So each partition keeps its points with an
-  // offset (a track), and each sample judges the tail of its partitions'
-  // tracks that lies within its last `depth` samples: no sample is copied.
+  // report() judges each partition of a sample by judge_partition() over
+  // its points with an offset among the samples given: the last `window`
+  // of them, and the one before. Each of its questions (a zero lag in the
+  // window? did the offset go back, move, the lag decrease?) is answered
+  // here by the newest point where the answer changed, kept as each
+  // partition's points arrive, so that a sample costs a few comparisons
+  // per partition whatever the window. The unit test holds the two to the
+  // same verdicts.
+  const size_t window = std::max<size_t>(rules_.window, 1);
+  const size_t ring = window + 1;  // the points judge_partition can look at
   struct Track {
     TopicPartition key;
-    std::vector<PartitionPoint> points;
-    std::vector<size_t> sample;  // the index in `history` of each point
-    size_t begin = 0;            // points before it are out of every window to come
+    // The last `ring` points, at n % ring.
+    std::vector<int64_t> offset, lag;
+    std::vector<Millis> at;
+    std::vector<size_t> sample;          // the index in `history` of each point
+    std::optional<Millis> committed_at;  // the newest point's
+    size_t n = 0;                        // points so far
+    // The newest point (1-based; 0: none) with a zero lag, with an offset
+    // below the one before it, other than it, and with a lag below it.
+    size_t zero = 0, back = 0, moved = 0, fell = 0;
   };
   std::vector<Track> tracks;
   std::map<TopicPartition, size_t> track_of;
@@ -424,13 +412,10 @@ std::vector<LagStatus> LagEngine::statuses(const std::vector<LagSample>& history
   // history's samples mostly hold the same partitions in the same order,
   // so most look-ups are one comparison.
   std::vector<size_t> previous, current;
-  std::vector<const PartitionPoint*> tail;
-  const size_t keep = std::max<size_t>(rules_.window, 1) + 1;
   std::vector<LagStatus> out;
   out.reserve(history.size());
   for (size_t i = 0; i < history.size(); ++i) {
     const LagSample& s = history[i];
-    size_t lowest = depth == 0 || i + 1 < depth ? 0 : i + 1 - depth;
     current.resize(s.partitions.size());
     for (size_t j = 0; j < s.partitions.size(); ++j) {
       const PartitionSample& p = s.partitions[j];
@@ -441,37 +426,76 @@ std::vector<LagStatus> LagEngine::statuses(const std::vector<LagSample>& history
       } else {
         TopicPartition key{p.topic, p.partition};
         auto [it, added] = track_of.try_emplace(key, tracks.size());
-        if (added) tracks.push_back(Track{std::move(key), {}, {}, 0});
+        if (added) {
+          Track track;
+          track.key = std::move(key);
+          track.offset.resize(ring);
+          track.lag.resize(ring);
+          track.at.resize(ring);
+          track.sample.resize(ring);
+          tracks.push_back(std::move(track));
+        }
         t = it->second;
       }
       current[j] = t;
       auto position = p.position();
       if (!position) continue;
       Track& track = tracks[t];
-      track.points.push_back({s.at, position, p.end, p.committed_at,
-                              p.is_assumed() ? p.assumed : Uncommitted::kIgnore});
-      track.sample.push_back(i);
-      // Only the last `keep` points can be judged again: drop the rest
-      // now and then, so that a long history's tracks stay small.
-      if (track.points.size() - track.begin > keep) track.begin = track.points.size() - keep;
-      if (track.begin >= 1024) {
-        track.points.erase(track.points.begin(),
-                           track.points.begin() + static_cast<long>(track.begin));
-        track.sample.erase(track.sample.begin(),
-                           track.sample.begin() + static_cast<long>(track.begin));
-        track.begin = 0;
+      int64_t lag = std::max<int64_t>(0, p.end - *position);
+      size_t k = track.n % ring;
+      size_t number = track.n + 1;
+      if (track.n > 0) {
+        size_t before = (track.n - 1) % ring;
+        if (*position < track.offset[before]) track.back = number;
+        if (*position != track.offset[before]) track.moved = number;
+        if (lag < track.lag[before]) track.fell = number;
       }
+      if (lag == 0) track.zero = number;
+      track.offset[k] = *position;
+      track.lag[k] = lag;
+      track.at[k] = s.at;
+      track.sample[k] = i;
+      track.committed_at = p.committed_at;
+      track.n = number;
     }
+    size_t lowest = depth == 0 || i + 1 < depth ? 0 : i + 1 - depth;
     LagStatus status = LagStatus::kOk;
-    for (size_t j = 0; j < s.partitions.size(); ++j) {
+    for (size_t j = 0; j < s.partitions.size() && status != LagStatus::kRewind; ++j) {
       const Track& track = tracks[current[j]];
-      size_t from = track.points.size();
-      while (from > track.begin && track.sample[from - 1] >= lowest) --from;
-      if (from == track.points.size()) continue;  // no offset to judge
-      tail.clear();
-      for (size_t k = from; k < track.points.size(); ++k) tail.push_back(&track.points[k]);
-      status =
-          std::max(status, judge_points(tail.data(), tail.size(), s.members, rules_, false).status);
+      const size_t n = track.n;
+      if (n == 0) continue;
+      // The points among the samples judged: at most `ring` of them.
+      size_t count = 0;
+      while (count < std::min(n, ring) && track.sample[(n - 1 - count) % ring] >= lowest) ++count;
+      if (count == 0) continue;  // no offset to judge
+      const size_t latest = (n - 1) % ring;
+      if (track.lag[latest] <= rules_.allowed_lag) continue;
+      size_t judged = std::min(window, count);
+      size_t first = n - judged + 1;  // the window's oldest point, 1-based
+      if (track.zero >= first || judged < 2) continue;
+      if (track.back > first) {
+        status = LagStatus::kRewind;
+        continue;
+      }
+      LagStatus verdict = LagStatus::kWarn;
+      if (track.moved <= first) {
+        verdict = LagStatus::kStall;
+        // Unmoved for longer than the window spans: the point before the
+        // window had the same offset.
+        bool before_too =
+            judged < count && track.offset[(first - 2) % ring] == track.offset[(first - 1) % ring];
+        if (before_too) {
+          if (track.committed_at) {
+            Millis span = track.at[latest] - track.at[(first - 1) % ring];
+            if (track.at[latest] - *track.committed_at > span) verdict = LagStatus::kStop;
+          } else if (!s.members || *s.members == 0) {
+            verdict = LagStatus::kStop;
+          }
+        }
+      } else if (track.fell > first) {
+        verdict = LagStatus::kOk;
+      }
+      status = std::max(status, verdict);
     }
     out.push_back(status);
     previous.swap(current);
