@@ -122,3 +122,33 @@ expect_stderr "klag: error: group 'billing' is REWIND (--fail-on REWIND): events
 "
 grep -qx 'kpipe_consumer_group_status{group="billing",status="REWIND"} 1' "$WORK/out" || fail "no REWIND series"
 grep -qx 'kpipe_consumer_group_members{group="billing"} 1' "$WORK/out" || fail "no members series"
+
+# --plot (issue 38): the picture of the whole history instead of the
+# report; the alerts still decide the exit status.
+run 2 klag -g billing --plot "$WORK/p.svg"
+expect_stderr "klag: error: --plot draws the samples of --history FILE: give one
+"
+run 2 klag -g billing --history "$H" --watch 1s --plot
+expect_stderr "klag: error: --plot draws the history once: give no --watch
+"
+run 2 klag status -g billing --history "$H" --plot --format table
+expect_stderr "klag: error: --plot and --format cannot be combined: the picture replaces the report
+"
+run 3 klag status -g billing --history "$H" --plot "$WORK/p.svg" --fail-on REWIND
+expect_stdout ""
+expect_stderr "klag: error: group 'billing' is REWIND (--fail-on REWIND): events [0]: the committed offset went back from 120 to 115
+"
+# A series per group unless --granularity is given: then one per partition.
+[[ $(grep -o 'data-series="[^"]*"' "$WORK/p.svg" | sort -u) == 'data-series="billing"' ]] ||
+  fail "--plot by group: $(grep -o 'data-series="[^"]*"' "$WORK/p.svg" | sort -u)"
+run 0 klag status -g billing --history "$H" --plot - --granularity partition
+expect_no_stderr
+[[ $(grep -o 'data-series="[^"]*"' "$WORK/out" | sort -u | tr '\n' ' ') == 'data-series="events[0]" data-series="events[1]" ' ]] ||
+  fail "--plot by partition: $(grep -o 'data-series="[^"]*"' "$WORK/out" | sort -u)"
+# One sample is a point, not a trend.
+sqlite3 "$H" "INSERT INTO lag_samples (id, subject_kind, subject, at) VALUES (9, 'group', 'solo', $t0);
+  INSERT INTO lag_partitions (sample, topic, partition, committed, end_offset, at) VALUES (9, 'events', 0, 1, 2, $t0)"
+run 1 klag status -g solo --history "$H" --plot "$WORK/solo.svg"
+expect_stderr "klag: error: history '$H' holds 1 sample of group 'solo': a plot needs at least two
+"
+[[ ! -e "$WORK/solo.svg" ]] || fail "an empty picture was written"
