@@ -65,7 +65,7 @@ assert_empty "$WORK/err"
 shown=$S
 ! is_postgres "$S" || shown=${S##*/}
 python3 - "$WORK/out.svg" "$WORK/history.ndjson" "$shown" <<'EOF' || fail "the SVG does not show the history (above)"
-import json, sys, datetime
+import datetime, json, re, sys
 import xml.etree.ElementTree as ET
 
 svg, history, state = sys.argv[1:]
@@ -120,6 +120,25 @@ def linear(pairs, what, decreasing):
 linear([(w[0], g[0]) for n in want for w, g in zip(want[n], series[n][1])], "time axis", False)
 linear([(w[1], g[1]) for w, g in zip(want["took"], series["took"][1])], "took", True)
 linear([(w[1], g[1]) for n in ("p50", "p99") for w, g in zip(want[n], series[n][1])], "latency", True)
+
+# Each panel's value axis read from its tick labels (format_plot_value's
+# "0", "250ms", "1.5s", "2m", "3h" at their heights): a point stands at
+# its value in seconds, so milliseconds drawn as seconds cannot pass.
+UNITS = {"": 1, "ms": 1e-3, "s": 1, "m": 60, "h": 3600, "d": 86400}
+ticks = {}
+for e in root.iter(NS + "text"):
+    if "tick-y" in (e.get("class") or "").split():
+        m = re.fullmatch(r"([0-9.]+)([a-z]*)", "".join(e.itertext()).strip())
+        assert m and m.group(2) in UNITS, f"a tick label that is not a duration: {''.join(e.itertext())!r}"
+        ticks.setdefault(e.get("data-panel"), []).append((float(e.get("y")), float(m.group(1)) * UNITS[m.group(2)]))
+for name, w in want.items():
+    t = sorted(ticks.get(series[name][0], []))
+    assert len(t) >= 2, f"{name}: its panel has {len(t)} tick labels"
+    (y0, v0), (y1, v1) = t[0], t[-1]
+    for (at, value), (x, y) in zip(w, series[name][1]):
+        shown = v0 + (y - y0) * (v1 - v0) / (y1 - y0)
+        assert abs(shown - value / 1000) <= abs(v1 - v0) / abs(y1 - y0), \
+            f"{name}: {value} ms drawn at {shown:.3f} s on its axis {t}"
 
 texts = [("".join(e.itertext())).strip() for e in root.iter(NS + "text")]
 assert any(x.startswith("kcheckpoint: checkpoints of ") and state in x for x in texts), \
