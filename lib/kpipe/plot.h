@@ -44,9 +44,9 @@ struct PlotMark {
 
 struct Chart {
   std::string title;
-  std::string subtitle;            // what was drawn from: "history lag.db, 1440 samples"
-  std::vector<PlotPanel> panels;   // stacked, sharing the time axis
-  std::vector<PlotMark> marks;     // by time
+  std::string subtitle;           // what was drawn from: "history lag.db, 1440 samples"
+  std::vector<PlotPanel> panels;  // stacked, sharing the time axis
+  std::vector<PlotMark> marks;    // by time
 };
 
 // The time range of every point of the chart's series; {0, 0} when none.
@@ -80,9 +80,9 @@ std::string format_plot_value(double value, PlotUnit unit);
 std::string render_svg(const Chart& chart);
 
 struct TextChartOptions {
-  size_t columns = 80;      // the terminal's width; the chart fits it
-  size_t panel_rows = 8;    // rows of each panel's plot area
-  bool color = false;       // ANSI colours, for a terminal
+  size_t columns = 80;    // the terminal's width; the chart fits it
+  size_t panel_rows = 8;  // rows of each panel's plot area
+  bool color = false;     // ANSI colours, for a terminal
 };
 
 // The same chart in block characters for a terminal: each series drawn
