@@ -143,6 +143,7 @@ std::vector<SeriesPair> subject_series(const std::vector<LagSample>& history, La
 
 Expected<Chart> lag_chart(const std::vector<std::vector<LagSample>>& histories,
                           const LagEngine& engine, const LagPlotOptions& options) {
+  if (histories.empty()) return failure("history '{}' holds no samples to draw", options.history);
   // With -t, each history restricted to those topics; without, as given.
   std::vector<std::vector<LagSample>> filtered;
   if (!options.topics.empty())
