@@ -55,6 +55,34 @@ Uncommitted assumed_of(std::optional<std::string> text) {
   return u ? *u : Uncommitted::kIgnore;
 }
 
+// What recent() and all() read of a sample and of its partitions: the
+// columns, then a row of them into its struct.
+constexpr const char* kSampleColumns = "id, at, members, group_state";
+constexpr const char* kPartitionColumns =
+    "topic, partition, committed, end_offset, lag_seconds, committed_at, assumed, log_start";
+
+// A row of kSampleColumns; returns its id.
+int64_t read_sample(Statement& row, const LagSubject& subject, LagSample& s) {
+  s.subject = subject;
+  s.at = row.column_int(1);
+  s.members = row.column_optional_int(2);
+  s.group_state = row.column_optional_text(3).value_or("");
+  return row.column_int(0);
+}
+
+// A row whose columns from `first` on are kPartitionColumns.
+void read_partition(Statement& row, int first, PartitionSample& p) {
+  p.topic = row.column_text(first);
+  p.partition = static_cast<int32_t>(row.column_int(first + 1));
+  p.committed = row.column_optional_int(first + 2);
+  p.end = row.column_int(first + 3);
+  if (row.column_type(first + 4) != Statement::Type::kNull)
+    p.lag_seconds = row.column_double(first + 4);
+  p.committed_at = row.column_optional_int(first + 5);
+  if (!p.committed) p.assumed = assumed_of(row.column_optional_text(first + 6));
+  p.start = row.column_optional_int(first + 7);
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<LagHistory>> LagHistory::open(const std::string& path, bool must_exist) {
@@ -141,9 +169,10 @@ Expected<std::vector<std::string>> LagHistory::subjects(LagSubject::Kind kind) {
 }
 
 Expected<std::vector<LagSample>> LagHistory::recent(const LagSubject& subject, size_t count) {
-  auto heads = db_->prepare(
-      "SELECT id, at, members, group_state FROM lag_samples WHERE subject_kind = ? AND subject = ?"
-      " ORDER BY at DESC, id DESC LIMIT ?");
+  auto heads =
+      db_->prepare(fmt::format("SELECT {} FROM lag_samples WHERE subject_kind = ? AND subject = ?"
+                               " ORDER BY at DESC, id DESC LIMIT ?",
+                               kSampleColumns));
   if (!heads) return heads.take_error();
   heads->bind_text(1, kind_text(subject.kind))
       .bind_text(2, subject.name)
@@ -154,16 +183,12 @@ Expected<std::vector<LagSample>> LagHistory::recent(const LagSubject& subject, s
     if (!more) return more.take_error();
     if (!*more) break;
     LagSample s;
-    s.subject = subject;
-    s.at = heads->column_int(1);
-    s.members = heads->column_optional_int(2);
-    s.group_state = heads->column_optional_text(3).value_or("");
-    found.emplace_back(heads->column_int(0), std::move(s));
+    int64_t id = read_sample(*heads, subject, s);
+    found.emplace_back(id, std::move(s));
   }
   auto rows = db_->prepare(
-      "SELECT topic, partition, committed, end_offset, lag_seconds, committed_at, assumed, "
-      "log_start FROM lag_partitions"
-      " WHERE sample = ? ORDER BY topic, partition");
+      fmt::format("SELECT {} FROM lag_partitions WHERE sample = ? ORDER BY topic, partition",
+                  kPartitionColumns));
   if (!rows) return rows.take_error();
   std::vector<LagSample> out;
   out.reserve(found.size());
@@ -175,16 +200,7 @@ Expected<std::vector<LagSample>> LagHistory::recent(const LagSubject& subject, s
       auto more = rows->step();
       if (!more) return more.take_error();
       if (!*more) break;
-      PartitionSample p;
-      p.topic = std::string(rows->column_text(0));
-      p.partition = static_cast<int32_t>(rows->column_int(1));
-      p.committed = rows->column_optional_int(2);
-      p.end = rows->column_int(3);
-      if (rows->column_type(4) != Statement::Type::kNull) p.lag_seconds = rows->column_double(4);
-      p.committed_at = rows->column_optional_int(5);
-      if (!p.committed) p.assumed = assumed_of(rows->column_optional_text(6));
-      p.start = rows->column_optional_int(7);
-      s.partitions.push_back(std::move(p));
+      read_partition(*rows, 0, s.partitions.emplace_back());
     }
     out.push_back(std::move(s));
   }
@@ -196,9 +212,9 @@ Expected<std::vector<LagSample>> LagHistory::all(const LagSubject& subject) {
   // primary key (sample, topic, partition), which SQLite reads without a
   // sort and faster than a join that repeats each sample's columns on
   // every partition's row: a million rows in a few hundred milliseconds.
-  auto heads = db_->prepare(
-      "SELECT id, at, members, group_state FROM lag_samples WHERE subject_kind = ? AND subject = ?"
-      " ORDER BY at, id");
+  auto heads = db_->prepare(fmt::format(
+      "SELECT {} FROM lag_samples WHERE subject_kind = ? AND subject = ? ORDER BY at, id",
+      kSampleColumns));
   if (!heads) return heads.take_error();
   heads->bind_text(1, kind_text(subject.kind)).bind_text(2, subject.name);
   std::vector<LagSample> out;
@@ -207,18 +223,14 @@ Expected<std::vector<LagSample>> LagHistory::all(const LagSubject& subject) {
     auto more = heads->step();
     if (!more) return more.take_error();
     if (!*more) break;
-    LagSample& s = out.emplace_back();
-    s.subject = subject;
-    s.at = heads->column_int(1);
-    s.members = heads->column_optional_int(2);
-    s.group_state = heads->column_optional_text(3).value_or("");
-    index.emplace(heads->column_int(0), out.size() - 1);
+    int64_t id = read_sample(*heads, subject, out.emplace_back());
+    index.emplace(id, out.size() - 1);
   }
-  auto rows = db_->prepare(
-      "SELECT sample, topic, partition, committed, end_offset, lag_seconds, committed_at, "
-      "assumed, log_start FROM lag_partitions"
+  auto rows = db_->prepare(fmt::format(
+      "SELECT sample, {} FROM lag_partitions"
       " WHERE sample IN (SELECT id FROM lag_samples WHERE subject_kind = ? AND subject = ?)"
-      " ORDER BY sample, topic, partition");
+      " ORDER BY sample, topic, partition",
+      kPartitionColumns));
   if (!rows) return rows.take_error();
   rows->bind_text(1, kind_text(subject.kind)).bind_text(2, subject.name);
   std::optional<int64_t> current;
@@ -238,15 +250,7 @@ Expected<std::vector<LagSample>> LagHistory::all(const LagSubject& subject) {
       if (parts != nullptr) parts->reserve(expected);
     }
     if (parts == nullptr) continue;
-    PartitionSample& p = parts->emplace_back();
-    p.topic = rows->column_text(1);
-    p.partition = static_cast<int32_t>(rows->column_int(2));
-    p.committed = rows->column_optional_int(3);
-    p.end = rows->column_int(4);
-    if (rows->column_type(5) != Statement::Type::kNull) p.lag_seconds = rows->column_double(5);
-    p.committed_at = rows->column_optional_int(6);
-    if (!p.committed) p.assumed = assumed_of(rows->column_optional_text(7));
-    p.start = rows->column_optional_int(8);
+    read_partition(*rows, 1, parts->emplace_back());
   }
 }
 
