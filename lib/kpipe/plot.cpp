@@ -939,27 +939,37 @@ std::string render_text_chart(const Chart& chart, const TextChartOptions& option
   if (!chart.title.empty()) lines.push_back(chart.title);
   if (!chart.subtitle.empty()) lines.push_back(chart.subtitle);
 
-  // The time labels under each panel's axis: 2 to 4 of them.
+  // The time labels under each panel's axis: up to 4 at nice times (as
+  // the SVG's ticks), each centred on its column, marked ┬ on the axis.
   const Millis span = to - from;
   std::string time_line;
-  {
-    TimeLabel kind = time_label_kind(span, span / 3);
-    size_t label_len = time_label(from, kind).size();
-    size_t count = std::clamp<size_t>(width / (label_len + 6), 2, 4);
-    if (width < 2 * label_len + 1) count = width >= label_len ? 1 : 0;
+  std::vector<bool> tick_column(width, false);
+  if (has_points) {
     std::string labels;
-    for (size_t i = 0; i < count && has_points; ++i) {
-      double f = count == 1 ? 0 : static_cast<double>(i) / static_cast<double>(count - 1);
-      std::string text =
-          time_label(from + static_cast<Millis>(std::llround(f * static_cast<double>(span))), kind);
-      size_t col = static_cast<size_t>(std::llround(f * static_cast<double>(width - 1)));
-      size_t at = i == 0           ? 0
-                  : i + 1 == count ? width - text.size()
-                                   : col - std::min(col, text.size() / 2);
-      place(labels, at, text);
+    for (int most = 4; most >= 1; --most) {
+      Millis step = time_step(span, most);
+      TimeLabel kind = time_label_kind(span, step);
+      std::vector<Millis> ticks = time_ticks(from, to, step);
+      if (ticks.empty()) ticks.push_back(from);
+      size_t len = time_label(ticks.front(), kind).size();
+      if (most > 1 && ticks.size() * (len + 2) > width) continue;
+      labels.clear();
+      std::fill(tick_column.begin(), tick_column.end(), false);
+      size_t free_from = 0;  // where the next label may start
+      for (Millis t : ticks) {
+        std::string text = time_label(t, kind);
+        if (text.size() > width) break;
+        size_t col = column_of(t, from, to, width);
+        size_t at = std::min(col - std::min(col, text.size() / 2), width - text.size());
+        if (at < free_from) continue;
+        place(labels, at, text);
+        tick_column[col] = true;
+        free_from = at + text.size() + 2;
+      }
+      break;
     }
     std::string gutter = label_width > 0 ? fmt::format("{:>{}} ", "UTC", label_width) : " ";
-    time_line = has_points ? gutter + labels : "";
+    time_line = gutter + labels;
   }
 
   for (size_t pi = 0; pi < chart.panels.size(); ++pi) {
@@ -1006,7 +1016,7 @@ std::string render_text_chart(const Chart& chart, const TextChartOptions& option
       lines.push_back(line + cells);
     }
     std::string axis_line = std::string(label_width, ' ') + "└";
-    for (size_t c = 0; c < width; ++c) axis_line += "─";
+    for (size_t c = 0; c < width; ++c) axis_line += tick_column[c] ? "┬" : "─";
     lines.push_back(axis_line);
     // Under the last panel, a letter where each mark happened, the most
     // alarming where several share a column.
