@@ -41,7 +41,7 @@ std::string topics_text(const std::vector<std::string>& topics) {
 
 // A sample's time to the second, as a subtitle needs it: "2026-11-29T10:15:30Z".
 std::string second_text(Millis t) {
-  std::string out = format_rfc3339(t - ((t % kSecond) + kSecond) % kSecond);
+  std::string out = format_rfc3339(t - floor_mod(t, kSecond));
   auto dot = out.rfind(".000");
   if (dot != std::string::npos) out.erase(dot, 4);
   return out;
