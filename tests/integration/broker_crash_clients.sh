@@ -29,12 +29,12 @@ feed 1 15000
 wait_for "the first records in the topic" 60 at_least 5000
 broker crash
 feed 15001 30000
-broker restart >/dev/null || fail "the broker did not restart: $(tail -5 "$OWN_KAFKA/kafka.log")"
+broker restart >/dev/null || fail "the broker did not restart: $(tail -5 "$OWN_KAFKA/node1/kafka.log")"
 feed 30001 45000
 wait_for "records after the first restart" 60 at_least 30001
 broker crash
 feed 45001 $N
-broker restart >/dev/null || fail "the broker did not restart: $(tail -5 "$OWN_KAFKA/kafka.log")"
+broker restart >/dev/null || fail "the broker did not restart: $(tail -5 "$OWN_KAFKA/node1/kafka.log")"
 exec 7>&-
 status=0
 wait "$producer" || status=$?

@@ -29,7 +29,7 @@ wait_for "the replay to be under way" 60 at_least 1000
 broker crash
 before=$(replayed)
 ((before < N)) || fail "the replay had ended before the crash: make it longer"
-broker restart >/dev/null || fail "the broker did not restart: $(tail -5 "$OWN_KAFKA/kafka.log")"
+broker restart >/dev/null || fail "the broker did not restart: $(tail -5 "$OWN_KAFKA/node1/kafka.log")"
 status=0
 wait "$replayer" || status=$?
 runs=1 statuses=$status

@@ -78,7 +78,7 @@ for r in 1 2; do
   broker crash
   produce_round "$r" &
   producer=$!
-  broker restart >/dev/null || fail "the broker did not restart: $(tail -5 "$OWN_KAFKA/kafka.log")"
+  broker restart >/dev/null || fail "the broker did not restart: $(tail -5 "$OWN_KAFKA/node1/kafka.log")"
   wait "$producer" || fail "kproduce of round $r failed"
   total=$((total + $(round_lines "$r")))
   wait_for "the pipeline to read round $r after crash $r" 120 consumed "$total"
