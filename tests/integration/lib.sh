@@ -16,9 +16,9 @@ set -euo pipefail
 export PATH="$KPIPE_BIN:$PATH"
 KPIPE_TEST_BROKER=${KPIPE_TEST_BROKER:-kbroker}
 case "$KPIPE_TEST_BROKER" in
-  kbroker | kafka) ;;
+  kbroker | kafka | cluster) ;;
   *)
-    echo "KPIPE_TEST_BROKER must be kbroker or kafka, not '$KPIPE_TEST_BROKER'" >&2
+    echo "KPIPE_TEST_BROKER must be kbroker, kafka or cluster, not '$KPIPE_TEST_BROKER'" >&2
     exit 1
     ;;
 esac
@@ -185,7 +185,8 @@ group() { echo "${RUN_ID}-g-$1"; }
 start_broker() {
   local specs=() spec
   for spec in "$@"; do specs+=("$(topic "${spec%%:*}"):${spec##*:}"); done
-  if [[ "$KPIPE_TEST_BROKER" == kafka ]]; then
+  if [[ "$KPIPE_TEST_BROKER" == kafka || "$KPIPE_TEST_BROKER" == cluster ]]; then
+    [[ "$KPIPE_TEST_BROKER" != cluster || -n "${OWN_KAFKA:-}" ]] || own_cluster
     BROKERS=${KPIPE_TEST_BOOTSTRAP:-$(kafka_tool address)} || fail "no real Kafka is running (scripts/kafka up)"
     local args=()
     for spec in "${specs[@]}"; do args+=("${spec%%:*}" "${spec##*:}"); done
@@ -240,6 +241,28 @@ own_kafka() {
     kafka_tool up --stop-with-parent >"$WORK/kafka.address" 2>"$WORK/kafka.up" ||
     fail "cannot start a Kafka of its own: $(cat "$WORK/kafka.up")"
   BROKERS=$(tail -n 1 "$WORK/kafka.address")
+}
+
+# own_cluster [BROKERS]: a production-shaped Kafka for this test alone
+# (tests/cluster/, KPIPE_TEST_BROKER=cluster): BROKERS nodes (3 by default:
+# replication factor 3, min.insync.replicas=2), SASL_SSL with SCRAM-SHA-512
+# and ACLs (scripts/kafka up --secure). The admin's client file is the
+# default of every kpipe program (KPIPE_CONFIG) and of kcat (KCAT_CONFIG);
+# a test of least privilege gives its own with --config, from
+# `kafka_tool user NAME`. start_broker calls it when the test has not.
+# A node restarted after a crash registers again at once, not after the 9 s
+# its old registration takes to lapse.
+own_cluster() {
+  requires_broker cluster "it needs a replicated, secure Kafka of its own (scripts/kafka up --brokers 3 --secure)"
+  OWN_KAFKA="$WORK/kafka"
+  export KPIPE_KAFKA_STATE="$OWN_KAFKA"
+  unset KPIPE_TEST_BOOTSTRAP
+  KPIPE_KAFKA_EXTRA_CONFIG=$'broker.session.timeout.ms=3000\nbroker.heartbeat.interval.ms=500' \
+    kafka_tool up --brokers "${1:-3}" --secure --stop-with-parent >"$WORK/kafka.address" 2>"$WORK/kafka.up" ||
+    fail "cannot start a secure Kafka cluster of its own: $(cat "$WORK/kafka.up")"
+  BROKERS=$(tail -n 1 "$WORK/kafka.address")
+  ADMIN_CONFIG=$(kafka_tool user admin)
+  export KPIPE_CONFIG="$ADMIN_CONFIG" KCAT_CONFIG="$ADMIN_CONFIG"
 }
 
 # registry_url: the Confluent-compatible URL of a Schema Registry
