@@ -243,7 +243,7 @@ own_kafka() {
   BROKERS=$(tail -n 1 "$WORK/kafka.address")
 }
 
-# own_cluster [BROKERS]: a production-shaped Kafka for this test alone
+# own_cluster [BROKERS [UP-OPTIONS...]]: a production-shaped Kafka for this test alone
 # (tests/cluster/, KPIPE_TEST_BROKER=cluster): BROKERS nodes (3 by default:
 # replication factor 3, min.insync.replicas=2), SASL_SSL with SCRAM-SHA-512
 # and ACLs (scripts/kafka up --secure). The admin's client file is the
@@ -253,12 +253,14 @@ own_kafka() {
 # A node restarted after a crash registers again at once, not after the 9 s
 # its old registration takes to lapse.
 own_cluster() {
+  local brokers=${1:-3}
+  shift || true
   requires_broker cluster "it needs a replicated, secure Kafka of its own (scripts/kafka up --brokers 3 --secure)"
   OWN_KAFKA="$WORK/kafka"
   export KPIPE_KAFKA_STATE="$OWN_KAFKA"
   unset KPIPE_TEST_BOOTSTRAP
   KPIPE_KAFKA_EXTRA_CONFIG=$'broker.session.timeout.ms=3000\nbroker.heartbeat.interval.ms=500' \
-    kafka_tool up --brokers "${1:-3}" --secure --stop-with-parent >"$WORK/kafka.address" 2>"$WORK/kafka.up" ||
+    kafka_tool up --brokers "$brokers" --secure "$@" --stop-with-parent >"$WORK/kafka.address" 2>"$WORK/kafka.up" ||
     fail "cannot start a secure Kafka cluster of its own: $(cat "$WORK/kafka.up")"
   BROKERS=$(tail -n 1 "$WORK/kafka.address")
   ADMIN_CONFIG=$(kafka_tool user admin)

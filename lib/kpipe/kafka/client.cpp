@@ -72,7 +72,7 @@ void error_cb(rd_kafka_t* rk, int err, const char* reason, void* opaque) {
 
 }  // namespace
 
-std::string connection_reason(std::string_view text) {
+std::string connection_reason(std::string_view text, int librdkafka_version) {
   std::string_view s = text;
   // "[thrd:b:9/bootstrap]: " of log lines.
   if (s.starts_with("[thrd:")) {
@@ -100,6 +100,18 @@ std::string connection_reason(std::string_view text) {
   if (!reason.empty() && std::isupper(static_cast<unsigned char>(reason[0])) &&
       (reason.size() < 2 || std::islower(static_cast<unsigned char>(reason[1]))))
     reason[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(reason[0])));
+  // The password may well be right: an operator at the broker's side sees
+  // only "Failed authentication", and would reset it for nothing.
+  constexpr int kScramNonceFixed = 0x020601ff;  // librdkafka 2.6.1
+  if (librdkafka_version < kScramNonceFixed &&
+      reason.find("invalid credentials") != std::string::npos &&
+      reason.find("SCRAM") != std::string::npos)
+    reason += fmt::format(
+        " (if the password is right: librdkafka {}.{}.{} cannot log in with SCRAM to Kafka 4 "
+        "brokers, fixed in librdkafka 2.6.1; use Kafka 3.9 or earlier, or SASL PLAIN or "
+        "OAUTHBEARER)",
+        (librdkafka_version >> 24) & 0xff, (librdkafka_version >> 16) & 0xff,
+        (librdkafka_version >> 8) & 0xff);
   return reason;
 }
 

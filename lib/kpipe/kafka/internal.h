@@ -21,7 +21,13 @@ namespace kpipe {
 // Connection refused (after 0ms in state CONNECT)" -> "connection refused";
 // "... Failed to resolve 'nohost:9092': Name or service not known (...)"
 // -> "failed to resolve 'nohost:9092': Name or service not known".
-std::string connection_reason(std::string_view librdkafka_text);
+// A SCRAM login refused as "invalid credentials" by a librdkafka before
+// 2.6.1 (`librdkafka_version` as rd_kafka_version() gives it) also says
+// that such a librdkafka cannot log in with SCRAM to Kafka 4: it repeats the
+// client's nonce, which Kafka 4 refuses as a wrong password
+// (confluentinc/librdkafka#4895; Debian 12 has 2.0.2).
+std::string connection_reason(std::string_view librdkafka_text,
+                              int librdkafka_version = rd_kafka_version());
 
 struct KafkaClient::Handle {
   rd_kafka_t* rk = nullptr;

@@ -46,6 +46,20 @@ TEST_CASE("connection_reason: librdkafka's cause, without thread, broker and tim
             "broker's supported mechanisms:  (after 1ms in state AUTH_HANDSHAKE)") ==
         "SASL PLAIN mechanism handshake failed: Broker: Request not valid in current SASL state: "
         "broker's supported mechanisms");
+  // A SCRAM login refused by Kafka 4 may be librdkafka's nonce, not the
+  // password: said with a librdkafka before 2.6.1, not after.
+  constexpr std::string_view scram =
+      "sasl_ssl://127.0.0.1:9/bootstrap: SASL authentication error: Authentication failed "
+      "during authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512 (after "
+      "313ms in state AUTH_REQ)";
+  CHECK(connection_reason(scram, 0x020002ff) ==
+        "SASL authentication error: Authentication failed during authentication due to invalid "
+        "credentials with SASL mechanism SCRAM-SHA-512 (if the password is right: librdkafka "
+        "2.0.2 cannot log in with SCRAM to Kafka 4 brokers, fixed in librdkafka 2.6.1; use Kafka "
+        "3.9 or earlier, or SASL PLAIN or OAUTHBEARER)");
+  CHECK(connection_reason(scram, 0x020601ff) ==
+        "SASL authentication error: Authentication failed during authentication due to invalid "
+        "credentials with SASL mechanism SCRAM-SHA-512");
   CHECK(connection_reason("h:9/1: Disconnected (after 10ms in state UP)") == "disconnected");
   CHECK(connection_reason("1/1 brokers are down") == "1/1 brokers are down");
 }
