@@ -65,6 +65,9 @@ Expected<std::unique_ptr<GroupReader>> GroupReader::create(const KafkaConfig& ba
   set_default(config, "fetch.wait.max.ms", "10");
   std::unique_ptr<GroupReader> reader(new GroupReader(config, reporter));
   reader->group_ = group;
+  // Looks at the group and the topics from outside (klag): describes
+  // them; the records it reads ask Read of their topic.
+  reader->set_access(AclOperation::kDescribe, AclOperation::kDescribe);
   KPIPE_TRY(new_handle(RD_KAFKA_CONSUMER, config, *reader->handle_));
   KPIPE_TRY(reader->wait_until_reachable());
   rd_kafka_poll_set_consumer(reader->handle_->rk);
@@ -75,6 +78,7 @@ Expected<std::vector<std::optional<int64_t>>> GroupReader::committed(
     const std::vector<TopicPartition>& parts) {
   std::vector<std::optional<int64_t>> out(parts.size());
   if (parts.empty()) return out;
+  KPIPE_TRY(check_group_access());
   ListGuard g{to_list(parts)};
   // A coordinator that moved or still loads (a broker just back from a
   // crash or a pause) is asked again until --timeout.
@@ -86,6 +90,10 @@ Expected<std::vector<std::optional<int64_t>>> GroupReader::committed(
       away = away || is_coordinator_away(g.list->elems[i].err);
     return away;
   });
+  for (int i = 0; i < g.list->cnt; ++i)
+    if (auto refused = authorization_error(g.list->elems[i].err, access(g.list->elems[i].topic)))
+      return *refused;
+  if (auto refused = authorization_error(err, access(parts[0].topic))) return *refused;
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
     return broker_error(fmt::format("cannot fetch the committed offsets of group '{}'", group_),
                         rd_kafka_err2str(err));
@@ -108,13 +116,20 @@ Expected<GroupDescription> GroupReader::describe() {
   rd_kafka_resp_err_t err =
       rd_kafka_list_groups(handle_->rk, group_.c_str(), &list, timeout_ms(config_.timeout));
   if (err == RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE) return d;
+  if (auto refused = authorization_error(err, access())) return *refused;
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR__PARTIAL)
     return broker_error(fmt::format("cannot describe group '{}'", group_), rd_kafka_err2str(err));
   d.described = true;
   Status problem;
+  bool listed = false;
   for (int i = 0; i < list->group_cnt; ++i) {
     const auto& g = list->groups[i];
     if (group_ != g.group) continue;
+    listed = true;
+    if (auto refused = authorization_error(g.err, access())) {
+      problem = *refused;
+      break;
+    }
     if (g.err != RD_KAFKA_RESP_ERR_NO_ERROR && g.err != RD_KAFKA_RESP_ERR_GROUP_ID_NOT_FOUND) {
       problem = failure("cannot describe group '{}': {}", group_, rd_kafka_err2str(g.err));
       break;
@@ -125,6 +140,8 @@ Expected<GroupDescription> GroupReader::describe() {
   }
   rd_kafka_group_list_destroy(list);
   KPIPE_TRY(problem);
+  // ListGroups leaves out the groups this principal may not describe.
+  if (!listed) KPIPE_TRY(check_group_access());
   return d;
 }
 
@@ -175,6 +192,11 @@ Expected<std::vector<std::optional<Millis>>> GroupReader::record_timestamps(
             if (type != RD_KAFKA_TIMESTAMP_NOT_AVAILABLE) out[i] = ts;
           } else if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
             if (ends != nullptr) (*ends)[i] = m->offset;
+          } else if (refused_resource(m->err) == AclResourceType::kTopic) {
+            // The records' timestamps (a lag in seconds) are read: Read,
+            // where the rest of a GroupReader's questions only describe.
+            problem =
+                not_authorized(AclNeed{AclOperation::kRead, AclResourceType::kTopic, key.topic});
           } else {
             reporter_.warning(
                 fmt::format("{} [{}]: {}", key.topic, key.partition, rd_kafka_message_errstr(m)));
@@ -269,6 +291,7 @@ Expected<std::unique_ptr<GroupAdmin>> GroupAdmin::create(const KafkaConfig& base
   // for its readers then apply without a producer's warnings.
   KafkaConfig config = consumer_config(base, "");
   std::unique_ptr<GroupAdmin> admin(new GroupAdmin(config, reporter));
+  admin->set_access(AclOperation::kDescribe, AclOperation::kDescribe);
   KPIPE_TRY(new_handle(RD_KAFKA_CONSUMER, config, *admin->handle_));
   KPIPE_TRY(admin->wait_until_reachable());
   return admin;
@@ -283,6 +306,7 @@ Expected<GroupMembers> GroupAdmin::members(const std::string& group) {
   rd_kafka_resp_err_t err =
       rd_kafka_list_groups(handle_->rk, group.c_str(), &list, timeout_ms(config_.timeout));
   if (err == RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE) return m;
+  if (auto refused = authorization_error(err, access("", group))) return *refused;
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR && err != RD_KAFKA_RESP_ERR__PARTIAL)
     return broker_error(fmt::format("cannot describe group '{}'", group), rd_kafka_err2str(err));
   m.described = true;
@@ -291,6 +315,10 @@ Expected<GroupMembers> GroupAdmin::members(const std::string& group) {
   for (int i = 0; i < list->group_cnt && problem.ok(); ++i) {
     const auto& g = list->groups[i];
     if (group != g.group || g.err == RD_KAFKA_RESP_ERR_GROUP_ID_NOT_FOUND) continue;
+    if (auto refused = authorization_error(g.err, access("", group))) {
+      problem = *refused;
+      break;
+    }
     if (g.err != RD_KAFKA_RESP_ERR_NO_ERROR) {
       problem = failure("cannot describe group '{}': {}", group, rd_kafka_err2str(g.err));
       break;

@@ -44,7 +44,6 @@ void log_cb(const rd_kafka_t* rk, int level, const char* fac, const char* buf) {
 
 // Runs inside the client's polls (rd_kafka_poll, the consumer's queue).
 void error_cb(rd_kafka_t* rk, int err, const char* reason, void* opaque) {
-  (void)rk;
   auto* handle = static_cast<KafkaClient::Handle*>(opaque);
   auto code = static_cast<rd_kafka_resp_err_t>(err);
   std::string text = handle->redact(reason);
@@ -64,6 +63,18 @@ void error_cb(rd_kafka_t* rk, int err, const char* reason, void* opaque) {
     case RD_KAFKA_RESP_ERR__SSL:
       handle->note_error(reason);
       break;
+    case RD_KAFKA_RESP_ERR__FATAL: {
+      // A refusal by the cluster's ACLs (an idempotent producer's id, a
+      // transactional id) is said once, by the call it fails, naming the
+      // ACL needed (acl.h): a warning too would be a second line.
+      char fatal[256];
+      if (refused_resource(rd_kafka_fatal_error(rk, fatal, sizeof fatal))) {
+        if (handle->reporter != nullptr)
+          handle->reporter->debug(fmt::format("librdkafka: {}", text));
+        return;
+      }
+      break;
+    }
     default:
       break;
   }
@@ -238,6 +249,74 @@ KafkaClient::KafkaClient(const KafkaConfig& config, Reporter& reporter)
 
 KafkaClient::~KafkaClient() = default;
 
+void KafkaClient::set_access(AclOperation topic, AclOperation group) {
+  topic_operation_ = topic;
+  group_operation_ = group;
+}
+
+namespace {
+
+// What DescribeGroups answers about `group` alone: GROUP_AUTHORIZATION_FAILED
+// when this principal may not describe it, at once.
+rd_kafka_resp_err_t group_refusal(rd_kafka_t* rk, const std::string& group, int timeout) {
+  rd_kafka_queue_t* queue = rd_kafka_queue_new(rk);
+  const char* groups[] = {group.c_str()};
+  rd_kafka_AdminOptions_t* options =
+      rd_kafka_AdminOptions_new(rk, RD_KAFKA_ADMIN_OP_DESCRIBECONSUMERGROUPS);
+  char err[512];
+  rd_kafka_AdminOptions_set_request_timeout(options, timeout, err, sizeof err);
+  rd_kafka_DescribeConsumerGroups(rk, groups, 1, options, queue);
+  rd_kafka_AdminOptions_destroy(options);
+  rd_kafka_event_t* event = rd_kafka_queue_poll(queue, timeout + 1000);
+  rd_kafka_resp_err_t code = RD_KAFKA_RESP_ERR_NO_ERROR;
+  if (event != nullptr) {
+    const rd_kafka_DescribeConsumerGroups_result_t* result =
+        rd_kafka_event_DescribeConsumerGroups_result(event);
+    size_t count = 0;
+    const rd_kafka_ConsumerGroupDescription_t** found =
+        result != nullptr ? rd_kafka_DescribeConsumerGroups_result_groups(result, &count) : nullptr;
+    if (count > 0) {
+      const rd_kafka_error_t* e = rd_kafka_ConsumerGroupDescription_error(found[0]);
+      if (e != nullptr) code = rd_kafka_error_code(e);
+    }
+    rd_kafka_event_destroy(event);
+  }
+  rd_kafka_queue_destroy(queue);
+  return code;
+}
+
+}  // namespace
+
+Status KafkaClient::check_group_access() {
+  if (group_checked_ || group_.empty()) return {};
+  group_checked_ = true;
+  // The mock (kbroker) has no ACLs, and waits out the timeout of a
+  // DescribeGroups it lacks.
+  if (is_mock_cluster()) return {};
+  // Briefly: a refusal comes back in a round trip; a cluster slow to
+  // answer (a coordinator moving) is no refusal, and the request the
+  // check precedes waits for it as before.
+  int wait = std::min(timeout_ms(config_.timeout), 2000);
+  if (auto refused = authorization_error(group_refusal(handle_->rk, group_, wait), access()))
+    return *refused;
+  return {};
+}
+
+Access KafkaClient::access(const std::string& topic, const std::string& group) const {
+  Access a;
+  if (!topic.empty()) a.topic = AclNeed{topic_operation_, AclResourceType::kTopic, topic};
+  const std::string& g = group.empty() ? group_ : group;
+  if (!g.empty()) a.group = AclNeed{group_operation_, AclResourceType::kGroup, g};
+  if (const std::string* id = config_.get("transactional.id"))
+    a.transactional_id = AclNeed{AclOperation::kWrite, AclResourceType::kTransactionalId, *id};
+  // A producer's id (idempotence is on by default) is refused by the
+  // cluster to a principal that may write no topic: from Kafka 2.8 on,
+  // Write on a topic allows it (KIP-679), where IdempotentWrite on the
+  // cluster was needed before.
+  if (topic_operation_ == AclOperation::kWrite) a.cluster = a.topic;
+  return a;
+}
+
 Error KafkaClient::broker_error(std::string_view what, std::string_view detail) const {
   std::string seen = handle_->take_error();
   if (!seen.empty())
@@ -360,6 +439,7 @@ Expected<std::vector<int32_t>> KafkaClient::partitions(const std::string& topic)
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
     return broker_error(fmt::format("cannot read metadata of topic '{}'", topic),
                         rd_kafka_err2str(err));
+  if (auto refused = authorization_error(answer.err, access(topic))) return *refused;
   if (answer.err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
       (answer.err == RD_KAFKA_RESP_ERR_NO_ERROR && answer.partitions.empty()))
     return failure("topic '{}' does not exist", topic);
@@ -388,14 +468,29 @@ bool is_leader_away(rd_kafka_resp_err_t err) {
 }
 
 // One ListOffsets question; `away` says whether a failure was a leader
-// away, worth asking again.
+// away, worth asking again; `refused`, whether it was the cluster's ACLs
+// (the error is then the final one).
 Expected<std::vector<Millis>> list_offsets(rd_kafka_t* rk, const std::vector<TopicPartition>& parts,
                                            const std::vector<Millis>& times, int timeout,
-                                           bool& away) {
+                                           bool& away, bool& refused,
+                                           const std::function<Access(const std::string&)>& acl) {
   ListGuard g{to_list(parts)};
   for (size_t i = 0; i < parts.size(); ++i) g.list->elems[i].offset = times[i];
   rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(rk, g.list, timeout);
   away = is_leader_away(err);
+  refused = false;
+  // The call's own error is the first partition's refusal; the partition
+  // says which topic.
+  for (int i = 0; i < g.list->cnt; ++i) {
+    if (auto e = authorization_error(g.list->elems[i].err, acl(g.list->elems[i].topic))) {
+      refused = true;
+      return *e;
+    }
+  }
+  if (auto e = authorization_error(err, acl(parts.empty() ? std::string() : parts[0].topic))) {
+    refused = true;
+    return *e;
+  }
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR) return failure("{}", rd_kafka_err2str(err));
   std::vector<Millis> out(parts.size());
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -419,9 +514,11 @@ Expected<std::vector<Millis>> list_offsets(rd_kafka_t* rk, const std::vector<Top
 }  // namespace
 
 Expected<std::vector<Millis>> KafkaClient::ask_offsets(const std::vector<TopicPartition>& parts,
-                                                       const std::vector<Millis>& times) {
+                                                       const std::vector<Millis>& times,
+                                                       std::string_view what) {
   Expected<std::vector<Millis>> found = std::vector<Millis>();
   bool waited = false;
+  bool refused = false;
   ask_until(config_.timeout, [&](int left) {
     if (waited) {
       // librdkafka asks the leader its metadata cache names, and does not
@@ -433,16 +530,19 @@ Expected<std::vector<Millis>> KafkaClient::ask_offsets(const std::vector<TopicPa
         rd_kafka_metadata_destroy(md);
     }
     bool away = false;
-    found = list_offsets(handle_->rk, parts, times, left, away);
+    found = list_offsets(handle_->rk, parts, times, left, away, refused,
+                         [this](const std::string& topic) { return access(topic); });
     if (away && !waited)
       reporter_.info(fmt::format("{}: asking again for up to {}", found.error().message,
                                  format_duration(config_.timeout)));
     waited = waited || away;
     return away;
   });
-  if (!found && waited)
-    return failure("{}, still after {}", found.error().message, format_duration(config_.timeout));
-  return found;
+  if (found || refused) return found;
+  if (waited)
+    return broker_error(what, fmt::format("{}, still after {}", found.error().message,
+                                          format_duration(config_.timeout)));
+  return broker_error(what, found.error().message);
 }
 
 Expected<std::vector<Watermarks>> KafkaClient::watermarks(
@@ -452,10 +552,12 @@ Expected<std::vector<Watermarks>> KafkaClient::watermarks(
   // ListOffsets with the special times -2 (earliest) and -1 (latest): one
   // request per leader for all partitions, where querying watermarks one
   // partition at a time would cost a round trip each.
-  auto low = ask_offsets(parts, std::vector<Millis>(parts.size(), kOffsetBeginning));
-  if (!low) return broker_error("cannot list offsets", low.error().message);
-  auto high = ask_offsets(parts, std::vector<Millis>(parts.size(), kOffsetEnd));
-  if (!high) return broker_error("cannot list offsets", high.error().message);
+  auto low = ask_offsets(parts, std::vector<Millis>(parts.size(), kOffsetBeginning),
+                         "cannot list offsets");
+  if (!low) return low.take_error();
+  auto high =
+      ask_offsets(parts, std::vector<Millis>(parts.size(), kOffsetEnd), "cannot list offsets");
+  if (!high) return high.take_error();
   for (size_t i = 0; i < parts.size(); ++i) {
     // A broker that answers without an offset (-1) would make a reader
     // take the partition for empty and skip it: say so instead.
@@ -471,8 +573,8 @@ Expected<std::vector<Watermarks>> KafkaClient::watermarks(
 
 Expected<std::vector<int64_t>> KafkaClient::offsets_for_times(
     const std::vector<TopicPartition>& parts, const std::vector<Millis>& times) {
-  auto found = ask_offsets(parts, times);
-  if (!found) return broker_error("cannot look up offsets by time", found.error().message);
+  auto found = ask_offsets(parts, times, "cannot look up offsets by time");
+  if (!found) return found.take_error();
   std::vector<int64_t> out = *found;
   if (std::none_of(out.begin(), out.end(), [](int64_t o) { return o < 0; })) return out;
   auto marks = watermarks(parts);
@@ -555,6 +657,8 @@ Status KafkaClient::delete_records(const std::vector<PartitionOffset>& before) {
     if (e.err == RD_KAFKA_RESP_ERR__UNSUPPORTED_FEATURE)
       return failure("cannot delete records of '{}': the broker does not support DeleteRecords",
                      e.topic);
+    if (refused_resource(e.err) == AclResourceType::kTopic)
+      return not_authorized(AclNeed{AclOperation::kDelete, AclResourceType::kTopic, e.topic});
     if (e.err != RD_KAFKA_RESP_ERR_NO_ERROR)
       return failure("cannot delete records of {} [{}]: {}", e.topic, e.partition,
                      rd_kafka_err2str(e.err));
@@ -711,6 +815,9 @@ Expected<std::unique_ptr<Consumer>> Consumer::create(const KafkaConfig& base,
   set_default(config, "fetch.message.max.bytes", "4194304");
   for (int attempt = 0;; ++attempt) {
     std::unique_ptr<Consumer> consumer(new Consumer(config, reporter));
+    // Reads its topics; in a group, joins it and commits to it (Read).
+    consumer->group_ = group;
+    consumer->set_access(AclOperation::kRead, AclOperation::kRead);
     KPIPE_TRY(new_handle(RD_KAFKA_CONSUMER, config, *consumer->handle_, [](rd_kafka_conf_t* conf) {
       rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb);
     }));
@@ -870,6 +977,12 @@ Status Consumer::poll(Millis timeout, size_t max_events, const EventHandler& han
       continue;
     }
     if (m->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+      // Without a group, librdkafka still looks up the coordinator of the
+      // group id it was given only to allow assign() (consumer_config):
+      // a refusal of that group is no refusal of anything kpipe does.
+      if (m->err == RD_KAFKA_RESP_ERR_GROUP_AUTHORIZATION_FAILED && group_.empty()) continue;
+      if (auto refused = authorization_error(m->err, access(m->rkt != nullptr ? *name : "")))
+        return *refused;
       std::string text = rd_kafka_message_errstr(m);
       if (m->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
           m->err == RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED ||
@@ -948,10 +1061,16 @@ Status Consumer::commit(const std::vector<PartitionOffset>& offsets, bool* commi
                         const std::string& metadata) {
   if (committed != nullptr) *committed = true;
   if (offsets.empty()) return {};
+  KPIPE_TRY(check_group_access());
   ListGuard g{to_list(offsets)};
   set_metadata(g.list, metadata);
   rd_kafka_resp_err_t err = rd_kafka_commit(handle_->rk, g.list, 0);
   if (err == RD_KAFKA_RESP_ERR__NO_OFFSET) return {};
+  // A partition's refusal names its topic; the call's, the first's.
+  for (int i = 0; i < g.list->cnt; ++i)
+    if (auto refused = authorization_error(g.list->elems[i].err, access(g.list->elems[i].topic)))
+      return *refused;
+  if (auto refused = authorization_error(err, access(offsets[0].topic))) return *refused;
   bool refused = is_commit_refused(err, committed != nullptr);
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR && !refused)
     return failure("cannot commit offsets: {}", rd_kafka_err2str(err));
@@ -974,8 +1093,14 @@ Expected<std::vector<std::optional<int64_t>>> Consumer::committed(
   std::vector<std::optional<int64_t>> out(parts.size());
   if (metadata != nullptr) metadata->assign(parts.size(), std::string());
   if (parts.empty()) return out;
+  KPIPE_TRY(check_group_access());
   ListGuard g{to_list(parts)};
   rd_kafka_resp_err_t err = rd_kafka_committed(handle_->rk, g.list, timeout_ms(config_.timeout));
+  // The group's offsets of a topic it may not describe would read as none.
+  for (int i = 0; i < g.list->cnt; ++i)
+    if (auto refused = authorization_error(g.list->elems[i].err, access(g.list->elems[i].topic)))
+      return *refused;
+  if (auto refused = authorization_error(err, access(parts[0].topic))) return *refused;
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
     return broker_error("cannot fetch committed offsets", rd_kafka_err2str(err));
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -1045,6 +1170,8 @@ struct Producer::State {
   std::unique_ptr<KafkaClient::Handle> solo;
   bool solo_failed = false;  // could not be created: refusals stand
   Reporter* reporter = nullptr;
+  // The producer's ACL needs for a topic (KafkaClient::access).
+  std::function<Access(const std::string&)> access;
 };
 
 namespace {
@@ -1074,7 +1201,15 @@ std::string broker_reason(rd_kafka_resp_err_t err) {
 }
 
 // A failed delivery: a data_error when the record itself was refused.
-Error delivery_error(const rd_kafka_message_t* m) {
+Error delivery_error(rd_kafka_t* rk, const rd_kafka_message_t* m, const Producer::State& state) {
+  std::string topic = m->rkt != nullptr ? rd_kafka_topic_name(m->rkt) : "";
+  if (auto refused = authorization_error(m->err, state.access(topic))) return *refused;
+  // Records queued when the producer failed for good fail with it.
+  char fatal[256];
+  if (m->err == RD_KAFKA_RESP_ERR__FATAL)
+    if (auto refused =
+            authorization_error(rd_kafka_fatal_error(rk, fatal, sizeof fatal), state.access(topic)))
+      return *refused;
   if (m->err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION && m->rkt != nullptr)
     return data_error("topic '{}' has no partition {}", rd_kafka_topic_name(m->rkt), m->partition);
   if (is_record_fault(m->err))
@@ -1125,7 +1260,6 @@ bool retry_alone(Producer::State& state, const rd_kafka_message_t* m) {
 }
 
 void delivery_cb(rd_kafka_t* rk, const rd_kafka_message_t* m, void* opaque) {
-  (void)rk;
   auto* handle = static_cast<KafkaClient::Handle*>(opaque);
   auto* state = static_cast<Producer::State*>(handle->owner);
   auto tag = reinterpret_cast<uintptr_t>(m->_private);
@@ -1137,7 +1271,7 @@ void delivery_cb(rd_kafka_t* rk, const rd_kafka_message_t* m, void* opaque) {
     return;
   }
   ++state->failed;
-  Error e = delivery_error(m);
+  Error e = delivery_error(rk, m, *state);
   if (state->first_failure.empty()) state->first_failure = e.message;
   if (state->on_delivery) state->on_delivery(tag, &e);
 }
@@ -1160,6 +1294,11 @@ Expected<std::unique_ptr<Producer>> Producer::create(const KafkaConfig& base, Re
   set_default(config, "batch.num.messages", "10000");
   std::unique_ptr<Producer> producer(new Producer(config, reporter));
   producer->handle_->owner = producer->state_.get();
+  // Writes its topic; under a transaction, commits a group's offsets too
+  // (Read on the group, named by commit_transaction).
+  producer->set_access(AclOperation::kWrite, AclOperation::kRead);
+  Producer* self = producer.get();
+  producer->state_->access = [self](const std::string& topic) { return self->access(topic); };
   KafkaConfig solo = config;
   solo.set("batch.num.messages", "1");
   solo.set("linger.ms", "0");
@@ -1210,6 +1349,8 @@ Status Producer::produce(const std::string& topic, int32_t partition,
     char fatal[256];
     rd_kafka_resp_err_t fatal_code = rd_kafka_fatal_error(handle_->rk, fatal, sizeof fatal);
     if (is_fenced(fatal_code)) return fenced_error(config_);
+    if (auto refused = authorization_error(fatal_code, access(topic))) return *refused;
+    if (auto refused = authorization_error(err, access(topic))) return *refused;
     if (fatal_code != RD_KAFKA_RESP_ERR_NO_ERROR)
       return failure("producer failed: {}", config_.redact(fatal));
     // The record's own faults, found before it is queued: bad input.
@@ -1271,7 +1412,7 @@ Millis transaction_timeout(const KafkaConfig& config) {
 // Runs one transactional call (given the milliseconds it may take) until
 // it succeeds, fails for good, or the time is up. `abortable` says whether
 // the transaction must now be aborted.
-Status run_transactional(KafkaClient::Handle& handle, const KafkaConfig& config,
+Status run_transactional(KafkaClient::Handle& handle, const KafkaConfig& config, const Access& acl,
                          std::string_view what, const std::function<rd_kafka_error_t*(int)>& call,
                          bool* abortable = nullptr) {
   if (abortable != nullptr) *abortable = false;
@@ -1294,6 +1435,12 @@ Status run_transactional(KafkaClient::Handle& handle, const KafkaConfig& config,
       }
     }
     if (is_fenced(code)) return fenced_error(config);
+    // Before the retries: librdkafka may call a refusal retriable (a
+    // coordinator lookup refused), which would be asked again for a minute.
+    if (auto refused = authorization_error(code, acl)) {
+      if (abortable != nullptr) *abortable = rd_kafka_error_txn_requires_abort(e.error);
+      return *refused;
+    }
     if (rd_kafka_error_is_retriable(e.error) && std::chrono::steady_clock::now() < deadline) {
       // librdkafka's calls wait inside; one that gave up at once is not
       // asked again in a tight loop.
@@ -1343,6 +1490,7 @@ Expected<std::vector<int32_t>> Producer::await_topic(const std::string& topic) {
   // Leaderless partitions are produced to all the same: their records
   // wait in librdkafka's queue for a leader, as they would for one
   // elected later.
+  if (auto refused = authorization_error(answer.err, access(topic))) return *refused;
   if (!answer.missing()) return std::move(answer.partitions);
   if (answer.err != RD_KAFKA_RESP_ERR_NO_ERROR &&
       answer.err != RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
@@ -1360,12 +1508,12 @@ Expected<std::vector<int32_t>> Producer::await_topic(const std::string& topic) {
 }
 
 Status Producer::init_transactions() {
-  return run_transactional(*handle_, config_, "cannot start transactions",
+  return run_transactional(*handle_, config_, access(), "cannot start transactions",
                            [&](int t) { return rd_kafka_init_transactions(handle_->rk, t); });
 }
 
 Status Producer::begin_transaction() {
-  return run_transactional(*handle_, config_, "cannot begin a transaction",
+  return run_transactional(*handle_, config_, access(), "cannot begin a transaction",
                            [&](int) { return rd_kafka_begin_transaction(handle_->rk); });
 }
 
@@ -1377,8 +1525,13 @@ Status Producer::commit_transaction(const std::vector<PartitionOffset>& offsets,
     ListGuard g{to_list(offsets)};
     set_metadata(g.list, metadata);
     rd_kafka_consumer_group_metadata_t* cg = rd_kafka_consumer_group_metadata_new(group.c_str());
+    // TxnOffsetCommit asks for Read on the group and on the offsets'
+    // topics (the source's, which kproduce itself never reads); a refused
+    // topic is not named in librdkafka's error, so the first one is.
+    Access acl = access("", group);
+    acl.topic = AclNeed{AclOperation::kRead, AclResourceType::kTopic, offsets[0].topic};
     s = run_transactional(
-        *handle_, config_,
+        *handle_, config_, acl,
         fmt::format("cannot add the offsets of group '{}' to the transaction", group),
         [&](int t) { return rd_kafka_send_offsets_to_transaction(handle_->rk, g.list, cg, t); },
         &abortable);
@@ -1386,7 +1539,7 @@ Status Producer::commit_transaction(const std::vector<PartitionOffset>& offsets,
   }
   if (s.ok())
     s = run_transactional(
-        *handle_, config_, "cannot commit the transaction",
+        *handle_, config_, access(), "cannot commit the transaction",
         [&](int t) { return rd_kafka_commit_transaction(handle_->rk, t); }, &abortable);
   if (s.ok() || !abortable) return s;
   Status aborted = abort_transaction();
@@ -1395,7 +1548,7 @@ Status Producer::commit_transaction(const std::vector<PartitionOffset>& offsets,
 }
 
 Status Producer::abort_transaction() {
-  return run_transactional(*handle_, config_, "cannot abort the transaction",
+  return run_transactional(*handle_, config_, access(), "cannot abort the transaction",
                            [&](int t) { return rd_kafka_abort_transaction(handle_->rk, t); });
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kpipe/envelope.h"
+#include "kpipe/kafka/acl.h"
 #include "kpipe/kafka/config.h"
 #include "kpipe/partition.h"
 #include "kpipe/report.h"
@@ -67,10 +68,27 @@ class KafkaClient {
   // Whether the cluster is librdkafka's mock (kbroker).
   bool is_mock_cluster();
 
+  // What the caller means to do with topics and the group, named when the
+  // cluster's ACLs refuse a request (kpipe(7), SECURITY). Each create()
+  // sets it for what its client is for: a consumer reads (Read on its
+  // topics and its group), a producer writes, klag's readers describe. A
+  // caller that needs less says so: kcheckpoint sync --from-group only
+  // describes the group, and the message then asks for no more than that.
+  void set_access(AclOperation topic, AclOperation group);
+
   struct Handle;  // librdkafka's, behind the module's private header
 
  protected:
   KafkaClient(const KafkaConfig& config, Reporter& reporter);
+  // The ACLs a request about `topic` (and `group`, when it is not the
+  // client's own) needs, for authorization_error (internal.h).
+  Access access(const std::string& topic = {}, const std::string& group = {}) const;
+  // Once, before the first request on the client's group: whether the
+  // cluster refuses this principal the group. librdkafka looks up a
+  // group's coordinator before OffsetFetch or OffsetCommit and, refused
+  // (FindCoordinator: GROUP_AUTHORIZATION_FAILED), asks again until the
+  // request times out, saying nothing: the refusal is said at once here.
+  Status check_group_access();
   // An error saying why the cluster could not be reached, or `what` failed.
   Error broker_error(std::string_view what, std::string_view detail) const;
   Status wait_until_reachable();
@@ -79,13 +97,19 @@ class KafkaClient {
   // retries in silence. Called by each poll.
   void watch_brokers();
   // ListOffsets for `parts` at `times` (or the special -1 and -2), asked
-  // again while a partition's leader is away, up to the timeout.
+  // again while a partition's leader is away, up to the timeout. A failure
+  // is `what` failing (or the cluster out of reach, or a refusal).
   Expected<std::vector<Millis>> ask_offsets(const std::vector<TopicPartition>& parts,
-                                            const std::vector<Millis>& times);
+                                            const std::vector<Millis>& times,
+                                            std::string_view what);
 
   KafkaConfig config_;
   Reporter& reporter_;
   std::unique_ptr<Handle> handle_;
+  AclOperation topic_operation_ = AclOperation::kDescribe;
+  std::string group_;  // the consumer group the client uses; empty: none
+  AclOperation group_operation_ = AclOperation::kDescribe;
+  bool group_checked_ = false;
 };
 
 struct ConsumerEvent {
@@ -258,7 +282,6 @@ class GroupReader final : public KafkaClient {
 
  private:
   GroupReader(const KafkaConfig& config, Reporter& reporter);
-  std::string group_;
 };
 
 // librdkafka's mock cluster (kbroker): in-memory Kafka-protocol brokers on

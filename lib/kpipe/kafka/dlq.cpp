@@ -90,7 +90,7 @@ Status read_until_end(Consumer& consumer, const std::string& topic,
 Expected<std::unique_ptr<KafkaDlq>> KafkaDlq::open(const std::string& topic,
                                                    const KafkaConfig& config,
                                                    const std::string& group, Reporter& reporter,
-                                                   Clock& clock) {
+                                                   Clock& clock, AclOperation group_use) {
   std::unique_ptr<KafkaDlq> dlq(new KafkaDlq());
   dlq->topic_ = topic;
   dlq->group_ = group.empty() ? default_replay_group(topic) : group;
@@ -98,6 +98,7 @@ Expected<std::unique_ptr<KafkaDlq>> KafkaDlq::open(const std::string& topic,
   auto consumer = Consumer::create(config, dlq->group_, reporter);
   if (!consumer) return consumer.take_error();
   dlq->consumer_ = std::move(*consumer);
+  dlq->consumer_->set_access(AclOperation::kRead, group_use);
   auto parts = dlq->consumer_->partitions(topic);
   if (!parts) return failure("dead-letter store 'kafka:{}': {}", topic, parts.error().message);
   std::vector<TopicPartition> tps;

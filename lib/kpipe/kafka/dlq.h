@@ -34,10 +34,14 @@ std::string default_replay_group(const std::string& topic);
 
 class KafkaDlq {
  public:
+  // `group_use`: what is done with the group, named when the cluster's
+  // ACLs refuse it: Read to commit a replay's position, Describe only to
+  // read it (kdlq list, stats, purge).
   static Expected<std::unique_ptr<KafkaDlq>> open(const std::string& topic,
                                                   const KafkaConfig& config,
                                                   const std::string& group, Reporter& reporter,
-                                                  Clock& clock);
+                                                  Clock& clock,
+                                                  AclOperation group_use = AclOperation::kRead);
 
   const std::string& topic() const { return topic_; }
   const std::string& group() const { return group_; }

@@ -8,8 +8,10 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 
+#include "kpipe/kafka/acl.h"
 #include "kpipe/kafka/broker_watch.h"
 #include "kpipe/kafka/client.h"
 
@@ -111,5 +113,16 @@ bool is_coordinator_away(rd_kafka_resp_err_t err);
 // librdkafka 2.0 gives up at once on a coordinator or leader that moves,
 // where the same question asked again finds the new one.
 void ask_until(Millis timeout, const std::function<bool(int left)>& ask);
+
+// The kind of resource an authorization error refuses (the broker's
+// TOPIC_, GROUP_, TRANSACTIONAL_ID_ and CLUSTER_AUTHORIZATION_FAILED);
+// nullopt for any other error.
+std::optional<AclResourceType> refused_resource(rd_kafka_resp_err_t err);
+
+// For an authorization error, the one line naming what `access` needed of
+// the resource refused (acl.h); nullopt for any other error. Every place
+// that meets a broker's error asks this first: a refusal is final, never
+// retried until --timeout.
+std::optional<Error> authorization_error(rd_kafka_resp_err_t err, const Access& access);
 
 }  // namespace kpipe

@@ -796,6 +796,10 @@ Status run_checkpoint_sync(const CheckpointOptions& o, Io& io) {
   const std::string& group = o.to_group.empty() ? o.from_group : o.to_group;
   auto consumer = Consumer::create(*config, group, io.reporter);
   if (!consumer) return consumer.take_error();
+  // --from-group only reads the group's offsets (OffsetFetch): Describe on
+  // it and its topics is all a refusal asks for; --to-group commits (Read).
+  if (!o.from_group.empty())
+    (*consumer)->set_access(AclOperation::kDescribe, AclOperation::kDescribe);
   auto stored = (*store)->offsets();
   if (!stored) return stored.take_error();
   if (!o.to_group.empty()) {

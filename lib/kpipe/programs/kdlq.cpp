@@ -33,8 +33,10 @@ Expected<KafkaConfig> kafka_config(const DlqOptions& o, Io& io, std::string_view
 
 // `mode`: DlqStore::Mode::kRead for the commands that only read, which a
 // user who may only read the store can run (kdlq(1)).
+// `group_use`: what a Kafka store's replay group is used for (KafkaDlq::open).
 Expected<Store> open_store(const DlqOptions& o, Io& io,
-                           DlqStore::Mode mode = DlqStore::Mode::kExisting) {
+                           DlqStore::Mode mode = DlqStore::Mode::kExisting,
+                           AclOperation group_use = AclOperation::kDescribe) {
   Store s;
   s.name = o.dlq;
   if (o.dlq.empty()) return usage_error("--dlq FILE.db or --dlq kafka:TOPIC is required");
@@ -50,7 +52,7 @@ Expected<Store> open_store(const DlqOptions& o, Io& io,
   if (topic.empty()) return usage_error("--dlq 'kafka:': the topic name is missing");
   auto config = kafka_config(o, io, fmt::format("--dlq '{}'", o.dlq));
   if (!config) return config.take_error();
-  auto dlq = KafkaDlq::open(topic, *config, o.group, io.reporter, io.clock);
+  auto dlq = KafkaDlq::open(topic, *config, o.group, io.reporter, io.clock, group_use);
   if (!dlq) return dlq.take_error();
   s.kafka = std::move(*dlq);
   return s;
@@ -208,7 +210,7 @@ Status run_dlq_replay(const DlqOptions& o, Io& io) {
         "a filtered replay of a Kafka dead-letter topic needs its own --group: the replay position "
         "is an offset, "
         "and the entries the filters pass over would count as replayed");
-  auto store = open_store(o, io);
+  auto store = open_store(o, io, DlqStore::Mode::kExisting, AclOperation::kRead);
   if (!store) return store.take_error();
 
   if (o.dry_run) {

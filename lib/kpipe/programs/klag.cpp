@@ -282,8 +282,13 @@ class Sampler {
       empty_ = only_consumed;
       if (listed_ && !options_.topics.empty())
         return failure("consumer group '{}' consumes none of {}", group, topic_list());
+      // Kafka leaves the topics this principal may not describe out of
+      // the topic list and out of the group's offsets, without a word.
       if (described->described && options_.topics.empty())
-        return failure("consumer group '{}' has committed no offsets yet", group);
+        return failure(
+            "consumer group '{}' has committed no offsets yet, or only on topics klag may not "
+            "describe (ACL needed: Describe on each of them; name one with -t)",
+            group);
       if (!described->described && options_.topics.empty())
         return failure(
             "consumer group '{}' has no committed offsets: it does not exist, or has committed "
