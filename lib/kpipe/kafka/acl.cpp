@@ -111,6 +111,11 @@ Error not_authorized(AclResourceType refused, const Access& access) {
                  kind);
 }
 
+bool is_not_authorized(const Error& e) {
+  // not_authorized() makes every such message, and no other starts so.
+  return e.message.starts_with("not authorized");
+}
+
 std::optional<AclResourceType> refused_resource(rd_kafka_resp_err_t err) {
   switch (err) {
     case RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED:

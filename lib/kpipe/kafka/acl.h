@@ -53,4 +53,9 @@ Error not_authorized(const AclNeed& need);
 // line naming only the kind of resource when `access` does not say.
 Error not_authorized(AclResourceType refused, const Access& access);
 
+// Whether an error is such a refusal: a caller that adds a guess of its
+// own to a failure (kcheckpoint sync: "stop its consumers first") leaves
+// a refusal as it is.
+bool is_not_authorized(const Error& e);
+
 }  // namespace kpipe

@@ -807,6 +807,7 @@ Status run_checkpoint_sync(const CheckpointOptions& o, Io& io) {
     for (const auto& s : *stored) commit.push_back({s.topic, s.partition, s.offset});
     if (commit.empty()) return usage_error("the state holds no offsets to copy");
     Status s = (*consumer)->commit(commit);
+    if (!s.ok() && is_not_authorized(s.error())) return s;
     if (!s.ok())
       return failure(
           "{} (a group with active members refuses outside commits: stop its consumers first)",

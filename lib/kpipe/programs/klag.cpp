@@ -155,6 +155,9 @@ class Sampler {
           GroupReader::create(config, is_group() ? subject_.name : std::string(), io_.reporter);
       if (!reader) return reader.take_error();
       reader_ = std::move(*reader);
+      // The lag in seconds reads a record of each lagging partition: what
+      // a refused topic asks for, unless --no-fetch (kpipe(7), SECURITY).
+      if (!options_.no_fetch) reader_->set_access(AclOperation::kRead, AclOperation::kDescribe);
     }
     empty_ = false;
     std::vector<PartitionReading> readings;

@@ -142,3 +142,9 @@ TEST_CASE("a refused topic is named by each client for what it does with it", "[
         "not authorized to describe topic 'secret' (ACL needed: Describe on Topic:secret)");
   CHECK(reporter.warnings.empty());
 }
+
+TEST_CASE("is_not_authorized: a refusal, and no other failure", "[kafka][acl]") {
+  CHECK(is_not_authorized(not_authorized(need(AclOperation::kRead, AclResourceType::kGroup, "g"))));
+  CHECK(is_not_authorized(not_authorized(AclResourceType::kTopic, Access{})));
+  CHECK_FALSE(is_not_authorized(failure("cannot commit offsets: Broker: Unknown member")));
+}
