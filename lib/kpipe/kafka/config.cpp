@@ -323,7 +323,42 @@ std::vector<std::string> translate_java_properties(KafkaConfig& config) {
   // JKS ones.
   const std::string* store_type = config.get("ssl.keystore.type");
   bool jks = store_type != nullptr && (*store_type == "JKS" || *store_type == "jks");
+  // PEM stores (KIP-651) are what librdkafka reads under other names: the
+  // CA a Java client trusts is librdkafka's ssl.ca.location, its keystore
+  // file (the key and the certificate chain) both ssl.key.location and
+  // ssl.certificate.location. A file made for Kafka's own tools then
+  // verifies the brokers as they do, instead of failing the handshake.
+  auto pem = [&config](std::string_view key) {
+    const std::string* type = config.get(key);
+    return type != nullptr && (*type == "PEM" || *type == "pem");
+  };
+  bool pem_trust = pem("ssl.truststore.type");
+  bool pem_keys = pem("ssl.keystore.type");
+  std::vector<std::pair<std::string, std::string>> pem_settings;
   for (auto& [k, v] : config.properties) {
+    if (pem_trust && k == "ssl.truststore.location") {
+      pem_settings.emplace_back("ssl.ca.location", v);
+      continue;
+    }
+    if (pem_trust && k == "ssl.truststore.certificates") {
+      pem_settings.emplace_back("ssl.ca.pem", v);
+      continue;
+    }
+    if (pem_keys && k == "ssl.keystore.location") {
+      pem_settings.emplace_back("ssl.key.location", v);
+      pem_settings.emplace_back("ssl.certificate.location", v);
+      continue;
+    }
+    if (pem_keys && k == "ssl.keystore.key") {
+      pem_settings.emplace_back("ssl.key.pem", v);
+      continue;
+    }
+    if (pem_keys && k == "ssl.keystore.certificate.chain") {
+      pem_settings.emplace_back("ssl.certificate.pem", v);
+      continue;
+    }
+    if ((pem_trust && k == "ssl.truststore.type") || (pem_keys && k == "ssl.keystore.type"))
+      continue;
     if (k == "sasl.jaas.config") {
       user = jaas_option(v, "username");
       password = jaas_option(v, "password");
@@ -347,6 +382,9 @@ std::vector<std::string> translate_java_properties(KafkaConfig& config) {
     kept.emplace_back(std::move(k), std::move(v));
   }
   config.properties = std::move(kept);
+  // librdkafka's own names, when the file gives them too, win.
+  for (auto& [k, v] : pem_settings)
+    if (config.get(k) == nullptr) config.set(std::move(k), std::move(v));
   if (!user.empty() && config.get("sasl.username") == nullptr) config.set("sasl.username", user);
   if (!password.empty() && config.get("sasl.password") == nullptr)
     config.set("sasl.password", password);

@@ -468,6 +468,46 @@ TEST_CASE("translate_java_properties: Java-only keys are dropped and named", "[k
   CHECK(kept == std::vector<std::string>{"bootstrap.servers", "acks", "ssl.ca.location"});
 }
 
+TEST_CASE("translate_java_properties: PEM stores become librdkafka's CA, key and certificate",
+          "[kafka_config]") {
+  KafkaConfig c;
+  c.set("security.protocol", "SASL_SSL");
+  c.set("ssl.truststore.type", "PEM");
+  c.set("ssl.truststore.location", "/etc/kafka/ca.crt");
+  c.set("ssl.keystore.type", "PEM");
+  c.set("ssl.keystore.location", "/etc/kafka/client.pem");
+  c.set("ssl.key.password", "k3y");
+  auto dropped = translate_java_properties(c);
+  CHECK(dropped.empty());
+  CHECK(value_of(c, "ssl.ca.location") == "/etc/kafka/ca.crt");
+  CHECK(value_of(c, "ssl.key.location") == "/etc/kafka/client.pem");
+  CHECK(value_of(c, "ssl.certificate.location") == "/etc/kafka/client.pem");
+  CHECK(value_of(c, "ssl.key.password") == "k3y");
+  CHECK(c.get("ssl.truststore.location") == nullptr);
+  CHECK(c.get("ssl.truststore.type") == nullptr);
+  CHECK(c.get("ssl.keystore.type") == nullptr);
+
+  // Inline PEM, and librdkafka's own name given as well: that one wins.
+  KafkaConfig inline_pem;
+  inline_pem.set("ssl.truststore.type", "pem");
+  inline_pem.set("ssl.truststore.certificates", "-----BEGIN CERTIFICATE-----...");
+  inline_pem.set("ssl.keystore.type", "PEM");
+  inline_pem.set("ssl.keystore.key", "-----BEGIN PRIVATE KEY-----...");
+  inline_pem.set("ssl.keystore.certificate.chain", "-----BEGIN CERTIFICATE-----chain");
+  inline_pem.set("ssl.ca.pem", "-----BEGIN CERTIFICATE-----own");
+  CHECK(translate_java_properties(inline_pem).empty());
+  CHECK(value_of(inline_pem, "ssl.ca.pem") == "-----BEGIN CERTIFICATE-----own");
+  CHECK(value_of(inline_pem, "ssl.key.pem") == "-----BEGIN PRIVATE KEY-----...");
+  CHECK(value_of(inline_pem, "ssl.certificate.pem") == "-----BEGIN CERTIFICATE-----chain");
+
+  // A JKS truststore (Java's default type) librdkafka cannot read: dropped
+  // and named, as before.
+  KafkaConfig jks;
+  jks.set("ssl.truststore.location", "/etc/kafka/truststore.jks");
+  CHECK(translate_java_properties(jks) == std::vector<std::string>{"ssl.truststore.location"});
+  CHECK(jks.get("ssl.ca.location") == nullptr);
+}
+
 TEST_CASE("translate_java_properties: a PKCS#12 keystore is kept, librdkafka reads it",
           "[kafka_config]") {
   KafkaConfig c;
