@@ -4,8 +4,7 @@
 # fixed it). A user whose password is right must not be left resetting it:
 # against a real Kafka 4 broker behind SASL_SSL and SCRAM-SHA-512, kconsume
 # and kproduce stop within --timeout with one line that says so; against
-# Kafka 3.9 the same client file works (the other cluster tests), and a
-# wrong password there is still only a wrong password.
+# Kafka 3.9 the same client file works (the other cluster tests).
 source "$(dirname "$0")/../integration/lib.sh"
 
 # The pinned Kafka 4 release, secure: scripts/kafka's own kcat cannot log

@@ -36,8 +36,14 @@ void log_cb(const rd_kafka_t* rk, int level, const char* fac, const char* buf) {
   if (handle == nullptr) return;
   // "FAIL" is a broker connection that failed or closed: refused,
   // unresolvable, TLS or SASL. At info level it is an idle connection the
-  // broker closed, no failure.
-  if (level <= 4 && std::string_view(fac) == "FAIL") handle->note_error(buf);
+  // broker closed, no failure, but for one: a PLAINTEXT client at a TLS or
+  // SASL listener, which is closed as it asks for the API versions, and
+  // which would otherwise be "no answer" at the timeout.
+  std::string_view facility(fac);
+  if (facility == "FAIL" &&
+      (level <= 4 ||
+       (level <= 6 && std::string_view(buf).find("security.protocol") != std::string_view::npos)))
+    handle->note_error(buf);
   if (handle->reporter != nullptr)
     handle->reporter->debug(fmt::format("librdkafka: {} {}: {}", level, fac, handle->redact(buf)));
 }
