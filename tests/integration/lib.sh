@@ -70,6 +70,8 @@ cleanup() {
   [[ -z "${OWN_KAFKA:-}" ]] || KPIPE_KAFKA_STATE="$OWN_KAFKA" "$KPIPE_SOURCE_DIR/scripts/kafka" down || true
   # A registry that registry_url started for this test alone.
   [[ ! -d "$WORK/registry" ]] || KPIPE_REGISTRY_STATE="$WORK/registry" "$KPIPE_SOURCE_DIR/scripts/registry" down || true
+  # A PostgreSQL started for this test alone (postgres_tls: up --tls).
+  [[ ! -d "$WORK/postgres" ]] || KPIPE_POSTGRES_STATE="$WORK/postgres" "$KPIPE_SOURCE_DIR/scripts/postgres" down || true
   # Background jobs a test left behind.
   local jobs_left
   jobs_left=$(jobs -p)
