@@ -45,11 +45,13 @@ targets=(
 )
 
 # check PROGRAM ARGS...: exits 1 with one line of error, and no SECRET
-# anywhere.
+# anywhere. The password is on the command line: one warning says so first.
 check() {
   run 1 "$@" <in.ndjson
   ! grep -q SECRET out err || fail "'$*' printed the password: $(cat out err)"
-  [[ $(wc -l <err) == 1 ]] || fail "'$*': not one line of error: $(cat err)"
+  [[ $(wc -l <err) == 2 ]] || fail "'$*': not a warning and one line of error: $(cat err)"
+  grep -q "^$1: warning: .* a password on the command line, " err ||
+    fail "'$*': no warning of the password in its arguments: $(cat err)"
   grep -q "^$1: error: " err || fail "'$*': not an error: $(cat err)"
 }
 
@@ -81,17 +83,21 @@ done
 # What the message keeps: the target without its password, and libpq's
 # reason with the piece it quotes hidden.
 run 1 kupsert --db 'postgresql://u:SECRETa@[bad/p' --table t --key id </dev/null
-expect_stderr 'kupsert: error: postgresql://u@[bad/p: cannot connect: end of string reached when looking for matching "]" in IPv6 host address in URI: "postgresql://u@[bad/p"
+expect_stderr 'kupsert: warning: --db'\''s PostgreSQL URI puts a password on the command line, where every local user can read it (ps): keep it in the client file (--config), PGPASSWORD or ~/.pgpass, or a systemd credential (LoadCredential=), or read it from a file with -X KEY=@FILE
+kupsert: error: postgresql://u@[bad/p: cannot connect: end of string reached when looking for matching "]" in IPv6 host address in URI: "postgresql://u@[bad/p"
 '
 run 1 kcheckpoint show --state 'postgresql://u:SECRETb%zz@h/db'
-expect_stderr 'kcheckpoint: error: postgresql://u@h/db: cannot connect: invalid percent-encoded token: "***"
+expect_stderr 'kcheckpoint: warning: --state'\''s PostgreSQL URI puts a password on the command line, where every local user can read it (ps): keep it in the client file (--config), PGPASSWORD or ~/.pgpass, or a systemd credential (LoadCredential=), or read it from a file with -X KEY=@FILE
+kcheckpoint: error: postgresql://u@h/db: cannot connect: invalid percent-encoded token: "***"
 '
 run 1 kdlq list --dlq 'postgresql:host=h password=pw SECRETg'
-expect_stderr 'kdlq: error: postgresql:(a conninfo libpq cannot read): cannot connect: missing "=" after "***" in connection info string
+expect_stderr 'kdlq: warning: --dlq'\''s PostgreSQL conninfo puts a password on the command line, where every local user can read it (ps): keep it in the client file (--config), PGPASSWORD or ~/.pgpass, or a systemd credential (LoadCredential=), or read it from a file with -X KEY=@FILE
+kdlq: error: postgresql:(a conninfo libpq cannot read): cannot connect: missing "=" after "***" in connection info string
 '
 # A usage error that names the table names it without the password.
 run 2 kjoin --table 'postgresql://u:SECRETa@h/db#t' --key .id --as .x
-expect_stderr "kjoin: error: --table postgresql://u@h/db#t needs --table-key COLUMN
+expect_stderr "kjoin: warning: --table's PostgreSQL URI puts a password on the command line, where every local user can read it (ps): keep it in the client file (--config), PGPASSWORD or ~/.pgpass, or a systemd credential (LoadCredential=), or read it from a file with -X KEY=@FILE
+kjoin: error: --table postgresql://u@h/db#t needs --table-key COLUMN
 "
 
 # A registry URL: a password holding a '/' (libcurl was given the URL

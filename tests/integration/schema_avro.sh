@@ -212,9 +212,10 @@ kconsume -b "$BROKERS" -t "$BAD" -e --value-format bytes | jq -c '[.key, .value_
   grep -v '"good"' | sort >"$WORK/original"
 assert_files_equal "$WORK/replayed" "$WORK/original"
 
-# 6. The registry out of reach: exit 1 within --timeout, one line.
+# 6. The registry out of reach: exit 1 within --timeout, one line (-q: not
+# the warning of a password on the command line).
 dead=$(bash -c 'source "$1/scripts/free-port.sh"; free_port' _ "$KPIPE_SOURCE_DIR")
-expect_exit 1 kconsume -b "$BROKERS" -t "$AVRO" -e --value-format avro --timeout 2s \
+expect_exit 1 kconsume -q -b "$BROKERS" -t "$AVRO" -e --value-format avro --timeout 2s \
   --registry "http://user:hunter2@127.0.0.1:$dead/"
 assert_eq "$(wc -l <"$WORK/err")" 1 "lines of error"
 assert_contains "$WORK/err" "127.0.0.1:$dead"

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "kpipe/choices.h"
+#include "kpipe/cli/secrets.h"
 #include "kpipe/cli/signals.h"
 #include "kpipe/kafka/client.h"
 
@@ -263,7 +264,9 @@ void Program::add_kafka(CLI::App& app, KafkaOptions& o) {
                  "Bootstrap brokers host:port,... (default: $KPIPE_BROKERS)")
       ->type_name("LIST");
   // One value per -X: `kproduce -X linger.ms=5 in.ndjson` reads in.ndjson.
-  app.add_option("-X,--property", o.properties, "Set a librdkafka property key=value (repeatable)")
+  app.add_option("-X,--property", o.properties,
+                 "Set a librdkafka property key=value, or key=@FILE to read the value from FILE "
+                 "(repeatable)")
       ->type_name("KEY=VALUE")
       ->allow_extra_args(false);
   // Where the default client file is comes from the environment, which
@@ -339,6 +342,18 @@ size_t terminal_columns() {
   return 80;
 }
 
+// Every value the command line gave, option by option as the program
+// declares them, by the option's long name (a positional's own name), in
+// `app` and the subcommands it ran.
+void given_options(const CLI::App& app, std::vector<GivenOption>& out) {
+  for (const CLI::Option* opt : app.get_options()) {
+    if (opt->count() == 0) continue;
+    std::string name = opt->get_lnames().empty() ? opt->get_name() : "--" + opt->get_lnames()[0];
+    for (const std::string& v : opt->results()) out.push_back({name, v});
+  }
+  for (const CLI::App* sub : app.get_subcommands()) given_options(*sub, out);
+}
+
 }  // namespace
 
 int Program::run(int argc, char** argv, const std::function<Status(Io&)>& body) {
@@ -397,6 +412,11 @@ int Program::run(int argc, char** argv, const std::function<Status(Io&)>& body) 
     return to_int(ExitStatus::kUsage);
   }
   reporter_.set_verbosity(quiet_ ? -1 : verbose_);
+  // Once per run, whatever the program and however many there are.
+  std::vector<GivenOption> given;
+  given_options(app_, given);
+  if (auto found = command_line_secrets(given); !found.empty())
+    reporter_.warning(command_line_secrets_warning(found));
   install_signal_handlers();
   Output out(1);
   out.set_stop_check([] { return stop_requested(); });

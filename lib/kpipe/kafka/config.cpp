@@ -315,6 +315,37 @@ std::string jaas_option(std::string_view jaas, std::string_view name) {
 
 }  // namespace
 
+Expected<std::string> property_value(std::string_view key, std::string_view value) {
+  if (!value.starts_with('@')) return std::string(value);
+  if (value.starts_with("@@")) return std::string(value.substr(1));
+  // The file's text is never quoted: it is the secret.
+  std::string path(value.substr(1));
+  int fd = path.empty() ? -1 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return usage_error("-X {}: cannot open '{}': {}", key, path,
+                       std::strerror(path.empty() ? ENOENT : errno));
+  std::string data;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      return usage_error("-X {}: cannot read '{}': {}", key, path, std::strerror(err));
+    }
+    data.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  // librdkafka takes C strings: a NUL would end the value unseen.
+  if (data.find('\0') != std::string::npos)
+    return usage_error("-X {}: '{}' holds a NUL byte", key, path);
+  // As `echo secret > FILE` and systemd-creds write it.
+  if (data.ends_with('\n')) data.pop_back();
+  return data;
+}
+
 std::vector<std::string> translate_java_properties(KafkaConfig& config) {
   std::vector<std::string> dropped;
   std::vector<std::pair<std::string, std::string>> kept;
@@ -437,7 +468,9 @@ Expected<KafkaConfig> resolve_kafka_config(const KafkaOptions& options, const ch
     size_t eq = p.find_first_of("=: \t");
     if (eq == std::string::npos || eq == 0 || p[eq] != '=')
       return usage_error("-X '{}': expected key=value", redact_property(p));
-    config.set(p.substr(0, eq), p.substr(eq + 1));
+    auto value = property_value(p.substr(0, eq), p.substr(eq + 1));
+    if (!value) return value.take_error();
+    config.set(p.substr(0, eq), std::move(*value));
   }
   if (!options.brokers.empty()) {
     config.set("bootstrap.servers", options.brokers);

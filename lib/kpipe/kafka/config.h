@@ -79,6 +79,13 @@ Expected<std::vector<std::pair<std::string, std::string>>> parse_properties(std:
 // move to config.registry.
 std::vector<std::string> translate_java_properties(KafkaConfig& config);
 
+// The value of -X KEY=VALUE: VALUE, or with "@FILE" the text of FILE, one
+// trailing newline left out, so that a password need not be an argument
+// (which every local user sees in ps). "@@..." is a value starting with a
+// literal '@'. A file that cannot be read is a usage error naming KEY and
+// FILE, never quoting what the file holds.
+Expected<std::string> property_value(std::string_view key, std::string_view value);
+
 // Whether a property's value is a secret: passwords, secrets, tokens, key
 // material, and settings that embed them (sasl.jaas.config).
 bool is_secret_property(std::string_view key);

@@ -553,3 +553,48 @@ TEST_CASE("translate_java_properties: Schema Registry settings are kept apart, n
   CHECK(is_secret_property("basic.auth.user.info"));
   CHECK(redact_property("basic.auth.user.info=svc:hunter2") == "basic.auth.user.info=***");
 }
+
+TEST_CASE("resolve: -X KEY=@FILE reads the value from FILE, one trailing newline left out",
+          "[kafka_config]") {
+  TempDir dir;
+  KafkaOptions o;
+  o.brokers = "b:1";
+  std::string pw = dir.write("pw", "s3cret\n");
+  o.properties = {"sasl.password=@" + pw, "sasl.username=@" + dir.write("user", "app\n\n"),
+                  "client.id=@" + dir.write("id", "no-newline")};
+  KafkaConfig c = resolve(o);
+  CHECK(value_of(c, "sasl.password") == "s3cret");
+  CHECK(value_of(c, "sasl.username") == "app\n");
+  CHECK(value_of(c, "client.id") == "no-newline");
+  // "@@" is a value that starts with a literal '@'.
+  o.properties = {"sasl.password=@@" + pw, "client.id=@@", "acks=a@b"};
+  c = resolve(o);
+  CHECK(value_of(c, "sasl.password") == "@" + pw);
+  CHECK(value_of(c, "client.id") == "@");
+  CHECK(value_of(c, "acks") == "a@b");
+}
+
+TEST_CASE("resolve: an unreadable -X @FILE is a usage error naming the key and the file",
+          "[kafka_config]") {
+  TempDir dir;
+  KafkaOptions o;
+  o.brokers = "b:1";
+  auto error_of = [&](const std::string& property) {
+    o.properties = {property};
+    auto c = resolve_kafka_config(o, nullptr);
+    REQUIRE_FALSE(c.ok());
+    CHECK(c.error().status == ExitStatus::kUsage);
+    return c.error().message;
+  };
+  CHECK(error_of("sasl.password=@" + dir.file("missing")) ==
+        "-X sasl.password: cannot open '" + dir.file("missing") + "': No such file or directory");
+  CHECK(error_of("sasl.password=@") ==
+        "-X sasl.password: cannot open '': No such file or directory");
+  CHECK(error_of("sasl.password=@" + dir.path()) ==
+        "-X sasl.password: cannot read '" + dir.path() + "': Is a directory");
+  // What the file holds is never quoted, not even when it cannot be used.
+  std::string nul = dir.write("nul", std::string("hunter2\0x", 9));
+  std::string message = error_of("sasl.password=@" + nul);
+  CHECK(message == "-X sasl.password: '" + nul + "' holds a NUL byte");
+  CHECK(message.find("hunter2") == std::string::npos);
+}
