@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# The README's exactly-once Kafka-to-Kafka pipeline
+#   kconsume -g G --state S | kdedup --state S | kproduce --transactional --state S
+# on a cluster of three brokers (replication factor 3, min.insync.replicas=2,
+# SASL_SSL, ACLs), as a principal holding only the ACLs kpipe(7) SECURITY
+# lists, while the leader of source partition 0 (and of output partitions)
+# is killed with SIGKILL, and then while every broker is restarted in turn (a rolling
+# restart). A read_committed reader of the output sees each distinct event
+# exactly once, each partition in its source order; the group has no lag,
+# as Kafka and klag both say.
+source "$(dirname "$0")/../integration/lib.sh"
+start_broker events:6 clean:6
+SRC=$(topic events)
+OUT=$(topic clean)
+G=$(group pipeline)
+S=$(store state)
+seed=${KPIPE_CRASH_SEED:-$RANDOM}
+echo "failover_transactional seed: $seed (rerun with KPIPE_CRASH_SEED=$seed)"
+
+# The pipeline's principal, with exactly kpipe(7) SECURITY's ACLs for
+# kconsume -g and kproduce --transactional.
+P=$(kafka_tool user pipe)
+acl() { kafka_tool acls --add --allow-principal User:pipe "$@" >/dev/null || fail "cannot grant $*"; }
+acl --operation Read --topic "$SRC"
+acl --operation Read --group "$G"
+acl --operation Write --topic "$OUT"
+acl --operation Write --transactional-id "kpipe-$OUT-" --resource-pattern-type prefixed
+
+# 60k events, 3% repeats, keyed by user, in five slices produced one by
+# one as the faults go (by the admin: its kproduce is not under test here).
+"$KPIPE_SOURCE_DIR/scripts/gen-events" -n 60000 -k 200 -r 0.03 -s "$seed" >"$WORK/events.ndjson"
+split -n l/5 -d "$WORK/events.ndjson" "$WORK/slice."
+feed() { expect_exit 0 kproduce -t "$SRC" -k .user_id "$WORK/slice.0$1"; }
+
+cat >"$WORK/pipeline.sh" <<PIPE
+#!/usr/bin/env bash
+kconsume --config "$P" -t "$SRC" -g "$G" --state "$S" --checkpoint-interval 200ms 2>>"$WORK/consume.err" |
+  kdedup --key .value.event_id --state "$S" 2>>"$WORK/dedup.err" |
+  kproduce --config "$P" -t "$OUT" --envelope --keep-partition --transactional --state "$S" --timeout 60s \
+    >/dev/null 2>>"$WORK/produce.err"
+PIPE
+
+# Until the pipeline's group has committed every source partition to its
+# end (in its transactions); fails at once if the pipeline died.
+caught_up() {
+  kill -0 "$PIPELINE" 2>/dev/null || fail "the pipeline ended: $(cat "$WORK"/*.err)"
+  describe_group "$G" >"$WORK/lag"
+  [[ $(lines "$WORK/lag") == 6 ]] && awk '$5 != 0 { bad = 1 } END { exit bad }' "$WORK/lag"
+}
+# through WHAT STARTED: waits until the pipeline caught up; says how long
+# it took from STARTED (a fault) on.
+through() {
+  wait_for "the pipeline to catch up $1" 240 caught_up
+  echo "caught up $1 $((SECONDS - $2))s after it" >&2
+}
+
+feed 0
+run_pipeline
+through "before any fault" 0
+
+# The leader of source partition 0 dies (and with it the leadership of
+# the output partitions it held). One broker of three: with two gone,
+# min.insync.replicas=2 rightly refuses every write.
+dead=$(kafka_tool leader "$SRC" 0)
+echo "broker $dead leads output partitions $(for p in 0 1 2 3 4 5; do [[ $(kafka_tool leader "$OUT" $p) == "$dead" ]] && printf '%s ' $p; done)" >&2
+t=$SECONDS
+kafka_tool crash "$dead" 2>/dev/null
+feed 1
+through "with broker $dead killed" "$t"
+kafka_tool restart "$dead" >/dev/null 2>&1 || fail "broker $dead did not come back"
+
+# A rolling restart: each broker killed and started again in turn, a slice
+# of events fed while it is down.
+for b in 1 2 3; do
+  t=$SECONDS
+  kafka_tool crash "$b" 2>/dev/null
+  feed $((b + 1))
+  through "with broker $b killed" "$t"
+  kafka_tool restart "$b" >/dev/null 2>&1 || fail "broker $b did not come back"
+done
+through "after the rolling restart" "$t"
+
+# Stopped as systemd stops it.
+kill -TERM -- -"$PIPELINE"
+wait_for "the pipeline to stop" 60 pipeline_gone
+PIPELINE=""
+grep -v 'warning' "$WORK"/*.err | grep -q . && fail "the pipeline said: $(cat "$WORK"/*.err)"
+sed 's/^/  /' "$WORK"/*.err >&2
+
+ids() { jq -r '[.partition, .value.event_id] | @tsv' | sort -s -n -k1,1; }
+kconsume -t "$SRC" -e | ids | awk '!seen[$2]++' >"$WORK/want"
+kconsume -t "$OUT" -e --isolation read_committed | ids >"$WORK/committed"
+assert_eq "$(lines "$WORK/want")" "$(jq -r .event_id "$WORK/events.ndjson" | sort -u | wc -l)" "distinct events in the source"
+assert_files_equal "$WORK/want" "$WORK/committed"
+
+# klag, as the admin, agrees with Kafka: the group is at the end.
+klag -g "$G" -t "$SRC" --format ndjson 2>/dev/null |
+  jq -r 'select(.partition != null) | "\(.topic) \(.partition) \(.committed) \(.end) \(.lag)"' |
+  sort -k1,1 -k2,2n >"$WORK/klag-view"
+describe_group "$G" >"$WORK/kafka-view"
+assert_files_equal "$WORK/kafka-view" "$WORK/klag-view"
+echo "PASS: $TEST_NAME"
