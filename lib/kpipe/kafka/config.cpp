@@ -267,6 +267,25 @@ namespace {
 
 // `origin`, when not empty, says who named the file: " (from KPIPE_CONFIG)".
 // With `absent`, a file that does not exist is no error: *absent says so.
+// Reads all of `fd` into `data` and closes it: 0, or the errno of a read
+// that failed. Shared by the config file and -X KEY=@FILE.
+int read_and_close(int fd, std::string& data) {
+  char buf[8192];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      return err;
+    }
+    data.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return 0;
+}
+
 Expected<std::string> read_file(const std::string& path, std::string_view origin = {},
                                 bool* absent = nullptr) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -277,19 +296,8 @@ Expected<std::string> read_file(const std::string& path, std::string_view origin
   if (fd < 0)
     return usage_error("cannot open config file '{}'{}: {}", path, origin, std::strerror(errno));
   std::string data;
-  char buf[8192];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n == 0) break;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return failure("cannot read config file '{}': {}", path, std::strerror(err));
-    }
-    data.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
+  if (int err = read_and_close(fd, data))
+    return failure("cannot read config file '{}': {}", path, std::strerror(err));
   return data;
 }
 
@@ -325,19 +333,8 @@ Expected<std::string> property_value(std::string_view key, std::string_view valu
     return usage_error("-X {}: cannot open '{}': {}", key, path,
                        std::strerror(path.empty() ? ENOENT : errno));
   std::string data;
-  char buf[4096];
-  for (;;) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n == 0) break;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      int err = errno;
-      ::close(fd);
-      return usage_error("-X {}: cannot read '{}': {}", key, path, std::strerror(err));
-    }
-    data.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
+  if (int err = read_and_close(fd, data))
+    return usage_error("-X {}: cannot read '{}': {}", key, path, std::strerror(err));
   // librdkafka takes C strings: a NUL would end the value unseen.
   if (data.find('\0') != std::string::npos)
     return usage_error("-X {}: '{}' holds a NUL byte", key, path);
