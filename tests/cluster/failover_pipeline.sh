@@ -8,6 +8,7 @@
 # restart). The table holds each distinct event once, at the position of
 # its first occurrence in the source.
 source "$(dirname "$0")/../integration/lib.sh"
+source "$(dirname "$0")/lib/faults.sh"
 start_broker events:6
 SRC=$(topic events)
 G=$(group pipeline)
@@ -46,43 +47,7 @@ caught_up() {
   kill -0 "$PIPELINE" 2>/dev/null || fail "the pipeline ended: $(cat "$WORK"/*.err)"
   [[ $(sql "$S" "select count(*) from events" 2>/dev/null) == "$(cat $fed | jq -r .event_id | sort -u | wc -l)" ]]
 }
-# through WHAT STARTED: waits until the pipeline caught up; says how long
-# it took from STARTED (a fault) on.
-through() {
-  wait_for "the pipeline to catch up $1" 240 caught_up
-  echo "caught up $1 $((SECONDS - $2))s after it" >&2
-}
-feed 0
-run_pipeline
-through "before any fault" 0
-
-# The leader of source partition 0 dies (and the coordinators it was).
-# One broker of three: with two gone,
-# min.insync.replicas=2 rightly refuses every write.
-dead=$(kafka_tool leader "$SRC" 0)
-t=$SECONDS
-kafka_tool crash "$dead" 2>/dev/null
-feed 1
-through "with broker $dead killed" "$t"
-kafka_tool restart "$dead" >/dev/null 2>&1 || fail "broker $dead did not come back"
-
-# A rolling restart: each broker killed and started again in turn, a slice
-# of events fed while it is down.
-for b in 1 2 3; do
-  t=$SECONDS
-  kafka_tool crash "$b" 2>/dev/null
-  feed $((b + 1))
-  through "with broker $b killed" "$t"
-  kafka_tool restart "$b" >/dev/null 2>&1 || fail "broker $b did not come back"
-done
-through "after the rolling restart" "$t"
-
-# Stopped as systemd stops it.
-kill -TERM -- -"$PIPELINE"
-wait_for "the pipeline to stop" 60 pipeline_gone
-PIPELINE=""
-grep -v 'warning' "$WORK"/*.err | grep -q . && fail "the pipeline said: $(cat "$WORK"/*.err)"
-sed 's/^/  /' "$WORK"/*.err >&2
+run_faults
 
 # Each distinct event once, at its first occurrence's position.
 kconsume -t "$SRC" -e | jq -r '[.partition, .offset, .value.event_id] | @tsv' |

@@ -9,6 +9,7 @@
 # exactly once, each partition in its source order; the group has no lag,
 # as Kafka and klag both say.
 source "$(dirname "$0")/../integration/lib.sh"
+source "$(dirname "$0")/lib/faults.sh"
 start_broker events:6 clean:6
 SRC=$(topic events)
 OUT=$(topic clean)
@@ -47,45 +48,8 @@ caught_up() {
   describe_group "$G" >"$WORK/lag"
   [[ $(lines "$WORK/lag") == 6 ]] && awk '$5 != 0 { bad = 1 } END { exit bad }' "$WORK/lag"
 }
-# through WHAT STARTED: waits until the pipeline caught up; says how long
-# it took from STARTED (a fault) on.
-through() {
-  wait_for "the pipeline to catch up $1" 240 caught_up
-  echo "caught up $1 $((SECONDS - $2))s after it" >&2
-}
 
-feed 0
-run_pipeline
-through "before any fault" 0
-
-# The leader of source partition 0 dies (and with it the leadership of
-# the output partitions it held). One broker of three: with two gone,
-# min.insync.replicas=2 rightly refuses every write.
-dead=$(kafka_tool leader "$SRC" 0)
-echo "broker $dead leads output partitions $(for p in 0 1 2 3 4 5; do [[ $(kafka_tool leader "$OUT" $p) == "$dead" ]] && printf '%s ' $p; done)" >&2
-t=$SECONDS
-kafka_tool crash "$dead" 2>/dev/null
-feed 1
-through "with broker $dead killed" "$t"
-kafka_tool restart "$dead" >/dev/null 2>&1 || fail "broker $dead did not come back"
-
-# A rolling restart: each broker killed and started again in turn, a slice
-# of events fed while it is down.
-for b in 1 2 3; do
-  t=$SECONDS
-  kafka_tool crash "$b" 2>/dev/null
-  feed $((b + 1))
-  through "with broker $b killed" "$t"
-  kafka_tool restart "$b" >/dev/null 2>&1 || fail "broker $b did not come back"
-done
-through "after the rolling restart" "$t"
-
-# Stopped as systemd stops it.
-kill -TERM -- -"$PIPELINE"
-wait_for "the pipeline to stop" 60 pipeline_gone
-PIPELINE=""
-grep -v 'warning' "$WORK"/*.err | grep -q . && fail "the pipeline said: $(cat "$WORK"/*.err)"
-sed 's/^/  /' "$WORK"/*.err >&2
+run_faults
 
 ids() { jq -r '[.partition, .value.event_id] | @tsv' | sort -s -n -k1,1; }
 kconsume -t "$SRC" -e | ids | awk '!seen[$2]++' >"$WORK/want"
