@@ -103,7 +103,7 @@ assert_eq "$(jq -r .customer.name "$WORK/live.out" | sort -u | paste -sd,)" "Gra
 SECRET_DB=$(sed 's#://kpipe@#://kpipe:hunter2@#' <<<"$DB")
 # A table that is not there is a usage error, as a column that is not there
 # is, listing what is there (it was exit 1 with PostgreSQL's words).
-expect_exit 2 kjoin --table "$SECRET_DB#nosuch" --table-key id --key .customer_id --as .c "$WORK/orders.ndjson"
+expect_exit 2 kjoin -q --table "$SECRET_DB#nosuch" --table-key id --key .customer_id --as .c "$WORK/orders.ndjson"
 assert_eq "$(cat "$WORK/err")" \
   "kjoin: error: --table: $DB has no table 'nosuch' (it has customers, kinds, sales.accounts)" \
   "a table that is not there"
