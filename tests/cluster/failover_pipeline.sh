@@ -6,7 +6,8 @@
 # lists, while the leader of source partition 0 (and of output partitions)
 # is killed with SIGKILL, and then while every broker is restarted in turn (a rolling
 # restart). The table holds each distinct event once, at the position of
-# its first occurrence in the source.
+# its first occurrence in the source, and kcheckpoint sync then commits the
+# source's end to a group.
 source "$(dirname "$0")/../integration/lib.sh"
 source "$(dirname "$0")/lib/faults.sh"
 start_broker events:6
@@ -57,4 +58,14 @@ sql "$S" "select partition, \"offset\", json_extract(value, '$.event_id') from e
 assert_eq "$(lines "$WORK/want")" "$(jq -r .event_id "$WORK/events.ndjson" | sort -u | wc -l)" "distinct events in the source"
 assert_files_equal "$WORK/want" "$WORK/table"
 expect_exit 0 kcheckpoint verify --state "$S"
+
+# kcheckpoint sync, on the cluster the faults left (a leader for every
+# partition again): the state's offsets, committed to a group of their
+# own, are the source's end, as Kafka itself says.
+M=$(group mirror)
+expect_exit 0 kcheckpoint sync --state "$S" --to-group "$M"
+describe_group "$M" >"$WORK/mirror"
+assert_eq "$(lines "$WORK/mirror")" 6 "partitions kcheckpoint sync committed"
+awk '$3 != $4 || $5 != 0 { bad = 1 } END { exit bad }' "$WORK/mirror" ||
+  fail "kcheckpoint sync did not commit the source's end: $(cat "$WORK/mirror")"
 echo "PASS: $TEST_NAME"
