@@ -37,6 +37,7 @@ _kpipe_complete() {
     --from) COMPREPLY=($(compgen -W "earliest latest" -- "$cur")); return ;;
     --isolation) COMPREPLY=($(compgen -W "read_committed read_uncommitted" -- "$cur")); return ;;
     --transactional-id) return ;;  # kproduce: a name of the user's choosing
+    --instance) return ;;          # kconsume: an instance's name of the user's choosing
     --until) return ;;             # kconsume: an offset or @TIME; kdlq: a time
     --time-format) COMPREPLY=($(compgen -W "rfc3339 ms" -- "$cur")); return ;;
     --time-unit) COMPREPLY=($(compgen -W "s ms us ns" -- "$cur")); return ;;

@@ -80,6 +80,13 @@ Expected<std::optional<Checkpoint>> parse_checkpoint(std::string_view line) {
   const JsonValue* at = tree->find("at");
   if (at != nullptr && at->is_integer) c.at = at->integer;
   KPIPE_TRY(read_group(*tree, c.group));
+  if (const JsonValue* member = tree->find("member"); member != nullptr) {
+    if (member->type != JsonType::kString)
+      return data_error("checkpoint line: 'member' must be a string");
+    auto bytes = decode_base64(member->str);
+    if (!bytes) return data_error("checkpoint line: 'member': {}", bytes.error().message);
+    c.member = std::move(*bytes);
+  }
   const JsonValue* offsets = tree->find("offsets");
   if (offsets != nullptr) {
     if (offsets->type != JsonType::kArray)
@@ -112,6 +119,11 @@ void append_checkpoint(std::string& out, const Checkpoint& c) {
   out.append(",\"at\":");
   append_int(out, c.at);
   append_group(out, c.group);
+  if (!c.member.empty()) {
+    out.append(",\"member\":\"");
+    append_base64(out, c.member);
+    out.push_back('"');
+  }
   out.append(",\"offsets\":[");
   bool first = true;
   for (const auto& o : c.offsets) {
@@ -127,6 +139,36 @@ void append_checkpoint(std::string& out, const Checkpoint& c) {
     out.push_back('}');
   }
   out.append("]}\n");
+}
+
+Expected<std::optional<InstanceLine>> parse_instance_line(std::string_view line) {
+  // Data lines are most lines: no parse for what cannot be a control line.
+  if (line.find("\"$kpipe\"") == std::string_view::npos) return std::optional<InstanceLine>{};
+  auto tree = parse_json(line);
+  if (!tree || tree->type != JsonType::kObject) return std::optional<InstanceLine>{};
+  const JsonValue* kind = tree->find("$kpipe");
+  if (kind == nullptr || kind->type != JsonType::kString || kind->str != "instance")
+    return std::optional<InstanceLine>{};
+  InstanceLine i;
+  const JsonValue* name = tree->find("name");
+  if (name == nullptr || name->type != JsonType::kString || name->str.empty())
+    return data_error("instance line: 'name' must be a non-empty string");
+  i.name = name->str;
+  KPIPE_TRY(read_group(*tree, i.group));
+  const JsonValue* pipeline = tree->find("pipeline");
+  if (pipeline == nullptr || pipeline->type != JsonType::kString || pipeline->str.empty())
+    return data_error("instance line: 'pipeline' must be a non-empty string");
+  i.pipeline = pipeline->str;
+  return std::optional<InstanceLine>{std::move(i)};
+}
+
+void append_instance_line(std::string& out, const InstanceLine& i) {
+  out.append("{\"$kpipe\":\"instance\",\"name\":");
+  append_json_string(out, i.name);
+  append_group(out, i.group);
+  out.append(",\"pipeline\":");
+  append_json_string(out, i.pipeline);
+  out.append("}\n");
 }
 
 namespace {

@@ -22,6 +22,13 @@ struct Checkpoint {
   std::vector<PartitionOffset> offsets;
   // kconsume's consumer group; empty without -g.
   std::string group;
+  // An instance's membership of that group as librdkafka serializes it
+  // (rd_kafka_consumer_group_metadata_write: group, generation, member id,
+  // group.instance.id), so that a transactional kproduce commits the
+  // checkpoint's offsets as that member: the group's coordinator refuses
+  // a zombie's (kpipe(7), MANY INSTANCES). Opaque bytes, base64 in the
+  // line ("member"); empty in a single pipeline's.
+  std::string member;
 };
 
 // The checkpoint a control line carries; nullopt for other control kinds.
@@ -49,6 +56,26 @@ struct CheckpointMark {
 std::string checkpoint_commit_metadata(const CheckpointMark& mark);
 // The checkpoint such metadata names; nullopt for any other text.
 std::optional<CheckpointMark> parse_checkpoint_commit_metadata(std::string_view metadata);
+
+// The first line an instance's kconsume writes (kpipe(7), MANY INSTANCES),
+// before it joins the group, so that the stages know the instance they
+// belong to before anything else: they lock their stage names per
+// instance, and kproduce --transactional takes the instance's
+// transactional id from it and fences the instance's previous run before
+// kconsume asks the group for offsets that run's open transaction holds.
+//   {"$kpipe":"instance","name":"hostA","group":"clicks","pipeline":"5f0c2e9a1b7d4c33"}
+// `pipeline` names this run of the instance (its kconsume's): the stages
+// of a killed run may still drain their input while the instance starts
+// again.
+struct InstanceLine {
+  std::string name;
+  std::string group;
+  std::string pipeline;
+};
+// The instance a control line names; nullopt for other lines (data lines
+// too). A malformed instance line is a data_error.
+Expected<std::optional<InstanceLine>> parse_instance_line(std::string_view line);
+void append_instance_line(std::string& out, const InstanceLine& i);
 
 // What kconsume --announce says about its partitions, so that event-time
 // stages know which partitions to wait for: an assigned partition holds

@@ -58,12 +58,15 @@ mkfifo "$WORK/in.fifo"
 "${produce[@]}" -v <"$WORK/in.fifo" >/dev/null 2>"$WORK/run3.err" &
 producer=$!
 exec 3>"$WORK/in.fifo"
+# The lines begin with kconsume's instance line, from which kproduce takes
+# its transactional id (kpipe(7), MANY INSTANCES).
+head -1 "$WORK/lines" >&3
 started() { grep -q "transactional id" "$WORK/run3.err"; }
 wait_for "kproduce to start its transactions" 60 started
 coproc LOCK { sqlite3 "$S"; }
 echo 'BEGIN EXCLUSIVE; SELECT 1;' >&"${LOCK[1]}"
 read -r -t 30 locked <&"${LOCK[0]}" || fail "could not lock the state file"
-cat "$WORK/lines" >&3
+tail -n +2 "$WORK/lines" >&3
 exec 3>&-
 status=0
 wait "$producer" || status=$?

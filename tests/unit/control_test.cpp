@@ -94,7 +94,7 @@ TEST_CASE("parse_checkpoint: a partition outside int32 is refused, not wrapped",
 }
 
 TEST_CASE("append_checkpoint: exact line", "[control]") {
-  Checkpoint c{7, 1764412345123, {{"events", 0, 1043}, {"t\"q", 12, 0}}, ""};
+  Checkpoint c{7, 1764412345123, {{"events", 0, 1043}, {"t\"q", 12, 0}}, "", ""};
   std::string out = "prefix\n";
   append_checkpoint(out, c);
   CHECK(out ==
@@ -109,7 +109,7 @@ TEST_CASE("append_checkpoint: exact line", "[control]") {
 }
 
 TEST_CASE("checkpoint lines name kconsume's group when it has one", "[control]") {
-  Checkpoint c{3, 5, {{"events", 1, 9}}, "clean \"g\""};
+  Checkpoint c{3, 5, {{"events", 1, 9}}, "clean \"g\"", ""};
   std::string out;
   append_checkpoint(out, c);
   CHECK(out == R"({"$kpipe":"checkpoint","id":3,"at":5,"group":"clean \"g\"",)"
@@ -205,7 +205,7 @@ TEST_CASE("checkpoint lines carry each offset's owner epoch, absent when there i
 
   // The epoch is written after the offset, and only when there is one, so
   // that a single pipeline's lines stay as they were.
-  Checkpoint owned{4, 2, {{"events", 0, 10, 1}, {"events", 1, 20, 9007199254740993}}, "g"};
+  Checkpoint owned{4, 2, {{"events", 0, 10, 1}, {"events", 1, 20, 9007199254740993}}, "g", ""};
   std::string out;
   append_checkpoint(out, owned);
   CHECK(out == R"({"$kpipe":"checkpoint","id":4,"at":2,"group":"g","offsets":[)"
@@ -298,4 +298,45 @@ TEST_CASE("partitions lines: other control kinds and newer events are not acted 
   auto c = parse_checkpoint(R"({"$kpipe":"partitions","event":"assigned","partitions":[]})");
   REQUIRE(c.ok());
   CHECK_FALSE(*c);
+}
+
+TEST_CASE("instance lines: written first by an instance's kconsume, read back", "[control]") {
+  std::string out;
+  append_instance_line(out, {"host \"a\"", "clicks", "00000000000000aa"});
+  CHECK(out ==
+        "{\"$kpipe\":\"instance\",\"name\":\"host \\\"a\\\"\",\"group\":\"clicks\","
+        "\"pipeline\":\"00000000000000aa\"}\n");
+  out.pop_back();
+  auto back = parse_instance_line(out);
+  REQUIRE(back.ok());
+  REQUIRE(*back);
+  CHECK((*back)->name == "host \"a\"");
+  CHECK((*back)->group == "clicks");
+  CHECK((*back)->pipeline == "00000000000000aa");
+  // Other lines are none, and a broken instance line is bad input.
+  CHECK_FALSE(*parse_instance_line(R"({"user":"$kpipe"})"));
+  CHECK_FALSE(*parse_instance_line(R"({"$kpipe":"checkpoint","id":1})"));
+  CHECK_FALSE(*parse_instance_line("not json \"$kpipe\""));
+  auto bad = parse_instance_line(R"({"$kpipe":"instance","pipeline":"aa"})");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message == "instance line: 'name' must be a non-empty string");
+}
+
+TEST_CASE("checkpoint lines carry an instance's group member as base64", "[control]") {
+  Checkpoint c;
+  c.id = 5;
+  c.at = 9;
+  c.group = "g";
+  c.member = std::string("\x00\x01member\xff", 9);
+  std::string out;
+  append_checkpoint(out, c);
+  CHECK(out.find(",\"member\":\"") != std::string::npos);
+  out.pop_back();
+  auto back = parse_checkpoint(out);
+  REQUIRE(back.ok());
+  REQUIRE(*back);
+  CHECK((*back)->member == c.member);
+  auto bad = parse_checkpoint(R"({"$kpipe":"checkpoint","id":1,"member":"%%","offsets":[]})");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().message.starts_with("checkpoint line: 'member': "));
 }

@@ -41,6 +41,10 @@ int main(int argc, char** argv) {
                  "With --state, emit a checkpoint this often")
       ->default_val("5s")
       ->type_name("D");
+  app.add_option("--instance", o.instance,
+                 "With -g and --state, this instance's name, stable across its restarts "
+                 "(default: the host's name, or the first of HOST-2, HOST-3, ... free)")
+      ->type_name("NAME");
   program.add_schema(o.schema, false);
   program.add_errors(o.errors);
   program.add_stats(o.stats);

@@ -1095,13 +1095,14 @@ Status Consumer::commit(const std::vector<PartitionOffset>& offsets, bool* commi
 }
 
 Expected<std::vector<std::optional<int64_t>>> Consumer::committed(
-    const std::vector<TopicPartition>& parts, std::vector<std::string>* metadata) {
+    const std::vector<TopicPartition>& parts, std::vector<std::string>* metadata, Millis wait) {
   std::vector<std::optional<int64_t>> out(parts.size());
   if (metadata != nullptr) metadata->assign(parts.size(), std::string());
   if (parts.empty()) return out;
   KPIPE_TRY(check_group_access());
   ListGuard g{to_list(parts)};
-  rd_kafka_resp_err_t err = rd_kafka_committed(handle_->rk, g.list, timeout_ms(config_.timeout));
+  rd_kafka_resp_err_t err =
+      rd_kafka_committed(handle_->rk, g.list, timeout_ms(wait > 0 ? wait : config_.timeout));
   // The group's offsets of a topic it may not describe would read as none.
   for (int i = 0; i < g.list->cnt; ++i)
     if (auto refused = authorization_error(g.list->elems[i].err, access(g.list->elems[i].topic)))
@@ -1151,7 +1152,46 @@ Status Consumer::pause(const std::vector<TopicPartition>& parts) {
   return {};
 }
 
+std::string Consumer::member() {
+  if (group_.empty()) return {};
+  rd_kafka_consumer_group_metadata_t* cg = rd_kafka_consumer_group_metadata(handle_->rk);
+  if (cg == nullptr) return {};
+  void* buffer = nullptr;
+  size_t size = 0;
+  rd_kafka_error_t* error = rd_kafka_consumer_group_metadata_write(cg, &buffer, &size);
+  rd_kafka_consumer_group_metadata_destroy(cg);
+  std::string out;
+  if (error != nullptr) {
+    rd_kafka_error_destroy(error);
+    return out;
+  }
+  out.assign(static_cast<const char*>(buffer), size);
+  rd_kafka_mem_free(handle_->rk, buffer);
+  return out;
+}
+
 Status Consumer::close() {
+  // librdkafka's close keeps a static member (group.instance.id) in the
+  // group, so that a restart within the session timeout gets its
+  // partitions back without a rebalance (KIP-345); a member that ends its
+  // work leaves, so that the others take its partitions at once: an
+  // unsubscribe leaves the group as a static member too, once the
+  // revocation it starts is served.
+  if (!group_.empty() && config_.get("group.instance.id") != nullptr) {
+    if (rd_kafka_unsubscribe(handle_->rk) == RD_KAFKA_RESP_ERR_NO_ERROR) {
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      for (;;) {
+        rd_kafka_topic_partition_list_t* assigned = nullptr;
+        bool empty = rd_kafka_assignment(handle_->rk, &assigned) != RD_KAFKA_RESP_ERR_NO_ERROR ||
+                     assigned == nullptr || assigned->cnt == 0;
+        if (assigned != nullptr) rd_kafka_topic_partition_list_destroy(assigned);
+        if (empty || std::chrono::steady_clock::now() >= deadline) break;
+        // Records that arrive now are left for the next owner.
+        if (rd_kafka_message_t* m = rd_kafka_consumer_poll(handle_->rk, 100))
+          rd_kafka_message_destroy(m);
+      }
+    }
+  }
   rd_kafka_resp_err_t err = rd_kafka_consumer_close(handle_->rk);
   Status s = state_->pending;
   state_->pending = Status();
@@ -1441,6 +1481,18 @@ Status run_transactional(KafkaClient::Handle& handle, const KafkaConfig& config,
       }
     }
     if (is_fenced(code)) return fenced_error(config);
+    // The group's coordinator refuses the offsets of a member it no longer
+    // counts at that generation (KIP-447): an instance taken for dead,
+    // whose partitions went to others (kpipe(7), MANY INSTANCES).
+    if (code == RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION ||
+        code == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID ||
+        code == RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID) {
+      if (abortable != nullptr) *abortable = rd_kafka_error_txn_requires_abort(e.error);
+      return failure(
+          "fenced: the consumer group no longer counts this instance's member as it was when the "
+          "checkpoint was taken ({}): the group moved its partitions on",
+          reason);
+    }
     // Before the retries: librdkafka may call a refusal retriable (a
     // coordinator lookup refused), which would be asked again for a minute.
     if (auto refused = authorization_error(code, acl)) {
@@ -1524,13 +1576,26 @@ Status Producer::begin_transaction() {
 }
 
 Status Producer::commit_transaction(const std::vector<PartitionOffset>& offsets,
-                                    const std::string& group, const std::string& metadata) {
+                                    const std::string& group, const std::string& metadata,
+                                    const std::string& member) {
   bool abortable = false;
   Status s;
   if (!offsets.empty()) {
     ListGuard g{to_list(offsets)};
     set_metadata(g.list, metadata);
-    rd_kafka_consumer_group_metadata_t* cg = rd_kafka_consumer_group_metadata_new(group.c_str());
+    rd_kafka_consumer_group_metadata_t* cg = nullptr;
+    if (!member.empty()) {
+      rd_kafka_error_t* error =
+          rd_kafka_consumer_group_metadata_read(&cg, member.data(), member.size());
+      if (error != nullptr) {
+        Error e = failure("cannot read the group member of checkpoint offsets: {}",
+                          rd_kafka_error_string(error));
+        rd_kafka_error_destroy(error);
+        return e;
+      }
+    } else {
+      cg = rd_kafka_consumer_group_metadata_new(group.c_str());
+    }
     // TxnOffsetCommit asks for Read on the group and on the offsets'
     // topics (the source's, which kproduce itself never reads); a refused
     // topic is not named in librdkafka's error, so the first one is.

@@ -160,8 +160,11 @@ class Consumer final : public KafkaClient {
                 const std::string& metadata = {});
   // The group's committed offsets; nullopt where there is none. With
   // `metadata`, also each offset's metadata ("" where none).
+  // `wait`: how long to wait for the answer (0: --timeout); a read_committed
+  // consumer's answer waits while a transaction holds the offsets.
   Expected<std::vector<std::optional<int64_t>>> committed(
-      const std::vector<TopicPartition>& parts, std::vector<std::string>* metadata = nullptr);
+      const std::vector<TopicPartition>& parts, std::vector<std::string>* metadata = nullptr,
+      Millis wait = 0);
   std::vector<TopicPartition> assignment();
   // Stops fetching these partitions (kconsume --until: a partition at its
   // end). Records already fetched may still arrive. An assignment made
@@ -170,7 +173,15 @@ class Consumer final : public KafkaClient {
   // The end (high watermark) of a partition as the last fetch saw it,
   // asking no broker: for a progress line. nullopt until it is known.
   std::optional<int64_t> cached_end(const std::string& topic, int32_t partition);
-  // Leaves the group (revoking first), so that the rest rebalance at once.
+  // This member of the group as librdkafka serializes it
+  // (rd_kafka_consumer_group_metadata_write): the group, its generation,
+  // the member id and group.instance.id, for a transactional producer in
+  // another process to commit offsets as this member (KIP-447). Empty
+  // without a group.
+  std::string member();
+  // Leaves the group (revoking first), so that the rest rebalance at once:
+  // a static member (group.instance.id) too, which librdkafka's close
+  // alone keeps in the group until its session times out.
   Status close();
 
   static constexpr int64_t kOffsetInvalid = -1001;
@@ -228,9 +239,13 @@ class Producer final : public KafkaClient {
   // `group`'s committed offsets, each with `metadata`, and commits it with
   // every record produced since begin_transaction(). An error the cluster
   // calls abortable aborts the transaction first: none of its records is
-  // ever visible to a read_committed consumer.
+  // ever visible to a read_committed consumer. `member`, when not empty,
+  // is the consumer's Consumer::member(): the group's coordinator then
+  // refuses the offsets when that member is no longer the group's at that
+  // generation (a zombie instance, kpipe(7), MANY INSTANCES), and the error
+  // says "fenced".
   Status commit_transaction(const std::vector<PartitionOffset>& offsets, const std::string& group,
-                            const std::string& metadata);
+                            const std::string& metadata, const std::string& member = {});
   Status abort_transaction();
 
   uint64_t delivered() const;

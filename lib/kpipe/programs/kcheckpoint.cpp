@@ -510,9 +510,11 @@ Status run_checkpoint_commit(const CheckpointOptions& o, Io& io) {
   if (!store) return store.take_error();
   // The terminal stage's lock (kpipe(7), CONTROL LINES AND CHECKPOINTS),
   // shared by the instances of a consumer group (MANY INSTANCES), whose
-  // kconsume claims its partitions before its first line.
-  KPIPE_TRY(wait_for_input(o.input, io.stop));
-  KPIPE_TRY((*store)->lock_stage_as_kept(stage_name(io.program, o.name)));
+  // kconsume registers before its first line, the instance line.
+  auto instance = await_instance(o.input, io.stop);
+  if (!instance) return instance.take_error();
+  KPIPE_TRY((*store)->lock_stage_as_kept(stage_name(io.program, o.name),
+                                         *instance ? (*instance)->pipeline : ""));
   auto interval = parse_duration(o.checkpoint_interval);
   if (!interval) return usage_error("--checkpoint-interval: {}", interval.error().message);
   auto stats = parse_stats(o.stats, stage_name(io.program, o.name));

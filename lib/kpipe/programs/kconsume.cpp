@@ -8,6 +8,8 @@
 #include <map>
 #include <thread>
 
+#include <xxhash.h>
+
 #include "kpipe/choices.h"
 #include "kpipe/control.h"
 #include "kpipe/envelope.h"
@@ -138,10 +140,18 @@ constexpr Millis kDrainWait = 10 * kSecond;
 // next owner resumes from the last complete checkpoint, and a completion
 // after the take-over is refused (fenced).
 constexpr Millis kHandOverWait = 60 * kSecond;
+// How long an instance waits for the committed offsets of partitions it
+// is assigned while a transaction of their last owner holds them: past
+// librdkafka's default transaction.timeout.ms (60 s), at which Kafka
+// aborts the transaction of an owner that never came back.
+constexpr Millis kTransactionHoldWait = 75 * kSecond;
 // How often (in records) the records the reader has passed are folded
 // into the offsets to commit. Records not yet read are at most what the
 // pipe and the output buffer hold, since writes block once the pipe is full.
 constexpr size_t kFoldEvery = 4096;
+// How often a member at the end of its partitions looks at the group's
+// end (kconsume -g -e).
+constexpr Millis kGroupEndPoll = kSecond;
 
 class ConsumeLoop {
  public:
@@ -187,7 +197,8 @@ class ConsumeLoop {
   // resumes and before it writes the first line that lets the stages
   // restore (kpipe(7), EXACTLY ONCE INTO KAFKA).
   Status complete_committed() {
-    if (state_ == nullptr || !grouped()) return {};
+    // An instance repairs per partition, as it claims them (repair()).
+    if (state_ == nullptr || !grouped() || owned()) return {};
     auto latest = state_->latest_complete();
     if (!latest) return latest.take_error();
     auto next = state_->next_checkpoint_id();
@@ -297,15 +308,21 @@ class ConsumeLoop {
           // An instance must not claim it from its next owner, and the
           // group's coordinator may not answer a closing member.
           if (closing_) return {};
+          joined_ = true;
           std::vector<TopicPartition> tps;
           for (const auto& p : parts) tps.push_back({p.topic, p.partition});
-          auto committed = consumer_.committed(tps);
+          std::vector<std::string> metadata;
+          auto committed = consumer_.committed(tps, owned() ? &metadata : nullptr,
+                                               owned() ? kTransactionHoldWait : 0);
           if (!committed) return committed.take_error();
           // An instance takes its partitions over in the state store
           // first (kpipe(7), MANY INSTANCES): from now on what their last
           // owner still writes for them is refused, and they resume from
           // the checkpoint that last completed each.
-          if (owned()) KPIPE_TRY(claim(parts));
+          if (owned()) {
+            KPIPE_TRY(repair(tps, *committed, metadata));
+            KPIPE_TRY(claim(parts));
+          }
           std::vector<PartitionOffset> fresh;
           std::vector<size_t> fresh_index;
           for (size_t i = 0; i < parts.size(); ++i) {
@@ -383,6 +400,49 @@ class ConsumeLoop {
           io_.reporter.info(fmt::format("{} partitions revoked", parts.size()));
           return {};
         });
+  }
+
+  // A transactional kproduce of the partitions' last owner committed a
+  // checkpoint in Kafka (its records and these offsets, tagged with its
+  // id) and died before completing it in the store: completed here for
+  // these partitions, before the claim keeps their state as of it
+  // (kpipe(7), EXACTLY ONCE INTO KAFKA and MANY INSTANCES). The offsets'
+  // fetch waits while a transaction holds them (read_committed): the last
+  // owner's restart fences its open one at once, another's Kafka aborts
+  // at its transaction timeout.
+  Status repair(const std::vector<TopicPartition>& tps,
+                const std::vector<std::optional<int64_t>>& committed,
+                const std::vector<std::string>& metadata) {
+    std::map<int64_t, Checkpoint> found;
+    for (size_t i = 0; i < tps.size(); ++i) {
+      if (!committed[i] || i >= metadata.size()) continue;
+      auto mark = parse_checkpoint_commit_metadata(metadata[i]);
+      if (!mark) continue;
+      Checkpoint& c = found[mark->id];
+      c.id = mark->id;
+      c.at = mark->at;
+      c.group = options_.group;
+      c.offsets.push_back({tps[i].topic, tps[i].partition, *committed[i]});
+    }
+    if (found.empty()) return {};
+    auto records = state_->checkpoints();
+    if (!records) return records.take_error();
+    std::map<int64_t, const CheckpointRecord*> by_id;
+    for (const auto& r : *records) by_id[r.id] = &r;
+    for (auto& [id, c] : found) {
+      auto it = by_id.find(id);
+      // Not this store's checkpoint (a store deleted and made anew), or
+      // already complete for these partitions (complete_committed skips
+      // those).
+      if (it == by_id.end() || it->second->emitted_at != c.at) continue;
+      KPIPE_TRY(state_->complete_committed(c, kTransactionCompleter, io_.clock.now()));
+      if (!it->second->completed_at)
+        io_.reporter.info(fmt::format(
+            "checkpoint {} was committed in Kafka by group '{}' but not complete in '{}': "
+            "completed now for {} partitions",
+            c.id, options_.group, display_target(options_.state), c.offsets.size()));
+    }
+    return {};
   }
 
   // Takes `parts` over in the state store: each gets its epoch, and its
@@ -504,7 +564,11 @@ class ConsumeLoop {
         KPIPE_TRY(out.flush());
         if (out.check_closed()) break;
       }
-      if (all_finished()) break;
+      if (all_finished()) {
+        auto done = group_done();
+        if (!done) return done.take_error();
+        if (*done) break;
+      }
       KPIPE_TRY(timers());
     }
     KPIPE_TRY(out.flush());
@@ -512,7 +576,8 @@ class ConsumeLoop {
       // The final checkpoint follows every record written (kpipe(7), CONTROL LINES AND
       // CHECKPOINTS).
       KPIPE_TRY(emit_checkpoint());
-      if (grouped()) KPIPE_TRY(await_and_mirror(last_emitted_, kDrainWait));
+      // (A member the group gave no partition emitted none.)
+      if (grouped() && last_emitted_ > 0) KPIPE_TRY(await_and_mirror(last_emitted_, kDrainWait));
       closing_ = true;
     } else if (grouped()) {
       KPIPE_TRY(commit_delivered_at_end());
@@ -630,6 +695,9 @@ class ConsumeLoop {
     // The records since the last barrier are this checkpoint's: their
     // times give its end-to-end latency once it completes.
     std::optional<TimestampSummary> times = timestamps_.take();
+    // The member that read these offsets, for a transactional kproduce to
+    // commit them as (KIP-447): a zombie's are refused by the group.
+    if (owned()) c.member = consumer_.member();
     if (owned()) {
       auto id = state_->record_emitted(c.at, times);
       if (!id) return id.take_error();
@@ -842,10 +910,74 @@ class ConsumeLoop {
   bool all_finished() const {
     bool until = until_.kind != EndPosition::Kind::kNone;
     if (!options_.exit_at_end && !until) return false;
-    if (positions_.empty()) return !grouped();
+    // A member the group gave nothing is done when the group is
+    // (group_done()).
+    if (positions_.empty()) return !grouped() || (options_.exit_at_end && !until && joined_);
     return std::all_of(positions_.begin(), positions_.end(), [this](const auto& kv) {
       return kv.second.ended || (options_.exit_at_end && kv.second.at_end);
     });
+  }
+
+  // -e in a consumer group is the group's end (kpipe(7), MANY INSTANCES):
+  // this member's partitions at their end are not enough, since another
+  // member may hold partitions it has not read to theirs (a member killed
+  // keeps its partitions until its session times out, a static member's
+  // until then too). Once this member's own offsets are in the group, it
+  // exits when every partition of its topics has its end committed, by
+  // whichever member; until then it says which have not, reads on
+  // whatever the group gives it, and gives up after --timeout.
+  Expected<bool> group_done() {
+    if (!grouped() || !options_.exit_at_end || until_.kind != EndPosition::Kind::kNone) return true;
+    Millis now = io_.clock.steady();
+    if (group_checked_ != 0 && now - group_checked_ < kGroupEndPoll) return false;
+    group_checked_ = now;
+    if (state_ != nullptr) {
+      if (!positions_.empty()) {
+        if (written_since_checkpoint_ || last_emitted_ == 0) KPIPE_TRY(emit_checkpoint());
+        KPIPE_TRY(await_and_mirror(last_emitted_, kDrainWait));
+      }
+    } else {
+      KPIPE_TRY(io_.out.flush());
+      auto drained = io_.out.wait_delivered(io_.out.end_position(), kDrainWait);
+      if (!drained) return drained.take_error();
+      KPIPE_TRY(commit_delivered());
+    }
+    std::vector<TopicPartition> tps;
+    for (const auto& topic : options_.topics) {
+      auto ids = consumer_.partitions(topic);
+      if (!ids) return ids.take_error();
+      for (int32_t p : *ids) tps.push_back({topic, p});
+    }
+    auto committed = consumer_.committed(tps);
+    if (!committed) return committed.take_error();
+    auto marks = consumer_.watermarks(tps);
+    if (!marks) return marks.take_error();
+    std::vector<std::string> behind;
+    for (size_t i = 0; i < tps.size(); ++i) {
+      int64_t at = (*committed)[i].value_or((*marks)[i].low);
+      if (at < (*marks)[i].high)
+        behind.push_back(fmt::format("{} [{}] at offset {} of {}", tps[i].topic, tps[i].partition,
+                                     at, (*marks)[i].high));
+    }
+    if (behind.empty()) return true;
+    std::string list = fmt::format("{}", fmt::join(behind, ", "));
+    if (behind.size() > 5)
+      list = fmt::format("{} and {} more", fmt::join(behind.begin(), behind.begin() + 5, ", "),
+                         behind.size() - 5);
+    Millis limit = consumer_.config().timeout;
+    if (group_waiting_since_ == 0) {
+      group_waiting_since_ = now;
+      io_.reporter.info(fmt::format(
+          "at the end of its partitions; group '{}' is not at its end yet: {}: waiting up to {} "
+          "for the members that hold them",
+          options_.group, list, format_duration(limit)));
+      return false;
+    }
+    if (now - group_waiting_since_ < limit) return false;
+    return failure(
+        "group '{}' is not at its end after {}: {} (their members are behind, or were stopped and "
+        "keep them until their session times out); give a longer --timeout to wait for them",
+        options_.group, format_duration(limit), list);
   }
 
   // Moves what the reader has read (in output order) into the offsets to
@@ -948,6 +1080,9 @@ class ConsumeLoop {
   bool finished_ = false;  // the final commit is done
   bool closing_ = false;   // the final checkpoint is written
   bool done_ = false;
+  bool joined_ = false;             // the group has assigned this member (maybe nothing)
+  Millis group_checked_ = 0;        // group_done()'s last look at the group
+  Millis group_waiting_since_ = 0;  // since when it waits for other members
   StateStore* state_;
   Millis checkpoint_interval_;
   Millis last_checkpoint_ = 0;
@@ -1030,6 +1165,25 @@ Status run_consume(const ConsumeOptions& options, Io& io) {
     KPIPE_TRY((*opened)->lock_pipeline(instance));
     state = std::move(*opened);
   }
+  if (!options.instance.empty() && !instance)
+    return usage_error(
+        "--instance names an instance of a consumer group of pipelines: it needs -g GROUP and "
+        "--state STORE (kpipe(7), MANY INSTANCES)");
+  std::string instance_name;
+  if (instance) {
+    auto name = state->register_instance(options.instance, options.group, io.clock.now());
+    if (!name) return name.take_error();
+    instance_name = std::move(*name);
+    io.reporter.info(fmt::format("instance '{}' of group '{}'", instance_name, options.group));
+    // First, before anything that may wait on the group (kpipe(7), MANY
+    // INSTANCES): a transactional kproduce fences the instance's previous
+    // run by it, whose open transaction holds the offsets kconsume asks
+    // the group for.
+    append_instance_line(io.out.buffer(),
+                         {instance_name, options.group,
+                          fmt::format("{:016x}", static_cast<uint64_t>(state->run()))});
+    KPIPE_TRY(io.out.flush());
+  }
   auto config = resolve_kafka_config(options.kafka, io.env_brokers);
   if (!config) return config.take_error();
   // A default file is read without a word on the command line: -v says so.
@@ -1044,8 +1198,24 @@ Status run_consume(const ConsumeOptions& options, Io& io) {
   // Only the partitions that move pause in a rebalance (kpipe(7), MANY
   // INSTANCES), unless the user chose an assignor.
   if (instance) {
+    // A static member (KIP-345): a restart within the session timeout gets
+    // its partitions back without a rebalance. Unique per store, should
+    // two pipelines share a group by mistake.
+    if (config->get("group.instance.id") == nullptr)
+      config->set(
+          "group.instance.id",
+          fmt::format("{}-{:08x}", instance_name,
+                      static_cast<uint32_t>(XXH3_64bits(display_target(options.state).data(),
+                                                        display_target(options.state).size()))));
+    // A pipeline that commits into Kafka revokes everything before it
+    // rejoins (the eager protocol): its checkpoints in flight then commit
+    // under the generation they were read at. Under the cooperative one
+    // librdkafka rejoins at once, and the group's coordinator would refuse
+    // them as a zombie's (kpipe(7), MANY INSTANCES).
+    auto in_kafka = state->completes_in_kafka();
+    if (!in_kafka) return in_kafka.take_error();
     if (config->get("partition.assignment.strategy") == nullptr)
-      config->set("partition.assignment.strategy", "cooperative-sticky");
+      config->set("partition.assignment.strategy", *in_kafka ? "range" : "cooperative-sticky");
     // Members learn of a rebalance at their next heartbeat, twice in a
     // cooperative one: librdkafka's 3 s made a move pause for 4 s.
     if (config->get("heartbeat.interval.ms") == nullptr)

@@ -34,6 +34,9 @@ struct ConsumeOptions {
   // Checkpoints (--state): see the checkpoint protocol.
   std::string state;
   std::string checkpoint_interval = "5s";
+  // An instance's name (kpipe(7), MANY INSTANCES); empty: the host's, or
+  // the first of HOST-2, HOST-3, ... free in the store.
+  std::string instance;
   StatsOptions stats;
   // --key-format, --value-format and the registry (kpipe(7), SCHEMA
   // REGISTRY); a record they cannot decode is bad input (`errors`).

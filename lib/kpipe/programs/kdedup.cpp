@@ -360,7 +360,7 @@ Status run_dedup(const DedupOptions& options, Io& io) {
   state.on_dropped = [&](const TopicPartition&, Snapshottable& e) {
     dropped_evicted += static_cast<DedupEngine&>(e).evicted();
   };
-  if (state.enabled()) KPIPE_TRY(wait_for_input(options.input, io.stop));
+  KPIPE_TRY(await_input(store->get(), options.input, io.stop));
   auto restored = state.restore();
   if (!restored) return restored.take_error();
   if (*restored)

@@ -1171,7 +1171,7 @@ Status run_join(const JoinOptions& options, Io& io) {
   StageState state(store->get(), plan->stage, engine, io.clock,
                    StateFormat{kStateFormat, "", state_options(options)});
   engine.set_tracking(state.enabled());
-  if (state.enabled()) KPIPE_TRY(wait_for_input(options.input, io.stop));
+  KPIPE_TRY(await_input(store->get(), options.input, io.stop));
   auto restored = state.restore();
   if (!restored) return restored.take_error();
   if (*restored)

@@ -133,8 +133,8 @@ class Transactions {
           "its group; run kconsume with -g GROUP",
           c.id);
     KPIPE_TRY(begin());
-    KPIPE_TRY(
-        producer_.commit_transaction(c.offsets, c.group, checkpoint_commit_metadata({c.id, c.at})));
+    KPIPE_TRY(producer_.commit_transaction(c.offsets, c.group,
+                                           checkpoint_commit_metadata({c.id, c.at}), c.member));
     open_ = false;
     committed_records_ += records_open_;
     records_open_ = 0;
@@ -434,6 +434,36 @@ class ProduceStage final : public LineStage {
 
 }  // namespace
 
+namespace {
+
+// Whether kproduce --transactional ends an instance of a consumer group
+// of pipelines, and which (kpipe(7), MANY INSTANCES): the instance line
+// kconsume writes first says. kproduce fences the producer of the run
+// before it, which kconsume waits for, so it looks at its first line only
+// when that cannot wait on a fence: in a store a single pipeline used,
+// whose kconsume may wait for an open transaction's offsets before its
+// first line, it fences at once, as before instances.
+Expected<std::optional<InstanceLine>> pipeline_instance(StateStore& store,
+                                                        const ProduceOptions& options, Io& io) {
+  auto kept = store.owned_by_group();
+  if (!kept) return kept.take_error();
+  if (!*kept) {
+    auto next = store.next_checkpoint_id();
+    if (!next) return next.take_error();
+    if (*next > 1) return std::optional<InstanceLine>{};  // a single pipeline's
+  }
+  auto first = await_instance(options.input, io.stop);
+  if (!first) return first.take_error();
+  if (*kept && !*first && !(io.stop != nullptr && io.stop->load()))
+    return failure(
+        "state database '{}' keeps the state of a consumer group's instances: kproduce "
+        "--transactional reads their kconsume's output, whose first line names the instance",
+        display_target(options.state));
+  return first;
+}
+
+}  // namespace
+
 std::string default_transactional_id(std::string_view topic, std::string_view store) {
   return fmt::format("kpipe-{}-{:016x}", topic, XXH3_64bits(store.data(), store.size()));
 }
@@ -474,13 +504,23 @@ Status run_produce(const ProduceOptions& options, Io& io) {
   if (options.transactional) {
     auto opened = StateStore::open(options.state);
     if (!opened) return opened.take_error();
-    // One terminal stage completes a pipeline's checkpoints.
-    KPIPE_TRY((*opened)->lock_stage(kTransactionCompleter));
     // Another topic on the same state would complete the pipeline's
     // checkpoints with records in two topics, under another transactional
-    // id that fences nothing the run before left open.
+    // id that fences nothing the run before left open. Kept before the
+    // first line: an instance's kconsume chooses its rebalance protocol by
+    // it (kpipe(7), MANY INSTANCES).
     KPIPE_TRY(keep_stage_options(**opened, kTransactionCompleter, {"--topic " + options.topic},
                                  "give another --state"));
+    auto instance = pipeline_instance(**opened, options, io);
+    if (!instance) return instance.take_error();
+    if (io.stop != nullptr && io.stop->load()) return {};
+    // One terminal stage completes a pipeline's checkpoints; in an
+    // instance, one per instance.
+    if (*instance) {
+      KPIPE_TRY((*opened)->lock_stage_as_kept(kTransactionCompleter, (*instance)->pipeline));
+    } else {
+      KPIPE_TRY((*opened)->lock_stage(kTransactionCompleter));
+    }
     store = std::move(*opened);
     std::string id = options.transactional_id;
     if (id.empty()) {
@@ -491,6 +531,9 @@ Status run_produce(const ProduceOptions& options, Io& io) {
       }
       id = default_transactional_id(options.topic, identity);
     }
+    // Each instance's own, the same at each of its restarts, so that a
+    // restart fences what its last run left open at once.
+    if (*instance) id += "-" + (*instance)->name;
     config->set("transactional.id", id);
     io.reporter.info(fmt::format("transactional id '{}'", id));
   }

@@ -306,9 +306,11 @@ Status run_upsert(const UpsertOptions& o, Io& io) {
     if (!opened) return opened.take_error();
     // The terminal stage's lock (kpipe(7), CONTROL LINES AND CHECKPOINTS),
     // shared by the instances of a consumer group (MANY INSTANCES), whose
-    // kconsume claims its partitions before its first line.
-    KPIPE_TRY(wait_for_input(o.input, io.stop));
-    KPIPE_TRY((*opened)->lock_stage_as_kept(stage_name(io.program, o.name)));
+    // kconsume registers before its first line, the instance line.
+    auto instance = await_instance(o.input, io.stop);
+    if (!instance) return instance.take_error();
+    KPIPE_TRY((*opened)->lock_stage_as_kept(stage_name(io.program, o.name),
+                                            *instance ? (*instance)->pipeline : ""));
     KPIPE_TRY(keep_stage_options(**opened, stage_name(io.program, o.name), kept));
     store = std::move(*opened);
     // Which guarantee holds is said, not left to the reader of kupsert(1).

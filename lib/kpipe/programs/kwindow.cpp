@@ -427,7 +427,7 @@ Status run_window(const WindowOptions& options, Io& io) {
         stage, p.topic, p.partition, *checkpoint, display_target(options.state), restored.states(),
         restored.states() == 1 ? "" : "s", w == kNoWatermark ? "none" : format_rfc3339(w)));
   };
-  if (state.enabled()) KPIPE_TRY(wait_for_input(options.input, io.stop));
+  KPIPE_TRY(await_input(store->get(), options.input, io.stop));
   auto restored = state.restore();
   if (!restored) return restored.take_error();
   if (*restored) {

@@ -22,9 +22,11 @@ class StateFileSnapshots final : public SnapshotStore {
   // restore once their input has a first line, after an instance's
   // kconsume claimed its partitions: the lock is then a shared one.
   Expected<std::optional<int64_t>> restore(std::string_view stage, Snapshottable& engine) override {
-    KPIPE_TRY(store_->lock_stage_as_kept(stage));
+    KPIPE_TRY(store_->lock_stage_as_kept(stage, pipeline_));
     return store_->restore(stage, engine);
   }
+
+  void set_pipeline(std::string_view pipeline) override { pipeline_ = pipeline; }
 
   Status save_slices(std::string_view stage, int64_t checkpoint,
                      const std::vector<SliceChanges>& slices, Millis now) override {
@@ -39,6 +41,7 @@ class StateFileSnapshots final : public SnapshotStore {
 
  private:
   std::unique_ptr<StateStore> store_;
+  std::string pipeline_;
 };
 
 }  // namespace
@@ -48,6 +51,14 @@ Expected<std::unique_ptr<SnapshotStore>> open_state_file(const std::string& path
   auto opened = StateStore::open(path);
   if (!opened) return opened.take_error();
   return std::unique_ptr<SnapshotStore>(std::make_unique<StateFileSnapshots>(std::move(*opened)));
+}
+
+Status await_input(SnapshotStore* store, const InputOptions& input, const std::atomic<bool>* stop) {
+  if (store == nullptr) return {};
+  auto instance = await_instance(input, stop);
+  if (!instance) return instance.take_error();
+  if (*instance) store->set_pipeline((*instance)->pipeline);
+  return {};
 }
 
 Status keep_stage_options(StateStore& store, std::string_view stage,

@@ -3,11 +3,13 @@
 // may not see SQLite, so the two meet here.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "kpipe/stage/io.h"
 #include "kpipe/stage/stateful.h"
 #include "kpipe/status.h"
 
@@ -17,6 +19,12 @@ namespace kpipe {
 // takes at restore() and holds until closed (kpipe(7), CONTROL
 // LINES AND CHECKPOINTS); null when `path` is empty (no --state).
 Expected<std::unique_ptr<SnapshotStore>> open_state_file(const std::string& path);
+
+// Waits for the stage's input to have a first line (wait_for_input) and
+// hands `store` (when not null) the instance its instance line names, so
+// that restore() locks the stage's name within that instance (kpipe(7),
+// MANY INSTANCES).
+Status await_input(SnapshotStore* store, const InputOptions& input, const std::atomic<bool>* stop);
 
 class StateStore;
 // For a stage that completes checkpoints but saves no snapshots (kupsert,

@@ -299,6 +299,84 @@ Status wait_for_input(const InputOptions& input, const std::atomic<bool>* stop, 
   }
 }
 
+namespace {
+
+// A look at a pipe's first line: what it holds now, copied by tee(2) into
+// a pipe of our own, read from there and dropped. Nothing is consumed.
+Expected<std::optional<std::string>> peek_pipe_line(int fd, const std::atomic<bool>* stop) {
+  int scratch[2];
+  if (::pipe2(scratch, O_CLOEXEC | O_NONBLOCK) != 0) return std::optional<std::string>{};
+  struct Closer {
+    int* fds;
+    ~Closer() {
+      ::close(fds[0]);
+      ::close(fds[1]);
+    }
+  } closer{scratch};
+  // A first line longer than this is no instance line.
+  constexpr size_t kLook = 64 * 1024;
+  (void)::fcntl(scratch[1], F_SETPIPE_SZ, static_cast<int>(kLook));
+  std::string head;
+  for (;;) {
+    if (stop != nullptr && stop->load(std::memory_order_relaxed))
+      return std::optional<std::string>{};
+    head.clear();
+    ssize_t n = ::tee(fd, scratch[1], kLook, SPLICE_F_NONBLOCK);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) {
+      pollfd pfd{fd, POLLIN, 0};
+      (void)::poll(&pfd, 1, 200);
+      continue;
+    }
+    if (n <= 0) return std::optional<std::string>{};  // ended, or no pipe to look into
+    head.resize(static_cast<size_t>(n));
+    size_t got = 0;
+    while (got < head.size()) {
+      ssize_t r = ::read(scratch[0], head.data() + got, head.size() - got);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      got += static_cast<size_t>(r);
+    }
+    head.resize(got);
+    if (size_t nl = head.find('\n'); nl != std::string::npos)
+      return std::optional<std::string>{head.substr(0, nl)};
+    if (head.size() >= kLook) return std::optional<std::string>{};
+    // A line not whole yet: its writer is still writing, or has closed
+    // the pipe on an unterminated last line.
+    pollfd pfd{fd, POLLIN, 0};
+    if (::poll(&pfd, 1, 0) > 0 && (pfd.revents & POLLHUP) != 0)
+      return std::optional<std::string>{std::move(head)};
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+}  // namespace
+
+Expected<std::optional<InstanceLine>> await_instance(const InputOptions& input,
+                                                     const std::atomic<bool>* stop, int fd) {
+  KPIPE_TRY(wait_for_input(input, stop, fd));
+  bool only_stdin = input.inputs.empty() || (input.inputs.size() == 1 && input.inputs[0] == "-");
+  if (!only_stdin) return std::optional<InstanceLine>{};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) return std::optional<InstanceLine>{};
+  std::optional<std::string> first;
+  if (S_ISFIFO(st.st_mode)) {
+    auto peeked = peek_pipe_line(fd, stop);
+    if (!peeked) return peeked.take_error();
+    first = std::move(*peeked);
+  } else if (S_ISREG(st.st_mode)) {
+    off_t at = ::lseek(fd, 0, SEEK_CUR);
+    std::string head(4096, '\0');
+    ssize_t n = at < 0 ? -1 : ::pread(fd, head.data(), head.size(), at);
+    if (n > 0) {
+      head.resize(static_cast<size_t>(n));
+      first = head.substr(0, head.find('\n'));
+    }
+  }
+  if (!first) return std::optional<InstanceLine>{};
+  return parse_instance_line(*first);
+}
+
 std::string stage_name(const std::string& program, const std::string& name) {
   if (name.empty() || name == program) return program;
   return program + "/" + name;

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kpipe/control.h"
 #include "kpipe/line.h"
 #include "kpipe/report.h"
 #include "kpipe/stats.h"
@@ -181,6 +182,17 @@ struct StatsOptions {
 // INTO KAFKA). Files are there at once.
 // (`fd` is standard input's descriptor, for tests.)
 Status wait_for_input(const InputOptions& input, const std::atomic<bool>* stop, int fd = 0);
+
+// wait_for_input, then a look at standard input's first line without
+// reading it (a pipe's through tee(2), a file's through pread(2)): the
+// kconsume of a consumer group's instance writes its instance line first
+// (kpipe(7), MANY INSTANCES), and the stages lock their names within that
+// instance, and kproduce --transactional takes the instance's
+// transactional id, before they restore or fence anything. nullopt when
+// the first line is another, the input ended or was stopped, or standard
+// input is not the only input. A malformed instance line is a data_error.
+Expected<std::optional<InstanceLine>> await_instance(const InputOptions& input,
+                                                     const std::atomic<bool>* stop, int fd = 0);
 
 // "kdedup", or "kdedup/NAME" when --name differs from the program's name.
 std::string stage_name(const std::string& program, const std::string& name);

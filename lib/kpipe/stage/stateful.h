@@ -53,6 +53,10 @@ class SnapshotStore {
   virtual Expected<std::optional<int64_t>> restore_slice(std::string_view stage,
                                                          const TopicPartition& partition,
                                                          Snapshottable& engine) = 0;
+  // The run of the instance's kconsume the stage's instance line names
+  // (await_instance), before restore(): the stage's name is then locked
+  // within that instance too (kpipe(7), MANY INSTANCES).
+  virtual void set_pipeline(std::string_view pipeline) { (void)pipeline; }
 };
 
 // The format of a stage's entries, kept beside them when the entries alone

@@ -119,6 +119,17 @@ const std::vector<const char*> kMigrationTexts = {
     "ALTER TABLE checkpoints ADD COLUMN ts_p50 {int};"
     "ALTER TABLE checkpoints ADD COLUMN ts_p01 {int};"
     "ALTER TABLE checkpoints ADD COLUMN ts_min {int};",
+    // v6 (kpipe(7), MANY INSTANCES): each instance's name, stable across
+    // its restarts, and who holds it now; a row marks the store as kept by
+    // a consumer group's instances before any partition is claimed.
+    "CREATE TABLE kpipe_instances ("
+    "  name TEXT PRIMARY KEY,"
+    "  group_id TEXT NOT NULL,"
+    "  run {int} NOT NULL,"
+    "  pid {int} NOT NULL,"
+    "  host TEXT NOT NULL,"
+    "  started_at {int} NOT NULL"
+    ");",
 };
 
 // What each table's seal covers, in verify's words; every statement that
@@ -371,10 +382,83 @@ Status StateStore::lock_pipeline(bool shared) {
   });
 }
 
-Status StateStore::lock_stage_as_kept(std::string_view stage) {
-  auto grouped = owned_by_group();
-  if (!grouped) return grouped.take_error();
-  return lock_stage(stage, *grouped);
+Status StateStore::lock_stage_as_kept(std::string_view stage, std::string_view pipeline) {
+  if (pipeline.empty()) {
+    auto grouped = owned_by_group();
+    if (!grouped) return grouped.take_error();
+    return lock_stage(stage, *grouped);
+  }
+  KPIPE_TRY(lock_stage(stage, /*shared=*/true));
+  // Keyed by the instance's kconsume run, not by the instance's name: the
+  // stages of a killed run may still drain their input while the same
+  // instance starts again.
+  std::string name(stage);
+  const std::string& path = db_->path();
+  return lock(fmt::format("stage:{}@{}", name, pipeline), false, [&](const std::string& holder) {
+    return fmt::format(
+        "stage '{}' of state database '{}' is in use by {} in the same instance: two stages of a "
+        "pipeline need distinct --name",
+        name, path, holder);
+  });
+}
+
+Expected<std::string> StateStore::register_instance(std::string_view name, std::string_view group,
+                                                    Millis now) {
+  std::string host = this_host();
+  // The short name: a host's domain says nothing an instance needs.
+  std::string base = host.substr(0, host.find('.'));
+  const std::string& path = db_->path();
+  std::string taken;
+  for (int slot = 1;; ++slot) {
+    std::string candidate = !name.empty() ? std::string(name)
+                            : slot == 1   ? base
+                                          : fmt::format("{}-{}", base, slot);
+    bool busy = false;
+    std::string holder;
+    Status s = lock("instance:" + candidate, false, [&](const std::string& h) {
+      busy = true;
+      holder = h;
+      return fmt::format("instance '{}' of state database '{}' is in use by {}", candidate, path,
+                         h);
+    });
+    if (s.ok()) {
+      taken = candidate;
+      break;
+    }
+    if (!busy) return s.take_error();
+    if (!name.empty()) {
+      // Where the holder runs, as it recorded itself: a lock on SQLite
+      // knows only its pid.
+      auto who = db_->prepare("SELECT pid, host FROM kpipe_instances WHERE name = ?");
+      if (!who) return who.take_error();
+      who->bind_text(1, candidate);
+      auto row = who->step();
+      if (!row) return row.take_error();
+      if (*row && holder.find(" on ") == std::string::npos)
+        holder = fmt::format("process {} on {}", who->column_int(0), who->column_text(1));
+      return failure(
+          "instance '{}' of state database '{}' is in use by {}: give each instance its own "
+          "--instance NAME",
+          candidate, path, holder);
+    }
+    if (slot >= 1000)
+      return failure("state database '{}': no free instance name from '{}' to '{}-{}'", path, base,
+                     base, slot);
+  }
+  auto stmt = db_->prepare(
+      "INSERT INTO kpipe_instances (name, group_id, run, pid, host, started_at) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (name) DO UPDATE SET group_id = "
+      "excluded.group_id, run = excluded.run, pid = excluded.pid, host = excluded.host, "
+      "started_at = excluded.started_at");
+  if (!stmt) return stmt.take_error();
+  stmt->bind_text(1, taken)
+      .bind_text(2, group)
+      .bind(3, run_)
+      .bind(4, static_cast<int64_t>(::getpid()))
+      .bind_text(5, host)
+      .bind(6, now);
+  KPIPE_TRY(stmt->run());
+  return taken;
 }
 
 Status StateStore::lock_offsets() {
@@ -577,7 +661,8 @@ Expected<int64_t> StateStore::record_emitted(Millis at, const std::optional<Time
 }
 
 Expected<bool> StateStore::owned_by_group() {
-  auto stmt = db_->prepare("SELECT COUNT(*) FROM partition_owners");
+  auto stmt = db_->prepare(
+      "SELECT (SELECT COUNT(*) FROM partition_owners) + (SELECT COUNT(*) FROM kpipe_instances)");
   if (!stmt) return stmt.take_error();
   auto row = stmt->step();
   if (!row) return row.take_error();
@@ -661,6 +746,53 @@ Expected<std::vector<PartitionClaim>> StateStore::claim(std::vector<TopicPartiti
   }
   KPIPE_TRY(tx->commit());
   return out;
+}
+
+Status StateStore::complete_committed(const Checkpoint& c, std::string_view by, Millis now) {
+  auto tx = Transaction::begin(*db_);
+  if (!tx) return tx.take_error();
+  Dialect d = db_->dialect();
+  auto mark = db_->prepare(fmt::format(
+      "UPDATE checkpoints SET completed_at = ?2, completed_by = ?3, seal = {} WHERE id = ?1 AND "
+      "completed_at IS NULL",
+      seal_call(d, {"id", "emitted_at", "?2", "?3"})));
+  if (!mark) return mark.take_error();
+  mark->bind(1, c.id).bind(2, now).bind_text(3, by);
+  KPIPE_TRY(mark->run());
+  auto off = db_->prepare(fmt::format(
+      "INSERT INTO checkpoint_offsets (checkpoint, topic, partition, \"offset\", seal) "
+      "VALUES (?1, ?2, ?3, ?4, {}) ON CONFLICT (checkpoint, topic, partition) DO UPDATE SET "
+      "\"offset\" = excluded.\"offset\", seal = excluded.seal",
+      seal_call(d, {"?1", "?2", "?3", "?4"})));
+  if (!off) return off.take_error();
+  auto pos = prepare_position();
+  if (!pos) return pos.take_error();
+  auto stored = db_->prepare("SELECT checkpoint FROM offsets WHERE topic = ? AND partition = ?");
+  if (!stored) return stored.take_error();
+  for (const auto& o : c.offsets) {
+    stored->bind_text(1, o.topic).bind(2, static_cast<int64_t>(o.partition));
+    auto row = stored->step();
+    if (!row) return row.take_error();
+    int64_t before = *row ? stored->column_int(0) : 0;
+    stored->reset();
+    if (before >= c.id) continue;
+    off->bind(1, c.id)
+        .bind_text(2, o.topic)
+        .bind(3, static_cast<int64_t>(o.partition))
+        .bind(4, o.offset);
+    KPIPE_TRY(off->run());
+    KPIPE_TRY(put_position(*pos, o, c.id, now));
+  }
+  return tx->commit();
+}
+
+Expected<bool> StateStore::completes_in_kafka() {
+  auto stmt = db_->prepare("SELECT COUNT(*) FROM stage_state WHERE stage = ? AND removed IS NULL");
+  if (!stmt) return stmt.take_error();
+  stmt->bind_text(1, kTransactionCompleter);
+  auto row = stmt->step();
+  if (!row) return row.take_error();
+  return stmt->column_int(0) > 0;
 }
 
 Expected<int64_t> StateStore::last_completed(const TopicPartition& p) {

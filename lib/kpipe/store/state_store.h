@@ -94,12 +94,31 @@ class StateStore {
   // of one consumer group (`shared`).
   Status lock_pipeline(bool shared = false);
   // A stage's lock as the store is kept: shared once a consumer group's
-  // instance has claimed a partition here (call it once the stage's input
-  // has a first line: an instance's kconsume claims before it writes).
-  Status lock_stage_as_kept(std::string_view stage);
+  // instance has registered or claimed a partition here (call it once the
+  // stage's input has a first line: an instance's kconsume registers
+  // before it writes). `pipeline`, the run of the instance's kconsume that
+  // the instance line names, when there is one: then the stage's name is
+  // also locked alone within that pipeline, so that two stages of one name
+  // in one instance are refused (kpipe(7), MANY INSTANCES).
+  Status lock_stage_as_kept(std::string_view stage, std::string_view pipeline = {});
   // The same lock for kcheckpoint reset and import, which rewrite the
   // offsets kconsume resumes from: refused while the pipeline runs.
   Status lock_offsets();
+
+  // --- an instance's identity (kpipe(7), MANY INSTANCES) --------------------
+  // Takes the instance name `name` for this process (kconsume's), held
+  // until the store is closed or the process dies: a second live process
+  // of that name is refused, naming the first's pid and host. `name`
+  // empty: the first of HOST, HOST-2, HOST-3, ... that no live process
+  // holds, so that the same command on the same machine is the same
+  // instance after a restart. Records the instance (its group, pid, host
+  // and run) and marks the store as kept by a consumer group's instances.
+  // Returns the name taken.
+  Expected<std::string> register_instance(std::string_view name, std::string_view group,
+                                          Millis now);
+  // This process's run of the store (random): an instance's kconsume
+  // names its pipeline by it in its instance line.
+  int64_t run() const { return run_; }
 
   // --- checkpoints --------------------------------------------------------
   // The id for the next checkpoint: one more than any emitted so far, so
@@ -151,6 +170,16 @@ class StateStore {
   // dropped (the records behind it will be read again) and history before
   // it pruned. One transaction.
   Expected<std::vector<PartitionClaim>> claim(std::vector<TopicPartition> partitions, Millis now);
+  // kconsume's repair, before it claims partitions whose offsets a Kafka
+  // transaction committed with checkpoint `c` but whose terminal stage
+  // died before completing it here (kpipe(7), MANY INSTANCES): completes
+  // `c` for its partitions (those the store has not seen complete past
+  // it), whoever else holds the checkpoint's other partitions. One
+  // transaction.
+  Status complete_committed(const Checkpoint& c, std::string_view by, Millis now);
+  // Whether the pipeline commits its checkpoints in Kafka transactions (a
+  // kproduce --transactional has kept its options here).
+  Expected<bool> completes_in_kafka();
   // Inside the caller's transaction: refuses, naming the new owner, unless
   // every partition is still owned at its epoch. `what` names what was
   // refused ("checkpoint 41").

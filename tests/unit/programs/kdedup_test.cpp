@@ -310,7 +310,7 @@ TEST_CASE("kdedup: an instance keeps its keys per partition and restores those i
   TempDir dir;
   DedupOptions o = instance_options(dir);
   REQUIRE(claim(o.state, {0, 1}) == std::vector<int64_t>{1, 1});
-  Checkpoint c{1, 7, {{"events", 0, 2, 1}, {"events", 1, 1, 1}}, "g"};
+  Checkpoint c{1, 7, {{"events", 0, 2, 1}, {"events", 1, 1, 1}}, "g", ""};
   std::string checkpoint;
   append_checkpoint(checkpoint, c);
   std::string both = assigned({{0, 1}, {1, 1}});

@@ -498,7 +498,7 @@ TEST_CASE("window tool: an instance keeps windows and a watermark per partition,
   TempDir dir;
   WindowOptions o = instance_options(dir);
   REQUIRE(claim(o.state, {0, 1}) == std::vector<int64_t>{1, 1});
-  Checkpoint c{1, 7, {{"events", 0, 2, 1}, {"events", 1, 2, 1}}, "g"};
+  Checkpoint c{1, 7, {{"events", 0, 2, 1}, {"events", 1, 2, 1}}, "g", ""};
   std::string checkpoint;
   append_checkpoint(checkpoint, c);
   std::string both = assigned({{0, 1}, {1, 1}});

@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -402,4 +403,62 @@ TEST_CASE("write_file_atomically: a failed write leaves no temporary file behind
   REQUIRE(write_file_atomically(file, "b 1\n").ok());
   CHECK(test::read_file(file) == "b 1\n");
   CHECK_FALSE(std::filesystem::exists(file + ".tmp"));
+}
+
+TEST_CASE("await_instance: the instance a first line names, without reading it", "[io]") {
+  InputOptions stdin_only;
+  std::string line =
+      "{\"$kpipe\":\"instance\",\"name\":\"a\",\"group\":\"g\",\"pipeline\":\"0f\"}\n";
+  SECTION("from a pipe") {
+    Pipe p;
+    REQUIRE(::write(p.write_end, line.data(), line.size()) == static_cast<ssize_t>(line.size()));
+    auto i = await_instance(stdin_only, nullptr, p.read_end);
+    REQUIRE(i.ok());
+    REQUIRE(*i);
+    CHECK((*i)->name == "a");
+    CHECK((*i)->pipeline == "0f");
+    char buf[256];
+    CHECK(::read(p.read_end, buf, sizeof buf) == static_cast<ssize_t>(line.size()));
+  }
+  SECTION("a first line of data, or none") {
+    Pipe p;
+    REQUIRE(::write(p.write_end, "{\"a\":1}\n", 8) == 8);
+    auto i = await_instance(stdin_only, nullptr, p.read_end);
+    REQUIRE(i.ok());
+    CHECK_FALSE(*i);
+    Pipe empty;
+    empty.close_write();
+    auto none = await_instance(stdin_only, nullptr, empty.read_end);
+    REQUIRE(none.ok());
+    CHECK_FALSE(*none);
+  }
+  SECTION("a line written in two parts") {
+    Pipe p;
+    REQUIRE(::write(p.write_end, line.data(), 10) == 10);
+    // Whenever the rest comes, before or while it looks.
+    std::thread rest([&] { (void)!::write(p.write_end, line.data() + 10, line.size() - 10); });
+    auto i = await_instance(stdin_only, nullptr, p.read_end);
+    rest.join();
+    REQUIRE(i.ok());
+    REQUIRE(*i);
+    CHECK((*i)->name == "a");
+  }
+  SECTION("from a file, at its current offset") {
+    TempDir dir;
+    std::string path = dir.file("in.ndjson");
+    {
+      std::ofstream f(path);
+      f << line << "{\"a\":1}\n";
+    }
+    int fd = ::open(path.c_str(), O_RDONLY);
+    REQUIRE(fd >= 0);
+    auto i = await_instance(stdin_only, nullptr, fd);
+    REQUIRE(i.ok());
+    CHECK(*i);
+    REQUIRE(::lseek(fd, static_cast<off_t>(line.size()), SEEK_SET) > 0);
+    auto next = await_instance(stdin_only, nullptr, fd);
+    REQUIRE(next.ok());
+    CHECK_FALSE(*next);
+    ::close(fd);
+  }
 }

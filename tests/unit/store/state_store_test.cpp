@@ -62,7 +62,7 @@ void snapshot(StateStore& store, MapEngine& e, int64_t id) {
 }
 
 void complete(StateStore& store, int64_t id, int64_t offset) {
-  Checkpoint c{id, 500 + id, {{"events", 0, offset}}, ""};
+  Checkpoint c{id, 500 + id, {{"events", 0, offset}}, "", ""};
   REQUIRE(store.complete(c, "kcheckpoint", 2000 + id).ok());
 }
 
@@ -145,9 +145,9 @@ TEST_CASE("completing a checkpoint stores its offsets as the pipeline's position
   REQUIRE(store->record_emitted(1, 100).ok());
   REQUIRE(store->record_emitted(2, 200).ok());
   CHECK(*store->next_checkpoint_id() == 3);  // ids grow even past incomplete ones
-  Checkpoint c{2, 200, {{"events", 0, 10}, {"events", 1, 20}}, ""};
+  Checkpoint c{2, 200, {{"events", 0, 10}, {"events", 1, 20}}, "", ""};
   REQUIRE(store->complete(c, "kcheckpoint", 300).ok());
-  Checkpoint later{3, 300, {{"events", 1, 25}}, ""};
+  Checkpoint later{3, 300, {{"events", 1, 25}}, "", ""};
   REQUIRE(store->complete(later, "kcheckpoint", 400).ok());
   auto offsets = store->offsets();
   REQUIRE(offsets.ok());
@@ -362,7 +362,7 @@ TEST_CASE("a state file of schema version 2 is upgraded, its rows sealed as they
   REQUIRE_FALSE(old.ok());
   CHECK(old.error().message ==
         path +
-            ": the 'state' tables are at schema version 2, older than this program's (5); run the "
+            ": the 'state' tables are at schema version 2, older than this program's (6); run the "
             "pipeline or kcheckpoint commit on it once to upgrade them");
   {
     auto upgraded = file_store(path);
@@ -435,7 +435,7 @@ Status save_slice(StateStore& store, const std::string& stage, int64_t checkpoin
 // An instance's terminal stage completing `id` with its offsets (epochs
 // on them).
 Status complete_owned(StateStore& store, int64_t id, std::vector<PartitionOffset> offsets) {
-  Checkpoint c{id, 500 + id, std::move(offsets), "g"};
+  Checkpoint c{id, 500 + id, std::move(offsets), "g", ""};
   return store.complete(c, "kcheckpoint", 2000 + id);
 }
 
@@ -561,6 +561,7 @@ TEST_CASE("a state file of schema version 3 starts the sequence past its checkpo
               "ALTER TABLE checkpoints DROP COLUMN ts_p50;"
               "ALTER TABLE checkpoints DROP COLUMN ts_p01;"
               "ALTER TABLE checkpoints DROP COLUMN ts_min;"
+              "DROP TABLE kpipe_instances;"
               "UPDATE kpipe_schema SET version = 3 WHERE component = 'state'");
   auto upgraded = file_store(path);
   auto id = upgraded->record_emitted(2);
@@ -912,8 +913,10 @@ TEST_CASE("a checkpoint's end-to-end latency: its completion less its records' t
   REQUIRE(store->record_emitted(1, 9500, ts).ok());
   REQUIRE(store->record_emitted(2, 10500).ok());  // no records with times
   CHECK(*store->latency(1) == std::nullopt);      // not complete yet
-  REQUIRE(store->complete(Checkpoint{1, 9500, {{"events", 0, 5}}, ""}, "kcheckpoint", 9700).ok());
-  REQUIRE(store->complete(Checkpoint{2, 10500, {{"events", 0, 6}}, ""}, "kcheckpoint", 10600).ok());
+  REQUIRE(
+      store->complete(Checkpoint{1, 9500, {{"events", 0, 5}}, "", ""}, "kcheckpoint", 9700).ok());
+  REQUIRE(
+      store->complete(Checkpoint{2, 10500, {{"events", 0, 6}}, "", ""}, "kcheckpoint", 10600).ok());
   CHECK(*store->latency(1) == Latency{700, 1200, 1700, 1000});
   CHECK(*store->latency(2) == std::nullopt);
   // The newest complete checkpoint that had records' times: 1, not 2.
@@ -974,4 +977,92 @@ TEST_CASE("a damaged state file is named as damaged, and check_file says where")
   auto problems = StateStore::check_file(path);
   CHECK_FALSE(problems.empty());
   CHECK(problems.size() <= 11);
+}
+
+// --- an instance's identity (kpipe(7), MANY INSTANCES) ----------------------
+
+TEST_CASE("register_instance: the host's name, the next free one, or the name given",
+          "[group][lock]") {
+  test::TempDir dir;
+  std::string path = dir.file("p.db");
+  auto store = file_store(path);
+  char host[256] = {};
+  REQUIRE(::gethostname(host, sizeof host - 1) == 0);
+  std::string base(host);
+  base = base.substr(0, base.find('.'));
+  CHECK_FALSE(*store->owned_by_group());
+
+  // Another live process holds the host's name: the next is taken.
+  ChildLock first(path, "instance:" + base, false);
+  REQUIRE(first.answer() == "held");
+  auto name = store->register_instance("", "clicks", 1000);
+  REQUIRE(name.ok());
+  CHECK(*name == base + "-2");
+  // A registered instance keeps the store by partition before any claim.
+  CHECK(*store->owned_by_group());
+
+  // A name given that another holds is refused, naming the holder.
+  ChildLock named(path, "instance:east", false);
+  REQUIRE(named.answer() == "held");
+  auto refused = file_store(path)->register_instance("east", "clicks", 1000);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().message ==
+        fmt::format("instance 'east' of state database '{}' is in use by process {}: give each "
+                    "instance its own --instance NAME",
+                    path, named.pid()));
+  auto west = file_store(path)->register_instance("west", "clicks", 1000);
+  REQUIRE(west.ok());
+  CHECK(*west == "west");
+}
+
+TEST_CASE("an instance's stage name is locked alone within its pipeline", "[group][lock]") {
+  test::TempDir dir;
+  std::string path = dir.file("p.db");
+  auto store = file_store(path);
+  REQUIRE(store->register_instance("a", "g", 1).ok());
+  // Another pipeline's stage of the same name: both run.
+  ChildLock other(path, "stage:kdedup@00000000000000bb", false);
+  REQUIRE(other.answer() == "held");
+  CHECK(store->lock_stage_as_kept("kdedup", "00000000000000aa").ok());
+  // The same name twice in one pipeline: refused.
+  ChildLock twin(path, "stage:kwindow@00000000000000aa", false);
+  REQUIRE(twin.answer() == "held");
+  Status s = file_store(path)->lock_stage_as_kept("kwindow", "00000000000000aa");
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().message ==
+        fmt::format("stage 'kwindow' of state database '{}' is in use by process {} in the same "
+                    "instance: two stages of a pipeline need distinct --name",
+                    path, twin.pid()));
+}
+
+TEST_CASE("complete_committed completes a transaction's checkpoint for the partitions given",
+          "[group]") {
+  test::TempDir dir;
+  auto store = file_store(dir.file("p.db"));
+  auto claims = store->claim({{"events", 0}, {"events", 1}}, 100);
+  REQUIRE(claims.ok());
+  auto id = store->record_emitted(200);
+  REQUIRE(id.ok());
+  CHECK_FALSE(*store->completes_in_kafka());
+  REQUIRE(store->keep_entry(kTransactionCompleter, "!options", "[\"--topic out\"]").ok());
+  CHECK(*store->completes_in_kafka());
+  // The partitions went to two new owners: each completes its share.
+  Checkpoint c;
+  c.id = *id;
+  c.at = 200;
+  c.offsets = {{"events", 0, 17}};
+  REQUIRE(store->complete_committed(c, kTransactionCompleter, 300).ok());
+  CHECK(*store->completed_by(*id) == kTransactionCompleter);
+  c.offsets = {{"events", 1, 23}};
+  REQUIRE(store->complete_committed(c, kTransactionCompleter, 310).ok());
+  auto offsets = store->offsets();
+  REQUIRE(offsets.ok());
+  REQUIRE(offsets->size() == 2);
+  CHECK((*offsets)[0].offset == 17);
+  CHECK((*offsets)[1].offset == 23);
+  CHECK((*offsets)[1].checkpoint == *id);
+  // Again (another restart): nothing moves back.
+  c.offsets = {{"events", 1, 5}};
+  REQUIRE(store->complete_committed(c, kTransactionCompleter, 320).ok());
+  CHECK((*store->offsets())[1].offset == 23);
 }
