@@ -292,11 +292,15 @@ class CommitStage final : public LineStage {
     auto cp = parse_checkpoint(line.text);
     if (!cp) return cp.take_error();
     if (!*cp) {
-      // Partition events guide the event-time stages before this one; the
+      // Partition events guide the event-time stages before this one, an
+      // instance line the stages' locks (kpipe(7), MANY INSTANCES); the
       // terminal stage's output is data. Other kinds are forwarded.
       auto event = parse_partition_event(line.text);
       if (!event) return event.take_error();
       if (*event) return {};
+      auto instance = parse_instance_line(line.text);
+      if (!instance) return instance.take_error();
+      if (*instance) return {};
       if (!each_.empty()) return feed_command(line.text);
       if (passthrough_) out.write_line(line.text);
       return {};

@@ -1207,15 +1207,14 @@ Status run_consume(const ConsumeOptions& options, Io& io) {
           fmt::format("{}-{:08x}", instance_name,
                       static_cast<uint32_t>(XXH3_64bits(display_target(options.state).data(),
                                                         display_target(options.state).size()))));
-    // A pipeline that commits into Kafka revokes everything before it
-    // rejoins (the eager protocol): its checkpoints in flight then commit
-    // under the generation they were read at. Under the cooperative one
-    // librdkafka rejoins at once, and the group's coordinator would refuse
-    // them as a zombie's (kpipe(7), MANY INSTANCES).
-    auto in_kafka = state->completes_in_kafka();
-    if (!in_kafka) return in_kafka.take_error();
+    // Instances rebalance the eager way: each revokes all its partitions
+    // at a checkpoint before it rejoins, so that a transactional kproduce
+    // commits the checkpoints in flight under the generation they were
+    // read at. Under the cooperative protocol librdkafka rejoins at once,
+    // and the group's coordinator would refuse them as a zombie's
+    // (kpipe(7), MANY INSTANCES); and one group cannot mix the two.
     if (config->get("partition.assignment.strategy") == nullptr)
-      config->set("partition.assignment.strategy", *in_kafka ? "range" : "cooperative-sticky");
+      config->set("partition.assignment.strategy", "range");
     // Members learn of a rebalance at their next heartbeat, twice in a
     // cooperative one: librdkafka's 3 s made a move pause for 4 s.
     if (config->get("heartbeat.interval.ms") == nullptr)

@@ -163,6 +163,19 @@ class Transactions {
     return abort_open();
   }
 
+  uint64_t records_open() const { return records_open_; }
+
+  // The partitions whose records the open transaction holds were lost
+  // (revoked with no checkpoint before): their next owner reads them again.
+  Status abort_lost() {
+    io_.reporter.warning(fmt::format(
+        "{} record{} after {} belong to partitions this instance lost: their transaction is "
+        "aborted, and their new owner reads them again",
+        records_open_, records_open_ == 1 ? "" : "s",
+        last_committed_ > 0 ? fmt::format("checkpoint {}", last_committed_) : "the start"));
+    return abort_open();
+  }
+
   // Aborts the open transaction, if any: after a failure too, so that
   // the group's offsets are stable again at once, not after Kafka's
   // transaction timeout.
@@ -289,6 +302,17 @@ class ProduceStage final : public LineStage {
         KPIPE_TRY(settle());
         KPIPE_TRY(transactions_->on_checkpoint(**cp));
         KPIPE_TRY(settle());
+      } else if (transactions_->records_open() > 0) {
+        // Partitions revoked with no checkpoint before them were lost
+        // (kpipe(7), MANY INSTANCES): their next owner reads the records
+        // since the last checkpoint again, so this transaction's go.
+        auto e = parse_partition_event(line.text);
+        if (!e) return e.take_error();
+        if (*e && (*e)->kind == PartitionEvent::Kind::kRevoked) {
+          KPIPE_TRY(drain());
+          KPIPE_TRY(settle());
+          KPIPE_TRY(transactions_->abort_lost());
+        }
       }
     }
     return LineStage::on_control(line, out);
@@ -506,9 +530,7 @@ Status run_produce(const ProduceOptions& options, Io& io) {
     if (!opened) return opened.take_error();
     // Another topic on the same state would complete the pipeline's
     // checkpoints with records in two topics, under another transactional
-    // id that fences nothing the run before left open. Kept before the
-    // first line: an instance's kconsume chooses its rebalance protocol by
-    // it (kpipe(7), MANY INSTANCES).
+    // id that fences nothing the run before left open.
     KPIPE_TRY(keep_stage_options(**opened, kTransactionCompleter, {"--topic " + options.topic},
                                  "give another --state"));
     auto instance = pipeline_instance(**opened, options, io);

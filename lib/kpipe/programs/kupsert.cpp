@@ -118,6 +118,9 @@ Status UpsertStage::on_control(const Line& line, Output& out) {
       auto event = parse_partition_event(line.text);
       if (!event) return event.take_error();
       if (*event) return {};
+      auto instance = parse_instance_line(line.text);
+      if (!instance) return instance.take_error();
+      if (*instance) return {};
     }
     out.write_line(line.text);
     return {};

@@ -786,15 +786,6 @@ Status StateStore::complete_committed(const Checkpoint& c, std::string_view by, 
   return tx->commit();
 }
 
-Expected<bool> StateStore::completes_in_kafka() {
-  auto stmt = db_->prepare("SELECT COUNT(*) FROM stage_state WHERE stage = ? AND removed IS NULL");
-  if (!stmt) return stmt.take_error();
-  stmt->bind_text(1, kTransactionCompleter);
-  auto row = stmt->step();
-  if (!row) return row.take_error();
-  return stmt->column_int(0) > 0;
-}
-
 Expected<int64_t> StateStore::last_completed(const TopicPartition& p) {
   auto stmt = db_->prepare(
       "SELECT COALESCE(MAX(o.checkpoint), 0) FROM checkpoint_offsets o JOIN checkpoints c ON c.id "

@@ -177,9 +177,6 @@ class StateStore {
   // it), whoever else holds the checkpoint's other partitions. One
   // transaction.
   Status complete_committed(const Checkpoint& c, std::string_view by, Millis now);
-  // Whether the pipeline commits its checkpoints in Kafka transactions (a
-  // kproduce --transactional has kept its options here).
-  Expected<bool> completes_in_kafka();
   // Inside the caller's transaction: refuses, naming the new owner, unless
   // every partition is still owned at its epoch. `what` names what was
   // refused ("checkpoint 41").
