@@ -495,3 +495,61 @@ fill_disk() {
   [[ $(df --output=avail "$1" | tail -1 | tr -d ' ') == 0 ]] || fail "$1 is not full: $(df "$1" | tail -1)"
 }
 # --- end of disk faults ---
+
+# --- instances (kpipe(7), MANY INSTANCES) -------------------------------------------
+# A test of many instances writes one instance as $WORK/instance.sh NAME
+# ARGS... (its diagnostics in $WORK/NAME.err) and keeps the shared state in
+# $S; `start NAME` runs it in a session of its own.
+declare -A sessions
+start() {
+  start_session "$WORK/instance.sh" "$1"
+  sessions[$1]=$SESSION
+}
+# The pid of NAME's PROGRAM (kconsume by default).
+instance_pid() { pgrep -s "${sessions[$1]}" -x "${2:-kconsume}" || true; }
+# owns NAME: how many partitions the store says NAME's kconsume owns.
+owns() {
+  local pid
+  pid=$(instance_pid "$1")
+  [[ -n "$pid" ]] || { echo 0; return; }
+  sql "$S" "SELECT COUNT(*) FROM partition_owners WHERE pid = $pid" 2>/dev/null || echo 0
+}
+has_partitions() { (($(owns "$1") > 0)); }
+gone() { [[ -z "$(ps -o stat= -s "${sessions[$1]}" | grep -v '^Z')" ]]; }
+# Partitions whose owner in the store is no process alive: a stopped or
+# killed instance's, not yet taken over.
+orphans() {
+  local n=0 pid
+  while read -r pid; do
+    [[ -n "$pid" ]] || continue
+    kill -0 "$pid" 2>/dev/null || n=$((n + 1))
+  done < <(sql "$S" "SELECT pid FROM partition_owners" 2>/dev/null)
+  echo "$n"
+}
+# no_orphans N: all N partitions owned, each by a live process.
+no_orphans() { (($(orphans) == 0)) && (($(sql "$S" "SELECT COUNT(*) FROM partition_owners") == $1)); }
+stop() {
+  kill -TERM "$(instance_pid "$1")" 2>/dev/null || true
+  wait_for "instance $1 to stop" 60 gone "$1"
+}
+kill_instance() {
+  kill -KILL -- "-${sessions[$1]}" 2>/dev/null || true
+  wait_for "instance $1 to die" 30 gone "$1"
+}
+# consumed: the records every partition's last complete checkpoint covers.
+consumed() { sql "$S" "SELECT COALESCE(SUM(\"offset\"), 0) FROM offsets" 2>/dev/null || echo 0; }
+# assert_exactly_once SOURCE OUTPUT TOTAL: a pipeline of kdedup -k
+# .value.event_id into kproduce --envelope --keep-partition --transactional
+# wrote, in each partition of OUTPUT, the records of SOURCE's partition with
+# repeated event ids dropped, each once and in SOURCE's order, as a
+# read_committed reader sees them ($WORK/want and $WORK/got: PARTITION ID
+# lines). A repeated event is in its original's partition (keyed by user),
+# and more than 95% of TOTAL are distinct.
+assert_exactly_once() {
+  local by_partition='"\(.partition) \(.value.event_id)"'
+  kconsume -b "$BROKERS" -t "$1" -e 2>/dev/null | jq -r "$by_partition" | awk '!seen[$2]++' |
+    sort -s -k1,1n >"$WORK/want"
+  kconsume -b "$BROKERS" -t "$2" -e 2>/dev/null | jq -r "$by_partition" | sort -s -k1,1n >"$WORK/got"
+  (($(wc -l <"$WORK/want") > $3 * 95 / 100)) || fail "the reference has only $(wc -l <"$WORK/want") events"
+  assert_files_equal "$WORK/want" "$WORK/got"
+}
