@@ -41,44 +41,6 @@ kconsume -b "$BROKERS" -t "$T" -g "$G" --state "$S" --checkpoint-interval 200ms 
   kupsert --db "$S" --table clicks --key window_start,key --state "$S" 2>>"$WORK/\$name.err"
 PIPE
 
-declare -A sessions
-# start NAME: an instance in a session of its own (one signal reaches all
-# its stages).
-start() {
-  start_session "$WORK/instance.sh" "$1"
-  sessions[$1]=$SESSION
-}
-consume_pid() { pgrep -s "${sessions[$1]}" -x kconsume || true; }
-# owns NAME: the partitions the store says NAME's kconsume owns.
-owns() {
-  local pid
-  pid=$(consume_pid "$1")
-  [[ -n "$pid" ]] || { echo 0; return; }
-  sql "$S" "SELECT COUNT(*) FROM partition_owners WHERE pid = $pid" 2>/dev/null || echo 0
-}
-has_partitions() { (($(owns "$1") > 0)); }
-gone() { [[ -z "$(ps -o stat= -s "${sessions[$1]}" | grep -v '^Z')" ]]; }
-# Partitions whose owner in the store is no process alive: a stopped or
-# killed instance's, not yet taken over.
-orphans() {
-  local n=0 pid
-  while read -r pid; do
-    [[ -n "$pid" ]] || continue
-    kill -0 "$pid" 2>/dev/null || n=$((n + 1))
-  done < <(sql "$S" "SELECT pid FROM partition_owners" 2>/dev/null)
-  echo "$n"
-}
-no_orphans() { (($(orphans) == 0)) && (($(sql "$S" "SELECT COUNT(*) FROM partition_owners") == 12)); }
-stop() {
-  kill -TERM "$(consume_pid "$1")" 2>/dev/null || true
-  wait_for "instance $1 to stop" 60 gone "$1"
-}
-kill_instance() {
-  kill -KILL -- "-${sessions[$1]}" 2>/dev/null || true
-  wait_for "instance $1 to die" 30 gone "$1"
-}
-# consumed: the records every partition's last complete checkpoint covers.
-consumed() { sql "$S" "SELECT COALESCE(SUM(\"offset\"), 0) FROM offsets" 2>/dev/null || echo 0; }
 all_consumed() { (($(consumed) == total)); }
 
 produce 0
@@ -88,18 +50,18 @@ start c
 for i in a b c; do wait_for "instance $i to own partitions" 90 has_partitions "$i"; done
 produce 1
 stop a # its partitions go to b and c at a checkpoint
-wait_for "a's partitions to move" 90 no_orphans
+wait_for "a's partitions to move" 90 no_orphans 12
 produce 2
 start d
 wait_for "instance d to own partitions" 90 has_partitions d
 produce 3
 kill_instance b # its partitions resume elsewhere from the last complete checkpoint
-wait_for "b's partitions to move" 90 no_orphans
+wait_for "b's partitions to move" 90 no_orphans 12
 start b
 wait_for "the restarted b to own partitions" 90 has_partitions b
 produce 4
 kill_instance c
-wait_for "c's partitions to move" 90 no_orphans
+wait_for "c's partitions to move" 90 no_orphans 12
 start c
 wait_for "the restarted c to own partitions" 90 has_partitions c
 produce 5

@@ -748,41 +748,55 @@ Expected<std::vector<PartitionClaim>> StateStore::claim(std::vector<TopicPartiti
   return out;
 }
 
-Status StateStore::complete_committed(const Checkpoint& c, std::string_view by, Millis now) {
-  auto tx = Transaction::begin(*db_);
-  if (!tx) return tx.take_error();
-  Dialect d = db_->dialect();
-  auto mark = db_->prepare(fmt::format(
-      "UPDATE checkpoints SET completed_at = ?2, completed_by = ?3, seal = {} WHERE id = ?1 AND "
-      "completed_at IS NULL",
-      seal_call(d, {"id", "emitted_at", "?2", "?3"})));
-  if (!mark) return mark.take_error();
-  mark->bind(1, c.id).bind(2, now).bind_text(3, by);
-  KPIPE_TRY(mark->run());
+// Stores checkpoint `id`'s offsets and makes them the partitions'
+// positions, inside the caller's transaction. `stale` says what to do with
+// a partition the store holds at checkpoint `id` or later already.
+Status StateStore::store_offsets(int64_t id, const std::vector<PartitionOffset>& offsets,
+                                 Millis now, Stale stale) {
   auto off = db_->prepare(fmt::format(
       "INSERT INTO checkpoint_offsets (checkpoint, topic, partition, \"offset\", seal) "
       "VALUES (?1, ?2, ?3, ?4, {}) ON CONFLICT (checkpoint, topic, partition) DO UPDATE SET "
       "\"offset\" = excluded.\"offset\", seal = excluded.seal",
-      seal_call(d, {"?1", "?2", "?3", "?4"})));
+      seal_call(db_->dialect(), {"?1", "?2", "?3", "?4"})));
   if (!off) return off.take_error();
   auto pos = prepare_position();
   if (!pos) return pos.take_error();
   auto stored = db_->prepare("SELECT checkpoint FROM offsets WHERE topic = ? AND partition = ?");
   if (!stored) return stored.take_error();
-  for (const auto& o : c.offsets) {
-    stored->bind_text(1, o.topic).bind(2, static_cast<int64_t>(o.partition));
-    auto row = stored->step();
-    if (!row) return row.take_error();
-    int64_t before = *row ? stored->column_int(0) : 0;
-    stored->reset();
-    if (before >= c.id) continue;
-    off->bind(1, c.id)
+  for (const auto& o : offsets) {
+    if (stale != Stale::kUnchecked) {
+      stored->bind_text(1, o.topic).bind(2, static_cast<int64_t>(o.partition));
+      auto row = stored->step();
+      if (!row) return row.take_error();
+      int64_t before = *row ? stored->column_int(0) : 0;
+      stored->reset();
+      if (before >= id && stale == Stale::kSkip) continue;
+      if (before >= id)
+        return failure(
+            "checkpoint {} arrived after checkpoint {} completed partition {} [{}]: ids must grow",
+            id, before, o.topic, o.partition);
+    }
+    off->bind(1, id)
         .bind_text(2, o.topic)
         .bind(3, static_cast<int64_t>(o.partition))
         .bind(4, o.offset);
     KPIPE_TRY(off->run());
-    KPIPE_TRY(put_position(*pos, o, c.id, now));
+    KPIPE_TRY(put_position(*pos, o, id, now));
   }
+  return {};
+}
+
+Status StateStore::complete_committed(const Checkpoint& c, std::string_view by, Millis now) {
+  auto tx = Transaction::begin(*db_);
+  if (!tx) return tx.take_error();
+  auto mark = db_->prepare(fmt::format(
+      "UPDATE checkpoints SET completed_at = ?2, completed_by = ?3, seal = {} WHERE id = ?1 AND "
+      "completed_at IS NULL",
+      seal_call(db_->dialect(), {"id", "emitted_at", "?2", "?3"})));
+  if (!mark) return mark.take_error();
+  mark->bind(1, c.id).bind(2, now).bind_text(3, by);
+  KPIPE_TRY(mark->run());
+  KPIPE_TRY(store_offsets(c.id, c.offsets, now, Stale::kSkip));
   return tx->commit();
 }
 
@@ -887,35 +901,7 @@ Status StateStore::complete_in_transaction(const Checkpoint& c, std::string_view
   if (!put) return put.take_error();
   put->bind(1, c.id).bind(2, c.at).bind(3, now).bind_text(4, by);
   KPIPE_TRY(put->run());
-  auto off = db_->prepare(fmt::format(
-      "INSERT INTO checkpoint_offsets (checkpoint, topic, partition, \"offset\", seal) "
-      "VALUES (?1, ?2, ?3, ?4, {}) ON CONFLICT (checkpoint, topic, partition) DO UPDATE SET "
-      "\"offset\" = excluded.\"offset\", seal = excluded.seal",
-      seal_call(d, {"?1", "?2", "?3", "?4"})));
-  if (!off) return off.take_error();
-  auto pos = prepare_position();
-  if (!pos) return pos.take_error();
-  auto stored = db_->prepare("SELECT checkpoint FROM offsets WHERE topic = ? AND partition = ?");
-  if (!stored) return stored.take_error();
-  for (const auto& o : offsets) {
-    if (owned) {
-      stored->bind_text(1, o.topic).bind(2, static_cast<int64_t>(o.partition));
-      auto row = stored->step();
-      if (!row) return row.take_error();
-      int64_t before = *row ? stored->column_int(0) : 0;
-      stored->reset();
-      if (before >= c.id)
-        return failure(
-            "checkpoint {} arrived after checkpoint {} completed partition {} [{}]: ids must grow",
-            c.id, before, o.topic, o.partition);
-    }
-    off->bind(1, c.id)
-        .bind_text(2, o.topic)
-        .bind(3, static_cast<int64_t>(o.partition))
-        .bind(4, o.offset);
-    KPIPE_TRY(off->run());
-    KPIPE_TRY(put_position(*pos, o, c.id, now));
-  }
+  KPIPE_TRY(store_offsets(c.id, offsets, now, owned ? Stale::kRefuse : Stale::kUnchecked));
   // Each instance writes as a role of its own: many at once is the design.
   KPIPE_TRY(note_run(
       owned ? fmt::format("member:stage:{}:{}", by, run_) : fmt::format("stage:{}", by), c.id));

@@ -239,6 +239,9 @@ class StateStore {
   // Extends this process's record of the checkpoints it wrote as `role`
   // ("kconsume", "stage:NAME"), inside the caller's transaction.
   Status note_run(std::string_view role, int64_t checkpoint);
+  enum class Stale { kUnchecked, kRefuse, kSkip };
+  Status store_offsets(int64_t id, const std::vector<PartitionOffset>& offsets, Millis now,
+                       Stale stale);
   // The upsert of a partition's position (the offsets table), and one run
   // of it: `checkpoint` 0 for a position set by hand.
   Expected<Statement> prepare_position();

@@ -420,3 +420,59 @@ TEST_CASE("kconsume -g --until commits the end, and the next run goes on from th
   CHECK(cluster.consume(o) == "");
   CHECK(cluster.committed("g", 1) == 8);
 }
+
+// --- an instance (kpipe(7), MANY INSTANCES) -----------------------------------------
+
+TEST_CASE("kconsume: an instance's first line names it, before it joins the group",
+          "[consume][group]") {
+  RecordingReporter reporter;
+  auto mock = MockCluster::create(1, reporter);
+  REQUIRE(mock.ok());
+  REQUIRE((*mock)->create_topic("t", 2).ok());
+  test::TempDir dir;
+  ConsumeOptions o;
+  o.kafka.brokers = (*mock)->bootstraps();
+  o.topics = {"t"};
+  o.group = "g";
+  o.state = dir.file("s.db");
+  o.instance = "east";
+  std::string out_path = dir.file("out");
+  int fd = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  REQUIRE(fd >= 0);
+  FakeClock clock(1795946400000);
+  Status s;
+  {
+    Output out(fd);
+    // Stopped at once (SIGTERM): the line is written before anything else.
+    std::atomic<bool> stop{true};
+    Io io{out, reporter, clock, &stop, "kconsume", nullptr, false};
+    s = run_consume(o, io);
+  }
+  ::close(fd);
+  REQUIRE(s.ok());
+  std::string got = test::read_file(out_path);
+  std::string first = got.substr(0, got.find('\n'));
+  auto line = parse_instance_line(first);
+  REQUIRE(line.ok());
+  REQUIRE(*line);
+  CHECK((*line)->name == "east");
+  CHECK((*line)->group == "g");
+  CHECK((*line)->pipeline.size() == 16);
+  CHECK(got == first + "\n");
+}
+
+TEST_CASE("kconsume --instance names an instance of a consumer group only", "[consume]") {
+  RecordingReporter reporter;
+  FakeClock clock(1795946400000);
+  ConsumeOptions o;
+  o.kafka.brokers = "127.0.0.1:1";
+  o.topics = {"t"};
+  o.instance = "east";
+  test::Pipe pipe;
+  Output out(pipe.write_end);
+  Io io{out, reporter, clock, nullptr, "kconsume", nullptr, false};
+  Status s = run_consume(o, io);
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().status == ExitStatus::kUsage);
+  CHECK(s.error().message.starts_with("--instance names an instance of a consumer group"));
+}
