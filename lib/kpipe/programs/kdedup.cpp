@@ -109,6 +109,10 @@ uint64_t evicted(const StageState& state, const DedupEngine& single) {
   return n;
 }
 
+// What a key split between partitions does to keys kept per partition.
+constexpr std::string_view kSplitKeys =
+    "an instance keeps its keys per partition, so duplicates across partitions pass";
+
 // Decides each line one line late: the key's index slot is fetched while
 // the next line is read and parsed, which hides the cache miss that
 // otherwise costs more than the parsing. What is held back is written
@@ -122,6 +126,13 @@ class DedupStage final : public ParsingStage {
     for (size_t i = 0; i < plan.key_count; ++i) key_paths_.emplace_back(plan.fields.path(i).text());
     // Processing time moves while the input is quiet: expire then too.
     tick_ = plan.engine.within && !plan.time_slot;
+    // The store's check sees the keys of every instance's partitions.
+    state_.on_key_split = [this](const KeySplit& split) {
+      if (warned_) return;
+      warned_ = true;
+      reporter_.warning(
+          copartition_warning(split.key, split.recorded, split.seen, kSplitKeys, key_paths_));
+    };
   }
 
   const FieldSet* fields() const override { return &plan_.fields; }
@@ -136,6 +147,8 @@ class DedupStage final : public ParsingStage {
       return read;
     }
     DedupEngine::Prepared prepared = engine->prepare(key);
+    // The key's hash is at hand: the samples for the store's check take it.
+    if (state_.sliced()) state_.sample_key(prepared.hi, key);
     KPIPE_TRY(settle(out));
     hold(line, key, prepared, time, engine);
     return {};
@@ -282,10 +295,7 @@ class DedupStage final : public ParsingStage {
     });
     if (other == nullptr || mine == nullptr) return;
     warned_ = true;
-    reporter_.warning(copartition_warning(
-        key, *other, *mine,
-        "an instance keeps its keys per partition, so duplicates across partitions pass",
-        key_paths_));
+    reporter_.warning(copartition_warning(key, *other, *mine, kSplitKeys, key_paths_));
   }
 
   std::string duplicate_reason(std::string_view key) const {

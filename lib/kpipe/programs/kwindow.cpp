@@ -64,6 +64,10 @@ Expected<Paths> compile_paths(const WindowOptions& o, const WindowConfig& config
   return p;
 }
 
+// What a key split between partitions does to windows kept per partition.
+constexpr std::string_view kSplitWindows =
+    "an instance keeps its windows per partition, so each counts its own share of the key";
+
 class WindowStage final : public ParsingStage {
  public:
   WindowStage(const WindowOptions& options, WindowEngine& engine, Paths paths, TimeUnit unit,
@@ -76,7 +80,15 @@ class WindowStage final : public ParsingStage {
         bad_(bad),
         late_out_(late_out),
         state_(state),
-        inputs_(paths_.aggs.size(), nullptr) {}
+        inputs_(paths_.aggs.size(), nullptr) {
+    // The store's check sees the keys of every instance's partitions.
+    state_.on_key_split = [this](const KeySplit& split) {
+      if (warned_) return;
+      warned_ = true;
+      reporter_.warning(
+          copartition_warning(split.key, split.recorded, split.seen, kSplitWindows, options_.keys));
+    };
+  }
 
   // The engine's hash tables are far larger than the caches, so a record's
   // first touch of its window's table stalls on memory. To overlap that
@@ -235,7 +247,9 @@ class WindowStage final : public ParsingStage {
       if (!found) return found.take_error();
       engine = static_cast<WindowEngine*>(*found);
     }
-    return engine->check(in);
+    KPIPE_TRY(engine->check(in));
+    if (state_.sliced()) state_.sample_key(key_sample_hash(in.key), in.key);
+    return {};
   }
 
   // Windows are kept per partition: exact only when every record of a key
@@ -249,8 +263,7 @@ class WindowStage final : public ParsingStage {
     if (other == nullptr || !static_cast<WindowEngine*>(other_engine)->holds_key(in)) return;
     warned_ = true;
     reporter_.warning(copartition_warning(
-        in.key, *other, {std::string(in.topic), static_cast<int32_t>(in.partition)},
-        "an instance keeps its windows per partition, so each counts its own share of the key",
+        in.key, *other, {std::string(in.topic), static_cast<int32_t>(in.partition)}, kSplitWindows,
         options_.keys));
   }
 

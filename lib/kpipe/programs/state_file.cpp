@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "kpipe/store/key_samples.h"
 #include "kpipe/store/state_store.h"
 
 namespace kpipe {
@@ -10,7 +11,8 @@ namespace {
 
 class StateFileSnapshots final : public SnapshotStore {
  public:
-  explicit StateFileSnapshots(std::unique_ptr<StateStore> store) : store_(std::move(store)) {}
+  explicit StateFileSnapshots(std::unique_ptr<StateStore> store)
+      : store_(std::move(store)), samples_(store_->db()) {}
 
   Status save_snapshot(std::string_view stage, int64_t checkpoint, const StateChanges& changes,
                        Millis now) override {
@@ -39,8 +41,17 @@ class StateFileSnapshots final : public SnapshotStore {
     return store_->restore_slice(stage, partition, engine);
   }
 
+  // Right after the slices' transaction, in one of its own: the samples
+  // are a check, not state, and a fenced save never gets here.
+  Expected<std::optional<KeySplit>> record_key_samples(
+      std::string_view stage, int64_t checkpoint, const std::vector<KeySample>& samples,
+      const std::vector<std::string>& topics) override {
+    return samples_.record(stage, samples, topics, checkpoint);
+  }
+
  private:
   std::unique_ptr<StateStore> store_;
+  KeySamples samples_;
   std::string pipeline_;
 };
 

@@ -252,6 +252,35 @@ Status StageState::save_slices(const Checkpoint& c) {
     if (added[i].second) slice.options_saved = true;
     ++i;
   }
+  return record_key_samples(c.id);
+}
+
+Status StageState::record_key_samples(int64_t checkpoint) {
+  if (slices_.empty()) return {};
+  // Partitions take turns, from where the last checkpoint stopped, so that
+  // the cost stays kKeySamplesPerSave whatever their number; the others
+  // keep their samples for their turn.
+  samples_.clear();
+  size_t n = slices_.size();
+  size_t first = sample_turn_ % n;
+  auto it = std::next(slices_.begin(), static_cast<std::ptrdiff_t>(first));
+  size_t visited = 0;
+  for (; visited < n; ++visited) {
+    KeySampler& sampler = it->second.sampler;
+    if (samples_.size() + sampler.size() > kKeySamplesPerSave) break;
+    sampler.take(it->first, samples_);
+    if (++it == slices_.end()) it = slices_.begin();
+  }
+  sample_turn_ = first + visited;
+  if (samples_.empty()) return {};
+  std::vector<std::string> topics;
+  for (const auto& [partition, slice] : slices_)
+    if (topics.empty() || topics.back() != partition.topic) topics.push_back(partition.topic);
+  auto split = store_->record_key_samples(stage_, checkpoint, samples_, topics);
+  if (!split) return split.take_error();
+  if (!*split || split_found_) return {};
+  split_found_ = true;
+  if (on_key_split) on_key_split(**split);
   return {};
 }
 

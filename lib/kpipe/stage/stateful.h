@@ -21,9 +21,11 @@
 
 #include "kpipe/control.h"
 #include "kpipe/json.h"
+#include "kpipe/key_sample.h"
 #include "kpipe/line.h"
 #include "kpipe/snapshot.h"
 #include "kpipe/stage/checkpoint_meter.h"
+#include "kpipe/stage/key_sampler.h"
 #include "kpipe/status.h"
 #include "kpipe/time.h"
 
@@ -57,6 +59,18 @@ class SnapshotStore {
   // (await_instance), before restore(): the stage's name is then locked
   // within that instance too (kpipe(7), MANY INSTANCES).
   virtual void set_pipeline(std::string_view pipeline) { (void)pipeline; }
+  // An instance's sampled keys of `stage` (each with its partition), after
+  // save_slices() saved checkpoint `checkpoint`: records them where every
+  // instance's are, and returns one that was recorded under another
+  // partition of `topics`, by any instance (kpipe(7), MANY INSTANCES).
+  // None by default: a store of one process sees nothing more than the
+  // stage.
+  virtual Expected<std::optional<KeySplit>> record_key_samples(
+      std::string_view stage, int64_t checkpoint, const std::vector<KeySample>& samples,
+      const std::vector<std::string>& topics) {
+    (void)stage, (void)checkpoint, (void)samples, (void)topics;
+    return std::optional<KeySplit>{};
+  }
 };
 
 // The format of a stage's entries, kept beside them when the entries alone
@@ -153,6 +167,16 @@ class StageState {
   // stage's key shows in a few hundred records, at a cost that does not
   // grow with the partitions owned.
   std::pair<const TopicPartition*, Snapshottable*> other_slice(const Snapshottable* mine);
+  // Offers the key of the record whose engine engine_of() or engine_for()
+  // found last to that partition's sample (KeySampler), by `hash`, the
+  // stage's hash of the key, the same in every instance. At each
+  // checkpoint the samples go to the store (at most kKeySamplesPerSave,
+  // partitions taking turns), which says whether another partition, of
+  // any instance, had one of them: then on_key_split is called, once.
+  void sample_key(uint64_t hash, std::string_view key) {
+    if (last_ != slices_.end()) last_->second.sampler.offer(hash, key);
+  }
+  std::function<void(const KeySplit&)> on_key_split;
   // Called after a partition's engine is restored (entries: whether
   // anything was) and before one is dropped: for the stage's messages and
   // counters.
@@ -169,10 +193,12 @@ class StageState {
     int64_t epoch = 0;
     bool marker_saved = false;
     bool options_saved = false;
+    KeySampler sampler;
   };
 
   Status save(int64_t checkpoint);
   Status save_slices(const Checkpoint& c);
+  Status record_key_samples(int64_t checkpoint);
   Status on_partitions(const PartitionEvent& e, const Line& line);
   // Adds the format marker and the options to `changes` when not yet
   // saved; returns which it added.
@@ -190,7 +216,10 @@ class StageState {
   bool sliced_ = false;
   std::map<TopicPartition, Slice> slices_;
   std::map<TopicPartition, Slice>::iterator last_ = slices_.end();
-  size_t probe_ = 0;    // other_slice's next
+  size_t probe_ = 0;        // other_slice's next
+  size_t sample_turn_ = 0;  // the partition whose samples go first
+  bool split_found_ = false;
+  std::vector<KeySample> samples_;
   TopicPartition key_;  // engine_for's lookup, without a string per record
 };
 

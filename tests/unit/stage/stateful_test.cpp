@@ -65,6 +65,21 @@ class FakeStore final : public SnapshotStore {
     return latest;
   }
 
+  // The store's co-partition check, in memory: a sample's hash recorded
+  // under another partition of `topics` is a split.
+  Expected<std::optional<KeySplit>> record_key_samples(
+      std::string_view stage, int64_t checkpoint, const std::vector<KeySample>& samples,
+      const std::vector<std::string>& topics) override {
+    sampled.push_back({std::string(stage), checkpoint, samples, topics});
+    std::optional<KeySplit> split;
+    for (const KeySample& s : samples) {
+      auto [it, added] = recorded.emplace(s.hash, s.partition);
+      if (!added && it->second != s.partition && !split)
+        split = KeySplit{s.key, it->second, s.partition};
+    }
+    return split;
+  }
+
   static std::string slice_name(std::string_view stage, const TopicPartition& p) {
     return fmt::format("{}@{}/{}", stage, p.topic, p.partition);
   }
@@ -82,6 +97,14 @@ class FakeStore final : public SnapshotStore {
   std::vector<Save> saves;
   std::optional<int64_t> latest;
   int restores = 0;
+  struct Sampled {
+    std::string stage;
+    int64_t checkpoint;
+    std::vector<KeySample> samples;
+    std::vector<std::string> topics;
+  };
+  std::vector<Sampled> sampled;
+  std::map<uint64_t, TopicPartition> recorded;
 };
 
 // Entries set by hand; take_changes hands out what was set since.
@@ -638,6 +661,111 @@ TEST_CASE("encode_key: a missing path is bad input that names it", "[stateful]")
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.error().status == ExitStatus::kDataError);
   CHECK(missing.error().message == "field '/d' is missing");
+}
+
+}  // namespace
+}  // namespace kpipe
+
+namespace kpipe {
+namespace {
+
+// The keys a record of `partition` offers: engine_for() first, as a stage
+// finds the record's engine.
+void offer(StageState& state, int32_t partition, uint64_t hash, std::string_view key) {
+  REQUIRE(state.engine_for("events", partition) != nullptr);
+  state.sample_key(hash, key);
+}
+
+TEST_CASE("stage state: a checkpoint hands the store each partition's sampled keys",
+          "[stateful][copartition]") {
+  FakeStore store;
+  Instance in(store);
+  REQUIRE(in.line(kAssigned01).ok());
+  offer(in.state, 0, 5, "\"u5\"");
+  offer(in.state, 0, 5, "\"u5\"");  // once
+  offer(in.state, 1, 9, "\"u9\"");
+  REQUIRE(in.line(kCheckpoint7).ok());
+  REQUIRE(store.sampled.size() == 1);
+  const auto& sampled = store.sampled[0];
+  CHECK(sampled.stage == "kdedup");
+  CHECK(sampled.checkpoint == 7);
+  CHECK(sampled.topics == std::vector<std::string>{"events"});
+  REQUIRE(sampled.samples.size() == 2);
+  CHECK(sampled.samples[0].partition == TopicPartition{"events", 0});
+  CHECK(sampled.samples[0].hash == 5);
+  CHECK(sampled.samples[0].key == "\"u5\"");
+  CHECK(sampled.samples[1].partition == TopicPartition{"events", 1});
+  // Nothing new: nothing to ask.
+  offer(in.state, 0, 5, "\"u5\"");
+  REQUIRE(in.line(kCheckpoint8).ok());
+  CHECK(store.sampled.size() == 1);
+}
+
+TEST_CASE("stage state: a key the store holds under another partition is told once",
+          "[stateful][copartition]") {
+  FakeStore store;
+  // Another instance recorded u5 under partition 3.
+  store.recorded.emplace(5, TopicPartition{"events", 3});
+  Instance in(store);
+  std::vector<KeySplit> splits;
+  in.state.on_key_split = [&](const KeySplit& s) { splits.push_back(s); };
+  REQUIRE(in.line(kAssigned01).ok());
+  offer(in.state, 1, 5, "\"u5\"");
+  REQUIRE(in.line(kCheckpoint7).ok());
+  REQUIRE(splits.size() == 1);
+  CHECK(splits[0].key == "\"u5\"");
+  CHECK(splits[0].recorded == TopicPartition{"events", 3});
+  CHECK(splits[0].seen == TopicPartition{"events", 1});
+  // Another split later is not told again.
+  offer(in.state, 0, 9, "\"u9\"");
+  store.recorded.emplace(9, TopicPartition{"events", 2});
+  REQUIRE(in.line(kCheckpoint8).ok());
+  CHECK(store.sampled.size() == 2);
+  CHECK(splits.size() == 1);
+}
+
+TEST_CASE("stage state: samples per checkpoint are bounded, the partitions taking turns",
+          "[stateful][copartition]") {
+  FakeStore store;
+  Instance in(store);
+  std::string assigned = R"({"$kpipe":"partitions","event":"assigned","partitions":[)";
+  constexpr int32_t kPartitions = 10;
+  for (int32_t p = 0; p < kPartitions; ++p)
+    assigned +=
+        fmt::format(R"({}{{"topic":"events","partition":{},"epoch":1}})", p > 0 ? "," : "", p);
+  assigned += "]}";
+  REQUIRE(in.line(assigned).ok());
+  // Each partition sees 100 keys of its own: it keeps 16.
+  for (int32_t p = 0; p < kPartitions; ++p)
+    for (uint64_t k = 0; k < 100; ++k)
+      offer(in.state, p, static_cast<uint64_t>(p) * 1000 + k, fmt::format("k{}", k));
+  std::map<int32_t, int> per_partition;
+  for (int64_t c = 1; c <= 3; ++c) {
+    REQUIRE(
+        in.line(fmt::format(R"({{"$kpipe":"checkpoint","id":{},"at":5,"offsets":[]}})", c)).ok());
+    REQUIRE(store.sampled.size() == static_cast<size_t>(c));
+    CHECK(store.sampled.back().samples.size() <= kKeySamplesPerSave);
+    for (const KeySample& s : store.sampled.back().samples) ++per_partition[s.partition.partition];
+  }
+  // Four partitions a checkpoint, 16 keys each (the smallest hashes):
+  // after three, every partition had its turn.
+  CHECK(store.sampled[0].samples.size() == 64);
+  CHECK(per_partition.size() == static_cast<size_t>(kPartitions));
+  for (const auto& [p, n] : per_partition) CHECK(n == 16);
+  CHECK(store.sampled[0].samples.front().hash == 0);
+  CHECK(store.sampled[0].samples[15].hash == 15);
+}
+
+TEST_CASE("stage state: a revoked partition's samples go with it", "[stateful][copartition]") {
+  FakeStore store;
+  Instance in(store);
+  REQUIRE(in.line(kAssigned01).ok());
+  offer(in.state, 1, 9, "\"u9\"");
+  REQUIRE(in.line(R"({"$kpipe":"partitions","event":"revoked","partitions":[)"
+                  R"({"topic":"events","partition":1}]})")
+              .ok());
+  REQUIRE(in.line(kCheckpoint7).ok());
+  CHECK(store.sampled.empty());
 }
 
 }  // namespace
