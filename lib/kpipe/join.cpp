@@ -386,26 +386,23 @@ void JoinEngine::replace_table(JoinEngine& fresh) {
   fresh.versions_ = VersionedTable();
 }
 
-void JoinEngine::hold(Millis time, uint64_t number, std::string_view input, std::string_view text) {
-  uint64_t seq = next_seq_++;
-  pending_.push_back(PendingRecord{seq, time, number, std::string(input), std::string(text)});
-  pending_bytes_ += input.size() + text.size();
-  if (tracking_) pending_added_.insert(seq);
+void JoinEngine::set_tracking(bool tracking) {
+  tracking_ = tracking;
+  pending_.set_tracking(tracking);
+  if (tracking) return;
+  dirty_.clear();
+  offsets_changed_.clear();
 }
 
-void JoinEngine::pop_front() {
-  const PendingRecord& r = pending_.front();
-  pending_bytes_ -= r.input.size() + r.text.size();
-  if (tracking_ && pending_added_.erase(r.seq) == 0) pending_removed_.push_back(r.seq);
-  pending_.pop_front();
+bool JoinEngine::prune_due() const {
+  return mode_ == JoinMode::kAsOf &&
+         versions_since_prune_ >= std::max(kMinPruneInterval, versions_.keys());
 }
 
 void JoinEngine::maybe_prune(Millis stream_bound) {
-  if (mode_ != JoinMode::kAsOf) return;
-  if (versions_since_prune_ < std::max(kMinPruneInterval, versions_.keys())) return;
+  if (!prune_due()) return;
   versions_since_prune_ = 0;
-  Millis bound = stream_bound;
-  for (const PendingRecord& r : pending_) bound = std::min(bound, r.time);
+  Millis bound = std::min(stream_bound, pending_.oldest());
   versions_.prune(bound, [&](std::string_view key) { touch(key); });
 }
 
@@ -436,16 +433,7 @@ void JoinEngine::take_changes(StateChanges& out) {
                                                      : fmt::format("{},", offsets_.at(p)));
   }
   offsets_changed_.clear();
-  if (!pending_added_.empty()) {
-    for (const PendingRecord& r : pending_) {
-      if (!pending_added_.count(r.seq)) continue;
-      out.put.emplace_back(pending_name(r.seq), fmt::format("{},{},{},{}{}", r.time, r.number,
-                                                            r.input.size(), r.input, r.text));
-    }
-    pending_added_.clear();
-  }
-  for (uint64_t seq : pending_removed_) out.removed.push_back(pending_name(seq));
-  pending_removed_.clear();
+  pending_.take_changes(out);
 }
 
 Status JoinEngine::restore_entry(std::string_view key, std::string_view value) {
@@ -490,27 +478,80 @@ Status JoinEngine::restore_entry(std::string_view key, std::string_view value) {
     watermark_.restore(partition, newest, clock_.steady());
     return {};
   }
-  if (prefix == "q") {
-    PendingRecord r;
-    auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), r.seq, 16);
-    if (ec != std::errc() || end != rest.data() + rest.size()) return bad();
-    std::string_view text = value;
-    size_t input_size = 0;
-    if (!take_number(text, r.time, ',') || !take_number(text, r.number, ',') ||
-        !take_number(text, input_size, ',') || input_size > text.size())
-      return bad();
-    r.input = std::string(text.substr(0, input_size));
-    r.text = std::string(text.substr(input_size));
-    pending_bytes_ += r.input.size() + r.text.size();
-    next_seq_ = std::max(next_seq_, r.seq + 1);
-    pending_.push_back(std::move(r));
-    return {};
-  }
+  if (prefix == "q") return pending_.restore_entry(key, value);
   return bad();
 }
 
 Status JoinEngine::finish_restore() {
-  std::sort(pending_.begin(), pending_.end(),
+  return pending_.finish_restore();
+}
+
+// --- PendingQueue ----------------------------------------------------------
+
+void PendingQueue::set_tracking(bool tracking) {
+  tracking_ = tracking;
+  if (tracking) return;
+  added_.clear();
+  removed_.clear();
+}
+
+void PendingQueue::hold(Millis time, uint64_t number, std::string_view input, std::string_view text,
+                        uint64_t arrival) {
+  uint64_t seq = next_seq_++;
+  records_.push_back(
+      PendingRecord{seq, time, number, std::string(input), std::string(text), arrival});
+  bytes_ += input.size() + text.size();
+  if (tracking_) added_.insert(seq);
+}
+
+void PendingQueue::pop_front() {
+  const PendingRecord& r = records_.front();
+  bytes_ -= r.input.size() + r.text.size();
+  if (tracking_ && added_.erase(r.seq) == 0) removed_.push_back(r.seq);
+  records_.pop_front();
+}
+
+Millis PendingQueue::oldest() const {
+  Millis oldest = kMaxTime;
+  for (const PendingRecord& r : records_) oldest = std::min(oldest, r.time);
+  return oldest;
+}
+
+void PendingQueue::take_changes(StateChanges& out) {
+  if (!added_.empty()) {
+    for (const PendingRecord& r : records_) {
+      if (!added_.count(r.seq)) continue;
+      out.put.emplace_back(pending_name(r.seq), fmt::format("{},{},{},{}{}", r.time, r.number,
+                                                            r.input.size(), r.input, r.text));
+    }
+    added_.clear();
+  }
+  for (uint64_t seq : removed_) out.removed.push_back(pending_name(seq));
+  removed_.clear();
+}
+
+Status PendingQueue::restore_entry(std::string_view key, std::string_view value) {
+  auto bad = [&] { return data_error("malformed entry '{}' of kjoin's saved state", key); };
+  if (!key.starts_with("q/")) return bad();
+  std::string_view rest = key.substr(2);
+  PendingRecord r;
+  auto [end, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), r.seq, 16);
+  if (ec != std::errc() || end != rest.data() + rest.size()) return bad();
+  std::string_view text = value;
+  size_t input_size = 0;
+  if (!take_number(text, r.time, ',') || !take_number(text, r.number, ',') ||
+      !take_number(text, input_size, ',') || input_size > text.size())
+    return bad();
+  r.input = std::string(text.substr(0, input_size));
+  r.text = std::string(text.substr(input_size));
+  bytes_ += r.input.size() + r.text.size();
+  next_seq_ = std::max(next_seq_, r.seq + 1);
+  records_.push_back(std::move(r));
+  return {};
+}
+
+Status PendingQueue::finish_restore() {
+  std::sort(records_.begin(), records_.end(),
             [](const PendingRecord& a, const PendingRecord& b) { return a.seq < b.seq; });
   return {};
 }

@@ -189,6 +189,45 @@ struct PendingRecord {
   uint64_t number = 0;  // the line's number in its input
   std::string input;
   std::string text;
+  // When it came, among all the stage's queues (an instance's, one per
+  // source partition): a control line held behind records goes out once
+  // every record that came before it has. Not saved: a restored record
+  // came before everything the run reads (0).
+  uint64_t arrival = 0;
+};
+
+// Stream records waiting for the table's watermark, in the order they came,
+// saved as entries of their own ("q/SEQ"): a single pipeline's within its
+// JoinEngine, an instance's one queue per source partition, which moves
+// with the partition (kpipe(7), MANY INSTANCES).
+class PendingQueue final : public Snapshottable {
+ public:
+  // Whether take_changes() is ever called: else nothing is kept for it
+  // (and, turned off, what was kept is forgotten).
+  void set_tracking(bool tracking);
+  void hold(Millis time, uint64_t number, std::string_view input, std::string_view text,
+            uint64_t arrival = 0);
+  bool empty() const { return records_.empty(); }
+  const PendingRecord& front() const { return records_.front(); }
+  void pop_front();
+  size_t size() const { return records_.size(); }
+  size_t bytes() const { return bytes_; }
+  // The oldest event time waiting (kMaxTime when none): versions it may
+  // need are not pruned.
+  Millis oldest() const;
+
+  void take_changes(StateChanges& out) override;
+  // Takes "q/" entries only: a data_error for any other.
+  Status restore_entry(std::string_view key, std::string_view value) override;
+  Status finish_restore() override;
+
+ private:
+  bool tracking_ = false;
+  std::deque<PendingRecord> records_;
+  size_t bytes_ = 0;
+  uint64_t next_seq_ = 1;
+  std::unordered_set<uint64_t> added_;  // since take_changes
+  std::vector<uint64_t> removed_;
 };
 
 enum class JoinMode { kLookup, kAsOf };
@@ -216,8 +255,9 @@ class JoinEngine final : public Snapshottable {
   // A table record that is no row (it has no key): only the offset moves.
   void skip(int32_t partition, int64_t next_offset);
   // Whether take_changes() is ever called (the stage has --state): else
-  // nothing is kept for it.
-  void set_tracking(bool tracking) { tracking_ = tracking; }
+  // nothing is kept for it. Turned off, what it kept is forgotten: an
+  // instance saves no table (kpipe(7), MANY INSTANCES).
+  void set_tracking(bool tracking);
   // Replaces the whole table (a file read again): `fresh` was filled by
   // apply() on an engine of the same mode.
   void replace_table(JoinEngine& fresh);
@@ -239,17 +279,22 @@ class JoinEngine final : public Snapshottable {
   Millis table_watermark() const { return watermark_.value(clock_.steady()); }
 
   // Waiting records, oldest first.
-  void hold(Millis time, uint64_t number, std::string_view input, std::string_view text);
+  void hold(Millis time, uint64_t number, std::string_view input, std::string_view text) {
+    pending_.hold(time, number, input, text);
+  }
   bool has_pending() const { return !pending_.empty(); }
   const PendingRecord& front() const { return pending_.front(); }
-  void pop_front();
+  void pop_front() { pending_.pop_front(); }
   size_t pending() const { return pending_.size(); }
-  size_t pending_bytes() const { return pending_bytes_; }
+  size_t pending_bytes() const { return pending_.bytes(); }
 
   // As of: now and then (when enough versions were added since the last
   // time), forgets the versions that neither a waiting record nor a record
-  // at or after `stream_bound` can need.
+  // at or after `stream_bound` can need. An instance's records wait in
+  // queues of their own: it passes the oldest time among them as
+  // `stream_bound` when prune_due().
   void maybe_prune(Millis stream_bound);
+  bool prune_due() const;
 
   size_t rows() const;
 
@@ -269,11 +314,7 @@ class JoinEngine final : public Snapshottable {
   TableWatermark watermark_;
   std::map<int32_t, int64_t> offsets_;
   std::set<int32_t> offsets_changed_;
-  std::deque<PendingRecord> pending_;
-  size_t pending_bytes_ = 0;
-  uint64_t next_seq_ = 1;
-  std::unordered_set<uint64_t> pending_added_;  // since take_changes
-  std::vector<uint64_t> pending_removed_;
+  PendingQueue pending_;
   std::unordered_set<std::string> dirty_;  // table keys changed since take_changes
   size_t versions_since_prune_ = 0;
 };

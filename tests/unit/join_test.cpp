@@ -33,7 +33,7 @@ struct Store {
   std::map<std::string, std::string> live;
 
   // Applies one take_changes(), checking that it names each entry once.
-  StateChanges take(JoinEngine& engine) {
+  StateChanges take(Snapshottable& engine) {
     StateChanges changes;
     engine.take_changes(changes);
     std::set<std::string> named;
@@ -46,7 +46,7 @@ struct Store {
 
   // Restores `engine` from the entries, in an order other than the
   // store's (restore_entry's order is unspecified).
-  void restore(JoinEngine& engine, unsigned seed = 7) const {
+  void restore(Snapshottable& engine, unsigned seed = 7) const {
     std::vector<std::pair<std::string, std::string>> entries(live.begin(), live.end());
     std::shuffle(entries.begin(), entries.end(), std::mt19937(seed));
     for (const auto& [key, value] : entries) REQUIRE(engine.restore_entry(key, value).ok());
@@ -1076,6 +1076,57 @@ TEST_CASE("JoinEngine: maybe_prune forgets what no record can need", "[join]") {
     e.maybe_prune(kMaxTime);
     CHECK(*e.find("k") == "r1999");
   }
+}
+
+// An instance's queue of one source partition (kpipe(7), MANY INSTANCES):
+// saved and restored as a JoinEngine's waiting records are, under the same
+// names, and holding only "q/" entries.
+TEST_CASE("PendingQueue: an instance's queue of a partition is saved and restored alone",
+          "[join]") {
+  PendingQueue a;
+  a.set_tracking(true);
+  a.hold(300, 1, "-", "first", 1);
+  a.hold(100, 2, "-", "second", 5);
+  CHECK(a.oldest() == 100);
+  CHECK(a.front().arrival == 1);
+  Store store;
+  store.take(a);
+  a.pop_front();
+  a.hold(200, 3, "-", "third", 9);
+  store.take(a);
+  CHECK(store.live.count("q/0000000000000001") == 0);
+  CHECK(store.live.count("q/0000000000000002") == 1);
+  CHECK(store.live.count("q/0000000000000003") == 1);
+
+  PendingQueue b;
+  b.set_tracking(true);
+  store.restore(b);
+  REQUIRE(b.size() == 2);
+  CHECK(b.bytes() == a.bytes());
+  // Restored records came before all the run reads.
+  CHECK(b.front().arrival == 0);
+  CHECK(b.front().text == "second");
+  b.pop_front();
+  CHECK(b.front().text == "third");
+  CHECK(PendingQueue().oldest() == kMaxTime);
+  // A table's entry is no queue's.
+  CHECK_FALSE(b.restore_entry("r/k1", "row").ok());
+}
+
+TEST_CASE("JoinEngine: tracking turned off forgets what changed (an instance saves no table)",
+          "[join]") {
+  FakeClock clock;
+  JoinEngine e(JoinMode::kLookup, true, 0, 0, clock);
+  e.set_tracking(true);
+  e.add_partition(0);
+  e.apply("k", 1, "row", 0, 1);
+  e.hold(1, 1, "-", "line");
+  e.set_tracking(false);
+  e.apply("j", 2, "row", 0, 2);
+  StateChanges none;
+  e.take_changes(none);
+  CHECK(none.empty());
+  CHECK(e.rows() == 2);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <optional>
 #include <unordered_map>
 
@@ -128,6 +129,11 @@ struct JoinPlan {
   std::string as_name;                // the member --as sets
   std::string parent_name;            // the parent's path, for messages
   std::optional<size_t> time_slot;    // --as-of
+  // --as-of with --state: the envelope's partition, by which an instance
+  // of a consumer group keeps the records waiting (kpipe(7), MANY
+  // INSTANCES).
+  std::optional<size_t> topic_slot;
+  std::optional<size_t> partition_slot;
 
   // The table's paths (FILE and SQL rows, Kafka envelopes for --table-time).
   FieldSet table_fields;
@@ -254,6 +260,10 @@ Expected<JoinPlan> make_plan(const JoinOptions& o, const std::string& program) {
     auto path = parse_path("--as-of", o.as_of);
     if (!path) return path.take_error();
     plan.time_slot = plan.fields.add(*path);
+    if (!o.state.empty()) {
+      plan.topic_slot = plan.fields.add(*FieldPath::parse(".topic"));
+      plan.partition_slot = plan.fields.add(*FieldPath::parse(".partition"));
+    }
     if (kind != TableKind::kKafka && o.table_time.empty())
       return usage_error("--as-of with --table {} needs --table-time: the time of each row",
                          shown_table(o.table));
@@ -849,12 +859,16 @@ class JoinStage final : public ParsingStage {
     auto time = read_event_time(values[slot], plan_.fields.path(slot).text(), plan_.time_unit);
     if (!time) return time.take_error();
     stream_newest_ = std::max(stream_newest_, *time);
-    if (!engine_.has_pending() && *time <= engine_.table_watermark())
-      return emit_as_of(line, values, *key, *time, out);
-    engine_.hold(*time, line.number, line.input, line.text);
+    if (state_.sliced()) {
+      KPIPE_TRY(hold_in_slice(line, values, *key, *time, out));
+    } else {
+      if (!engine_.has_pending() && *time <= engine_.table_watermark())
+        return emit_as_of(line, values, *key, *time, out);
+      engine_.hold(*time, line.number, line.input, line.text);
+    }
     KPIPE_TRY(release(out));
     // The table is behind: read it, not the stream, until it catches up.
-    while (engine_.pending() > kMaxPending || engine_.pending_bytes() > kMaxPendingBytes) {
+    while (waiting() > kMaxPending || waiting_bytes() > kMaxPendingBytes) {
       if (stopping()) break;
       KPIPE_TRY(out.flush());
       KPIPE_TRY(table_.poll(engine_, kPollEvery));
@@ -870,6 +884,7 @@ class JoinStage final : public ParsingStage {
   Status on_control(const Line& line, Output& out) override {
     KPIPE_TRY(settle(out));
     KPIPE_TRY(release(out));
+    if (state_.sliced()) return control_in_instance(line, out);
     if (engine_.has_pending()) {
       bool checkpoint = false;
       if (state_.enabled()) {
@@ -882,6 +897,10 @@ class JoinStage final : public ParsingStage {
       }
     }
     KPIPE_TRY(state_.on_control(line));
+    // The first partitions line with epochs makes the stage an instance's:
+    // its table is read whole by every instance, and saved by none
+    // (kpipe(7), MANY INSTANCES).
+    if (state_.sliced()) engine_.set_tracking(false);
     out.write_line(line.text);
     return {};
   }
@@ -903,11 +922,11 @@ class JoinStage final : public ParsingStage {
   // hold records; without it, joins what waits with the table as it is.
   Status on_end(Output& out) override {
     KPIPE_TRY(settle(out));
-    if (plan_.mode != JoinMode::kAsOf || !engine_.has_pending()) return {};
+    if (plan_.mode != JoinMode::kAsOf || !has_waiting()) return {};
     KPIPE_TRY(table_.catch_up(engine_));
     KPIPE_TRY(release(out));
     if (plan_.idle_timeout > 0) {
-      while (engine_.has_pending() && !stopping()) {
+      while (has_waiting() && !stopping()) {
         KPIPE_TRY(out.flush());
         KPIPE_TRY(table_.poll(engine_, kPollEvery));
         KPIPE_TRY(release(out));
@@ -931,7 +950,65 @@ class JoinStage final : public ParsingStage {
   uint64_t dropped() const { return dropped_; }
   uint64_t dead_lettered() const { return dead_lettered_; }
 
+  // Records waiting for the table: a single pipeline's, or those of an
+  // instance's partitions.
+  size_t waiting() const {
+    size_t n = engine_.pending();
+    state_.for_each_slice([&](const TopicPartition&, Snapshottable& q) {
+      n += static_cast<PendingQueue&>(q).size();
+    });
+    return n;
+  }
+
  private:
+  size_t waiting_bytes() const {
+    size_t n = engine_.pending_bytes();
+    state_.for_each_slice([&](const TopicPartition&, Snapshottable& q) {
+      n += static_cast<PendingQueue&>(q).bytes();
+    });
+    return n;
+  }
+
+  bool has_waiting() const { return !controls_.empty() || waiting() > 0; }
+
+  // An instance's record waits in its source partition's queue, which is
+  // saved with the partition's state and moves with it (kpipe(7), MANY
+  // INSTANCES); it is joined at once only when nothing that came before
+  // it in its partition, and no control line, waits.
+  Status hold_in_slice(const Line& line, const JsonField* values,
+                       std::optional<std::string_view> key, Millis time, Output& out) {
+    auto found = state_.engine_of(values[*plan_.topic_slot], values[*plan_.partition_slot],
+                                  "records waiting for the table");
+    if (!found) return found.take_error();
+    auto& queue = static_cast<PendingQueue&>(**found);
+    if (queue.empty() && controls_.empty() && time <= engine_.table_watermark())
+      return emit_as_of(line, values, key, time, out);
+    queue.hold(time, line.number, line.input, line.text, ++arrivals_);
+    return {};
+  }
+
+  // In an instance, checkpoint and partitions lines go on at once: the
+  // records waiting are in the slices the checkpoint saves, and those of
+  // a revoked partition go with its slice to its next owner, which joins
+  // them (kpipe(7), MANY INSTANCES). Another control line waits behind the
+  // records that came before it.
+  Status control_in_instance(const Line& line, Output& out) {
+    bool now = controls_.empty() && waiting() == 0;
+    if (!now) {
+      auto checkpoint = parse_checkpoint(line.text);
+      auto event = parse_partition_event(line.text);
+      // A malformed one is refused by state_ below.
+      now = !checkpoint || checkpoint->has_value() || !event || event->has_value();
+    }
+    if (!now) {
+      controls_.push_back({++arrivals_, std::string(line.text)});
+      return {};
+    }
+    KPIPE_TRY(state_.on_control(line));
+    out.write_line(line.text);
+    return {};
+  }
+
   bool stopping() const { return io_.stop != nullptr && io_.stop->load(); }
 
   Status poll_now(Output& out) {
@@ -1091,30 +1168,67 @@ class JoinStage final : public ParsingStage {
   // Joins the waiting records the table's watermark has passed (all of
   // them with `all`), oldest first.
   Status release(Output& out, bool all = false) {
+    if (state_.sliced()) return release_slices(out, all);
     if (!engine_.has_pending()) return {};
     Millis watermark = engine_.table_watermark();
     while (engine_.has_pending() && (all || engine_.front().time <= watermark)) {
-      const PendingRecord& r = engine_.front();
-      if (is_control_line(r.text)) {
-        out.write_line(r.text);
-        engine_.pop_front();
-        continue;
-      }
-      released_.assign(r.text, r.number, r.input);
-      Line line = released_.line();
-      Status joined = reader_.read(line.text, plan_.fields, values_);
-      if (joined.ok()) {
-        auto key = join_key(plan_.fields, plan_.key_slots, values_.data(), key_);
-        joined =
-            key ? emit_as_of(line, values_.data(), *key, r.time, out) : Status(key.take_error());
-      }
-      if (!joined.ok()) {
-        if (joined.error().status != ExitStatus::kDataError) return joined;
-        KPIPE_TRY(bad_.handle(r.input, line, joined.error().message));
-      }
+      KPIPE_TRY(join_waiting(engine_.front(), out));
       engine_.pop_front();
     }
     engine_.maybe_prune(stream_newest_ - plan_.stream_disorder);
+    return {};
+  }
+
+  // The same over an instance's queues, one per partition: each in its
+  // order, and a control line held once every record before it is out.
+  Status release_slices(Output& out, bool all) {
+    if (!has_waiting()) return {};
+    Millis watermark = engine_.table_watermark();
+    while (true) {
+      uint64_t barrier = controls_.empty() ? UINT64_MAX : controls_.front().arrival;
+      Status status;
+      bool before = false;  // a record from before the barrier still waits
+      state_.for_each_slice([&](const TopicPartition&, Snapshottable& e) {
+        auto& queue = static_cast<PendingQueue&>(e);
+        while (status.ok() && !queue.empty() && queue.front().arrival < barrier &&
+               (all || queue.front().time <= watermark)) {
+          status = join_waiting(queue.front(), out);
+          if (status.ok()) queue.pop_front();
+        }
+        if (!queue.empty() && queue.front().arrival < barrier) before = true;
+      });
+      KPIPE_TRY(status);
+      if (controls_.empty() || before) break;
+      out.write_line(controls_.front().text);
+      controls_.pop_front();
+    }
+    if (engine_.prune_due()) {
+      Millis bound = stream_newest_ - plan_.stream_disorder;
+      state_.for_each_slice([&](const TopicPartition&, Snapshottable& e) {
+        bound = std::min(bound, static_cast<PendingQueue&>(e).oldest());
+      });
+      engine_.maybe_prune(bound);
+    }
+    return {};
+  }
+
+  // Joins a waiting record (or writes a control line held behind records).
+  Status join_waiting(const PendingRecord& r, Output& out) {
+    if (is_control_line(r.text)) {
+      out.write_line(r.text);
+      return {};
+    }
+    released_.assign(r.text, r.number, r.input);
+    Line line = released_.line();
+    Status joined = reader_.read(line.text, plan_.fields, values_);
+    if (joined.ok()) {
+      auto key = join_key(plan_.fields, plan_.key_slots, values_.data(), key_);
+      joined = key ? emit_as_of(line, values_.data(), *key, r.time, out) : Status(key.take_error());
+    }
+    if (!joined.ok()) {
+      if (joined.error().status != ExitStatus::kDataError) return joined;
+      KPIPE_TRY(bad_.handle(r.input, line, joined.error().message));
+    }
     return {};
   }
 
@@ -1138,6 +1252,14 @@ class JoinStage final : public ParsingStage {
   JsonReader reader_;
   std::vector<JsonField> values_;
   HeldLine released_;
+  // An instance's control lines held behind records, with their arrival
+  // (PendingRecord::arrival).
+  struct HeldControl {
+    uint64_t arrival = 0;
+    std::string text;
+  };
+  std::deque<HeldControl> controls_;
+  uint64_t arrivals_ = 0;
   uint64_t joined_ = 0;
   uint64_t missed_ = 0;
   uint64_t dropped_ = 0;
@@ -1168,8 +1290,26 @@ Status run_join(const JoinOptions& options, Io& io) {
   JoinEngine engine(plan->mode, persist_rows, plan->table_disorder, plan->idle_timeout, io.clock);
   auto store = open_state_file(options.state);
   if (!store) return store.take_error();
+  // An instance keeps the records waiting per source partition, a queue
+  // of its own for each (kpipe(7), MANY INSTANCES).
   StageState state(store->get(), plan->stage, engine, io.clock,
-                   StateFormat{kStateFormat, "", state_options(options)});
+                   StateFormat{kStateFormat, "", state_options(options)}, [] {
+                     auto queue = std::make_unique<PendingQueue>();
+                     queue->set_tracking(true);
+                     return queue;
+                   });
+  uint64_t handed_over = 0;  // records waiting in partitions revoked
+  state.on_restored = [&](const TopicPartition& p, Snapshottable& e,
+                          std::optional<int64_t> checkpoint) {
+    size_t waiting = static_cast<PendingQueue&>(e).size();
+    if (!checkpoint || waiting == 0) return;
+    io.reporter.info(fmt::format(
+        "restored {} records waiting for the table of '{}' for {} [{}] from checkpoint {} in '{}'",
+        waiting, plan->stage, p.topic, p.partition, *checkpoint, display_target(options.state)));
+  };
+  state.on_dropped = [&](const TopicPartition&, Snapshottable& e) {
+    handed_over += static_cast<PendingQueue&>(e).size();
+  };
   engine.set_tracking(state.enabled());
   KPIPE_TRY(await_input(store->get(), options.input, io.stop));
   auto restored = state.restore();
@@ -1205,10 +1345,12 @@ Status run_join(const JoinOptions& options, Io& io) {
   if (!run.ok()) return run;
   uint64_t bad_lines = (*bad)->skipped() + (*bad)->dead_lettered() - stage.dead_lettered();
   std::string bad_part = bad_lines > 0 ? fmt::format(", {} bad", bad_lines) : "";
-  io.reporter.info(
-      fmt::format("{} records in, {} joined, {} missed, {} dropped{}; table {} rows",
-                  stage.joined() + stage.missed() + stage.dropped() + bad_lines + engine.pending(),
-                  stage.joined(), stage.missed(), stage.dropped(), bad_part, engine.rows()));
+  // The records still waiting, and those handed over with their
+  // partitions, are in the state for whoever joins them.
+  io.reporter.info(fmt::format(
+      "{} records in, {} joined, {} missed, {} dropped{}; table {} rows",
+      stage.joined() + stage.missed() + stage.dropped() + bad_lines + stage.waiting() + handed_over,
+      stage.joined(), stage.missed(), stage.dropped(), bad_part, engine.rows()));
   return {};
 }
 

@@ -5,7 +5,11 @@
 #include <string>
 #include <vector>
 
+#include "kpipe/control.h"
+#include "kpipe/kafka/client.h"
+#include "kpipe/kafka/config.h"
 #include "kpipe/store/sql.h"
+#include "kpipe/store/state_store.h"
 #include "program_run.h"
 
 // kjoin as a whole, short of the command line, on file and SQLite tables:
@@ -312,6 +316,199 @@ TEST_CASE("kjoin: --as replaces a member in place or adds it to its parent", "[k
   CHECK(r.out ==
         "{\"value\":{\"user\": {\"id\":1} ,\"uid\":1},\"z\":0}\n"
         "{\"value\":{\"uid\":1,\"user\":{\"id\":1}} , \"z\":0}\n");
+}
+
+// --- an instance of a consumer group (kpipe(7), MANY INSTANCES) -------------
+
+// kconsume's part in an instance, done by hand: claims `partitions` of
+// "events" in the store and returns the epoch each got.
+std::vector<int64_t> claim(const std::string& path, const std::vector<int32_t>& partitions) {
+  auto store = StateStore::open(path);
+  REQUIRE(store.ok());
+  std::vector<TopicPartition> tps;
+  for (int32_t p : partitions) tps.push_back({"events", p});
+  auto claims = (*store)->claim(tps, 5);
+  REQUIRE(claims.ok());
+  std::vector<int64_t> epochs;
+  for (const auto& c : *claims) epochs.push_back(c.epoch);
+  return epochs;
+}
+
+std::string partitions_line(PartitionEvent::Kind kind,
+                            const std::vector<std::pair<int32_t, int64_t>>& partitions) {
+  PartitionEvent e;
+  e.kind = kind;
+  for (const auto& [p, epoch] : partitions) {
+    e.partitions.push_back({"events", p});
+    if (kind == PartitionEvent::Kind::kAssigned) e.epochs.push_back(epoch);
+  }
+  std::string line;
+  append_partition_event(line, e);
+  return line;
+}
+
+std::string event(int32_t partition, int64_t offset, Millis ts, const std::string& user = "") {
+  std::string joined = user.empty() ? "" : ",\"user\":" + user;
+  return fmt::format(
+      "{{\"topic\":\"events\",\"partition\":{},\"offset\":{},\"value\":{{\"uid\":\"u1\",\"ts\":{}"
+      "{}}}}}\n",
+      partition, offset, ts, joined);
+}
+
+// A table topic on librdkafka's mock cluster: key u1 is "a" from time 1000
+// and "b" from 3000, so the table's watermark is 3000 and a record after
+// it waits.
+struct InstanceTable {
+  RecordingReporter reporter;
+  std::unique_ptr<MockCluster> mock;
+  KafkaOptions kafka;
+
+  InstanceTable() {
+    auto m = MockCluster::create(1, reporter);
+    REQUIRE(m.ok());
+    mock = std::move(*m);
+    REQUIRE(mock->create_topic("users", 1).ok());
+    kafka.brokers = mock->bootstraps();
+    auto config = resolve_kafka_config(kafka, nullptr);
+    REQUIRE(config.ok());
+    auto producer = Producer::create(*config, reporter);
+    REQUIRE(producer.ok());
+    REQUIRE((*producer)->produce("users", 0, "u1", R"({"n":"a"})", {}, 1000).ok());
+    REQUIRE((*producer)->produce("users", 0, "u1", R"({"n":"b"})", {}, 3000).ok());
+    REQUIRE((*producer)->flush(10 * kSecond).ok());
+  }
+
+  JoinOptions options(const TempDir& dir) const {
+    JoinOptions o;
+    o.table = "kafka:users";
+    o.kafka = kafka;
+    o.keys = {".value.uid"};
+    o.as = ".value.user";
+    o.as_of = ".value.ts";
+    o.state = dir.file("state.db");
+    return o;
+  }
+};
+
+TEST_CASE("kjoin: an instance keeps the records waiting per partition, and hands them over",
+          "[kjoin]") {
+  InstanceTable table;
+  TempDir dir;
+  JoinOptions o = table.options(dir);
+  REQUIRE(claim(o.state, {0, 1}) == std::vector<int64_t>{1, 1});
+  std::string both = partitions_line(PartitionEvent::Kind::kAssigned, {{0, 1}, {1, 1}});
+  std::string revoke_one = partitions_line(PartitionEvent::Kind::kRevoked, {{1, 0}});
+  Checkpoint c{1, 7, {{"events", 0, 2, 1}, {"events", 1, 1, 1}}, "g", ""};
+  std::string checkpoint;
+  append_checkpoint(checkpoint, c);
+  std::string other = "{\"$kpipe\":\"other\"}\n";
+  // 2000 is joined at once; 5000 (partition 1) and 4000 (partition 0) wait
+  // for the table, and the control line between them waits behind the
+  // first. The checkpoint goes on at once: they are in the partitions'
+  // states it saves. Partition 1 is then revoked: its record goes with its
+  // state, to be joined by its next owner, not by this instance.
+  Result first = run_tool(o,
+                          both + event(0, 0, 2000) + event(1, 0, 5000) + other + event(0, 1, 4000) +
+                              checkpoint + revoke_one,
+                          dir);
+  REQUIRE(first.status.ok());
+  CHECK(first.out == both + event(0, 0, 2000, R"({"n":"a"})") + checkpoint + revoke_one + other +
+                         event(0, 1, 4000, R"({"n":"b"})"));
+  CHECK(first.reporter.infos.back() == "3 records in, 2 joined, 0 missed, 0 dropped; table 1 rows");
+  {
+    // The terminal stage completes checkpoint 1.
+    auto store = StateStore::open(o.state);
+    REQUIRE(store.ok());
+    REQUIRE((*store)->complete(c, "kcheckpoint", 8).ok());
+  }
+
+  // Partition 1's next owner (read the table whole again) restores the
+  // record that waited, and joins it once, before the partition's records
+  // after it.
+  REQUIRE(claim(o.state, {1}) == std::vector<int64_t>{2});
+  std::string one = partitions_line(PartitionEvent::Kind::kAssigned, {{1, 2}});
+  Result second = run_tool(o, one + event(1, 1, 2500), dir);
+  REQUIRE(second.status.ok());
+  CHECK(second.out == one + event(1, 0, 5000, R"({"n":"b"})") + event(1, 1, 2500, R"({"n":"a"})"));
+  CHECK(std::find(second.reporter.infos.begin(), second.reporter.infos.end(),
+                  "restored 1 records waiting for the table of 'kjoin' for events [1] from "
+                  "checkpoint 1 in '" +
+                      o.state + "'") != second.reporter.infos.end());
+}
+
+// The entries a store holds for a stage's partition.
+struct Entries final : Snapshottable {
+  std::vector<std::string> keys;
+  void take_changes(StateChanges&) override {}
+  Status restore_entry(std::string_view key, std::string_view) override {
+    keys.emplace_back(key);
+    return {};
+  }
+  Status finish_restore() override { return {}; }
+};
+
+TEST_CASE("kjoin: an instance saves the records waiting per partition, and no table", "[kjoin]") {
+  InstanceTable table;
+  TempDir dir;
+  JoinOptions o = table.options(dir);
+  claim(o.state, {0, 1});
+  std::string both = partitions_line(PartitionEvent::Kind::kAssigned, {{0, 1}, {1, 1}});
+  Checkpoint c{1, 7, {{"events", 0, 1, 1}, {"events", 1, 1, 1}}, "g", ""};
+  std::string checkpoint;
+  append_checkpoint(checkpoint, c);
+  Result r = run_tool(o, both + event(0, 0, 2000) + event(1, 0, 5000) + checkpoint, dir);
+  REQUIRE(r.status.ok());
+  auto store = StateStore::open(o.state);
+  REQUIRE(store.ok());
+  REQUIRE((*store)->complete(c, "kcheckpoint", 8).ok());
+  Entries zero, one;
+  REQUIRE((*store)->restore_slice("kjoin", {"events", 0}, zero).ok());
+  REQUIRE((*store)->restore_slice("kjoin", {"events", 1}, one).ok());
+  // The table's rows and offsets ("v/", "o/") are in no partition's state:
+  // every instance reads the table whole (it is the same in all).
+  CHECK(zero.keys == std::vector<std::string>{"!format", "!options"});
+  std::sort(one.keys.begin(), one.keys.end());
+  CHECK(one.keys == std::vector<std::string>{"!format", "!options", "q/0000000000000001"});
+}
+
+TEST_CASE("kjoin: an instance's waiting record of a partition not assigned is bad input",
+          "[kjoin]") {
+  InstanceTable table;
+  TempDir dir;
+  JoinOptions o = table.options(dir);
+  claim(o.state, {0});
+  std::string zero = partitions_line(PartitionEvent::Kind::kAssigned, {{0, 1}});
+  Result r = run_tool(o, zero + event(0, 0, 2000) + event(1, 0, 2000), dir);
+  REQUIRE_FALSE(r.status.ok());
+  CHECK(r.status.error().status == ExitStatus::kDataError);
+  CHECK(r.status.error().message ==
+        dir.file("in.ndjson") +
+            ": line 3: a record of events [1], a partition kconsume has not "
+            "assigned");
+  CHECK(r.out == zero + event(0, 0, 2000, R"({"n":"a"})"));
+}
+
+TEST_CASE("kjoin: a lookup join runs in an instance, its table read whole and not saved",
+          "[kjoin]") {
+  TempDir dir;
+  JoinOptions o = lookup(dir, "{\"id\":1,\"n\":\"a\"}\n");
+  o.keys = {".value.uid"};
+  o.as = ".value.user";
+  o.state = dir.file("state.db");
+  claim(o.state, {0});
+  std::string zero = partitions_line(PartitionEvent::Kind::kAssigned, {{0, 1}});
+  Checkpoint c{1, 7, {{"events", 0, 1, 1}}, "g", ""};
+  std::string checkpoint;
+  append_checkpoint(checkpoint, c);
+  std::string in = zero + "{\"topic\":\"events\",\"partition\":0,\"value\":{\"uid\":1}}\n" +
+                   "{\"value\":{\"uid\":2}}\n" + checkpoint;
+  Result r = run_tool(o, in, dir);
+  REQUIRE(r.status.ok());
+  CHECK(r.out ==
+        zero +
+            "{\"topic\":\"events\",\"partition\":0,\"value\":{\"uid\":1,\"user\":{\"id\":1,"
+            "\"n\":\"a\"}}}\n{\"value\":{\"uid\":2,\"user\":null}}\n" +
+            checkpoint);
 }
 
 }  // namespace
