@@ -20,9 +20,10 @@ constexpr size_t kHoldWarning = 1000000;
 
 // The tables of the state database (state_store.cpp): with --state naming
 // --db, kupsert must not write into them.
-const std::vector<std::string> kStateTables = {"checkpoints", "checkpoint_offsets", "offsets",
-                                               "stage_state", "stage_snapshots",    "kpipe_schema",
-                                               "kpipe_runs"};
+const std::vector<std::string> kStateTables = {
+    "checkpoints",     "checkpoint_offsets", "offsets",          "stage_state",
+    "stage_snapshots", "kpipe_schema",       "kpipe_runs",       "partition_owners",
+    "kpipe_sequences", "kpipe_instances",    "kpipe_key_samples"};
 
 }  // namespace
 
