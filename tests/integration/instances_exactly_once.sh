@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Exactly once into Kafka from many instances (kpipe(7), MANY INSTANCES):
-# copies of kconsume -g | kdedup | kproduce --transactional share one
+# copies of kconsume -g | kdedup | kjoin | kproduce --transactional share one
 # consumer group and one state store, and each instance commits its
 # checkpoints' records and offsets in its own transactions, as the group's
 # member (KIP-447). While the events arrive, an instance is stopped with
@@ -8,8 +8,9 @@
 # at once (static members: they get their partitions back without waiting
 # for their session to time out); a last instance drains the topic. A
 # read_committed reader of the output sees, in each partition, the source
-# partition's records with the repeated events dropped, each exactly once
-# and in the source's order.
+# partition's records with the repeated events dropped, each exactly once,
+# in the source's order and joined with its user's row of the table (a
+# file every instance reads whole).
 source "$(dirname "$0")/lib.sh"
 requires_broker kafka "kbroker (librdkafka's mock cluster) shows read_committed readers aborted records"
 start_broker ev:12 out:12
@@ -25,6 +26,8 @@ echo "instances_exactly_once seed: $seed (rerun with KPIPE_EOS_SEED=$seed)"
 total=$(wc -l <"$WORK/events.ndjson")
 split -n l/6 -d "$WORK/events.ndjson" "$WORK/chunk."
 produce() { kproduce -b "$BROKERS" -t "$T" -k .user_id "$WORK/chunk.0$1" || fail "kproduce failed"; }
+# The users table: each user's tier, which the output must carry.
+jq -c '{user_id, tier: ("tier-" + .user_id)}' "$WORK/events.ndjson" | sort -u >"$WORK/users.ndjson"
 
 # A stopped member (SIGTERM) leaves the group; a killed one is a static
 # member, whose restart takes its partitions back; one killed for good
@@ -35,6 +38,7 @@ name=\$1
 shift
 kconsume -b "$BROKERS" -t "$T" -g "$G" --state "$S" --checkpoint-interval 300ms -v -X session.timeout.ms=6000 "\$@" 2>>"$WORK/\$name.err" |
   kdedup -v -k .value.event_id --state "$S" 2>>"$WORK/\$name.err" |
+  kjoin --table "$WORK/users.ndjson" --table-key .user_id -k .value.user_id --as .value.user --state "$S" 2>>"$WORK/\$name.err" |
   kproduce -b "$BROKERS" -t "$OUT" --envelope --keep-partition --transactional --state "$S" -v >/dev/null 2>>"$WORK/\$name.err"
 PIPE
 
@@ -85,6 +89,9 @@ cat "$WORK"/*.err >"$WORK/diagnostics"
 grep -q 'error' "$WORK/diagnostics" && fail "errors: $(grep error "$WORK/diagnostics" | head -5)"
 
 assert_exactly_once "$T" "$OUT" "$total"
+unjoined=$(kconsume -b "$BROKERS" -t "$OUT" -e 2>/dev/null |
+  jq -c 'select(.value.user.tier != ("tier-" + .value.user_id))' | wc -l)
+assert_eq "$unjoined" 0 "output records without their user's row"
 # The instances did commit in transactions of their own: one id per
 # instance name (a restart, and a later instance in a free name, take one
 # again).
