@@ -391,6 +391,9 @@ class ConsumeLoop {
           }
           for (const auto& tp : parts) forget(tp);
           last_ = positions_.end();
+          // Until the group assigns again (an eager rebalance revokes
+          // everything first), having no partition is not being done.
+          joined_ = false;
           // An instance's output ends here: its stages keep what they hold
           // to the end of their input (kwindow --flush-at-end fires it).
           if (owned() && closing_) return {};
@@ -568,6 +571,8 @@ class ConsumeLoop {
         auto done = group_done();
         if (!done) return done.take_error();
         if (*done) break;
+      } else {
+        group_waiting_since_ = 0;  // reading again: the wait starts over
       }
       KPIPE_TRY(timers());
     }
@@ -932,9 +937,13 @@ class ConsumeLoop {
     if (group_checked_ != 0 && now - group_checked_ < kGroupEndPoll) return false;
     group_checked_ = now;
     if (state_ != nullptr) {
-      if (!positions_.empty()) {
+      // Once per checkpoint: a pipeline whose terminal stage never
+      // completes one would wait each time.
+      if (!positions_.empty() &&
+          (written_since_checkpoint_ || last_emitted_ == 0 || last_emitted_ != group_settled_)) {
         if (written_since_checkpoint_ || last_emitted_ == 0) KPIPE_TRY(emit_checkpoint());
         KPIPE_TRY(await_and_mirror(last_emitted_, kDrainWait));
+        group_settled_ = last_emitted_;
       }
     } else {
       KPIPE_TRY(io_.out.flush());
@@ -962,6 +971,9 @@ class ConsumeLoop {
     }
     std::vector<std::string> behind;
     for (size_t i = 0; i < tps.size(); ++i) {
+      // This member's own partitions are at their end (all_finished()):
+      // what its pipeline commits of them is its own business.
+      if (positions_.count(tps[i]) != 0) continue;
       int64_t at = (*committed)[i].value_or((*marks)[i].low);
       if (auto it = stored.find(tps[i]); it != stored.end()) at = std::max(at, it->second);
       if (at < (*marks)[i].high)
@@ -1092,6 +1104,7 @@ class ConsumeLoop {
   bool joined_ = false;             // the group has assigned this member (maybe nothing)
   Millis group_checked_ = 0;        // group_done()'s last look at the group
   Millis group_waiting_since_ = 0;  // since when it waits for other members
+  int64_t group_settled_ = 0;       // the checkpoint group_done() last awaited
   StateStore* state_;
   Millis checkpoint_interval_;
   Millis last_checkpoint_ = 0;
