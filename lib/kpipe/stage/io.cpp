@@ -356,7 +356,18 @@ Expected<std::optional<InstanceLine>> await_instance(const InputOptions& input,
                                                      const std::atomic<bool>* stop, int fd) {
   KPIPE_TRY(wait_for_input(input, stop, fd));
   bool only_stdin = input.inputs.empty() || (input.inputs.size() == 1 && input.inputs[0] == "-");
-  if (!only_stdin) return std::optional<InstanceLine>{};
+  if (!only_stdin) {
+    // One file (an instance's output kept for later): its first line.
+    if (input.inputs.size() != 1) return std::optional<InstanceLine>{};
+    int file = ::open(input.inputs[0].c_str(), O_RDONLY | O_CLOEXEC);
+    if (file < 0) return std::optional<InstanceLine>{};  // the read says why
+    std::string head(4096, '\0');
+    ssize_t n = ::pread(file, head.data(), head.size(), 0);
+    ::close(file);
+    if (n <= 0) return std::optional<InstanceLine>{};
+    head.resize(static_cast<size_t>(n));
+    return parse_instance_line(head.substr(0, head.find('\n')));
+  }
   struct stat st {};
   if (::fstat(fd, &st) != 0) return std::optional<InstanceLine>{};
   std::optional<std::string> first;

@@ -189,8 +189,9 @@ Status wait_for_input(const InputOptions& input, const std::atomic<bool>* stop, 
 // (kpipe(7), MANY INSTANCES), and the stages lock their names within that
 // instance, and kproduce --transactional takes the instance's
 // transactional id, before they restore or fence anything. nullopt when
-// the first line is another, the input ended or was stopped, or standard
-// input is not the only input. A malformed instance line is a data_error.
+// the first line is another, the input ended or was stopped, or the inputs
+// are not standard input alone or one file (whose first line counts). A
+// malformed instance line is a data_error.
 Expected<std::optional<InstanceLine>> await_instance(const InputOptions& input,
                                                      const std::atomic<bool>* stop, int fd = 0);
 

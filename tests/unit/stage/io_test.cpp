@@ -443,6 +443,24 @@ TEST_CASE("await_instance: the instance a first line names, without reading it",
     REQUIRE(*i);
     CHECK((*i)->name == "a");
   }
+  SECTION("from one file named as the input") {
+    TempDir dir;
+    std::string path = dir.file("kept.ndjson");
+    {
+      std::ofstream f(path);
+      f << line << "{\"a\":1}\n";
+    }
+    InputOptions one_file;
+    one_file.inputs = {path};
+    auto i = await_instance(one_file, nullptr);
+    REQUIRE(i.ok());
+    REQUIRE(*i);
+    CHECK((*i)->name == "a");
+    one_file.inputs.push_back(path);
+    auto two = await_instance(one_file, nullptr);
+    REQUIRE(two.ok());
+    CHECK_FALSE(*two);
+  }
   SECTION("from a file, at its current offset") {
     TempDir dir;
     std::string path = dir.file("in.ndjson");
