@@ -134,7 +134,10 @@ refused "kproduce: error: dead-letter store 'kafka:$DEAD': not authorized to wri
 G2=$(group tx)
 S=$(store tx)
 expect_exit 0 kconsume -t "$SRC" -g "$G2" --state "$S" -e
-cp "$WORK/out" "$WORK/tx.ndjson"
+# Replayed later, after that kconsume left the group: without the member
+# its lines carry, which the group would rightly refuse as a zombie's
+# (kpipe(7), MANY INSTANCES); what is tested here is the ACLs.
+jq -c 'del(.member)' "$WORK/out" >"$WORK/tx.ndjson"
 T=$(user txn)
 grant txn --operation Write --topic "$OUT"
 grant txn --operation Write --transactional-id "kpipe-$OUT-" --resource-pattern-type prefixed
