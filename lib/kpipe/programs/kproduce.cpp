@@ -456,10 +456,6 @@ class ProduceStage final : public LineStage {
   uint64_t last_after_line_ = 0;
 };
 
-}  // namespace
-
-namespace {
-
 // Whether kproduce --transactional ends an instance of a consumer group
 // of pipelines, and which (kpipe(7), MANY INSTANCES): the instance line
 // kconsume writes first says. kproduce fences the producer of the run
