@@ -277,6 +277,13 @@ class JoinEngine final : public Snapshottable {
     return versions_.find(key, time);
   }
   Millis table_watermark() const { return watermark_.value(clock_.steady()); }
+  // Whether the table has been read past `time` (kjoin(1)). The watermark
+  // must be beyond it, not at it: a row as new as the newest read may still
+  // come, and it may be the version that holds from `time`.
+  static bool passed(Millis watermark, Millis time) {
+    return watermark == kMaxTime || time < watermark;
+  }
+  bool table_passed(Millis time) const { return passed(table_watermark(), time); }
 
   // Waiting records, oldest first.
   void hold(Millis time, uint64_t number, std::string_view input, std::string_view text) {

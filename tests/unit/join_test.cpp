@@ -625,6 +625,29 @@ TEST_CASE("TableWatermark: restored partitions", "[join]") {
   CHECK(w.value(1000) == 290);
 }
 
+TEST_CASE("TableWatermark: a record at the watermark still waits", "[join]") {
+  // Two users' versions from 35000 read in order: after the first, the
+  // second user's row of the same time may still come, so an event of that
+  // user at 35000 must wait for the watermark to move beyond it.
+  FakeClock clock;
+  JoinEngine e(JoinMode::kAsOf, true, 0, 0, clock);
+  e.add_partition(0);
+  e.apply("u1", 15000, "u1v1", 0, 1);
+  e.apply("u2", 15000, "u2v1", 0, 2);
+  e.apply("u1", 35000, "u1v2", 0, 3);
+  CHECK(e.table_watermark() == 35000);
+  CHECK_FALSE(e.table_passed(35000));
+  CHECK(e.table_passed(34999));
+  e.apply("u2", 35000, "u2v2", 0, 4);
+  CHECK_FALSE(e.table_passed(35000));
+  e.apply("u1", 55000, "u1v3", 0, 5);
+  CHECK(e.table_passed(35000));
+  CHECK(*e.find_as_of("u2", 35000).row == "u2v2");
+  // Nothing holds a whole table back, whatever the time.
+  CHECK(JoinEngine::passed(kMaxTime, kMaxTime));
+  CHECK_FALSE(JoinEngine::passed(kMinTime, kMinTime));
+}
+
 // --- JoinEngine --------------------------------------------------------------
 
 TEST_CASE("JoinEngine: waiting records in arrival order", "[join]") {

@@ -862,7 +862,7 @@ class JoinStage final : public ParsingStage {
     if (state_.sliced()) {
       KPIPE_TRY(hold_in_slice(line, values, *key, *time, out));
     } else {
-      if (!engine_.has_pending() && *time <= engine_.table_watermark())
+      if (!engine_.has_pending() && engine_.table_passed(*time))
         return emit_as_of(line, values, *key, *time, out);
       engine_.hold(*time, line.number, line.input, line.text);
     }
@@ -981,7 +981,7 @@ class JoinStage final : public ParsingStage {
                                   "records waiting for the table");
     if (!found) return found.take_error();
     auto& queue = static_cast<PendingQueue&>(**found);
-    if (queue.empty() && controls_.empty() && time <= engine_.table_watermark())
+    if (queue.empty() && controls_.empty() && engine_.table_passed(time))
       return emit_as_of(line, values, key, time, out);
     queue.hold(time, line.number, line.input, line.text, ++arrivals_);
     return {};
@@ -1171,7 +1171,7 @@ class JoinStage final : public ParsingStage {
     if (state_.sliced()) return release_slices(out, all);
     if (!engine_.has_pending()) return {};
     Millis watermark = engine_.table_watermark();
-    while (engine_.has_pending() && (all || engine_.front().time <= watermark)) {
+    while (engine_.has_pending() && (all || JoinEngine::passed(watermark, engine_.front().time))) {
       KPIPE_TRY(join_waiting(engine_.front(), out));
       engine_.pop_front();
     }
@@ -1191,7 +1191,7 @@ class JoinStage final : public ParsingStage {
       state_.for_each_slice([&](const TopicPartition&, Snapshottable& e) {
         auto& queue = static_cast<PendingQueue&>(e);
         while (status.ok() && !queue.empty() && queue.front().arrival < barrier &&
-               (all || queue.front().time <= watermark)) {
+               (all || JoinEngine::passed(watermark, queue.front().time))) {
           status = join_waiting(queue.front(), out);
           if (status.ok()) queue.pop_front();
         }
