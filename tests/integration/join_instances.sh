@@ -20,6 +20,9 @@ START=1795946400000
 "$KPIPE_SOURCE_DIR/scripts/gen-events" -n 12000 -k 200 -s "$seed" -t "$START" >"$WORK/events.ndjson"
 total=$(wc -l <"$WORK/events.ndjson")
 split -n l/3 -d "$WORK/events.ndjson" "$WORK/piece."
+# The pieces split by bytes, whole lines each: their sizes vary by a line
+# or so. Through piece N is how many events pieces 0 to N hold.
+through() { cat "$WORK"/piece.0[0-"$1"] | wc -l; }
 users() { jq -rn 'range(200) | "u\(. + 1000000 | tostring | .[1:])"'; }
 
 # As of: user U's version V holds from START + 20 s * V - 5 s, so that an
@@ -70,13 +73,13 @@ PIPE
 
   # Piece 0 (events up to START + 40 s): past version 1's 15 s they wait.
   produce 0
-  wait_for "$MODE: piece 0 to be consumed" 90 at_least_consumed 4000
+  wait_for "$MODE: piece 0 to be consumed" 90 at_least_consumed "$(through 0)"
   kill_instance a
   start a
   wait_for "the restarted $MODE instance a to own partitions" 60 has_partitions a
   [[ "$MODE" == lookup ]] || version_rows 2 3 | produce_table
   produce 1
-  wait_for "$MODE: piece 1 to be consumed" 90 at_least_consumed 8000
+  wait_for "$MODE: piece 1 to be consumed" 90 at_least_consumed "$(through 1)"
   # Stopped, a hands its partitions over at a checkpoint: b restores the
   # records they hold.
   stop a
