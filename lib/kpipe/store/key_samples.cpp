@@ -74,6 +74,20 @@ Expected<std::optional<KeySplit>> KeySamples::record(std::string_view stage,
   KPIPE_TRY(ensure_table());
   auto tx = Transaction::begin(db_);
   if (!tx) return tx.take_error();
+  // Two instances recording the stage's samples at once must not each
+  // miss the other's: PostgreSQL's BEGIN takes no lock, and under READ
+  // COMMITTED each lookup would see only what the other had committed
+  // before, so a key sampled by both at their last checkpoints would go
+  // unwarned. The second waits for the first and then sees its rows.
+  // (SQLite's write transaction holds its lock from BEGIN.)
+  if (db_.postgres()) {
+    auto lock = db_.prepare("SELECT pg_advisory_xact_lock(hashtextextended(?1, 0))");
+    if (!lock) return lock.take_error();
+    lock->bind_text(1, fmt::format("kpipe_key_samples:{}", stage));
+    auto locked = lock->step();
+    if (!locked) return locked.take_error();
+    lock->reset();
+  }
 
   // Two of this batch's partitions may hold one key: the store has
   // neither yet.
