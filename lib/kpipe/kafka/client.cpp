@@ -475,15 +475,17 @@ bool is_leader_away(rd_kafka_resp_err_t err) {
 
 // One ListOffsets question; `away` says whether a failure was a leader
 // away, worth asking again; `refused`, whether it was the cluster's ACLs
-// (the error is then the final one).
+// (the error is then the final one); `timed_out`, whether no answer came
+// within `timeout`.
 Expected<std::vector<Millis>> list_offsets(rd_kafka_t* rk, const std::vector<TopicPartition>& parts,
                                            const std::vector<Millis>& times, int timeout,
-                                           bool& away, bool& refused,
+                                           bool& away, bool& refused, bool& timed_out,
                                            const std::function<Access(const std::string&)>& acl) {
   ListGuard g{to_list(parts)};
   for (size_t i = 0; i < parts.size(); ++i) g.list->elems[i].offset = times[i];
   rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(rk, g.list, timeout);
   away = is_leader_away(err);
+  timed_out = err == RD_KAFKA_RESP_ERR__TIMED_OUT;
   refused = false;
   // The call's own error is the first partition's refusal; the partition
   // says which topic.
@@ -536,8 +538,14 @@ Expected<std::vector<Millis>> KafkaClient::ask_offsets(const std::vector<TopicPa
         rd_kafka_metadata_destroy(md);
     }
     bool away = false;
-    found = list_offsets(handle_->rk, parts, times, left, away, refused,
-                         [this](const std::string& topic) { return access(topic); });
+    bool timed_out = false;
+    auto answer = list_offsets(handle_->rk, parts, times, left, away, refused, timed_out,
+                               [this](const std::string& topic) { return access(topic); });
+    // The question waits at most the time left: timed out after a leader
+    // was away, it says only that the time is up, and the leader away is
+    // still the cause to name.
+    if (waited && timed_out) return false;
+    found = std::move(answer);
     if (away && !waited)
       reporter_.info(fmt::format("{}: asking again for up to {}", found.error().message,
                                  format_duration(config_.timeout)));
