@@ -75,17 +75,17 @@ printf '%s\n' '{"we\"ird; --":1,"a.b":"x","Mixed":2}' |
 assert_eq "$(q 'SELECT "a.b", "Mixed" FROM "odd ""name""; DROP TABLE typed"')" "x|2" "quoted names"
 assert_eq "$(q "SELECT count(*) FROM typed")" "1" "typed survives a table name"
 long=$(printf 'c%.0s' $(seq 64))
-printf '{"id":1,"%s":1}\n' "$long" | expect_exit 65 kupsert --db "$DB" --table longname --key id
+expect_exit 65 kupsert --db "$DB" --table longname --key id <<<"{\"id\":1,\"$long\":1}"
 assert_contains "$WORK/err" "the name is longer than 63 bytes (64)"
 
 # --- an existing table: its key must be unique ------------------------------------
 q "CREATE TABLE mine (id bigint, v text); CREATE TABLE cased (\"v\" text, \"V\" text, id bigint PRIMARY KEY)"
-printf '%s\n' '{"id":1,"v":"a"}' | expect_exit 2 kupsert --db "$DB" --table mine --key id
+expect_exit 2 kupsert --db "$DB" --table mine --key id <<<'{"id":1,"v":"a"}'
 assert_contains "$WORK/err" "has no primary key or unique index on (id): --key must name one"
 q "CREATE UNIQUE INDEX mine_id ON mine (id)"
 printf '%s\n' '{"id":1,"v":"a"}' '{"ID":1,"V":"b"}' | expect_exit 0 kupsert --db "$DB" --table mine --key id
 assert_eq "$(q "SELECT id, v FROM mine")" "1|b" "fields map to columns ignoring ASCII case"
-printf '%s\n' '{"id":1}' | expect_exit 2 kupsert --db "$DB" --table cased --key id
+expect_exit 2 kupsert --db "$DB" --table cased --key id <<<'{"id":1}'
 assert_contains "$WORK/err" "has columns 'v' and 'V': kupsert ignores ASCII case in names"
 
 # --- exactly once: the rows and the checkpoint in one transaction ----------------

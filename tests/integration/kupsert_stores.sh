@@ -99,17 +99,17 @@ if $pg; then
   # kjoin reads it by the same name.
   printf '%s\n' '{"id":1}' | expect_exit 0 kjoin --table "$DB#sales.accounts" --table-key id --key .id --as .account
   assert_eq "$(cat "$WORK/out")" '{"id":1,"account":{"id":1,"v":"a","n":null}}' "kjoin"
-  printf '%s\n' '{"id":1}' | expect_exit 2 kupsert --db "$DB" --table nosuch.t --key id
+  expect_exit 2 kupsert --db "$DB" --table nosuch.t --key id <<<'{"id":1}'
   assert_eq "$(cat "$WORK/err")" "kupsert: error: --table 'nosuch.t': '$DB' has no schema 'nosuch' (CREATE SCHEMA makes one)" "no schema"
 else
   expect_exit 0 kupsert --db "$DB" --table main.accounts --key id "$WORK/one.ndjson"
   assert_eq "$(q "SELECT name FROM sqlite_schema WHERE name LIKE '%accounts%'")" "accounts" "main.accounts is accounts"
-  printf '%s\n' '{"id":1}' | expect_exit 2 kupsert --db "$DB" --table sales.accounts --key id
+  expect_exit 2 kupsert --db "$DB" --table sales.accounts --key id <<<'{"id":1}'
   assert_eq "$(cat "$WORK/err")" "kupsert: error: --table 'sales.accounts': an SQLite file has no schema 'sales', only main" "no schema"
 fi
-printf '%s\n' '{"id":1}' | expect_exit 2 kupsert --db "$DB" --table a.b.c --key id
+expect_exit 2 kupsert --db "$DB" --table a.b.c --key id <<<'{"id":1}'
 assert_eq "$(cat "$WORK/err")" "kupsert: error: --table 'a.b.c': a table is NAME or SCHEMA.NAME, one dot between a schema and the table" "two dots"
-printf '%s\n' '{"id":1}' | expect_exit 2 kupsert --db "$DB" --table sales. --key id
+expect_exit 2 kupsert --db "$DB" --table sales. --key id <<<'{"id":1}'
 assert_eq "$(cat "$WORK/err")" "kupsert: error: --table 'sales.': the table: the name is empty" "no table after the dot"
 
 echo "kupsert_stores: ok"

@@ -48,7 +48,7 @@ assert_eq "$(q "SELECT string_agg(id || '=' || v, ' ' ORDER BY id) FROM t")" "1=
 refused() {
   local what=$1 target=$2 reason=$3 shown
   shown=${target/kpipe:s3cretpw@/kpipe@}
-  printf '%s\n' '{"id":3,"v":"c"}' | expect_exit 1 timeout 60 kupsert --db "$target" --table t --key id
+  expect_exit 1 timeout 60 kupsert --db "$target" --table t --key id <<<'{"id":3,"v":"c"}'
   # The password on the command line is warned of first.
   sed -i "1{/^kupsert: warning: --db's PostgreSQL URI puts a password on the command line, /d}" "$WORK/err"
   assert_eq "$(wc -l <"$WORK/err")" 1 "$what: lines on stderr ($(cat "$WORK/err"))"
