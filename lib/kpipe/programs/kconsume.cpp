@@ -138,7 +138,8 @@ constexpr Millis kDrainWait = 10 * kSecond;
 // How long an instance waits, before its partitions go to another, for the
 // checkpoint that hands them over to complete. Past it they go anyway: the
 // next owner resumes from the last complete checkpoint, and a completion
-// after the take-over is refused (fenced).
+// after the take-over is refused (fenced). At exit, the same wait while the
+// instance's transactional kproduce commits as this member.
 constexpr Millis kHandOverWait = 60 * kSecond;
 // How long an instance waits for the committed offsets of partitions it
 // is assigned while a transaction of their last owner holds them: past
@@ -581,8 +582,14 @@ class ConsumeLoop {
       // The final checkpoint follows every record written (kpipe(7), CONTROL LINES AND
       // CHECKPOINTS).
       KPIPE_TRY(emit_checkpoint());
-      // (A member the group gave no partition emitted none.)
-      if (grouped() && last_emitted_ > 0) KPIPE_TRY(await_and_mirror(last_emitted_, kDrainWait));
+      // (A member the group gave no partition emitted none.) A
+      // transactional kproduce's commit may take longer after a broker
+      // failed: this member leaves the group only after it.
+      if (grouped() && last_emitted_ > 0) {
+        auto committing = completer_running();
+        if (!committing) return committing.take_error();
+        KPIPE_TRY(await_and_mirror(last_emitted_, *committing ? kHandOverWait : kDrainWait));
+      }
       closing_ = true;
     } else if (grouped()) {
       KPIPE_TRY(commit_delivered_at_end());
@@ -794,13 +801,24 @@ class ConsumeLoop {
   // Waits (bounded) for the pipeline's terminal stage to complete
   // checkpoint `id`, then mirrors it. Downstream stages run in other
   // processes: this is waiting on the state file, not on time passing.
+  // A reader that has gone (SIGTERM stops every stage at once) will not
+  // pass `id` on, but in an instance a transactional kproduce may still
+  // be committing an earlier checkpoint as this member: until it is done
+  // or gone, the member stays in the group, which would refuse that
+  // commit from a member that has left (kpipe(7), MANY INSTANCES).
   Status await_and_mirror(int64_t id, Millis wait) {
     Millis deadline = io_.clock.steady() + wait;
     for (;;) {
       auto done = complete(id);
       if (!done) return done.take_error();
       if (*done) break;
-      if (io_.clock.steady() >= deadline || io_.out.closed()) {
+      bool waiting = io_.clock.steady() < deadline;
+      if (waiting && io_.out.closed()) {
+        auto committing = completer_running();
+        if (!committing) return committing.take_error();
+        waiting = *committing;
+      }
+      if (!waiting) {
         io_.reporter.info(fmt::format(
             "checkpoint {} not complete yet; the group keeps its last complete offsets", id));
         break;
@@ -808,6 +826,13 @@ class ConsumeLoop {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return mirror_complete();
+  }
+
+  // Whether this instance's transactional kproduce runs: it commits the
+  // checkpoints' offsets as this member of the group.
+  Expected<bool> completer_running() {
+    if (!owned()) return false;
+    return state_->stage_running(kTransactionCompleter, state_->pipeline_name());
   }
 
   void track(const PartitionOffset& p) {
@@ -1201,9 +1226,7 @@ Status run_consume(const ConsumeOptions& options, Io& io) {
     // INSTANCES): a transactional kproduce fences the instance's previous
     // run by it, whose open transaction holds the offsets kconsume asks
     // the group for.
-    append_instance_line(io.out.buffer(),
-                         {instance_name, options.group,
-                          fmt::format("{:016x}", static_cast<uint64_t>(state->run()))});
+    append_instance_line(io.out.buffer(), {instance_name, options.group, state->pipeline_name()});
     KPIPE_TRY(io.out.flush());
   }
   auto config = resolve_kafka_config(options.kafka, io.env_brokers);

@@ -275,10 +275,31 @@ StateStore::StateStore(std::unique_ptr<Database> owned, Database* db)
 // process killed, the machine gone), so none is ever stale. The holder is
 // named by its connection's application name, "PROGRAM[PID]"
 // (PgConnection::connect), and the address it connects from.
+namespace {
+
+int64_t advisory_key(const std::string& name) {
+  std::string keyed = "kpipe state lock:" + name;
+  return static_cast<int64_t>(XXH3_64bits(keyed.data(), keyed.size()));
+}
+
+// The rows of pg_locks (as l) that hold an advisory lock on a bigint key
+// of this database, which pg_locks shows as two 32-bit halves (the two
+// parameters: high, low).
+constexpr std::string_view kAdvisoryLockHeld =
+    "l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+    "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+    "AND CAST(l.classid AS bigint) = ? AND CAST(l.objid AS bigint) = ?";
+
+// A stage's lock within one instance's pipeline (lock_stage_as_kept).
+std::string instance_stage_lock(std::string_view stage, std::string_view pipeline) {
+  return fmt::format("stage:{}@{}", stage, pipeline);
+}
+
+}  // namespace
+
 Status StateStore::lock_postgres(const std::string& name, bool shared,
                                  const StateLock::BusyMessage& busy) {
-  std::string keyed = "kpipe state lock:" + name;
-  auto key = static_cast<int64_t>(XXH3_64bits(keyed.data(), keyed.size()));
+  int64_t key = advisory_key(name);
   auto bits = static_cast<uint64_t>(key);
   auto take = db_->prepare(shared ? "SELECT pg_try_advisory_lock_shared(?)"
                                   : "SELECT pg_try_advisory_lock(?)");
@@ -286,12 +307,11 @@ Status StateStore::lock_postgres(const std::string& name, bool shared,
   // The holder's program and pid (its application name), whether it
   // connects from where this process does, and from where.
   auto who = db_->prepare(
-      "SELECT a.application_name, host(a.client_addr), "
-      "a.client_addr IS NOT DISTINCT FROM inet_client_addr() FROM pg_locks l "
-      "JOIN pg_stat_activity a ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.granted "
-      "AND l.objsubid = 1 AND (CAST(? AS integer) = 1 OR l.mode = 'ExclusiveLock') "
-      "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-      "AND CAST(l.classid AS bigint) = ? AND CAST(l.objid AS bigint) = ?");
+      fmt::format("SELECT a.application_name, host(a.client_addr), "
+                  "a.client_addr IS NOT DISTINCT FROM inet_client_addr() FROM pg_locks l "
+                  "JOIN pg_stat_activity a ON a.pid = l.pid "
+                  "WHERE (CAST(? AS integer) = 1 OR l.mode = 'ExclusiveLock') AND {}",
+                  kAdvisoryLockHeld));
   if (!who) return who.take_error();
   auto deadline = std::chrono::steady_clock::now() + kDeadHolderWait;
   for (;;) {
@@ -382,6 +402,31 @@ Status StateStore::lock_pipeline(bool shared) {
   });
 }
 
+Expected<bool> StateStore::held(const std::string& name) {
+  if (db_->path() == ":memory:") return false;
+  if (!db_->postgres()) {
+    auto pid = StateLock::holder(db_->path(), name);
+    if (!pid) return pid.take_error();
+    return *pid != 0;
+  }
+  auto bits = static_cast<uint64_t>(advisory_key(name));
+  auto held =
+      db_->prepare(fmt::format("SELECT count(*) FROM pg_locks l WHERE {}", kAdvisoryLockHeld));
+  if (!held) return held.take_error();
+  held->bind(1, static_cast<int64_t>(bits >> 32)).bind(2, static_cast<int64_t>(bits & 0xffffffff));
+  auto row = held->step();
+  if (!row) return row.take_error();
+  return *row && held->column_int(0) > 0;
+}
+
+std::string StateStore::pipeline_name() const {
+  return fmt::format("{:016x}", static_cast<uint64_t>(run_));
+}
+
+Expected<bool> StateStore::stage_running(std::string_view stage, std::string_view pipeline) {
+  return held(instance_stage_lock(stage, pipeline));
+}
+
 Status StateStore::lock_stage_as_kept(std::string_view stage, std::string_view pipeline) {
   if (pipeline.empty()) {
     auto grouped = owned_by_group();
@@ -394,7 +439,7 @@ Status StateStore::lock_stage_as_kept(std::string_view stage, std::string_view p
   // instance starts again.
   std::string name(stage);
   const std::string& path = db_->path();
-  return lock(fmt::format("stage:{}@{}", name, pipeline), false, [&](const std::string& holder) {
+  return lock(instance_stage_lock(name, pipeline), false, [&](const std::string& holder) {
     return fmt::format(
         "stage '{}' of state database '{}' is in use by {} in the same instance: two stages of a "
         "pipeline need distinct --name",

@@ -101,6 +101,14 @@ class StateStore {
   // also locked alone within that pipeline, so that two stages of one name
   // in one instance are refused (kpipe(7), MANY INSTANCES).
   Status lock_stage_as_kept(std::string_view stage, std::string_view pipeline = {});
+  // Whether a live process (this one included) holds stage `stage`'s lock
+  // within the instance pipeline `pipeline` (lock_stage_as_kept): whether
+  // that stage of that instance still runs. Takes nothing.
+  Expected<bool> stage_running(std::string_view stage, std::string_view pipeline);
+  // The name an instance's kconsume gives its pipeline in its instance
+  // line, and its stages lock their names within: this process's run of
+  // the store (random), in hex.
+  std::string pipeline_name() const;
   // The same lock for kcheckpoint reset and import, which rewrite the
   // offsets kconsume resumes from: refused while the pipeline runs.
   Status lock_offsets();
@@ -116,9 +124,6 @@ class StateStore {
   // Returns the name taken.
   Expected<std::string> register_instance(std::string_view name, std::string_view group,
                                           Millis now);
-  // This process's run of the store (random): an instance's kconsume
-  // names its pipeline by it in its instance line.
-  int64_t run() const { return run_; }
 
   // --- checkpoints --------------------------------------------------------
   // The id for the next checkpoint: one more than any emitted so far, so
@@ -231,6 +236,7 @@ class StateStore {
   static Expected<std::unique_ptr<StateStore>> check_version(std::unique_ptr<Database> db);
   Status lock(const std::string& name, bool shared, StateLock::BusyMessage busy);
   Status lock_postgres(const std::string& name, bool shared, const StateLock::BusyMessage& busy);
+  Expected<bool> held(const std::string& name);
   // Refuses, naming the owner, unless `p` is still owned at `epoch`.
   Status check_owner(const TopicPartition& p, int64_t epoch, std::string_view what);
   // The newest complete checkpoint that held partition `p` (0: none).

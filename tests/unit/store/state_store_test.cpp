@@ -1035,6 +1035,32 @@ TEST_CASE("an instance's stage name is locked alone within its pipeline", "[grou
                     path, twin.pid()));
 }
 
+TEST_CASE("stage_running says whether a stage of one instance's pipeline still runs",
+          "[group][lock]") {
+  test::TempDir dir;
+  std::string path = dir.file("p.db");
+  auto store = file_store(path);
+  REQUIRE(store->register_instance("a", "g", 1).ok());
+  std::string mine = store->pipeline_name();
+  CHECK(mine.size() == 16);
+  CHECK(*store->stage_running("kproduce", mine) == false);
+  {
+    // Another instance's kproduce does not commit as this instance's member.
+    ChildLock other(path, "stage:kproduce@00000000000000bb", false);
+    REQUIRE(other.answer() == "held");
+    CHECK(*store->stage_running("kproduce", mine) == false);
+    ChildLock ours(path, "stage:kproduce@" + mine, false);
+    REQUIRE(ours.answer() == "held");
+    CHECK(*store->stage_running("kproduce", mine) == true);
+    CHECK(*store->stage_running("kdedup", mine) == false);
+  }
+  // Gone (the child has exited): its lock went with it.
+  CHECK(*store->stage_running("kproduce", mine) == false);
+  // This process's own stage counts too.
+  REQUIRE(store->lock_stage_as_kept("kproduce", mine).ok());
+  CHECK(*store->stage_running("kproduce", mine) == true);
+}
+
 TEST_CASE("complete_committed completes a transaction's checkpoint for the partitions given",
           "[group]") {
   test::TempDir dir;
