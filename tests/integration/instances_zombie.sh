@@ -42,7 +42,21 @@ wait_for "the first piece to be consumed" 60 first_consumed
 
 # a's kproduce stops first; the checkpoint lines a's kconsume goes on
 # emitting (nothing else flows now) wait in its pipe, each passed by kdedup.
-kill -STOP "$(instance_pid a kproduce)"
+# It stops between two commits: stopped inside one (a transaction per
+# checkpoint line), its open transaction would hold the group's offsets
+# until Kafka aborts it at its timeout (60 s), and that abort fences it by
+# its epoch before the group can.
+txn_id=$(grep -o "transactional id '[^']*'" "$WORK/a.produce.err" | head -1 | cut -d"'" -f2)
+[[ -n "$txn_id" ]] || fail "a's kproduce named no transactional id: $(cat "$WORK/a.produce.err")"
+between_commits() {
+  kill -STOP "$(instance_pid a kproduce)"
+  kafka_tool transactions describe --transactional-id "$txn_id" >"$WORK/txn" 2>&1 ||
+    fail "kafka-transactions describe failed: $(cat "$WORK/txn")"
+  awk 'NR == 2 && $5 ~ /^(Ongoing|Prepare)/ { exit 1 }' "$WORK/txn" && return 0
+  kill -CONT "$(instance_pid a kproduce)"
+  return 1
+}
+wait_for "a's kproduce to stop between two commits" 60 between_commits
 open_checkpoints() { (($(sql "$S" "SELECT COUNT(*) FROM checkpoints WHERE completed_at IS NULL") >= 3)); }
 wait_for "checkpoint lines to wait for a's kproduce" 30 open_checkpoints
 kill -STOP -- "-${sessions[a]}"
