@@ -97,6 +97,12 @@ assert_files_equal "$WORK/before_resume" "$WORK/after_resume"
 
 kill -TERM "$(pid_of b kconsume)"
 wait_for "instance b to stop" 60 gone b
+# The drain gets every partition only once no member holds any: the
+# resumed a may have rejoined the group as it ended, and b been stopped in
+# that rebalance, each then a static member kept until its session timed
+# out. (A drain given only some partitions would end at the group's end
+# and leave the others' windows in the store unfired.)
+[[ "$KPIPE_TEST_BROKER" != kafka ]] || wait_for "the group to have no member" 60 no_member "$G"
 KWINDOW_EXTRA=--flush-at-end bash "$WORK/instance.sh" z -e || fail "the drain failed: $(cat "$WORK/z.err")"
 grep -q 'error' "$WORK/b.err" "$WORK/z.err" && fail "errors: $(cat "$WORK/b.err" "$WORK/z.err")"
 

@@ -296,6 +296,13 @@ describe_group() {
   awk '$1 == G && NF >= 6 { print $2, $3, $4, $5, $6 }' G="$1" "$WORK/describe.out" | sort -k1,1 -k2,2n
 }
 
+# no_member GROUP: Kafka says GROUP has no member (real Kafka only). A
+# static member that closed in the middle of a rebalance did not leave: it
+# holds its partitions until its session times out.
+no_member() {
+  kafka_tool groups --describe --group "$1" --members 2>&1 | grep -q "has no active members"
+}
+
 # wait_for DESCRIPTION SECONDS COMMAND...: until COMMAND succeeds (it looks
 # at output a test is waiting on), or fails the test after SECONDS.
 wait_for() {
