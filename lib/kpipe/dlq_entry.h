@@ -16,7 +16,7 @@
 #include "kpipe/envelope.h"
 #include "kpipe/partition.h"
 #include "kpipe/status.h"
-#include "kpipe/table.h"
+#include "kpipe/text_table.h"
 #include "kpipe/time.h"
 
 namespace kpipe {

@@ -13,26 +13,6 @@ namespace kpipe {
 
 namespace od = simdjson::ondemand;
 
-const char* json_type_name(JsonType t) {
-  switch (t) {
-    case JsonType::kMissing:
-      return "missing";
-    case JsonType::kNull:
-      return "null";
-    case JsonType::kBool:
-      return "bool";
-    case JsonType::kNumber:
-      return "number";
-    case JsonType::kString:
-      return "string";
-    case JsonType::kObject:
-      return "object";
-    case JsonType::kArray:
-      return "array";
-  }
-  return "?";
-}
-
 const char* json_type_phrase(JsonType t) {
   switch (t) {
     case JsonType::kMissing:

@@ -16,7 +16,6 @@ namespace kpipe {
 
 enum class JsonType : uint8_t { kMissing, kNull, kBool, kNumber, kString, kObject, kArray };
 
-const char* json_type_name(JsonType t);
 // The type as a message says it: "a string", "an object", "null".
 const char* json_type_phrase(JsonType t);
 

@@ -7,7 +7,7 @@
 
 #include "kpipe/choices.h"
 #include "kpipe/json.h"
-#include "kpipe/table.h"
+#include "kpipe/text_table.h"
 
 namespace kpipe {
 

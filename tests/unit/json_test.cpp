@@ -1135,12 +1135,6 @@ TEST_CASE("is_valid_utf8", "[json]") {
   CHECK_FALSE(is_valid_utf8("ab\xe2\x82"));        // truncated
 }
 
-TEST_CASE("json_type_name", "[json]") {
-  CHECK(std::string(json_type_name(JsonType::kMissing)) == "missing");
-  CHECK(std::string(json_type_name(JsonType::kObject)) == "object");
-  CHECK(std::string(json_type_name(JsonType::kNumber)) == "number");
-}
-
 // --- numbers of any size, and reasons in the user's terms -------------------------
 
 namespace {

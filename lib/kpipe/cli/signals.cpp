@@ -7,10 +7,8 @@ namespace kpipe {
 namespace {
 
 std::atomic<bool> g_stop{false};
-std::atomic<int> g_signal{0};
 
-void on_signal(int sig) {
-  g_signal.store(sig, std::memory_order_relaxed);
+void on_signal(int) {
   g_stop.store(true, std::memory_order_relaxed);
 }
 
@@ -34,9 +32,6 @@ const std::atomic<bool>* stop_flag() {
 }
 bool stop_requested() {
   return g_stop.load(std::memory_order_relaxed);
-}
-int stop_signal() {
-  return g_signal.load(std::memory_order_relaxed);
 }
 
 }  // namespace kpipe

@@ -12,6 +12,5 @@ void install_signal_handlers();
 const std::atomic<bool>* stop_flag();
 bool stop_requested();
 // Which signal asked to stop, 0 if none.
-int stop_signal();
 
 }  // namespace kpipe

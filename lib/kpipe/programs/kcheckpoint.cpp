@@ -27,9 +27,9 @@
 #include "kpipe/programs/dlq_targets.h"
 #include "kpipe/programs/kconsume.h"
 #include "kpipe/programs/plot_output.h"
-#include "kpipe/programs/state_file.h"
+#include "kpipe/programs/stage_state.h"
 #include "kpipe/stage/line_feed.h"
-#include "kpipe/table.h"
+#include "kpipe/text_table.h"
 
 namespace kpipe {
 

@@ -5,7 +5,7 @@
 #include "kpipe/event_time.h"
 #include "kpipe/json.h"
 #include "kpipe/programs/dlq_targets.h"
-#include "kpipe/programs/state_file.h"
+#include "kpipe/programs/stage_state.h"
 #include "kpipe/stage/stateful.h"
 #include "kpipe/store/sql.h"
 
@@ -349,7 +349,7 @@ Status run_dedup(const DedupOptions& options, Io& io) {
   }
 
   DedupEngine engine(plan->engine, io.clock);
-  auto store = open_state_file(options.state);
+  auto store = open_stage_state(options.state);
   if (!store) return store.take_error();
   StateFormat format{kStateFormat, "", state_options(options)};
   // Keys of one path, and whole lines, hash as they always did.

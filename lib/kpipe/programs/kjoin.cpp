@@ -18,7 +18,7 @@
 #include "kpipe/kafka/client.h"
 #include "kpipe/kafka/topic.h"
 #include "kpipe/programs/dlq_targets.h"
-#include "kpipe/programs/state_file.h"
+#include "kpipe/programs/stage_state.h"
 #include "kpipe/stage/bad_input.h"
 #include "kpipe/stage/line_feed.h"
 #include "kpipe/stage/stateful.h"
@@ -1288,7 +1288,7 @@ Status run_join(const JoinOptions& options, Io& io) {
 
   bool persist_rows = plan->table.kind == TableKind::kKafka;
   JoinEngine engine(plan->mode, persist_rows, plan->table_disorder, plan->idle_timeout, io.clock);
-  auto store = open_state_file(options.state);
+  auto store = open_stage_state(options.state);
   if (!store) return store.take_error();
   // An instance keeps the records waiting per source partition, a queue
   // of its own for each (kpipe(7), MANY INSTANCES).

@@ -16,7 +16,7 @@
 #include "kpipe/kafka/topic.h"
 #include "kpipe/programs/dlq_targets.h"
 #include "kpipe/programs/payloads.h"
-#include "kpipe/programs/state_file.h"
+#include "kpipe/programs/stage_state.h"
 #include "kpipe/store/state_store.h"
 
 namespace kpipe {

@@ -7,7 +7,7 @@
 #include "kpipe/choices.h"
 #include "kpipe/control.h"
 #include "kpipe/programs/dlq_targets.h"
-#include "kpipe/programs/state_file.h"
+#include "kpipe/programs/stage_state.h"
 
 namespace kpipe {
 

@@ -7,7 +7,7 @@
 #include "kpipe/event_time.h"
 #include "kpipe/json.h"
 #include "kpipe/programs/dlq_targets.h"
-#include "kpipe/programs/state_file.h"
+#include "kpipe/programs/stage_state.h"
 #include "kpipe/stage/stateful.h"
 #include "kpipe/store/sql.h"
 
@@ -425,7 +425,7 @@ Status run_window(const WindowOptions& options, Io& io) {
   }
 
   WindowEngine engine(*config, io.clock, &io.reporter);
-  auto store = open_state_file(options.state);
+  auto store = open_stage_state(options.state);
   if (!store) return store.take_error();
   StageState state(store->get(), stage, engine, io.clock, {},
                    [&] { return std::make_unique<WindowEngine>(*config, io.clock, &io.reporter); });

@@ -1,11 +1,11 @@
-// What every stateful stage (kwindow, kdedup, the planned kjoin) does the
+// What every stateful stage (kwindow, kdedup, kjoin) does the
 // same way around its engine (kpipe(7), CONTROL LINES AND CHECKPOINTS):
 // restore the engine's state at start, save what changed at each
 // checkpoint line before forwarding it, and key records by the values at
 // their --key paths. The engine keeps its state as Snapshottable entries
 // (snapshot.h); where the entries go is a SnapshotStore, so that this
-// layer needs no SQLite (programs/state_file.h opens the pipeline's state
-// file as one, tests use a fake).
+// layer needs no database (programs/stage_state.h opens the pipeline's
+// state store as one, tests use a fake).
 #pragma once
 
 #include <cstddef>

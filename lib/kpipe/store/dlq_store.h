@@ -1,5 +1,5 @@
-// The SQLite dead-letter store (--dlq FILE.db): one row per bad line, the
-// line kept byte for byte. Every program writes it through DeadLetterSink;
+// The dead-letter store in a database (--dlq FILE.db or postgresql://...,
+// kpipe(7), STORES): one row per bad line, the line kept byte for byte. Every program writes it through DeadLetterSink;
 // kdlq reads it, marks what it replayed and purges it. Several processes
 // may share one store (the stages of a pipeline, and kdlq): writes are
 // short transactions, so none holds the lock for long.

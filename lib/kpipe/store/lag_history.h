@@ -1,4 +1,5 @@
-// klag's --history FILE: one SQLite database of lag samples, appended by
+// klag's --history FILE: one database of lag samples (an SQLite file or
+// PostgreSQL, kpipe(7), STORES), appended by
 // each run (a cron job builds the history), read back by `klag status` to
 // judge the recent samples and by --no-fetch to estimate time lag from the
 // log end offsets seen over time. The tables are documented in klag(1), so

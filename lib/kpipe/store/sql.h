@@ -67,9 +67,6 @@ class Statement {
   Statement& bind_blob(int i, std::string_view v) { return impl_->bind_blob(i, v), *this; }
   Statement& bind_null(int i) { return impl_->bind_null(i), *this; }
   Statement& bind(int i, const std::optional<int64_t>& v) { return v ? bind(i, *v) : bind_null(i); }
-  Statement& bind_optional_text(int i, const std::optional<std::string>& v) {
-    return v ? bind_text(i, *v) : bind_null(i);
-  }
 
   // True while rows come, false when done.
   Expected<bool> step() { return impl_->step(); }

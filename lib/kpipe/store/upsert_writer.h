@@ -143,7 +143,6 @@ class UpsertWriter {
 
   const TableSpec& spec() const { return spec_; }
   const TableName& table_name() const { return table_name_; }
-  bool table_exists() const { return table_exists_; }
   uint64_t rows_written() const { return rows_written_; }
   // Rows that changed nothing: under ignore, the key was already there.
   uint64_t rows_unchanged() const { return rows_unchanged_; }

@@ -1,4 +1,4 @@
-#include "kpipe/programs/state_file.h"
+#include "kpipe/programs/stage_state.h"
 
 #include <utility>
 
@@ -57,7 +57,7 @@ class StateFileSnapshots final : public SnapshotStore {
 
 }  // namespace
 
-Expected<std::unique_ptr<SnapshotStore>> open_state_file(const std::string& path) {
+Expected<std::unique_ptr<SnapshotStore>> open_stage_state(const std::string& path) {
   if (path.empty()) return std::unique_ptr<SnapshotStore>();
   auto opened = StateStore::open(path);
   if (!opened) return opened.take_error();

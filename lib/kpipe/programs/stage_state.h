@@ -1,6 +1,6 @@
-// The pipeline's state file (--state FILE, store/state_store.h) as the
+// The pipeline's state store (--state, store/state_store.h) as the
 // SnapshotStore of a stateful stage (stage/stateful.h): the stage layer
-// may not see SQLite, so the two meet here.
+// may not see a database, so the two meet here.
 #pragma once
 
 #include <atomic>
@@ -18,7 +18,7 @@ namespace kpipe {
 // Opens (creating) the state file at `path` for a stage, whose lock it
 // takes at restore() and holds until closed (kpipe(7), CONTROL
 // LINES AND CHECKPOINTS); null when `path` is empty (no --state).
-Expected<std::unique_ptr<SnapshotStore>> open_state_file(const std::string& path);
+Expected<std::unique_ptr<SnapshotStore>> open_stage_state(const std::string& path);
 
 // Waits for the stage's input to have a first line (wait_for_input) and
 // hands `store` (when not null) the instance its instance line names, so

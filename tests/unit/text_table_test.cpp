@@ -1,4 +1,4 @@
-#include "kpipe/table.h"
+#include "kpipe/text_table.h"
 
 #include <catch2/catch.hpp>
 
