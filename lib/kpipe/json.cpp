@@ -9,6 +9,8 @@
 
 #include <simdjson.h>
 
+#include "kpipe/quote.h"
+
 namespace kpipe {
 
 namespace od = simdjson::ondemand;
@@ -298,23 +300,6 @@ bool ends_word(char c) {
   }
 }
 
-// A bare word as a message quotes it: control characters escaped, cut short.
-std::string quoted_word(std::string_view w) {
-  constexpr size_t kShown = 32;
-  std::string out = "'";
-  for (size_t i = 0; i < w.size() && i < kShown; ++i) {
-    auto c = static_cast<unsigned char>(w[i]);
-    if (c < 0x20 || c == 0x7f) {
-      out.append(fmt::format("\\u{:04x}", c));
-      continue;
-    }
-    out.push_back(w[i]);
-  }
-  if (w.size() > kShown) out.append("...");
-  out.push_back('\'');
-  return out;
-}
-
 int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -377,7 +362,7 @@ std::string word_fault(std::string_view s, size_t& i) {
   if (w == "NaN" || w == "-NaN" || w == "Infinity" || w == "-Infinity" || w == "+Infinity")
     return fmt::format("{} is not JSON", w);
   if (w[0] == '-' || is_digit(w[0])) return is_json_number(w) ? std::string() : "malformed number";
-  return fmt::format("{} is not a JSON value", quoted_word(w));
+  return fmt::format("{} is not a JSON value", quoted(w, kJsonWordQuote));
 }
 
 size_t skip_space(std::string_view s, size_t i) {

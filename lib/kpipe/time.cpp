@@ -10,6 +10,8 @@
 
 #include <fmt/format.h>
 
+#include "kpipe/quote.h"
+
 namespace kpipe {
 namespace {
 
@@ -22,33 +24,6 @@ bool is_digit(char c) {
 }
 bool is_alpha(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-
-// The subject of a diagnostic, in single quotes. Input comes from records and
-// command lines, so it is cut short and stripped of control characters: a
-// diagnostic must stay one line.
-std::string quoted(std::string_view text) {
-  constexpr size_t kMaxShown = 64;
-  bool cut = false;
-  if (text.size() > kMaxShown) {
-    size_t end = kMaxShown;
-    // Do not split a UTF-8 sequence.
-    while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
-    text = text.substr(0, end);
-    cut = true;
-  }
-  std::string out = "'";
-  for (char c : text) {
-    auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7F) {
-      fmt::format_to(std::back_inserter(out), "\\x{:02x}", u);
-      continue;
-    }
-    out += c;
-  }
-  if (cut) out += "...";
-  out += '\'';
-  return out;
 }
 
 // Howard Hinnant's days_from_civil: days since 1970-01-01 in the proleptic

@@ -13,16 +13,6 @@ namespace kpipe {
 
 namespace {
 
-std::string quote_identifier(std::string_view name) {
-  std::string out(1, '"');
-  for (char c : name) {
-    if (c == '"') out.push_back('"');
-    out.push_back(c);
-  }
-  out.push_back('"');
-  return out;
-}
-
 // "schema.name" names a table in a schema; a name holding a dot is quoted
 // as one by the user's own quotes, which we do not parse: dots split.
 std::string quote_table(std::string_view table) {
