@@ -1,0 +1,148 @@
+// The JSON writers that the Avro codec's decoding writes through: numbers,
+// strings, bytes and times, straight into the output with one room check
+// per value.
+#include "kpipe/schema/avro_internal.h"
+
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <string_view>
+
+#include "kpipe/json.h"
+#include "kpipe/time.h"
+
+namespace kpipe::avro {
+
+void put_float(JsonOut& out, float v) {
+  if (put_non_finite(out, v)) return;
+  // A float's own shortest text: 0.1f is "0.1", not the double nearest it.
+  if (v == std::trunc(v) && std::fabs(v) < 1e15f) return put_int(out, static_cast<int64_t>(v));
+  char* p = out.room(32);
+  out.advance_to(std::to_chars(p, p + 32, v).ptr);
+}
+
+// Most doubles in records are amounts with a few decimals, whose shortest
+// text is found here sooner than by the general search (std::to_chars,
+// as append_double writes every other double): the fewest decimals whose
+// number reads back as `v`. Integers are left to append_double.
+bool put_short_decimal(JsonOut& out, double v) {
+  const double a = std::fabs(v);
+  if (!(a >= 1 && a < 1e12) || a == std::trunc(a)) return false;
+  static constexpr double kScales[] = {10, 100, 1000};
+  for (int k = 0; k < 3; ++k) {
+    const double m = std::round(a * kScales[k]);
+    if (m / kScales[k] != a) continue;
+    const auto digits = static_cast<uint64_t>(m);
+    const auto scale = static_cast<uint64_t>(kScales[k]);
+    char* p = out.room(24);
+    if (v < 0) *p++ = '-';
+    p = std::to_chars(p, p + 16, digits / scale).ptr;
+    *p++ = '.';
+    p = write_digits(p, digits % scale, k + 1);
+    out.advance_to(p);
+    return true;
+  }
+  return false;
+}
+
+// A count of `per_milli`ths of a millisecond as milliseconds: "-0.001" for
+// -1 microsecond.
+void put_scaled_millis(JsonOut& out, int64_t v, int64_t per_milli, int fraction_digits) {
+  uint64_t mag = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
+  char* p = out.room(32);
+  if (v < 0) *p++ = '-';
+  p = std::to_chars(p, p + 24, mag / static_cast<uint64_t>(per_milli)).ptr;
+  if (uint64_t frac = mag % static_cast<uint64_t>(per_milli); frac != 0) {
+    *p++ = '.';
+    p = write_digits(p, frac, fraction_digits);
+  }
+  out.advance_to(p);
+}
+
+// Bytes in Avro's JSON encoding: each byte the code point of the same value.
+void put_code_points(JsonOut& out, const unsigned char* b, size_t n) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  char* p = out.room(n * 6 + 2);
+  *p++ = '"';
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char c = b[i];
+    if (c >= 0x20 && c < 0x7f && c != '"' && c != '\\') {
+      *p++ = static_cast<char>(c);
+    } else if (c == '"' || c == '\\') {
+      *p++ = '\\';
+      *p++ = static_cast<char>(c);
+    } else {
+      const char esc[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xf]};
+      std::memcpy(p, esc, 6);
+      p += 6;
+    }
+  }
+  *p++ = '"';
+  out.advance_to(p);
+}
+
+// A string as JSON, the escapes as append_json_string writes them; false
+// (and nothing written) when it is not UTF-8, as every Avro string must be.
+bool put_json_string(JsonOut& out, const char* s, size_t n) {
+  constexpr size_t kLong = 4096;  // beyond, six bytes of room per byte is too many
+  if (n > kLong) {
+    if (!is_valid_utf8(std::string_view(s, n))) return false;
+    append_json_string(out.string(), std::string_view(s, n));
+    out.resume();
+    return true;
+  }
+  static constexpr auto kEscape = [] {
+    std::array<char, 256> t{};  // 0: as it is; 'u': \u00XX; else the short escape
+    for (int c = 0; c < 0x20; ++c) t[static_cast<size_t>(c)] = 'u';
+    t['\b'] = 'b';
+    t['\f'] = 'f';
+    t['\n'] = 'n';
+    t['\r'] = 'r';
+    t['\t'] = 't';
+    t['"'] = '"';
+    t['\\'] = '\\';
+    return t;
+  }();
+  static constexpr char kHex[] = "0123456789abcdef";
+  char* const begin = out.room(n * 6 + 2);
+  char* p = begin;
+  *p++ = '"';
+  unsigned any = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    any |= c;
+    const char e = kEscape[c];
+    if (e == 0) {
+      *p++ = static_cast<char>(c);
+    } else if (e != 'u') {
+      *p++ = '\\';
+      *p++ = e;
+    } else {
+      const char esc[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xf]};
+      std::memcpy(p, esc, 6);
+      p += 6;
+    }
+  }
+  *p++ = '"';
+  if ((any & 0x80) && !is_valid_utf8(std::string_view(s, n))) return false;
+  out.advance_to(p);
+  return true;
+}
+
+// hh:mm:ss and the fraction's digits, quoted.
+void put_time_of_day(JsonOut& out, int64_t ms, uint64_t fraction, int fraction_digits) {
+  char* p = out.room(24);
+  *p++ = '"';
+  p = write_digits(p, static_cast<uint64_t>(ms / kHour), 2);
+  *p++ = ':';
+  p = write_digits(p, static_cast<uint64_t>(ms / kMinute % 60), 2);
+  *p++ = ':';
+  p = write_digits(p, static_cast<uint64_t>(ms / kSecond % 60), 2);
+  *p++ = '.';
+  p = write_digits(p, fraction, fraction_digits);
+  *p++ = '"';
+  out.advance_to(p);
+}
+
+}  // namespace kpipe::avro
