@@ -14,6 +14,18 @@
 
 namespace kpipe::avro {
 
+namespace {
+
+// Writes `\u00XX`, the escape of a byte that has no shorter one.
+char* put_unicode_escape(char* p, unsigned char c) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  const char esc[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xf]};
+  std::memcpy(p, esc, 6);
+  return p + 6;
+}
+
+}  // namespace
+
 void put_float(JsonOut& out, float v) {
   if (put_non_finite(out, v)) return;
   // A float's own shortest text: 0.1f is "0.1", not the double nearest it.
@@ -62,7 +74,6 @@ void put_scaled_millis(JsonOut& out, int64_t v, int64_t per_milli, int fraction_
 
 // Bytes in Avro's JSON encoding: each byte the code point of the same value.
 void put_code_points(JsonOut& out, const unsigned char* b, size_t n) {
-  static constexpr char kHex[] = "0123456789abcdef";
   char* p = out.room(n * 6 + 2);
   *p++ = '"';
   for (size_t i = 0; i < n; ++i) {
@@ -73,9 +84,7 @@ void put_code_points(JsonOut& out, const unsigned char* b, size_t n) {
       *p++ = '\\';
       *p++ = static_cast<char>(c);
     } else {
-      const char esc[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xf]};
-      std::memcpy(p, esc, 6);
-      p += 6;
+      p = put_unicode_escape(p, c);
     }
   }
   *p++ = '"';
@@ -104,7 +113,6 @@ bool put_json_string(JsonOut& out, const char* s, size_t n) {
     t['\\'] = '\\';
     return t;
   }();
-  static constexpr char kHex[] = "0123456789abcdef";
   char* const begin = out.room(n * 6 + 2);
   char* p = begin;
   *p++ = '"';
@@ -119,9 +127,7 @@ bool put_json_string(JsonOut& out, const char* s, size_t n) {
       *p++ = '\\';
       *p++ = e;
     } else {
-      const char esc[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xf]};
-      std::memcpy(p, esc, 6);
-      p += 6;
+      p = put_unicode_escape(p, c);
     }
   }
   *p++ = '"';
