@@ -73,6 +73,14 @@ std::string json_string(std::string_view text) {
   return out;
 }
 
+// What opens a member named `name`, after `before`: a record field's key
+// (`,"name":`), a wrapped union branch (`{"name":`).
+Snippet member_opening(std::string before, std::string_view name) {
+  append_json_string(before, name);
+  before.push_back(':');
+  return Snippet(std::move(before));
+}
+
 // Builds the node table from the schema's JSON, resolving names as the
 // specification says: a name with a dot is full, others take the namespace
 // given or the enclosing one.
@@ -219,10 +227,7 @@ class SchemaReader {
       if (!child) return child;
       Field out;
       out.name = std::string(name);
-      std::string key = nodes_[at].fields.empty() ? "" : ",";
-      append_json_string(key, name);
-      key.push_back(':');
-      out.key = Snippet(std::move(key));
+      out.key = member_opening(nodes_[at].fields.empty() ? "" : ",", name);
       out.type = *child;
       out.has_default = !field["default"].get(out.default_value);
       nodes_[at].fields.push_back(std::move(out));
@@ -363,12 +368,7 @@ Expected<std::unique_ptr<Compiled>> compile(const RegisteredSchema& registered) 
   auto top = reader.read(root, "");
   if (!top) return top.take_error();
   c->root = *top;
-  for (Node& n : c->nodes) {
-    std::string wrap = "{";
-    append_json_string(wrap, n.branch_name);
-    wrap.push_back(':');
-    n.wrap = Snippet(std::move(wrap));
-  }
+  for (Node& n : c->nodes) n.wrap = member_opening("{", n.branch_name);
   if (avro_schema_from_json_length(registered.text.data(), registered.text.size(), &c->schema))
     return data_error("libavro refuses it: {}", avro_strerror());
   std::vector<uint8_t> seen(c->nodes.size());
