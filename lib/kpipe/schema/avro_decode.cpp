@@ -298,14 +298,7 @@ void AvroCodec::write_decimal(JsonOut& out, const unsigned char* b, size_t n, in
   } else {
     // The magnitude, big-endian, divided by 10^9 until nothing is left.
     big_.assign(b, b + n);
-    if (negative) {
-      unsigned carry = 1;
-      for (size_t i = n; i-- > 0;) {
-        unsigned x = static_cast<unsigned char>(~big_[i]) + carry;
-        big_[i] = static_cast<uint8_t>(x);
-        carry = x >> 8;
-      }
-    }
+    if (negative) negate_twos_complement(big_.rbegin(), big_.rend());
     size_t start = 0;
     while (start < big_.size()) {
       if (big_[start] == 0) {

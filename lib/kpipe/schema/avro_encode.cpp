@@ -559,15 +559,10 @@ Status AvroCodec::build_bytes(const Node& n, dom::element e, avro_value_t* v, bo
     if (!decoded) return field_error(fmt::format("{} is not base64", quoted(s)));
     scratch_ = std::move(*decoded);
   }
-  if (n.kind == Kind::kFixed) {
-    if (static_cast<int64_t>(scratch_.size()) != n.size)
-      return field_error(
-          fmt::format("fixed {} holds {} bytes, found {}", n.short_name, n.size, scratch_.size()));
-    if (avro_value_set_fixed(v, scratch_.data(), scratch_.size())) return avro_fault("set a fixed");
-    return {};
-  }
-  if (avro_value_set_bytes(v, scratch_.data(), scratch_.size())) return avro_fault("set bytes");
-  return {};
+  if (n.kind == Kind::kFixed && static_cast<int64_t>(scratch_.size()) != n.size)
+    return field_error(
+        fmt::format("fixed {} holds {} bytes, found {}", n.short_name, n.size, scratch_.size()));
+  return set_bytes_or_fixed(n, scratch_.data(), scratch_.size(), v);
 }
 
 Status AvroCodec::set_decimal(const Node& n, std::string_view text, avro_value_t* v) {
@@ -633,14 +628,7 @@ Status AvroCodec::set_decimal(const Node& n, std::string_view text, avro_value_t
     if (carry) big_.push_back(static_cast<uint8_t>(carry));
   }
   big_.push_back(0);
-  if (negative && !digits_.empty()) {
-    unsigned carry = 1;
-    for (uint8_t& byte : big_) {
-      unsigned x = static_cast<uint8_t>(~byte) + carry;
-      byte = static_cast<uint8_t>(x);
-      carry = x >> 8;
-    }
-  }
+  if (negative && !digits_.empty()) negate_twos_complement(big_.begin(), big_.end());
   while (big_.size() > 1) {
     uint8_t top = big_.back(), next = big_[big_.size() - 2];
     if ((top == 0 && !(next & 0x80)) || (top == 0xFF && (next & 0x80)))
@@ -654,11 +642,16 @@ Status AvroCodec::set_decimal(const Node& n, std::string_view text, avro_value_t
     big_.resize(static_cast<size_t>(n.size), (big_.back() & 0x80) ? 0xFF : 0);
   }
   std::reverse(big_.begin(), big_.end());
+  return set_bytes_or_fixed(n, big_.data(), big_.size(), v);
+}
+
+// The bytes of a bytes or fixed value (a fixed's size checked already).
+Status AvroCodec::set_bytes_or_fixed(const Node& n, void* data, size_t size, avro_value_t* v) {
   if (n.kind == Kind::kFixed) {
-    if (avro_value_set_fixed(v, big_.data(), big_.size())) return avro_fault("set a fixed");
+    if (avro_value_set_fixed(v, data, size)) return avro_fault("set a fixed");
     return {};
   }
-  if (avro_value_set_bytes(v, big_.data(), big_.size())) return avro_fault("set bytes");
+  if (avro_value_set_bytes(v, data, size)) return avro_fault("set bytes");
   return {};
 }
 

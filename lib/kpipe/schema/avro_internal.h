@@ -277,6 +277,20 @@ class MemoryReader {
   int64_t payload_size_ = 0;
 };
 
+// --- decimals, both ways -----------------------------------------------------
+
+// Negates a two's complement integer in place, its bytes taken from the
+// least significant.
+template <class It>
+void negate_twos_complement(It least, It end) {
+  unsigned carry = 1;
+  for (; least != end; ++least) {
+    unsigned x = static_cast<unsigned char>(~*least) + carry;
+    *least = static_cast<uint8_t>(x);
+    carry = x >> 8;
+  }
+}
+
 // --- the codec (avro_codec.cpp, avro_decode.cpp, avro_encode.cpp) ------------
 
 // One step of a path from the value's root, for messages.
@@ -326,6 +340,7 @@ class AvroCodec final : public ValueCodec {
   Status build_real(const Node& n, dom::element e, avro_value_t* v);
   Status build_bytes(const Node& n, dom::element e, avro_value_t* v, bool raw);
   Status set_decimal(const Node& n, std::string_view text, avro_value_t* v);
+  Status set_bytes_or_fixed(const Node& n, void* data, size_t size, avro_value_t* v);
   Status avro_fault(const char* what);
   Error field_error(std::string_view why) const;
   Error mismatch(const char* expected, dom::element e) const;
