@@ -23,52 +23,13 @@
 #include <simdjson.h>
 
 #include "kpipe/json.h"
-#include "kpipe/schema/avro_codec.h"
 #include "kpipe/schema/codec.h"
 
 namespace kpipe::avro {
 
 namespace dom = simdjson::dom;
 
-// --- the schema, as this codec walks it ---------------------------------------
-//
-// libavro 1.11 reads and writes the bytes but drops what a JSON mapping
-// needs: logical types, defaults, the names that wrap union branches. So the
-// schema's JSON is also read here into a table of nodes, one per type (a
-// named type once, however often it is referenced), and checked to have the
-// shape libavro gave it. Every decision that does not depend on the data
-// (the kind, the logical type, the JSON text of keys and symbols) is made
-// once, here, not per record.
-
-enum class Kind : uint8_t {
-  kNull,
-  kBoolean,
-  kInt,
-  kLong,
-  kFloat,
-  kDouble,
-  kBytes,
-  kString,
-  kRecord,
-  kEnum,
-  kArray,
-  kMap,
-  kUnion,
-  kFixed,
-};
-
-enum class Logical : uint8_t {
-  kNone,
-  kDate,                  // int: days since the epoch
-  kTimeMillis,            // int
-  kTimeMicros,            // long
-  kTimestampMillis,       // long
-  kTimestampMicros,       // long
-  kLocalTimestampMillis,  // long
-  kLocalTimestampMicros,  // long
-  kDecimal,               // bytes or fixed
-  kUuid,                  // string
-};
+// --- JSON writers (avro_json_writer.cpp) -------------------------------------
 
 // Decoded JSON goes straight into the caller's string through a pointer:
 // one room check per value, not one per character.
@@ -120,6 +81,90 @@ class Snippet {
  private:
   std::string text_;
   std::array<char, 32> padded_{};
+};
+
+inline char* write_digits(char* p, uint64_t v, int n) {
+  for (int i = n - 1; i >= 0; --i) {
+    p[i] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  }
+  return p + n;
+}
+
+// JSON cannot hold NaN or an infinity: they are written as the strings
+// Avro's Java JSON encoder uses.
+inline bool put_non_finite(JsonOut& out, double v) {
+  if (std::isnan(v)) {
+    out.put("\"NaN\"");
+    return true;
+  }
+  if (std::isinf(v)) {
+    out.put(v > 0 ? std::string_view("\"Infinity\"") : std::string_view("\"-Infinity\""));
+    return true;
+  }
+  return false;
+}
+
+inline void put_int(JsonOut& out, int64_t v) {
+  char* p = out.room(24);
+  out.advance_to(std::to_chars(p, p + 24, v).ptr);
+}
+
+void put_float(JsonOut& out, float v);
+
+// Most doubles in records are amounts with a few decimals, whose shortest
+// text is found here sooner than by the general search (std::to_chars,
+// as append_double writes every other double): the fewest decimals whose
+// number reads back as `v`. Integers are left to append_double.
+bool put_short_decimal(JsonOut& out, double v);
+
+// A count of `per_milli`ths of a millisecond as milliseconds: "-0.001" for
+// -1 microsecond.
+void put_scaled_millis(JsonOut& out, int64_t v, int64_t per_milli, int fraction_digits);
+
+// Bytes in Avro's JSON encoding: each byte the code point of the same value.
+void put_code_points(JsonOut& out, const unsigned char* b, size_t n);
+
+// A string as JSON, the escapes as append_json_string writes them; false
+// (and nothing written) when it is not UTF-8, as every Avro string must be.
+bool put_json_string(JsonOut& out, const char* s, size_t n);
+
+// hh:mm:ss and the fraction's digits, quoted.
+void put_time_of_day(JsonOut& out, int64_t ms, uint64_t fraction, int fraction_digits);
+
+// --- the schema, as the codec walks it (avro_schema.cpp) -------------------
+//
+// A table of nodes beside libavro's schema, for what libavro drops; every
+// decision that does not depend on the data is made once, in the table.
+
+enum class Kind : uint8_t {
+  kNull,
+  kBoolean,
+  kInt,
+  kLong,
+  kFloat,
+  kDouble,
+  kBytes,
+  kString,
+  kRecord,
+  kEnum,
+  kArray,
+  kMap,
+  kUnion,
+  kFixed,
+};
+
+enum class Logical : uint8_t {
+  kNone,
+  kDate,                  // int: days since the epoch
+  kTimeMillis,            // int
+  kTimeMicros,            // long
+  kTimestampMillis,       // long
+  kTimestampMicros,       // long
+  kLocalTimestampMillis,  // long
+  kLocalTimestampMicros,  // long
+  kDecimal,               // bytes or fixed
+  kUuid,                  // string
 };
 
 struct Field {
@@ -188,57 +233,6 @@ struct Compiled {
 // says why it cannot be used.
 Expected<std::unique_ptr<Compiled>> compile(const RegisteredSchema& registered);
 
-// --- JSON writers (avro_json_writer.cpp) -------------------------------------
-
-inline char* write_digits(char* p, uint64_t v, int n) {
-  for (int i = n - 1; i >= 0; --i) {
-    p[i] = static_cast<char>('0' + v % 10);
-    v /= 10;
-  }
-  return p + n;
-}
-
-// JSON cannot hold NaN or an infinity: they are written as the strings
-// Avro's Java JSON encoder uses.
-inline bool put_non_finite(JsonOut& out, double v) {
-  if (std::isnan(v)) {
-    out.put("\"NaN\"");
-    return true;
-  }
-  if (std::isinf(v)) {
-    out.put(v > 0 ? std::string_view("\"Infinity\"") : std::string_view("\"-Infinity\""));
-    return true;
-  }
-  return false;
-}
-
-inline void put_int(JsonOut& out, int64_t v) {
-  char* p = out.room(24);
-  out.advance_to(std::to_chars(p, p + 24, v).ptr);
-}
-
-void put_float(JsonOut& out, float v);
-
-// Most doubles in records are amounts with a few decimals, whose shortest
-// text is found here sooner than by the general search (std::to_chars,
-// as append_double writes every other double): the fewest decimals whose
-// number reads back as `v`. Integers are left to append_double.
-bool put_short_decimal(JsonOut& out, double v);
-
-// A count of `per_milli`ths of a millisecond as milliseconds: "-0.001" for
-// -1 microsecond.
-void put_scaled_millis(JsonOut& out, int64_t v, int64_t per_milli, int fraction_digits);
-
-// Bytes in Avro's JSON encoding: each byte the code point of the same value.
-void put_code_points(JsonOut& out, const unsigned char* b, size_t n);
-
-// A string as JSON, the escapes as append_json_string writes them; false
-// (and nothing written) when it is not UTF-8, as every Avro string must be.
-bool put_json_string(JsonOut& out, const char* s, size_t n);
-
-// hh:mm:ss and the fraction's digits, quoted.
-void put_time_of_day(JsonOut& out, int64_t ms, uint64_t fraction, int fraction_digits);
-
 // --- around libavro (avro_workarounds.cpp) -----------------------------------
 
 // Sets libavro's allocator to the codec's (once per process).
@@ -300,6 +294,7 @@ struct PathStep {
   bool is_index = false;
 };
 
+// The path as messages name a field: items[2].price.
 std::string format_path(const PathStep* steps, size_t n);
 
 // The codec: a cache of compiled schemas, and the scratch that decoding

@@ -34,10 +34,6 @@ void put_float(JsonOut& out, float v) {
   out.advance_to(std::to_chars(p, p + 32, v).ptr);
 }
 
-// Most doubles in records are amounts with a few decimals, whose shortest
-// text is found here sooner than by the general search (std::to_chars,
-// as append_double writes every other double): the fewest decimals whose
-// number reads back as `v`. Integers are left to append_double.
 bool put_short_decimal(JsonOut& out, double v) {
   const double a = std::fabs(v);
   if (!(a >= 1 && a < 1e12) || a == std::trunc(a)) return false;
@@ -58,8 +54,6 @@ bool put_short_decimal(JsonOut& out, double v) {
   return false;
 }
 
-// A count of `per_milli`ths of a millisecond as milliseconds: "-0.001" for
-// -1 microsecond.
 void put_scaled_millis(JsonOut& out, int64_t v, int64_t per_milli, int fraction_digits) {
   uint64_t mag = v < 0 ? 0 - static_cast<uint64_t>(v) : static_cast<uint64_t>(v);
   char* p = out.room(32);
@@ -72,7 +66,6 @@ void put_scaled_millis(JsonOut& out, int64_t v, int64_t per_milli, int fraction_
   out.advance_to(p);
 }
 
-// Bytes in Avro's JSON encoding: each byte the code point of the same value.
 void put_code_points(JsonOut& out, const unsigned char* b, size_t n) {
   char* p = out.room(n * 6 + 2);
   *p++ = '"';
@@ -91,8 +84,6 @@ void put_code_points(JsonOut& out, const unsigned char* b, size_t n) {
   out.advance_to(p);
 }
 
-// A string as JSON, the escapes as append_json_string writes them; false
-// (and nothing written) when it is not UTF-8, as every Avro string must be.
 bool put_json_string(JsonOut& out, const char* s, size_t n) {
   constexpr size_t kLong = 4096;  // beyond, six bytes of room per byte is too many
   if (n > kLong) {
@@ -136,7 +127,6 @@ bool put_json_string(JsonOut& out, const char* s, size_t n) {
   return true;
 }
 
-// hh:mm:ss and the fraction's digits, quoted.
 void put_time_of_day(JsonOut& out, int64_t ms, uint64_t fraction, int fraction_digits) {
   char* p = out.room(24);
   *p++ = '"';
