@@ -1,7 +1,6 @@
 #include "kpipe/window.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -9,11 +8,9 @@
 #include <unordered_set>
 #include <utility>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
 #include "kpipe/choices.h"
 #include "kpipe/window_aggregate.h"
+#include "kpipe/window_internal.h"
 
 namespace kpipe {
 
@@ -21,21 +18,11 @@ using namespace window_internal;
 
 namespace {
 
-constexpr Millis kNever = std::numeric_limits<Millis>::max();
 // Event times stay within +-2^53 ms (epoch_to_millis); durations bounded
 // the same way keep every start + size + lateness inside an int64.
 constexpr Millis kMaxDuration = Millis{1} << 53;
 // A sliding record lands in size/every windows: bound the fan-out.
 constexpr Millis kMaxWindowsPerRecord = 10000;
-
-uint64_t hash_bytes(std::string_view s) {
-  return XXH3_64bits(s.data(), s.size());
-}
-
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return hash_bytes(s); }
-};
 
 }  // namespace
 
@@ -125,165 +112,21 @@ Status validate_window_config(const WindowConfig& c) {
 
 // --- the engine ----------------------------------------------------------------
 
-namespace {
+window_internal::WindowState::WindowState(WindowConfig c, Clock& clk, Reporter* r)
+    : cfg(std::move(c)), clock(clk), aggs(cfg.aggs, cfg.time_format, !cfg.keys.empty(), r) {
+  kind = cfg.shape.kind;
+  size = cfg.shape.size;
+  every = kind == WindowKind::kSlide ? cfg.shape.every : size;
+  delay = cfg.watermark_delay;
+  lateness = cfg.allowed_lateness;
+  idle = cfg.idle_timeout;
+  has_key = !cfg.keys.empty();
+  track = cfg.track_changes;
+  fingerprint = make_fingerprint();
+}
 
-// One window of one key, for tumbling and sliding windows. Its aggregate
-// states live in the bucket's pool, at index * (stateful aggregates).
-struct Entry {
-  uint64_t hash = 0;
-  uint64_t seq = 0;  // when it was opened: the order of lines with one end
-  uint64_t count = 0;
-  uint32_t key_at = 0;  // the key's bytes in the bucket's `keys`
-  uint32_t key_size = 0;
-};
-
-// Tumbling and sliding windows are snapshotted a window at a time (one
-// entry per window, "b/START", holding all its keys): a checkpoint that
-// touches 100k keys of a few windows writes a few rows, not 100k. Sessions
-// are per key, so they are snapshotted per key ("w/START/KEY").
-
-struct Slot {
-  uint32_t index = 0;  // entry index + 1; 0: empty
-  uint32_t tag = 0;    // high bits of the hash
-};
-
-// All the keys of one aligned window [start, end): windows with one end
-// fire together, so they share a bucket, an index, and the text of their
-// output lines' beginning.
-struct Bucket {
-  Millis start = 0;
-  Millis end = 0;
-  bool fired = false;
-  bool dirty = false;          // changed since take_changes() (with track_changes)
-  bool saved = false;          // in a snapshot: its removal must be recorded
-  std::vector<Entry> entries;  // in the order they were opened
-  std::string keys;            // the entries' keys, end to end
-  std::vector<AggState> aggs;
-
-  std::string_view key(const Entry& e) const {
-    return std::string_view(keys).substr(e.key_at, e.key_size);
-  }
-  std::vector<Slot> slots;  // open addressing, a power of two
-  std::string head;         // {"window_start":...,"window_end":...
-};
-
-struct Session {
-  Millis start = 0;
-  Millis end = 0;
-  uint64_t seq = 0;
-  uint64_t count = 0;
-  std::vector<AggState> aggs;
-  bool dirty = false;
-  bool saved = false;
-};
-
-// The live sessions of one key: sorted by start, disjoint and not touching.
-struct KeySessions {
-  std::string key;
-  std::vector<Session> list;
-};
-
-struct Partition {
-  std::string topic;
-  int64_t id = -1;
-  Millis max = kNoWatermark;
-  Millis last_seen = 0;  // processing time (steady clock)
-  bool dirty = false;
-  // From kconsume's partition events; neither is part of a snapshot (a
-  // restarted kconsume announces its partitions again).
-  bool waiting = false;  // assigned, nothing read yet: holds the watermark
-  bool revoked = false;  // no longer ours: does not hold it
-};
-
-// A window-and-key entry read back from a snapshot.
-struct Restored {
-  Millis start = 0;
-  std::string key;
-  Millis end = 0;
-  uint64_t seq = 0;
-  uint64_t count = 0;
-  std::vector<AggState> aggs;
-};
-
-using TimerQueue = std::map<std::pair<Millis, uint64_t>, KeySessions*>;
-
-}  // namespace
-
-struct WindowEngine::Impl {
-  WindowConfig cfg;
-  Clock& clock;
-  WindowKind kind;
-  Millis size, every, delay, lateness, idle;
-  bool has_key;
-  Aggregates aggs;
-  std::string fingerprint;
-
-  Millis watermark = kNoWatermark;
-  Millis global_max = kNoWatermark;
-  std::vector<Partition> parts;
-  size_t last_part = SIZE_MAX;
-  uint64_t next_seq = 0;
-  uint64_t emitted = 0;
-  uint64_t states = 0;
-  Millis next_timer = kNever;
-
-  // Tumbling and sliding windows.
-  std::map<Millis, Bucket> buckets;
-  Bucket* last_bucket = nullptr;
-  std::vector<std::map<Millis, Bucket>::node_type> spare;  // freed buckets, reused
-  Millis next_fire = kNever;                               // end of the first bucket not fired
-  Millis next_free = kNever;                               // when the first bucket is freed
-
-  // Session windows.
-  std::unordered_map<std::string, KeySessions, StringHash, std::equal_to<>> sessions;
-  TimerQueue fire_queue;  // (end, seq) of sessions not fired
-  TimerQueue free_queue;  // (end + lateness, seq) of every session
-
-  // Changes since take_changes().
-  bool track;
-  std::vector<Millis> dirty_buckets;
-  std::vector<std::string> dirty_keys;
-  std::unordered_set<std::string> removed;
-  bool meta_saved = false;
-  Millis saved_watermark = kNoWatermark;
-  uint64_t saved_seq = 0;
-
-  // Restore.
-  bool restored_meta = false;
-  std::vector<Restored> restored;
-
-  Impl(WindowConfig c, Clock& clk, Reporter* r)
-      : cfg(std::move(c)), clock(clk), aggs(cfg.aggs, cfg.time_format, !cfg.keys.empty(), r) {
-    kind = cfg.shape.kind;
-    size = cfg.shape.size;
-    every = kind == WindowKind::kSlide ? cfg.shape.every : size;
-    delay = cfg.watermark_delay;
-    lateness = cfg.allowed_lateness;
-    idle = cfg.idle_timeout;
-    has_key = !cfg.keys.empty();
-    track = cfg.track_changes;
-    fingerprint = make_fingerprint();
-  }
-
-  std::string make_fingerprint() const {
-    std::string f;
-    switch (kind) {
-      case WindowKind::kTumble:
-        f = "tumble " + format_duration(size);
-        break;
-      case WindowKind::kSlide:
-        f = "slide " + format_duration(size) + " every " + format_duration(every);
-        break;
-      case WindowKind::kSession:
-        f = "session " + format_duration(size);
-        break;
-    }
-    f += "; key";
-    for (const std::string& k : cfg.keys) f += " " + k;
-    f += "; agg";
-    aggs.describe(f);
-    return f;
-  }
+struct WindowEngine::Impl : WindowState {
+  Impl(WindowConfig c, Clock& clk, Reporter* r) : WindowState(std::move(c), clk, r) {}
 
   // --- output ---
 
@@ -737,222 +580,6 @@ struct WindowEngine::Impl {
       next_fire = kNever;
     }
     update_next_timer();
-  }
-
-  // --- snapshots ---
-
-  static std::string bucket_key(Millis start) {
-    std::string k = "b/";
-    append_int(k, start);
-    return k;
-  }
-
-  static void append_length(std::string& out, size_t n) {
-    while (n >= 0x80) {
-      out.push_back(static_cast<char>((n & 0x7f) | 0x80));
-      n >>= 7;
-    }
-    out.push_back(static_cast<char>(n));
-  }
-
-  static bool read_length(std::string_view& in, size_t& n) {
-    n = 0;
-    for (int shift = 0; shift < 64 && !in.empty(); shift += 7) {
-      auto byte = static_cast<uint8_t>(in.front());
-      in.remove_prefix(1);
-      n |= static_cast<size_t>(byte & 0x7f) << shift;
-      if ((byte & 0x80) == 0) return true;
-    }
-    return false;
-  }
-
-  static std::string entry_key(Millis start, std::string_view key) {
-    std::string k = "w/";
-    append_int(k, start);
-    k.push_back('/');
-    k.append(key);
-    return k;
-  }
-
-  void encode_entry(std::string& v, Millis end, uint64_t seq, uint64_t count,
-                    const AggState* st) const {
-    v.clear();
-    v.push_back('[');
-    append_int(v, end);
-    v.push_back(',');
-    append_uint(v, seq);
-    v.push_back(',');
-    append_uint(v, count);
-    aggs.save(v, st);
-    v.push_back(']');
-  }
-
-  void take_changes(StateChanges& out) {
-    if (!meta_saved || watermark != saved_watermark || next_seq != saved_seq) {
-      std::string v = "{\"config\":";
-      append_json_string(v, fingerprint);
-      v += ",\"watermark\":";
-      if (watermark == kNoWatermark) {
-        v += "null";
-      } else {
-        append_int(v, watermark);
-      }
-      v += ",\"seq\":";
-      append_uint(v, next_seq);
-      v += "}";
-      out.put.emplace_back("meta", std::move(v));
-      meta_saved = true;
-      saved_watermark = watermark;
-      saved_seq = next_seq;
-    }
-    for (Partition& p : parts) {
-      if (!p.dirty) continue;
-      p.dirty = false;
-      std::string k = "p/";
-      append_int(k, p.id);
-      k.push_back('/');
-      k += p.topic;
-      std::string v;
-      append_int(v, p.max);
-      out.put.emplace_back(std::move(k), std::move(v));
-    }
-    std::string value;
-    for (Millis start : dirty_buckets) {
-      auto it = buckets.find(start);
-      if (it == buckets.end() || !it->second.dirty) continue;
-      Bucket& b = it->second;
-      b.dirty = false;
-      b.saved = true;
-      // The whole window, its entries in the order they were opened:
-      // [key length, key, value length, value] each.
-      std::string blob;
-      for (size_t index = 0; index < b.entries.size(); ++index) {
-        const Entry& e = b.entries[index];
-        encode_entry(value, b.end, e.seq, e.count, aggs.at(b.aggs, index));
-        append_length(blob, e.key_size);
-        blob.append(b.key(e));
-        append_length(blob, value.size());
-        blob.append(value);
-      }
-      std::string k = bucket_key(start);
-      removed.erase(k);
-      out.put.emplace_back(std::move(k), std::move(blob));
-    }
-    dirty_buckets.clear();
-    for (const std::string& key : dirty_keys) {
-      auto it = sessions.find(key);
-      if (it == sessions.end()) continue;
-      for (Session& s : it->second.list) {
-        if (!s.dirty) continue;
-        s.dirty = false;
-        s.saved = true;
-        std::string k = entry_key(s.start, key);
-        removed.erase(k);
-        encode_entry(value, s.end, s.seq, s.count, s.aggs.data());
-        out.put.emplace_back(std::move(k), value);
-      }
-    }
-    dirty_keys.clear();
-    for (const std::string& k : removed) out.removed.push_back(k);
-    removed.clear();
-  }
-
-  static Expected<int64_t> to_int(std::string_view text) {
-    int64_t v = 0;
-    auto r = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (r.ec != std::errc() || r.ptr != text.data() + text.size())
-      return failure("'{}' is not an integer", text);
-    return v;
-  }
-
-  Status restore_entry(std::string_view key, std::string_view value) {
-    auto bad = [&](std::string_view why) {
-      return failure("saved state entry '{}': {}", key, why);
-    };
-    if (key == "meta") {
-      auto v = parse_json(value);
-      if (!v || v->type != JsonType::kObject) return bad("not a JSON object");
-      const JsonValue* config = v->find("config");
-      const JsonValue* w = v->find("watermark");
-      const JsonValue* seq = v->find("seq");
-      if (config == nullptr || config->type != JsonType::kString || w == nullptr ||
-          seq == nullptr || seq->type != JsonType::kNumber || !seq->is_integer ||
-          !(w->type == JsonType::kNull || (w->type == JsonType::kNumber && w->is_integer)))
-        return bad("malformed");
-      if (config->str != fingerprint)
-        return failure(
-            "the saved state was made with other options ({}), not these ({}): give another --name "
-            "or state file",
-            config->str, fingerprint);
-      watermark = w->type == JsonType::kNull ? kNoWatermark : w->integer;
-      next_seq = static_cast<uint64_t>(seq->integer);
-      restored_meta = true;
-      return {};
-    }
-    if (key.starts_with("p/")) {
-      std::string_view rest = key.substr(2);
-      size_t slash = rest.find('/');
-      if (slash == std::string_view::npos) return bad("malformed key");
-      auto id = to_int(rest.substr(0, slash));
-      auto max = to_int(value);
-      if (!id || !max) return bad("malformed");
-      Partition& p = parts.emplace_back();
-      p.id = *id;
-      p.topic = std::string(rest.substr(slash + 1));
-      p.max = *max;
-      return {};
-    }
-    if (key.starts_with("b/")) {
-      auto start = to_int(key.substr(2));
-      if (!start) return bad("malformed key");
-      std::string_view in = value;
-      while (!in.empty()) {
-        size_t n = 0;
-        if (!read_length(in, n) || n > in.size()) return bad("truncated");
-        std::string_view entry_key_text = in.substr(0, n);
-        in.remove_prefix(n);
-        if (!read_length(in, n) || n > in.size()) return bad("truncated");
-        std::string_view entry_value = in.substr(0, n);
-        in.remove_prefix(n);
-        KPIPE_TRY(restore_window_entry(key, *start, entry_key_text, entry_value));
-      }
-      return {};
-    }
-    if (key.starts_with("w/")) {
-      std::string_view rest = key.substr(2);
-      size_t slash = rest.find('/');
-      if (slash == std::string_view::npos) return bad("malformed key");
-      auto start = to_int(rest.substr(0, slash));
-      if (!start) return bad("malformed key");
-      return restore_window_entry(key, *start, rest.substr(slash + 1), value);
-    }
-    return bad("unknown kind of entry");
-  }
-
-  // One window-and-key entry of a snapshot.
-  Status restore_window_entry(std::string_view key, Millis start, std::string_view entry_key_text,
-                              std::string_view value) {
-    auto bad = [&](std::string_view why) {
-      return failure("saved state entry '{}': {}", key, why);
-    };
-    {
-      auto v = parse_json(value);
-      if (!v || v->type != JsonType::kArray || v->items.size() != 3 + aggs.size())
-        return bad("malformed");
-      for (size_t i = 0; i < 3; ++i)
-        if (v->items[i].type != JsonType::kNumber || !v->items[i].is_integer)
-          return bad("malformed");
-      Restored& r = restored.emplace_back();
-      r.start = start;
-      r.key = std::string(entry_key_text);
-      r.end = v->items[0].integer;
-      r.seq = static_cast<uint64_t>(v->items[1].integer);
-      r.count = static_cast<uint64_t>(v->items[2].integer);
-      aggs.open(r.aggs);
-      Status s = aggs.load(v->items.data() + 3, r.aggs.data());
-      if (!s.ok()) return bad(s.error().message);
-      return {};
-    }
   }
 
   Status finish_restore() {
