@@ -40,7 +40,7 @@ struct StringHash {
 };
 
 // One window of one key, for tumbling and sliding windows. Its aggregate
-// states live in the bucket's pool, at index * (stateful aggregates).
+// states live in the bucket's pool, where Aggregates::at finds them.
 struct Entry {
   uint64_t hash = 0;
   uint64_t seq = 0;  // when it was opened: the order of lines with one end
