@@ -1,7 +1,6 @@
 #include "kpipe/window.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -9,296 +8,21 @@
 #include <unordered_set>
 #include <utility>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
-
 #include "kpipe/choices.h"
+#include "kpipe/window_aggregate.h"
+#include "kpipe/window_internal.h"
 
 namespace kpipe {
 
+using namespace window_internal;
+
 namespace {
 
-constexpr Millis kNever = std::numeric_limits<Millis>::max();
 // Event times stay within +-2^53 ms (epoch_to_millis); durations bounded
 // the same way keep every start + size + lateness inside an int64.
 constexpr Millis kMaxDuration = Millis{1} << 53;
 // A sliding record lands in size/every windows: bound the fan-out.
 constexpr Millis kMaxWindowsPerRecord = 10000;
-
-const char* const kFnNames[] = {"count", "sum", "min", "max", "avg", "distinct"};
-
-uint64_t hash_bytes(std::string_view s) {
-  return XXH3_64bits(s.data(), s.size());
-}
-
-struct StringHash {
-  using is_transparent = void;
-  size_t operator()(std::string_view s) const { return hash_bytes(s); }
-};
-
-// --- aggregates --------------------------------------------------------------
-
-// What min, max and distinct keep besides numbers: allocated only for them,
-// so that the state of count, sum and avg stays small.
-struct AggExtra {
-  std::string text;  // min/max: a number's text as it appeared, or a string
-  std::unordered_set<std::string> distinct;
-};
-
-// One aggregate of one window and key. count needs none (the entry's own
-// count is it); the others use what their function needs.
-struct AggState {
-  int64_t i = 0;  // sum/avg: the integer sum's low 64 bits; min/max: an integer value
-  // One or the other, as `mode` says (GCC defines reading the member not
-  // last written, which a new state's zero does).
-  union {
-    double d = 0;  // sum/avg: the sum once it is not an integer; min/max: the value
-    int64_t hi;    // sum/avg: the integer sum's high 64 bits
-  };
-  uint8_t mode = 0;  // see kSum* and kVal*
-  std::unique_ptr<AggExtra> extra;
-
-  std::string_view text() const {
-    return extra ? std::string_view(extra->text) : std::string_view();
-  }
-  AggExtra& ensure_extra() {
-    if (!extra) extra = std::make_unique<AggExtra>();
-    return *extra;
-  }
-};
-
-// kSumWide: a float because the integers went beyond what the sum holds
-// exactly (exact128 below), not because an input was a float; said once.
-constexpr uint8_t kSumInt = 0, kSumDouble = 1, kSumWide = 2;
-constexpr uint8_t kValNone = 0, kValInt = 1, kValDouble = 2, kValString = 3;
-
-// A min/max candidate. The order is total, so that the result does not
-// depend on the order records arrive or sessions merge: numbers before
-// strings, numbers by value then by their text (1 before 1.0), strings by
-// their bytes.
-struct Val {
-  uint8_t mode;
-  int64_t i;
-  double d;
-  std::string_view text;
-};
-
-Val val_of(const JsonField& f) {
-  if (f.type == JsonType::kString) return {kValString, 0, 0, f.str};
-  return {f.is_integer ? kValInt : kValDouble, f.integer, f.number, f.raw};
-}
-Val val_of(const AggState& s) {
-  return {s.mode, s.i, s.d, s.text()};
-}
-
-int compare_val(const Val& a, const Val& b) {
-  bool sa = a.mode == kValString, sb = b.mode == kValString;
-  if (sa != sb) return sa ? 1 : -1;
-  if (!sa) {
-    if (a.mode == kValInt && b.mode == kValInt) {
-      if (a.i != b.i) return a.i < b.i ? -1 : 1;
-    } else if (a.d != b.d) {
-      return a.d < b.d ? -1 : 1;
-    }
-  }
-  int c = a.text.compare(b.text);
-  return c < 0 ? -1 : (c > 0 ? 1 : 0);
-}
-
-void assign_val(AggState& s, const Val& v) {
-  s.mode = v.mode;
-  s.i = v.i;
-  s.d = v.d;
-  s.ensure_extra().text.assign(v.text);
-}
-
-// An integer sum is exact in 128 bits: 2^64 records of 64 bits each cannot
-// overflow it, and a sum that leaves 64 bits may come back
-// (9223372036854775807 + 100 - 100). Only the result written must fit.
-// Integers beyond 64 bits (123456789012345678901234567890) are added
-// exactly too, while the sum stays within kWideLimit: below it, the 64-bit
-// inputs that follow cannot overflow the 128 bits either.
-using Int128 = __int128;
-constexpr Int128 kWideLimit = Int128{1} << 126;
-
-Int128 int_sum(const AggState& s) {
-  return static_cast<Int128>(static_cast<unsigned __int128>(static_cast<uint64_t>(s.hi)) << 64 |
-                             static_cast<uint64_t>(s.i));
-}
-
-void set_int_sum(AggState& s, Int128 v) {
-  s.i = static_cast<int64_t>(static_cast<uint64_t>(v));
-  s.hi = static_cast<int64_t>(v >> 64);
-}
-
-bool fits_int64(Int128 v) {
-  return v >= std::numeric_limits<int64_t>::min() && v <= std::numeric_limits<int64_t>::max();
-}
-
-// The sum as a double from now on: an input was not an integer.
-void sum_to_double(AggState& s) {
-  double d = static_cast<double>(int_sum(s));
-  s.d = d;
-  s.mode = kSumDouble;
-}
-
-// A number's text is an integer's when it has no point and no exponent
-// (JSON's grammar); the JSON reader gives one beyond 64 bits as a double.
-bool is_integer_text(std::string_view raw) {
-  return raw.find_first_of(".eE") == std::string_view::npos;
-}
-
-// An integer's text as an Int128 if it is within kWideLimit.
-std::optional<Int128> parse_wide(std::string_view raw) {
-  bool negative = !raw.empty() && raw[0] == '-';
-  if (negative) raw.remove_prefix(1);
-  if (raw.empty()) return std::nullopt;
-  Int128 v = 0;
-  for (char c : raw) {
-    if (c < '0' || c > '9') return std::nullopt;
-    v = v * 10 + (c - '0');
-    if (v >= kWideLimit) return std::nullopt;
-  }
-  return negative ? -v : v;
-}
-
-// `v` added to the integer sum while the result stays within kWideLimit;
-// past it, the sum goes on as the float nearest the exact result.
-void add_wide(AggState& s, Int128 v) {
-  Int128 sum = 0;
-  if (__builtin_add_overflow(int_sum(s), v, &sum)) {
-    s.d = static_cast<double>(int_sum(s)) + static_cast<double>(v);
-  } else if (sum >= kWideLimit || sum <= -kWideLimit) {
-    s.d = static_cast<double>(sum);
-  } else {
-    set_int_sum(s, sum);
-    return;
-  }
-  s.mode = kSumWide;
-}
-
-// Off the hot path: the first input of a sum that is not a 64-bit integer.
-[[gnu::noinline]] void sum_add_number(AggState& s, const JsonField& f) {
-  if (sum_reads_text(f) && is_integer_text(f.raw)) {
-    if (auto v = parse_wide(f.raw)) return add_wide(s, *v);
-    sum_to_double(s);
-    s.mode = kSumWide;
-  } else {
-    sum_to_double(s);
-  }
-  s.d += f.number;
-}
-
-void sum_add(AggState& s, const JsonField& f) {
-  if (s.mode == kSumInt) {
-    if (f.is_integer) {
-      set_int_sum(s, int_sum(s) + f.integer);
-      return;
-    }
-    return sum_add_number(s, f);
-  }
-  s.d += f.number;
-}
-
-// Folds the sum `o` into `s` (sessions that merge).
-void sum_merge(AggState& s, const AggState& o) {
-  if (s.mode == kSumInt && o.mode == kSumInt) return add_wide(s, int_sum(o));
-  if (s.mode == kSumInt) {
-    sum_to_double(s);
-    if (o.mode == kSumWide) s.mode = kSumWide;
-  }
-  s.d += o.mode == kSumInt ? static_cast<double>(int_sum(o)) : o.d;
-}
-
-double sum_value(const AggState& s) {
-  return s.mode == kSumInt ? static_cast<double>(int_sum(s)) : s.d;
-}
-
-void append_int128(std::string& out, Int128 v) {
-  char buf[48];
-  char* p = buf + sizeof buf;
-  auto u = static_cast<unsigned __int128>(v);
-  if (v < 0) u = -u;
-  do {
-    *--p = static_cast<char>('0' + static_cast<int>(u % 10));
-    u /= 10;
-  } while (u != 0);
-  if (v < 0) *--p = '-';
-  out.append(p, static_cast<size_t>(buf + sizeof buf - p));
-}
-
-// A float whose integer text would look exact: always with an exponent.
-void append_float(std::string& out, double d) {
-  char buf[32];
-  auto r = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
-  out.append(buf, static_cast<size_t>(r.ptr - buf));
-}
-
-// The value a distinct set compares: equal JSON values give equal bytes
-// (1 and 1.0 are one number; a string is its unescaped text).
-void distinct_repr(const JsonField& f, std::string& out) {
-  out.clear();
-  switch (f.type) {
-    case JsonType::kString:
-      out.push_back('s');
-      out.append(f.str);
-      return;
-    case JsonType::kNumber:
-      // Beyond a double's range (1e400, -1e400) a number is its text: as
-      // doubles they would all be one of two infinities.
-      if (!f.is_integer && !std::isfinite(f.number)) {
-        out.push_back('t');
-        out.append(f.raw);
-        return;
-      }
-      out.push_back('n');
-      if (f.is_integer) {
-        append_int(out, f.integer);
-      } else {
-        append_double(out, f.number);
-      }
-      return;
-    case JsonType::kObject:
-    case JsonType::kArray:
-      out.push_back('j');
-      append_minified(out, f.raw);
-      return;
-    default:
-      out.push_back('l');  // null, true, false
-      out.append(f.raw);
-      return;
-  }
-}
-
-Status check_input(const AggSpec& a, const JsonField& f) {
-  if (a.fn == AggFn::kCount) return {};
-  if (f.type == JsonType::kMissing) return data_error("field '{}' is missing", a.path);
-  switch (a.fn) {
-    case AggFn::kSum:
-    case AggFn::kAvg:
-      if (f.type != JsonType::kNumber)
-        return data_error("field '{}' is {}, not a number ({})", a.path, json_type_phrase(f.type),
-                          kFnNames[int(a.fn)]);
-      // A number beyond what a double holds (1e400) reaches a stage as its
-      // text alone: there is nothing to add.
-      if (!f.is_integer && !std::isfinite(f.number))
-        return data_error("field '{}' is {}, a number beyond the range of a 64-bit float ({})",
-                          a.path, f.raw, kFnNames[int(a.fn)]);
-      return {};
-    case AggFn::kMin:
-    case AggFn::kMax:
-      if (f.type != JsonType::kNumber && f.type != JsonType::kString)
-        return data_error("field '{}' is {}, not a number or a string ({})", a.path,
-                          json_type_phrase(f.type), kFnNames[int(a.fn)]);
-      return {};
-    default:
-      return {};
-  }
-}
-
-std::string format_double_exact(double d) {
-  return fmt::format("{}", d);
-}
 
 }  // namespace
 
@@ -388,345 +112,21 @@ Status validate_window_config(const WindowConfig& c) {
 
 // --- the engine ----------------------------------------------------------------
 
-namespace {
+window_internal::WindowState::WindowState(WindowConfig c, Clock& clk, Reporter* r)
+    : cfg(std::move(c)), clock(clk), aggs(cfg.aggs, cfg.time_format, !cfg.keys.empty(), r) {
+  kind = cfg.shape.kind;
+  size = cfg.shape.size;
+  every = kind == WindowKind::kSlide ? cfg.shape.every : size;
+  delay = cfg.watermark_delay;
+  lateness = cfg.allowed_lateness;
+  idle = cfg.idle_timeout;
+  has_key = !cfg.keys.empty();
+  track = cfg.track_changes;
+  fingerprint = make_fingerprint();
+}
 
-// One window of one key, for tumbling and sliding windows. Its aggregate
-// states live in the bucket's pool, at index * (stateful aggregates).
-struct Entry {
-  uint64_t hash = 0;
-  uint64_t seq = 0;  // when it was opened: the order of lines with one end
-  uint64_t count = 0;
-  uint32_t key_at = 0;  // the key's bytes in the bucket's `keys`
-  uint32_t key_size = 0;
-};
-
-// Tumbling and sliding windows are snapshotted a window at a time (one
-// entry per window, "b/START", holding all its keys): a checkpoint that
-// touches 100k keys of a few windows writes a few rows, not 100k. Sessions
-// are per key, so they are snapshotted per key ("w/START/KEY").
-
-struct Slot {
-  uint32_t index = 0;  // entry index + 1; 0: empty
-  uint32_t tag = 0;    // high bits of the hash
-};
-
-// All the keys of one aligned window [start, end): windows with one end
-// fire together, so they share a bucket, an index, and the text of their
-// output lines' beginning.
-struct Bucket {
-  Millis start = 0;
-  Millis end = 0;
-  bool fired = false;
-  bool dirty = false;          // changed since take_changes() (with track_changes)
-  bool saved = false;          // in a snapshot: its removal must be recorded
-  std::vector<Entry> entries;  // in the order they were opened
-  std::string keys;            // the entries' keys, end to end
-  std::vector<AggState> aggs;
-
-  std::string_view key(const Entry& e) const {
-    return std::string_view(keys).substr(e.key_at, e.key_size);
-  }
-  std::vector<Slot> slots;  // open addressing, a power of two
-  std::string head;         // {"window_start":...,"window_end":...
-};
-
-struct Session {
-  Millis start = 0;
-  Millis end = 0;
-  uint64_t seq = 0;
-  uint64_t count = 0;
-  std::vector<AggState> aggs;
-  bool dirty = false;
-  bool saved = false;
-};
-
-// The live sessions of one key: sorted by start, disjoint and not touching.
-struct KeySessions {
-  std::string key;
-  std::vector<Session> list;
-};
-
-struct Partition {
-  std::string topic;
-  int64_t id = -1;
-  Millis max = kNoWatermark;
-  Millis last_seen = 0;  // processing time (steady clock)
-  bool dirty = false;
-  // From kconsume's partition events; neither is part of a snapshot (a
-  // restarted kconsume announces its partitions again).
-  bool waiting = false;  // assigned, nothing read yet: holds the watermark
-  bool revoked = false;  // no longer ours: does not hold it
-};
-
-// A window-and-key entry read back from a snapshot.
-struct Restored {
-  Millis start = 0;
-  std::string key;
-  Millis end = 0;
-  uint64_t seq = 0;
-  uint64_t count = 0;
-  std::vector<AggState> aggs;
-};
-
-using TimerQueue = std::map<std::pair<Millis, uint64_t>, KeySessions*>;
-
-}  // namespace
-
-struct WindowEngine::Impl {
-  WindowConfig cfg;
-  Clock& clock;
-  Reporter* reporter;
-  bool warned_wide = false;      // an integer sum beyond 64 bits was written as a float
-  bool warned_infinite = false;  // a sum beyond a double's range was written
-  WindowKind kind;
-  Millis size, every, delay, lateness, idle;
-  bool has_key;
-  std::vector<int> state_index;  // per aggregate: its AggState slot, -1 for count
-  size_t n_state = 0;
-  std::vector<std::string> field_head;  // per aggregate: ,"name":
-  std::string fingerprint;
-
-  Millis watermark = kNoWatermark;
-  Millis global_max = kNoWatermark;
-  std::vector<Partition> parts;
-  size_t last_part = SIZE_MAX;
-  uint64_t next_seq = 0;
-  uint64_t emitted = 0;
-  uint64_t states = 0;
-  Millis next_timer = kNever;
-
-  // Tumbling and sliding windows.
-  std::map<Millis, Bucket> buckets;
-  Bucket* last_bucket = nullptr;
-  std::vector<std::map<Millis, Bucket>::node_type> spare;  // freed buckets, reused
-  Millis next_fire = kNever;                               // end of the first bucket not fired
-  Millis next_free = kNever;                               // when the first bucket is freed
-
-  // Session windows.
-  std::unordered_map<std::string, KeySessions, StringHash, std::equal_to<>> sessions;
-  TimerQueue fire_queue;  // (end, seq) of sessions not fired
-  TimerQueue free_queue;  // (end + lateness, seq) of every session
-
-  // Changes since take_changes().
-  bool track;
-  std::vector<Millis> dirty_buckets;
-  std::vector<std::string> dirty_keys;
-  std::unordered_set<std::string> removed;
-  bool meta_saved = false;
-  Millis saved_watermark = kNoWatermark;
-  uint64_t saved_seq = 0;
-
-  // Restore.
-  bool restored_meta = false;
-  std::vector<Restored> restored;
-  std::string scratch;
-
-  Impl(WindowConfig c, Clock& clk, Reporter* r) : cfg(std::move(c)), clock(clk), reporter(r) {
-    kind = cfg.shape.kind;
-    size = cfg.shape.size;
-    every = kind == WindowKind::kSlide ? cfg.shape.every : size;
-    delay = cfg.watermark_delay;
-    lateness = cfg.allowed_lateness;
-    idle = cfg.idle_timeout;
-    has_key = !cfg.keys.empty();
-    track = cfg.track_changes;
-    for (const AggSpec& a : cfg.aggs) {
-      state_index.push_back(a.fn == AggFn::kCount ? -1 : static_cast<int>(n_state++));
-      std::string h = ",";
-      append_json_string(h, a.name);
-      h.push_back(':');
-      field_head.push_back(std::move(h));
-    }
-    fingerprint = make_fingerprint();
-  }
-
-  std::string make_fingerprint() const {
-    std::string f;
-    switch (kind) {
-      case WindowKind::kTumble:
-        f = "tumble " + format_duration(size);
-        break;
-      case WindowKind::kSlide:
-        f = "slide " + format_duration(size) + " every " + format_duration(every);
-        break;
-      case WindowKind::kSession:
-        f = "session " + format_duration(size);
-        break;
-    }
-    f += "; key";
-    for (const std::string& k : cfg.keys) f += " " + k;
-    f += "; agg";
-    for (const AggSpec& a : cfg.aggs) {
-      f += " ";
-      f += kFnNames[int(a.fn)];
-      if (!a.path.empty()) f += ":" + a.path;
-    }
-    return f;
-  }
-
-  // --- aggregates ---
-
-  void agg_add(AggState* st, const JsonField* const* in) {
-    for (size_t a = 0; a < cfg.aggs.size(); ++a) {
-      int k = state_index[a];
-      if (k < 0) continue;
-      AggState& s = st[k];
-      const JsonField& f = *in[a];
-      switch (cfg.aggs[a].fn) {
-        case AggFn::kCount:
-          break;
-        case AggFn::kSum:
-        case AggFn::kAvg:
-          sum_add(s, f);
-          break;
-        case AggFn::kMin: {
-          Val v = val_of(f);
-          if (s.mode == kValNone || compare_val(v, val_of(s)) < 0) assign_val(s, v);
-          break;
-        }
-        case AggFn::kMax: {
-          Val v = val_of(f);
-          if (s.mode == kValNone || compare_val(v, val_of(s)) > 0) assign_val(s, v);
-          break;
-        }
-        case AggFn::kDistinct:
-          distinct_repr(f, scratch);
-          s.ensure_extra().distinct.insert(scratch);
-          break;
-      }
-    }
-  }
-
-  // Folds `from` into `into` (sessions that merge).
-  void agg_merge(std::vector<AggState>& into, std::vector<AggState>& from) {
-    for (size_t a = 0; a < cfg.aggs.size(); ++a) {
-      int k = state_index[a];
-      if (k < 0) continue;
-      AggState& s = into[k];
-      AggState& o = from[k];
-      switch (cfg.aggs[a].fn) {
-        case AggFn::kCount:
-          break;
-        case AggFn::kSum:
-        case AggFn::kAvg:
-          sum_merge(s, o);
-          break;
-        case AggFn::kMin:
-          if (o.mode != kValNone && (s.mode == kValNone || compare_val(val_of(o), val_of(s)) < 0))
-            assign_val(s, val_of(o));
-          break;
-        case AggFn::kMax:
-          if (o.mode != kValNone && (s.mode == kValNone || compare_val(val_of(o), val_of(s)) > 0))
-            assign_val(s, val_of(o));
-          break;
-        case AggFn::kDistinct:
-          if (!o.extra) break;
-          if (!s.extra) {
-            s.extra = std::move(o.extra);
-            break;
-          }
-          s.extra->distinct.merge(o.extra->distinct);
-          break;
-      }
-    }
-  }
-
-  // What a sum cannot write exactly is written as a float, or as null
-  // (JSON has no infinity), and said once of each kind: kwindow(1),
-  // Aggregates.
-  [[gnu::cold]] std::string where(size_t a, Millis start, std::string_view key) const {
-    const AggSpec& spec = cfg.aggs[a];
-    std::string w = fmt::format("{} '{}' of the window at ", kFnNames[int(spec.fn)], spec.name);
-    if (cfg.time_format == TimeFormat::kMillis) {
-      append_int(w, start);
-    } else {
-      append_rfc3339(w, start);
-    }
-    if (has_key) w += fmt::format(" with key {}", key);
-    return w;
-  }
-
-  [[gnu::cold]] void warn_wide_sum(size_t a, Millis start, std::string_view key, Int128 v) {
-    warned_wide = true;
-    if (reporter == nullptr) return;
-    std::string exact, written;
-    append_int128(exact, v);
-    append_float(written, static_cast<double>(v));
-    reporter->warning(fmt::format(
-        "{}: the sum is {}, beyond 64-bit integers: written as the float {} (said once)",
-        where(a, start, key), exact, written));
-  }
-
-  [[gnu::cold]] void warn_wider_sum(size_t a, Millis start, std::string_view key, double d) {
-    warned_wide = true;
-    if (reporter == nullptr) return;
-    std::string written;
-    append_float(written, d);
-    reporter->warning(
-        fmt::format("{}: the sum of integers is beyond 2^126, where exact sums end: written as the "
-                    "float {} (said once)",
-                    where(a, start, key), written));
-  }
-
-  [[gnu::cold]] void warn_infinite_sum(size_t a, Millis start, std::string_view key) {
-    warned_infinite = true;
-    if (reporter == nullptr) return;
-    reporter->warning(fmt::format(
-        "{}: the sum is beyond the range of a 64-bit float: written as null (said once)",
-        where(a, start, key)));
-  }
-
-  void append_aggs(std::string& out, Millis start, std::string_view key, uint64_t count,
-                   const AggState* st) {
-    for (size_t a = 0; a < cfg.aggs.size(); ++a) {
-      out += field_head[a];
-      if (cfg.aggs[a].fn == AggFn::kCount) {
-        append_uint(out, count);
-        continue;
-      }
-      const AggState& s = st[state_index[a]];
-      switch (cfg.aggs[a].fn) {
-        case AggFn::kCount:
-          break;
-        case AggFn::kSum:
-          if (s.mode == kSumInt) {
-            Int128 v = int_sum(s);
-            if (fits_int64(v)) {
-              append_int(out, static_cast<int64_t>(v));
-              break;
-            }
-            if (!warned_wide) warn_wide_sum(a, start, key, v);
-            append_float(out, static_cast<double>(v));
-            break;
-          }
-          if (s.mode == kSumWide && std::isfinite(s.d)) {
-            if (!warned_wide) warn_wider_sum(a, start, key, s.d);
-            append_float(out, s.d);
-            break;
-          }
-          if (!std::isfinite(s.d) && !warned_infinite) warn_infinite_sum(a, start, key);
-          append_double(out, s.d);
-          break;
-        case AggFn::kAvg: {
-          double sum = sum_value(s);
-          if (!std::isfinite(sum) && !warned_infinite) warn_infinite_sum(a, start, key);
-          append_double(out, sum / static_cast<double>(count));
-          break;
-        }
-        case AggFn::kMin:
-        case AggFn::kMax:
-          if (s.mode == kValString) {
-            append_json_string(out, s.text());
-          } else {
-            out += s.text();
-          }
-          break;
-        case AggFn::kDistinct:
-          append_uint(out, s.extra ? s.extra->distinct.size() : 0);
-          break;
-      }
-    }
-  }
+struct WindowEngine::Impl : WindowState {
+  Impl(WindowConfig c, Clock& clk, Reporter* r) : WindowState(std::move(c), clk, r) {}
 
   // --- output ---
 
@@ -753,7 +153,7 @@ struct WindowEngine::Impl {
       out += ",\"key\":";
       out += key;
     }
-    append_aggs(out, start, key, count, st);
+    aggs.append(out, start, key, count, st);
     out += late ? ",\"emit\":\"late\"}\n" : ",\"emit\":\"on_time\"}\n";
     ++emitted;
   }
@@ -762,7 +162,7 @@ struct WindowEngine::Impl {
     if (b.head.empty()) append_head(b.head, b.start, b.end);
     out += b.head;
     const Entry& e = b.entries[index];
-    append_tail(out, b.start, b.key(e), e.count, b.aggs.data() + index * n_state, late);
+    append_tail(out, b.start, b.key(e), e.count, aggs.at(b.aggs, index), late);
   }
 
   void emit_session(const KeySessions& ks, const Session& s, bool late, std::string& out) {
@@ -823,7 +223,7 @@ struct WindowEngine::Impl {
         e.key_at = static_cast<uint32_t>(b.keys.size());
         e.key_size = static_cast<uint32_t>(key.size());
         b.keys.append(key);
-        b.aggs.resize(b.aggs.size() + n_state);
+        aggs.open(b.aggs);
         slot = Slot{static_cast<uint32_t>(index + 1), tag};
         ++states;
         return index;
@@ -850,7 +250,7 @@ struct WindowEngine::Impl {
       Bucket& b = bucket(start);
       size_t index = find_or_add(b, hash, in.key);
       ++b.entries[index].count;
-      agg_add(b.aggs.data() + index * n_state, in.aggs);
+      aggs.add(aggs.at(b.aggs, index), in.aggs);
       mark_dirty(b);
       if (!b.fired) {
         result = Placement::kOnTime;
@@ -940,7 +340,7 @@ struct WindowEngine::Impl {
       merged.start = t;
       merged.end = end;
       merged.seq = next_seq++;
-      merged.aggs.resize(n_state);
+      aggs.open(merged.aggs);
     } else {
       // A record may bridge several sessions, fired ones included.
       merged = std::move(ks.list[lo]);
@@ -952,7 +352,7 @@ struct WindowEngine::Impl {
         merged.end = std::max(merged.end, s.end);
         merged.seq = std::min(merged.seq, s.seq);
         merged.count += s.count;
-        agg_merge(merged.aggs, s.aggs);
+        aggs.merge(merged.aggs.data(), s.aggs.data());
       }
       merged.end = std::max(merged.end, end);
       merged.dirty = false;
@@ -961,7 +361,7 @@ struct WindowEngine::Impl {
                     ks.list.begin() + static_cast<ptrdiff_t>(hi));
     }
     ++merged.count;
-    agg_add(merged.aggs.data(), in.aggs);
+    aggs.add(merged.aggs.data(), in.aggs);
     Session& s = *ks.list.insert(ks.list.begin() + static_cast<ptrdiff_t>(lo), std::move(merged));
     queue_session(ks, s);
     mark_dirty(ks, s);
@@ -1089,11 +489,7 @@ struct WindowEngine::Impl {
 
   Status check(const WindowInput& in) const {
     KPIPE_TRY(check_time(in.time));
-    for (size_t a = 0; a < cfg.aggs.size(); ++a) {
-      if (cfg.aggs[a].fn == AggFn::kCount) continue;
-      KPIPE_TRY(check_input(cfg.aggs[a], *in.aggs[a]));
-    }
-    return {};
+    return aggs.check(in.aggs);
   }
 
   // Where place_aligned() would put the record, from the watermark alone
@@ -1186,329 +582,6 @@ struct WindowEngine::Impl {
     update_next_timer();
   }
 
-  // --- snapshots ---
-
-  static std::string bucket_key(Millis start) {
-    std::string k = "b/";
-    append_int(k, start);
-    return k;
-  }
-
-  static void append_length(std::string& out, size_t n) {
-    while (n >= 0x80) {
-      out.push_back(static_cast<char>((n & 0x7f) | 0x80));
-      n >>= 7;
-    }
-    out.push_back(static_cast<char>(n));
-  }
-
-  static bool read_length(std::string_view& in, size_t& n) {
-    n = 0;
-    for (int shift = 0; shift < 64 && !in.empty(); shift += 7) {
-      auto byte = static_cast<uint8_t>(in.front());
-      in.remove_prefix(1);
-      n |= static_cast<size_t>(byte & 0x7f) << shift;
-      if ((byte & 0x80) == 0) return true;
-    }
-    return false;
-  }
-
-  static std::string entry_key(Millis start, std::string_view key) {
-    std::string k = "w/";
-    append_int(k, start);
-    k.push_back('/');
-    k.append(key);
-    return k;
-  }
-
-  void encode_entry(std::string& v, Millis end, uint64_t seq, uint64_t count,
-                    const AggState* st) const {
-    v.clear();
-    v.push_back('[');
-    append_int(v, end);
-    v.push_back(',');
-    append_uint(v, seq);
-    v.push_back(',');
-    append_uint(v, count);
-    for (size_t a = 0; a < cfg.aggs.size(); ++a) {
-      v.push_back(',');
-      if (cfg.aggs[a].fn == AggFn::kCount) {
-        v += "null";
-        continue;
-      }
-      const AggState& s = st[state_index[a]];
-      switch (cfg.aggs[a].fn) {
-        case AggFn::kCount:
-          break;
-        case AggFn::kSum:
-        case AggFn::kAvg:
-          // An integer sum as a number, or beyond 64 bits as its [high, low]
-          // halves (which an older kwindow refuses rather than misreads);
-          // a double as its shortest exact text.
-          if (s.mode != kSumInt) {
-            append_json_string(v, format_double_exact(s.d));
-          } else if (Int128 sum = int_sum(s); fits_int64(sum)) {
-            append_int(v, static_cast<int64_t>(sum));
-          } else {
-            v.push_back('[');
-            append_int(v, s.hi);
-            v.push_back(',');
-            append_int(v, s.i);
-            v.push_back(']');
-          }
-          break;
-        case AggFn::kMin:
-        case AggFn::kMax: {
-          std::string tagged(s.mode == kValString ? "s" : "n");
-          tagged += s.text();
-          append_json_string(v, tagged);
-          break;
-        }
-        case AggFn::kDistinct: {
-          v.push_back('[');
-          bool first = true;
-          if (s.extra) {
-            // Sorted, so that equal states give equal snapshots.
-            std::vector<std::string_view> values(s.extra->distinct.begin(),
-                                                 s.extra->distinct.end());
-            std::sort(values.begin(), values.end());
-            for (std::string_view d : values) {
-              if (!first) v.push_back(',');
-              first = false;
-              append_json_string(v, d);
-            }
-          }
-          v.push_back(']');
-          break;
-        }
-      }
-    }
-    v.push_back(']');
-  }
-
-  void take_changes(StateChanges& out) {
-    if (!meta_saved || watermark != saved_watermark || next_seq != saved_seq) {
-      std::string v = "{\"config\":";
-      append_json_string(v, fingerprint);
-      v += ",\"watermark\":";
-      if (watermark == kNoWatermark) {
-        v += "null";
-      } else {
-        append_int(v, watermark);
-      }
-      v += ",\"seq\":";
-      append_uint(v, next_seq);
-      v += "}";
-      out.put.emplace_back("meta", std::move(v));
-      meta_saved = true;
-      saved_watermark = watermark;
-      saved_seq = next_seq;
-    }
-    for (Partition& p : parts) {
-      if (!p.dirty) continue;
-      p.dirty = false;
-      std::string k = "p/";
-      append_int(k, p.id);
-      k.push_back('/');
-      k += p.topic;
-      std::string v;
-      append_int(v, p.max);
-      out.put.emplace_back(std::move(k), std::move(v));
-    }
-    std::string value;
-    for (Millis start : dirty_buckets) {
-      auto it = buckets.find(start);
-      if (it == buckets.end() || !it->second.dirty) continue;
-      Bucket& b = it->second;
-      b.dirty = false;
-      b.saved = true;
-      // The whole window, its entries in the order they were opened:
-      // [key length, key, value length, value] each.
-      std::string blob;
-      for (size_t index = 0; index < b.entries.size(); ++index) {
-        const Entry& e = b.entries[index];
-        encode_entry(value, b.end, e.seq, e.count, b.aggs.data() + index * n_state);
-        append_length(blob, e.key_size);
-        blob.append(b.key(e));
-        append_length(blob, value.size());
-        blob.append(value);
-      }
-      std::string k = bucket_key(start);
-      removed.erase(k);
-      out.put.emplace_back(std::move(k), std::move(blob));
-    }
-    dirty_buckets.clear();
-    for (const std::string& key : dirty_keys) {
-      auto it = sessions.find(key);
-      if (it == sessions.end()) continue;
-      for (Session& s : it->second.list) {
-        if (!s.dirty) continue;
-        s.dirty = false;
-        s.saved = true;
-        std::string k = entry_key(s.start, key);
-        removed.erase(k);
-        encode_entry(value, s.end, s.seq, s.count, s.aggs.data());
-        out.put.emplace_back(std::move(k), value);
-      }
-    }
-    dirty_keys.clear();
-    for (const std::string& k : removed) out.removed.push_back(k);
-    removed.clear();
-  }
-
-  static Expected<int64_t> to_int(std::string_view text) {
-    int64_t v = 0;
-    auto r = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (r.ec != std::errc() || r.ptr != text.data() + text.size())
-      return failure("'{}' is not an integer", text);
-    return v;
-  }
-
-  Status decode_agg(const AggSpec& spec, const JsonValue& v, AggState& s) {
-    switch (spec.fn) {
-      case AggFn::kCount:
-        return {};
-      case AggFn::kSum:
-      case AggFn::kAvg:
-        if (v.type == JsonType::kNumber && v.is_integer) {
-          s.mode = kSumInt;
-          set_int_sum(s, v.integer);
-          return {};
-        }
-        if (v.type == JsonType::kArray && v.items.size() == 2 && v.items[0].is_integer &&
-            v.items[1].is_integer && v.items[0].type == JsonType::kNumber &&
-            v.items[1].type == JsonType::kNumber) {
-          s.mode = kSumInt;
-          s.hi = v.items[0].integer;
-          s.i = v.items[1].integer;
-          return {};
-        }
-        if (v.type == JsonType::kString) {
-          s.mode = kSumDouble;
-          s.d = std::strtod(v.str.c_str(), nullptr);
-          return {};
-        }
-        return failure("bad sum");
-      case AggFn::kMin:
-      case AggFn::kMax: {
-        if (v.type != JsonType::kString || v.str.empty())
-          return failure("bad {}", kFnNames[int(spec.fn)]);
-        s.ensure_extra().text = v.str.substr(1);
-        if (v.str[0] == 's') {
-          s.mode = kValString;
-          return {};
-        }
-        auto n = parse_json(s.extra->text);
-        if (!n || n->type != JsonType::kNumber) return failure("bad number");
-        s.mode = n->is_integer ? kValInt : kValDouble;
-        s.i = n->integer;
-        s.d = n->number;
-        return {};
-      }
-      case AggFn::kDistinct:
-        if (v.type != JsonType::kArray) return failure("bad distinct");
-        for (const JsonValue& d : v.items) {
-          if (d.type != JsonType::kString) return failure("bad distinct value");
-          s.ensure_extra().distinct.insert(d.str);
-        }
-        return {};
-    }
-    return {};
-  }
-
-  Status restore_entry(std::string_view key, std::string_view value) {
-    auto bad = [&](std::string_view why) {
-      return failure("saved state entry '{}': {}", key, why);
-    };
-    if (key == "meta") {
-      auto v = parse_json(value);
-      if (!v || v->type != JsonType::kObject) return bad("not a JSON object");
-      const JsonValue* config = v->find("config");
-      const JsonValue* w = v->find("watermark");
-      const JsonValue* seq = v->find("seq");
-      if (config == nullptr || config->type != JsonType::kString || w == nullptr ||
-          seq == nullptr || seq->type != JsonType::kNumber || !seq->is_integer ||
-          !(w->type == JsonType::kNull || (w->type == JsonType::kNumber && w->is_integer)))
-        return bad("malformed");
-      if (config->str != fingerprint)
-        return failure(
-            "the saved state was made with other options ({}), not these ({}): give another --name "
-            "or state file",
-            config->str, fingerprint);
-      watermark = w->type == JsonType::kNull ? kNoWatermark : w->integer;
-      next_seq = static_cast<uint64_t>(seq->integer);
-      restored_meta = true;
-      return {};
-    }
-    if (key.starts_with("p/")) {
-      std::string_view rest = key.substr(2);
-      size_t slash = rest.find('/');
-      if (slash == std::string_view::npos) return bad("malformed key");
-      auto id = to_int(rest.substr(0, slash));
-      auto max = to_int(value);
-      if (!id || !max) return bad("malformed");
-      Partition& p = parts.emplace_back();
-      p.id = *id;
-      p.topic = std::string(rest.substr(slash + 1));
-      p.max = *max;
-      return {};
-    }
-    if (key.starts_with("b/")) {
-      auto start = to_int(key.substr(2));
-      if (!start) return bad("malformed key");
-      std::string_view in = value;
-      while (!in.empty()) {
-        size_t n = 0;
-        if (!read_length(in, n) || n > in.size()) return bad("truncated");
-        std::string_view entry_key_text = in.substr(0, n);
-        in.remove_prefix(n);
-        if (!read_length(in, n) || n > in.size()) return bad("truncated");
-        std::string_view entry_value = in.substr(0, n);
-        in.remove_prefix(n);
-        KPIPE_TRY(restore_window_entry(key, *start, entry_key_text, entry_value));
-      }
-      return {};
-    }
-    if (key.starts_with("w/")) {
-      std::string_view rest = key.substr(2);
-      size_t slash = rest.find('/');
-      if (slash == std::string_view::npos) return bad("malformed key");
-      auto start = to_int(rest.substr(0, slash));
-      if (!start) return bad("malformed key");
-      return restore_window_entry(key, *start, rest.substr(slash + 1), value);
-    }
-    return bad("unknown kind of entry");
-  }
-
-  // One window-and-key entry of a snapshot.
-  Status restore_window_entry(std::string_view key, Millis start, std::string_view entry_key_text,
-                              std::string_view value) {
-    auto bad = [&](std::string_view why) {
-      return failure("saved state entry '{}': {}", key, why);
-    };
-    {
-      auto v = parse_json(value);
-      if (!v || v->type != JsonType::kArray || v->items.size() != 3 + cfg.aggs.size())
-        return bad("malformed");
-      for (size_t i = 0; i < 3; ++i)
-        if (v->items[i].type != JsonType::kNumber || !v->items[i].is_integer)
-          return bad("malformed");
-      Restored& r = restored.emplace_back();
-      r.start = start;
-      r.key = std::string(entry_key_text);
-      r.end = v->items[0].integer;
-      r.seq = static_cast<uint64_t>(v->items[1].integer);
-      r.count = static_cast<uint64_t>(v->items[2].integer);
-      r.aggs.resize(n_state);
-      for (size_t a = 0; a < cfg.aggs.size(); ++a) {
-        if (state_index[a] < 0) continue;
-        Status s = decode_agg(cfg.aggs[a], v->items[3 + a], r.aggs[state_index[a]]);
-        if (!s.ok()) return bad(s.error().message);
-      }
-      return {};
-    }
-  }
-
   Status finish_restore() {
     if (!restored_meta) {
       if (parts.empty() && restored.empty()) return {};
@@ -1546,7 +619,7 @@ struct WindowEngine::Impl {
       e.seq = r.seq;
       e.count = r.count;
       b.saved = true;
-      for (size_t k = 0; k < n_state; ++k) b.aggs[index * n_state + k] = std::move(r.aggs[k]);
+      std::move(r.aggs.begin(), r.aggs.end(), aggs.at(b.aggs, index));
     }
     // The sessions were added in order of start: queue them now that each
     // key's list is complete (queue_session takes pointers to the lists).
