@@ -9,11 +9,16 @@
 #include <limits>
 
 #include "kpipe/json.h"
+#include "kpipe/quote.h"
 #include "kpipe/time.h"
 
 namespace kpipe::avro {
 
 namespace {
+
+// A value in an encoding error, shown shorter than most: it follows the
+// field's path.
+constexpr QuoteStyle kAvroValueQuote{.max_shown = 40};
 
 // The first number of a valid JSON text that simdjson's DOM cannot hold:
 // an integer beyond 64 bits, or beyond a double's range (1e400). Its text,
@@ -69,25 +74,6 @@ JsonType json_type(dom::element e) {
       return JsonType::kNull;
   }
   return JsonType::kMissing;
-}
-
-// A value quoted for a message, cut short.
-std::string quoted(std::string_view text) {
-  constexpr size_t kShown = 40;
-  std::string out = "'";
-  size_t n = std::min(text.size(), kShown);
-  while (n < text.size() && n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
-  for (size_t i = 0; i < n; ++i) {
-    auto c = static_cast<unsigned char>(text[i]);
-    if (c < 0x20 || c == 0x7f) {
-      out.append(fmt::format("\\x{:02x}", c));
-      continue;
-    }
-    out.push_back(text[i]);
-  }
-  if (n < text.size()) out.append("...");
-  out.push_back('\'');
-  return out;
 }
 
 // Reads "hh:mm:ss" with any fraction, floored to 1/per_second; -1 if it is
@@ -208,7 +194,8 @@ Status AvroCodec::build(const Compiled& c, uint32_t at, dom::element e, avro_val
         if (avro_value_set_enum(v, static_cast<int>(i))) return avro_fault("set an enum");
         return {};
       }
-      return field_error(fmt::format("{} is not a symbol of enum {}", quoted(s), n.short_name));
+      return field_error(
+          fmt::format("{} is not a symbol of enum {}", quoted(s, kAvroValueQuote), n.short_name));
     }
     case Kind::kArray: {
       dom::array a;
@@ -408,12 +395,15 @@ Status AvroCodec::build_int(const Node& n, dom::element e, avro_value_t* v) {
         scratch_.append("T00:00:00Z");
         t = parse_rfc3339(scratch_);
       }
-      if (!t) return field_error(fmt::format("{} is not a date (yyyy-mm-dd)", quoted(s)));
+      if (!t)
+        return field_error(
+            fmt::format("{} is not a date (yyyy-mm-dd)", quoted(s, kAvroValueQuote)));
       x = *t / kDay;
     } else if (n.logical == Logical::kTimeMillis) {
       x = parse_time_of_day(s, 1000);
       if (x < 0)
-        return field_error(fmt::format("{} is not a time of day (hh:mm:ss.sss)", quoted(s)));
+        return field_error(
+            fmt::format("{} is not a time of day (hh:mm:ss.sss)", quoted(s, kAvroValueQuote)));
     } else {
       return mismatch("an integer", e);
     }
@@ -463,12 +453,13 @@ Status AvroCodec::build_long(const Node& n, dom::element e, avro_value_t* v, boo
           for (size_t i = 23; i < 26; ++i) sub = sub * 10 + (i < end ? s[i] - '0' : 0);
         }
         if (__builtin_mul_overflow(x, 1000, &x) || __builtin_add_overflow(x, sub, &x))
-          return field_error(fmt::format("{} is out of range", quoted(s)));
+          return field_error(fmt::format("{} is out of range", quoted(s, kAvroValueQuote)));
       }
     } else if (n.logical == Logical::kTimeMicros) {
       x = parse_time_of_day(s, 1'000'000);
       if (x < 0)
-        return field_error(fmt::format("{} is not a time of day (hh:mm:ss.ssssss)", quoted(s)));
+        return field_error(
+            fmt::format("{} is not a time of day (hh:mm:ss.ssssss)", quoted(s, kAvroValueQuote)));
     } else {
       return mismatch("an integer", e);
     }
@@ -505,7 +496,8 @@ Status AvroCodec::build_real(const Node& n, dom::element e, avro_value_t* v) {
     else if (s == "-Infinity")
       d = -std::numeric_limits<double>::infinity();
     else
-      return field_error(fmt::format("expected a number, found the string {}", quoted(s)));
+      return field_error(
+          fmt::format("expected a number, found the string {}", quoted(s, kAvroValueQuote)));
   } else if (e.get(d)) {
     return mismatch("a number", e);
   }
@@ -556,7 +548,7 @@ Status AvroCodec::build_bytes(const Node& n, dom::element e, avro_value_t* v, bo
     }
   } else {
     auto decoded = decode_base64(s);
-    if (!decoded) return field_error(fmt::format("{} is not base64", quoted(s)));
+    if (!decoded) return field_error(fmt::format("{} is not base64", quoted(s, kAvroValueQuote)));
     scratch_ = std::move(*decoded);
   }
   if (n.kind == Kind::kFixed && static_cast<int64_t>(scratch_.size()) != n.size)
@@ -567,8 +559,8 @@ Status AvroCodec::build_bytes(const Node& n, dom::element e, avro_value_t* v, bo
 
 Status AvroCodec::set_decimal(const Node& n, std::string_view text, avro_value_t* v) {
   auto bad = [&](std::string_view why) {
-    return field_error(
-        fmt::format("{} is not a decimal({}, {}): {}", quoted(text), n.precision, n.scale, why));
+    return field_error(fmt::format("{} is not a decimal({}, {}): {}", quoted(text, kAvroValueQuote),
+                                   n.precision, n.scale, why));
   };
   size_t i = 0;
   bool negative = false;

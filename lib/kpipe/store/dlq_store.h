@@ -1,6 +1,6 @@
 // The dead-letter store in a database (--dlq FILE.db or postgresql://...,
-// kpipe(7), STORES): one row per bad line, the line kept byte for byte. Every program writes it through DeadLetterSink;
-// kdlq reads it, marks what it replayed and purges it. Several processes
+// kpipe(7), STORES): one row per bad line, the line kept byte for byte. Every program writes it
+// through DeadLetterSink; kdlq reads it, marks what it replayed and purges it. Several processes
 // may share one store (the stages of a pipeline, and kdlq): writes are
 // short transactions, so none holds the lock for long.
 #pragma once

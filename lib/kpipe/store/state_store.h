@@ -1,8 +1,9 @@
 // The pipeline's state database (--state FILE, kpipe(7), CONTROL LINES AND CHECKPOINTS): an SQLite
 // file or a PostgreSQL database (STORES) shared by the stages of one pipeline, or by all the
-// instances of a consumer group of pipelines (MANY INSTANCES). It holds the checkpoints (emitted by kconsume,
-// completed by the terminal stage with their offsets) and each stage's state snapshots, versioned
-// by checkpoint so that a restart restores exactly the state of the newest complete checkpoint.
+// instances of a consumer group of pipelines (MANY INSTANCES). It holds the checkpoints (emitted by
+// kconsume, completed by the terminal stage with their offsets) and each stage's state snapshots,
+// versioned by checkpoint so that a restart restores exactly the state of the newest complete
+// checkpoint.
 #pragma once
 
 #include <functional>
