@@ -802,10 +802,11 @@ class ConsumeLoop {
   // checkpoint `id`, then mirrors it. Downstream stages run in other
   // processes: this is waiting on the state file, not on time passing.
   // A reader that has gone (SIGTERM stops every stage at once) will not
-  // pass `id` on, but in an instance a transactional kproduce may still
-  // be committing an earlier checkpoint as this member: until it is done
-  // or gone, the member stays in the group, which would refuse that
-  // commit from a member that has left (kpipe(7), MANY INSTANCES).
+  // pass `id` on, so the wait ends then; but in an instance a
+  // transactional kproduce may still be committing an earlier checkpoint
+  // as this member: until it is done or gone, the member stays in the
+  // group, which would refuse that commit from a member that has left
+  // (kpipe(7), MANY INSTANCES).
   Status await_and_mirror(int64_t id, Millis wait) {
     Millis deadline = io_.clock.steady() + wait;
     for (;;) {
@@ -813,7 +814,7 @@ class ConsumeLoop {
       if (!done) return done.take_error();
       if (*done) break;
       bool waiting = io_.clock.steady() < deadline;
-      if (waiting && io_.out.closed()) {
+      if (waiting && io_.out.check_closed()) {
         auto committing = completer_running();
         if (!committing) return committing.take_error();
         waiting = *committing;

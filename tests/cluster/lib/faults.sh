@@ -38,7 +38,12 @@ run_faults() {
   done
   through "after the rolling restart" "$t"
   kill -TERM -- -"$PIPELINE"
-  wait_for "the pipeline to stop" 60 pipeline_gone
+  t=$SECONDS
+  until pipeline_gone; do
+    ((SECONDS - t < 60)) ||
+      fail "the pipeline did not stop within 60s of SIGTERM; still running: $(ps -o comm= -s "$PIPELINE" | grep -v '^bash$' | tr '\n' ' ')"
+    sleep 0.05
+  done
   PIPELINE=""
   grep -v 'warning' "$WORK"/*.err | grep -q . && fail "the pipeline said: $(cat "$WORK"/*.err)"
   sed 's/^/  /' "$WORK"/*.err >&2
