@@ -80,7 +80,7 @@ wait_for "b to consume the rest" 120 all_consumed
 sql "$S" "SELECT window_start, key, count FROM clicks" | sort >"$WORK/before_resume"
 
 kill -CONT "$a_consume" "${stages[@]}"
-wait_for "the resumed instance a to stop" 60 gone a
+wait_stopped "the resumed instance a to stop" 60 "${sessions[a]}"
 # kdedup meets the old checkpoint first and is fenced. Or, on PostgreSQL,
 # it was stopped inside a transaction (a save, which holds the owners' rows
 # FOR SHARE): the server ended that session after 30 seconds so that b's

@@ -315,6 +315,18 @@ wait_for() {
   done
 }
 
+# wait_stopped DESCRIPTION SECONDS SESSION: until no process of SESSION
+# runs, or fails the test after SECONDS naming the programs still running.
+wait_stopped() {
+  local what=$1 limit=$2 session=$3
+  local deadline=$((SECONDS + limit))
+  while ps -o stat= -s "$session" | grep -qv '^Z'; do
+    ((SECONDS < deadline)) ||
+      fail "timed out after ${limit}s waiting for $what; still running: $(ps -o comm= -s "$session" | grep -v '^bash$' | tr '\n' ' ')"
+    sleep 0.05
+  done
+}
+
 # --- crash tests ------------------------------------------------------------------
 # A crash test writes its pipeline as a script, $WORK/pipeline.sh, with
 # bin/kill_after_checkpoints after kconsume logging to $WORK/killed, and

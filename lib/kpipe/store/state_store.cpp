@@ -5,16 +5,11 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
-#include <csignal>
 #include <cstring>
 #include <random>
-#include <thread>
-
-#define XXH_INLINE_ALL
-#include <xxhash.h>
 
 #include "kpipe/store/postgres.h"
+#include "kpipe/store/postgres_state_lock.h"
 
 namespace kpipe {
 
@@ -194,10 +189,6 @@ std::vector<std::string> migrations(Dialect dialect) {
 // would otherwise print one line per row.
 constexpr int kMaxLinesPerCheck = 10;
 
-// How long a lock whose holder has exited may take to go (the server
-// notices a closed connection at its next read, usually at once).
-constexpr std::chrono::seconds kDeadHolderWait{10};
-
 int64_t random_run() {
   std::random_device device;
   uint64_t r = (static_cast<uint64_t>(device()) << 32) ^ device();
@@ -270,25 +261,7 @@ Status run_for_stage(Database& db, std::string_view sql, std::string_view stage,
 StateStore::StateStore(std::unique_ptr<Database> owned, Database* db)
     : owned_(std::move(owned)), db_(db), run_(random_run()) {}
 
-// On PostgreSQL the locks are session advisory locks, keyed by a hash of
-// the lock's name: the server drops them when the connection goes (the
-// process killed, the machine gone), so none is ever stale. The holder is
-// named by its connection's application name, "PROGRAM[PID]"
-// (PgConnection::connect), and the address it connects from.
 namespace {
-
-int64_t advisory_key(const std::string& name) {
-  std::string keyed = "kpipe state lock:" + name;
-  return static_cast<int64_t>(XXH3_64bits(keyed.data(), keyed.size()));
-}
-
-// The rows of pg_locks (as l) that hold an advisory lock on a bigint key
-// of this database, which pg_locks shows as two 32-bit halves (the two
-// parameters: high, low).
-constexpr std::string_view kAdvisoryLockHeld =
-    "l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
-    "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) "
-    "AND CAST(l.classid AS bigint) = ? AND CAST(l.objid AS bigint) = ?";
 
 // A stage's lock within one instance's pipeline (lock_stage_as_kept).
 std::string instance_stage_lock(std::string_view stage, std::string_view pipeline) {
@@ -297,71 +270,16 @@ std::string instance_stage_lock(std::string_view stage, std::string_view pipelin
 
 }  // namespace
 
-Status StateStore::lock_postgres(const std::string& name, bool shared,
-                                 const StateLock::BusyMessage& busy) {
-  int64_t key = advisory_key(name);
-  auto bits = static_cast<uint64_t>(key);
-  auto take = db_->prepare(shared ? "SELECT pg_try_advisory_lock_shared(?)"
-                                  : "SELECT pg_try_advisory_lock(?)");
-  if (!take) return take.take_error();
-  // The holder's program and pid (its application name), whether it
-  // connects from where this process does, and from where.
-  auto who = db_->prepare(
-      fmt::format("SELECT a.application_name, host(a.client_addr), "
-                  "a.client_addr IS NOT DISTINCT FROM inet_client_addr() FROM pg_locks l "
-                  "JOIN pg_stat_activity a ON a.pid = l.pid "
-                  "WHERE (CAST(? AS integer) = 1 OR l.mode = 'ExclusiveLock') AND {}",
-                  kAdvisoryLockHeld));
-  if (!who) return who.take_error();
-  auto deadline = std::chrono::steady_clock::now() + kDeadHolderWait;
-  for (;;) {
-    take->bind(1, key);
-    auto row = take->step();
-    if (!row) return row.take_error();
-    bool taken = take->column_int(0) != 0;
-    take->reset();
-    if (taken) return {};
-    // A shared take is refused by a holder alone only.
-    who->bind(1, static_cast<int64_t>(shared ? 0 : 1))
-        .bind(2, static_cast<int64_t>(bits >> 32))
-        .bind(3, static_cast<int64_t>(bits & 0xffffffff));
-    auto found = who->step();
-    if (!found) return found.take_error();
-    std::string holder = "another connection";
-    bool gone = false;
-    if (*found) {
-      std::string app(who->column_text(0));
-      size_t open = app.rfind('[');
-      pid_t pid = 0;
-      if (open != std::string::npos && app.ends_with("]")) {
-        std::string digits = app.substr(open + 1, app.size() - open - 2);
-        holder = "process " + digits;
-        pid = static_cast<pid_t>(std::strtol(digits.c_str(), nullptr, 10));
-      }
-      if (who->column_type(1) != Statement::Type::kNull)
-        holder += fmt::format(" on {}", who->column_text(1));
-      // A holder on this machine that has exited (killed, say) holds the
-      // lock only until the server notices its connection closed: a
-      // restart right after it waits for that, instead of being refused.
-      bool here = who->column_int(2) != 0;
-      gone = here && pid > 0 && ::kill(pid, 0) != 0 && errno == ESRCH;
-    }
-    who->reset();
-    if (!gone || std::chrono::steady_clock::now() >= deadline) return failure(busy(holder));
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-}
-
 StateStore::~StateStore() {
   // A clean exit lets its locks go at once, not when the server notices
   // the connection closed (a stage started right after would be refused).
-  if (session_locks_) (void)db_->exec("SELECT pg_advisory_unlock_all()");
+  if (session_locks_) release_postgres_state_locks(*db_);
 }
 
 Status StateStore::lock(const std::string& name, bool shared, StateLock::BusyMessage busy) {
   if (db_->path() == ":memory:") return {};
   if (db_->postgres()) {
-    KPIPE_TRY(lock_postgres(name, shared, busy));
+    KPIPE_TRY(take_postgres_state_lock(*db_, name, shared, busy));
     session_locks_ = true;
     return {};
   }
@@ -404,19 +322,10 @@ Status StateStore::lock_pipeline(bool shared) {
 
 Expected<bool> StateStore::held(const std::string& name) {
   if (db_->path() == ":memory:") return false;
-  if (!db_->postgres()) {
-    auto pid = StateLock::holder(db_->path(), name);
-    if (!pid) return pid.take_error();
-    return *pid != 0;
-  }
-  auto bits = static_cast<uint64_t>(advisory_key(name));
-  auto held =
-      db_->prepare(fmt::format("SELECT count(*) FROM pg_locks l WHERE {}", kAdvisoryLockHeld));
-  if (!held) return held.take_error();
-  held->bind(1, static_cast<int64_t>(bits >> 32)).bind(2, static_cast<int64_t>(bits & 0xffffffff));
-  auto row = held->step();
-  if (!row) return row.take_error();
-  return *row && held->column_int(0) > 0;
+  if (db_->postgres()) return postgres_state_lock_held(*db_, name);
+  auto pid = StateLock::holder(db_->path(), name);
+  if (!pid) return pid.take_error();
+  return *pid != 0;
 }
 
 std::string StateStore::pipeline_name() const {

@@ -237,7 +237,6 @@ class StateStore {
   // open_existing's last step: the tables at this program's version.
   static Expected<std::unique_ptr<StateStore>> check_version(std::unique_ptr<Database> db);
   Status lock(const std::string& name, bool shared, StateLock::BusyMessage busy);
-  Status lock_postgres(const std::string& name, bool shared, const StateLock::BusyMessage& busy);
   Expected<bool> held(const std::string& name);
   // Refuses, naming the owner, unless `p` is still owned at `epoch`.
   Status check_owner(const TopicPartition& p, int64_t epoch, std::string_view what);

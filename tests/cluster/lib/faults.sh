@@ -38,12 +38,7 @@ run_faults() {
   done
   through "after the rolling restart" "$t"
   kill -TERM -- -"$PIPELINE"
-  t=$SECONDS
-  until pipeline_gone; do
-    ((SECONDS - t < 60)) ||
-      fail "the pipeline did not stop within 60s of SIGTERM; still running: $(ps -o comm= -s "$PIPELINE" | grep -v '^bash$' | tr '\n' ' ')"
-    sleep 0.05
-  done
+  wait_stopped "the pipeline to stop" 60 "$PIPELINE"
   PIPELINE=""
   grep -v 'warning' "$WORK"/*.err | grep -q . && fail "the pipeline said: $(cat "$WORK"/*.err)"
   sed 's/^/  /' "$WORK"/*.err >&2
