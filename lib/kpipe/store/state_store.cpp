@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "kpipe/store/postgres.h"
+#include "kpipe/target.h"
 
 namespace kpipe {
 
