@@ -368,6 +368,15 @@ start_session() {
 # $S; ids grow, the oldest are pruned, so a count stops at about a thousand).
 completed() { sql "${1:-$S}" "SELECT COALESCE(MAX(id), 0) FROM checkpoints WHERE completed_at IS NOT NULL" 2>/dev/null || echo 0; }
 
+# consumed [--readonly] [STORE]: the records every partition's newest
+# complete checkpoint covers in STORE (default $S): the sum of its stored
+# offsets, 0 before the first or while the store cannot be read.
+consumed() {
+  local args=()
+  [[ "${1:-}" != --readonly ]] || { args+=(--readonly); shift; }
+  sql "${args[@]}" "${1:-$S}" 'SELECT COALESCE(SUM("offset"), 0) FROM offsets' 2>/dev/null || echo 0
+}
+
 # wait_checkpoints N: until checkpoint N is complete, or the pipeline has
 # killed itself (on records left from the round before: $WORK/killed has
 # more lines than killed_before).
@@ -564,8 +573,6 @@ kill_instance() {
   kill -KILL -- "-${sessions[$1]}" 2>/dev/null || true
   wait_for "instance $1 to die" 30 gone "$1"
 }
-# consumed: the records every partition's last complete checkpoint covers.
-consumed() { sql "$S" "SELECT COALESCE(SUM(\"offset\"), 0) FROM offsets" 2>/dev/null || echo 0; }
 # assert_exactly_once SOURCE OUTPUT TOTAL: a pipeline of kdedup -k
 # .value.event_id into kproduce --envelope --keep-partition --transactional
 # wrote, in each partition of OUTPUT, the records of SOURCE's partition with
