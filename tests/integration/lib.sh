@@ -412,6 +412,13 @@ cut_torn_line() {
 # lines FILE: its number of lines (0 when it does not exist yet).
 lines() { if [[ -f "$1" ]]; then wc -l <"$1"; else echo 0; fi; }
 
+# has_at_least FILE N: FILE has N lines or more (for wait_for).
+has_at_least() { (($(lines "$1") >= $2)); }
+
+# complete FILE: the complete lines of a file a program is still writing
+# (its last line may be half written).
+complete() { head -n "$(lines "$1")" "$1"; }
+
 # expect_exit CODE CMD...: runs CMD with stdout to $WORK/out and stderr to
 # $WORK/err, and fails unless it exits with CODE.
 expect_exit() {
