@@ -21,9 +21,6 @@ exec 7>"$WORK/in"
 feed() { awk -v a="$1" -v b="$2" 'BEGIN { for (i = a; i <= b; i++) printf "{\"k\":\"k%d\",\"n\":%d}\n", i % 97, i }' >&7; }
 in_topic() { kconsume -b "$BROKERS" -t "$T" -e --format value 2>/dev/null | wc -l; }
 at_least() { (($(in_topic) >= $1)); }
-# The broker restarted must not inherit the FIFO's writing end: kproduce
-# would never see its input end.
-broker() { kafka_tool "$@" 7>&- 2>>"$WORK/kafka.faults"; }
 
 feed 1 15000
 wait_for "the first records in the topic" 60 at_least 5000

@@ -19,7 +19,6 @@ assert_eq "$(sql "$D" 'SELECT COUNT(*) FROM dead_letters')" "$N" "dead letters"
 
 replayed() { sql "$D" 'SELECT COUNT(*) FROM dead_letters WHERE replayed_at IS NOT NULL' 2>/dev/null || echo 0; }
 at_least() { (($(replayed) >= $1)); }
-broker() { kafka_tool "$@" 2>>"$WORK/kafka.faults"; }
 
 # Small batches, so that the crash lands mid-replay.
 replay() { kdlq replay --dlq "$D" --to "kafka:$F" -b "$BROKERS" --batch 20 --timeout 5s 2>>"$WORK/replay.err"; }

@@ -28,9 +28,6 @@ produce_round() {
   kproduce -b "$BROKERS" -t "$T" --timeout 60s -k .user_id "$WORK/round.0$1" 7>&- &&
     kproduce -b "$BROKERS" -t "$T" "$WORK/bad.0$1" 7>&- || fail "kproduce of round $1 failed"
 }
-# The broker, restarted, must inherit none of this test's descriptors.
-broker() { kafka_tool "$@" 7>&- 2>>"$WORK/kafka.faults"; }
-
 # pipeline.sh STATE DLQ DB GROUP [kconsume options]: the README's pipeline.
 # A session timeout of 6 s (the broker's minimum) so that a pause outlasts it.
 cat >"$WORK/pipeline.sh" <<PIPE
@@ -63,14 +60,14 @@ SUP
 setsid bash "$WORK/supervisor.sh" 7>&- &
 PIPELINE=$!
 
-# consumed N: the newest complete checkpoint's offsets cover N records.
-consumed() { (($(sql "$S" 'SELECT COALESCE(SUM("offset"), 0) FROM offsets' 2>/dev/null || echo 0) >= $1)); }
+# covers N: the newest complete checkpoint's offsets cover N records.
+covers() { (($(consumed) >= $1)); }
 total=0
 round_lines() { cat "$WORK/round.0$1" "$WORK/bad.0$1" | wc -l; }
 
 produce_round 0
 total=$((total + $(round_lines 0)))
-wait_for "the pipeline to read round 0" 60 consumed "$total"
+wait_for "the pipeline to read round 0" 60 covers "$total"
 
 # Crash with records on their way: the round is produced while the broker
 # is down (kproduce waits for it) and restarted.
@@ -81,7 +78,7 @@ for r in 1 2; do
   broker restart >/dev/null || fail "the broker did not restart: $(tail -5 "$OWN_KAFKA/node1/kafka.log")"
   wait "$producer" || fail "kproduce of round $r failed"
   total=$((total + $(round_lines "$r")))
-  wait_for "the pipeline to read round $r after crash $r" 120 consumed "$total"
+  wait_for "the pipeline to read round $r after crash $r" 120 covers "$total"
 done
 
 # A pause longer than the session timeout, just after a round is in: the
@@ -91,7 +88,7 @@ total=$((total + $(round_lines 3)))
 broker pause
 sleep 8 # the fault's length, not a wait for an event: longer than session.timeout.ms=6000
 broker resume
-wait_for "the pipeline to read round 3 after the pause" 120 consumed "$total"
+wait_for "the pipeline to read round 3 after the pause" 120 covers "$total"
 
 # Stop the supervisor and its pipeline, then drain: read to the end and
 # close the windows still open.

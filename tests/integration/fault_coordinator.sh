@@ -14,7 +14,6 @@ T=$(topic events)
 G=$(group moved)
 
 produce() { "$KPIPE_SOURCE_DIR/scripts/gen-events" -n "$1" -k 200 -s "$2" | kproduce -b "$BROKERS" -t "$T" -k .user_id; }
-has_at_least() { (($(lines "$1") >= $2)); }
 coordinator_is() { grep -q "Group \"$G\" changing coordinator $1 -> $2\$" "$WORK/a.err"; }
 first_coordinator() { sed -n "s/.*Group \"$G\" changing coordinator -1 -> \([0-9]*\)\$/\1/p" "$WORK/a.err" | head -n 1; }
 

@@ -48,7 +48,6 @@ owns() { sql "$S" "SELECT COUNT(*) FROM partition_owners WHERE pid = $1" 2>/dev/
 has_partitions() { (($(owns "$(pid_of "$1" kconsume)") > 0)); }
 owns_all() { (($(owns "$(pid_of "$1" kconsume)") == 12)); }
 gone() { [[ -z "$(ps -o stat= -s "${sessions[$1]}" | grep -v '^Z')" ]]; }
-consumed() { sql "$S" "SELECT COALESCE(SUM(\"offset\"), 0) FROM offsets" 2>/dev/null || echo 0; }
 all_consumed() { (($(consumed) == produced)); }
 # The newest checkpoint a kconsume (by pid) has emitted.
 emitted_by() {

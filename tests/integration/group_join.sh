@@ -11,10 +11,8 @@ T=$(topic events)
 G=$(group join)
 
 produce() { "$KPIPE_SOURCE_DIR/scripts/gen-events" -n "$1" -k 200 -s "$2" | kproduce -b "$BROKERS" -t "$T" -k .user_id; }
-complete() { head -n "$(lines "$1")" "$1"; }
 seen_count() { { complete "$WORK/a.out"; complete "$WORK/b.out"; } | cut -d, -f2,3 | sort -u | wc -l; }
 seen_all() { (($(seen_count) == $1)); }
-has_at_least() { (($(lines "$1") >= $2)); }
 
 # No periodic commit: the first consumer first commits what it wrote when
 # the rebalance takes its partitions away.

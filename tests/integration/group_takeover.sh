@@ -15,12 +15,9 @@ T=$(topic events)
 G=$(group takeover)
 
 produce() { "$KPIPE_SOURCE_DIR/scripts/gen-events" -n "$1" -k 200 -s "$2" | kproduce -b "$BROKERS" -t "$T" -k .user_id; }
-# The complete lines of a file a consumer is still writing.
-complete() { head -n "$(lines "$1")" "$1"; }
 # "PARTITION OFFSET" of every record both consumers wrote, once each.
 seen() { { complete "$WORK/a.out"; complete "$WORK/b.out"; } | cut -d, -f2,3 | sort -u; }
 seen_count() { seen | wc -l; }
-has_at_least() { (($(lines "$1") >= $2)); }
 seen_all() { (($(seen_count) == $1)); }
 
 produce 400 1

@@ -251,14 +251,11 @@ else
   assert_eq "$(cat "$WORK/err")" "klag: error: consumer group '$(group nobody)' has no committed offsets: it does not exist, or has committed none yet (the broker cannot tell which)" "unknown group"
 fi
 assert_empty "$WORK/out"
-mkfifo "$WORK/dead.out"
-kbroker >"$WORK/dead.out" 2>/dev/null &
-dead_pid=$!
-exec 8<"$WORK/dead.out"
-read -r -t 30 dead <&8 || fail "second kbroker did not start"
+run_kbroker "$WORK/dead.out" /dev/null || fail "second kbroker did not start"
+dead=$KBROKER_ADDRESS dead_pid=$KBROKER_PID
 kill "$dead_pid"
 wait "$dead_pid" || true
-exec 8<&-
+exec {KBROKER_OUT}<&-
 start=$(date +%s%3N)
 expect_exit 1 klag -b "$dead" -g "$G" --timeout 1s
 elapsed=$(($(date +%s%3N) - start))

@@ -88,10 +88,9 @@ pipeline() {
   fi
 }
 
-# Records covered by the newest complete checkpoint.
-progress() {
-  sql --readonly "$1" 'SELECT COALESCE(SUM("offset"), 0) FROM offsets' 2>/dev/null || echo 0
-}
+# Records covered by the newest complete checkpoint, read on a read-only
+# connection.
+progress() { consumed --readonly "$1"; }
 
 # The exactly-once invariant of the envelope form: per partition, the rows
 # are the records before the stored offset, no more, no fewer.
@@ -112,7 +111,7 @@ check_exact() {
 
 # Each pipeline runs in a session of its own, so that one kill takes all of
 # its processes at once, as a crash of the machine would.
-export -f pipeline killer progress sql is_postgres pg_conninfo
+export -f pipeline killer progress consumed sql is_postgres pg_conninfo
 export BROKERS
 job=""
 trap 'status=$?; set +e; [[ -z "$job" ]] || kill -KILL -- -"$job" 2>/dev/null; (exit $status); cleanup' EXIT

@@ -196,21 +196,42 @@ start_broker() {
     ((${#args[@]} == 0)) || kafka_tool topic "${args[@]}" >/dev/null || fail "cannot create topics ${specs[*]}"
     return
   fi
-  local args=() fifo="$WORK/kbroker.out"
+  local args=()
   for spec in "${specs[@]}"; do args+=(--topic "$spec"); done
-  mkfifo "$fifo"
-  kbroker "${args[@]}" >"$fifo" 2>"$WORK/kbroker.err" &
-  BROKER_PID=$!
-  # kbroker prints its bootstrap list as its first line: reading it is the
-  # synchronisation, no sleep needed.
-  exec 9<"$fifo"
-  if ! read -r -t 30 BROKERS <&9; then
+  start_test_kbroker "${args[@]}"
+  # Keep draining kbroker's stdout so that it never blocks on the fifo.
+  cat <&"$KBROKER_OUT" >/dev/null &
+  exec {KBROKER_OUT}<&-
+}
+
+# run_kbroker OUT ERR ARGS...: starts kbroker ARGS in the background, its
+# standard output on OUT (a FIFO made here), its standard error to ERR.
+# KBROKER_PID is its pid, KBROKER_OUT a descriptor open on OUT (the caller
+# closes it, or keeps it to read kbroker's answers), KBROKER_ADDRESS its
+# bootstrap list. kbroker prints that as its first line: reading it is the
+# synchronisation, no sleep needed. Fails if none came within 30 s.
+run_kbroker() {
+  local out=$1 err=$2
+  shift 2
+  mkfifo "$out"
+  kbroker "$@" >"$out" 2>"$err" &
+  KBROKER_PID=$!
+  exec {KBROKER_OUT}<"$out"
+  read -r -t 30 KBROKER_ADDRESS <&"$KBROKER_OUT"
+}
+
+# start_test_kbroker ARGS...: the test's kbroker (run_kbroker with its
+# output in $WORK/kbroker.out and .err): sets BROKER_PID (stopped when the
+# test ends) and BROKERS, or fails the test with kbroker's complaint.
+start_test_kbroker() {
+  local started=true
+  run_kbroker "$WORK/kbroker.out" "$WORK/kbroker.err" "$@" || started=false
+  BROKER_PID=$KBROKER_PID
+  if ! $started; then
     cat "$WORK/kbroker.err" >&2
     fail "kbroker did not start"
   fi
-  # Keep draining kbroker's stdout so that it never blocks on the fifo.
-  cat <&9 >/dev/null &
-  exec 9<&-
+  BROKERS=$KBROKER_ADDRESS
 }
 
 # requires_broker kafka REASON: this test runs on that broker only (exit 77,
@@ -244,6 +265,12 @@ own_kafka() {
     fail "cannot start a Kafka of its own: $(cat "$WORK/kafka.up")"
   BROKERS=$(tail -n 1 "$WORK/kafka.address")
 }
+
+# broker COMMAND...: kafka_tool's fault COMMAND (crash, restart, pause,
+# resume) on own_kafka's broker, its complaints added to $WORK/kafka.faults.
+# A broker it restarts inherits no descriptor 7 (where the tests keep a
+# FIFO's writing end: its reader would never see its input end).
+broker() { kafka_tool "$@" 7>&- 2>>"$WORK/kafka.faults"; }
 
 # own_cluster [BROKERS [UP-OPTIONS...]]: a production-shaped Kafka for this test alone
 # (tests/cluster/, KPIPE_TEST_BROKER=cluster): BROKERS nodes (3 by default:
@@ -353,6 +380,15 @@ start_session() {
 # $S; ids grow, the oldest are pruned, so a count stops at about a thousand).
 completed() { sql "${1:-$S}" "SELECT COALESCE(MAX(id), 0) FROM checkpoints WHERE completed_at IS NOT NULL" 2>/dev/null || echo 0; }
 
+# consumed [--readonly] [STORE]: the records every partition's newest
+# complete checkpoint covers in STORE (default $S): the sum of its stored
+# offsets, 0 before the first or while the store cannot be read.
+consumed() {
+  local args=()
+  [[ "${1:-}" != --readonly ]] || { args+=(--readonly); shift; }
+  sql "${args[@]}" "${1:-$S}" 'SELECT COALESCE(SUM("offset"), 0) FROM offsets' 2>/dev/null || echo 0
+}
+
 # wait_checkpoints N: until checkpoint N is complete, or the pipeline has
 # killed itself (on records left from the round before: $WORK/killed has
 # more lines than killed_before).
@@ -387,6 +423,13 @@ cut_torn_line() {
 
 # lines FILE: its number of lines (0 when it does not exist yet).
 lines() { if [[ -f "$1" ]]; then wc -l <"$1"; else echo 0; fi; }
+
+# has_at_least FILE N: FILE has N lines or more (for wait_for).
+has_at_least() { (($(lines "$1") >= $2)); }
+
+# complete FILE: the complete lines of a file a program is still writing
+# (its last line may be half written).
+complete() { head -n "$(lines "$1")" "$1"; }
 
 # expect_exit CODE CMD...: runs CMD with stdout to $WORK/out and stderr to
 # $WORK/err, and fails unless it exits with CODE.
@@ -430,20 +473,14 @@ assert_empty() {
 
 # start_fault_broker BROKERS NAME:PARTITIONS...: like start_broker, but a
 # cluster of BROKERS brokers that takes fault commands on $WORK/control.
-# kbroker's answers are read from fd 8, which stays open for `fault`.
+# kbroker's answers are read from $KBROKER_OUT, which stays open for `fault`.
 start_fault_broker() {
   local n=$1 specs=() spec
   shift
   requires_broker kbroker "faults on demand are kbroker's (--control)"
   for spec in "$@"; do specs+=(--topic "$(topic "${spec%%:*}"):${spec##*:}"); done
-  mkfifo "$WORK/kbroker.out" "$WORK/control"
-  kbroker --brokers "$n" "${specs[@]}" --control "$WORK/control" >"$WORK/kbroker.out" 2>"$WORK/kbroker.err" &
-  BROKER_PID=$!
-  exec 8<"$WORK/kbroker.out"
-  if ! read -r -t 30 BROKERS <&8; then
-    cat "$WORK/kbroker.err" >&2
-    fail "kbroker did not start"
-  fi
+  mkfifo "$WORK/control"
+  start_test_kbroker --brokers "$n" "${specs[@]}" --control "$WORK/control"
 }
 
 # fault_answer COMMAND...: sends one command to kbroker and prints its
@@ -453,7 +490,7 @@ fault_answer() {
   # A FIFO without its reader would block the writer for good.
   kill -0 "$BROKER_PID" 2>/dev/null || fail "kbroker is gone: $(cat "$WORK/kbroker.err")"
   echo "$*" >"$WORK/control"
-  read -r -t 30 answer <&8 || fail "kbroker did not answer '$*'"
+  read -r -t 30 answer <&"$KBROKER_OUT" || fail "kbroker did not answer '$*'"
   echo "$answer"
 }
 
@@ -555,8 +592,6 @@ kill_instance() {
   kill -KILL -- "-${sessions[$1]}" 2>/dev/null || true
   wait_for "instance $1 to die" 30 gone "$1"
 }
-# consumed: the records every partition's last complete checkpoint covers.
-consumed() { sql "$S" "SELECT COALESCE(SUM(\"offset\"), 0) FROM offsets" 2>/dev/null || echo 0; }
 # assert_exactly_once SOURCE OUTPUT TOTAL: a pipeline of kdedup -k
 # .value.event_id into kproduce --envelope --keep-partition --transactional
 # wrote, in each partition of OUTPUT, the records of SOURCE's partition with

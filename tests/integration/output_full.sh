@@ -80,8 +80,7 @@ head -500 "$WORK/late.ndjson" | kproduce -b "$BROKERS" -t "$L" -k .user_id
     kcheckpoint commit --state "$P" --passthrough >"$WORK/disk/out" 2>"$WORK/commit.err"
   echo "${PIPESTATUS[*]}" >"$WORK/status"
 } &
-stored() { sql "$P" 'SELECT COALESCE(SUM("offset"), 0) FROM offsets' 2>/dev/null || echo 0; }
-wait_for "the first 500 records' checkpoint" 30 eval '(($(stored) == 500))'
+wait_for "the first 500 records' checkpoint" 30 eval '(($(consumed "$P") == 500))'
 tail -n +501 "$WORK/late.ndjson" | kproduce -b "$BROKERS" -t "$L" -k .user_id
 wait_for "the pipeline to stop on the full file system" 30 test -s "$WORK/status"
 assert_eq "$(cut -d' ' -f2 "$WORK/status")" 1 "kcheckpoint commit's exit status"
@@ -93,7 +92,7 @@ jq -r 'select(has("$kpipe") | not) | "\(.partition) \(.offset)"' "$WORK/disk/out
 sql "$P" 'SELECT partition, "offset" FROM offsets' | while IFS='|' read -r p o; do
   seq 0 $((o - 1)) | sed "s/^/$p /"
 done | sort -u >"$WORK/covered"
-assert_eq "$(wc -l <"$WORK/covered")" "$(stored)" "records the stored offsets cover"
+assert_eq "$(wc -l <"$WORK/covered")" "$(consumed "$P")" "records the stored offsets cover"
 missing=$(comm -13 "$WORK/written" "$WORK/covered" | wc -l)
 assert_eq "$missing" 0 "records a complete checkpoint covers that are not in the file"
 # Space freed (the output moved away), the rest comes.

@@ -33,7 +33,6 @@ pipeline() {
     kupsert --db "$s" --table w --key window_start,key --state "$s"
 }
 completed() { sql "$1" "SELECT COUNT(*) FROM checkpoints WHERE completed_at IS NOT NULL" 2>/dev/null || echo 0; }
-progress() { sql "$1" 'SELECT COALESCE(SUM("offset"), 0) FROM offsets' 2>/dev/null || echo 0; }
 
 S=$(store lost)
 for cut in 1 2 3; do
@@ -53,7 +52,7 @@ for cut in 1 2 3; do
   grep -q "lost the connection" "$WORK/cut$cut.err" ||
     fail "run $cut: no stage said it lost its connection (status $status): $(cat "$WORK/cut$cut.err")"
   grep -q "error" "$WORK/cut$cut.err" || fail "run $cut: no error: $(cat "$WORK/cut$cut.err")"
-  done_records=$(progress "$S")
+  done_records=$(consumed "$S")
   echo "cut $cut: after $done_records of $N records" >>"$WORK/cuts"
 done
 # The cuts landed mid-stream: records were left for the runs after them.

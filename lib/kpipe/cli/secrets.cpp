@@ -4,6 +4,7 @@
 
 #include "kpipe/kafka/config.h"
 #include "kpipe/percent.h"
+#include "kpipe/target.h"
 
 namespace kpipe::cli {
 
@@ -36,10 +37,6 @@ bool userinfo_has_password(std::string_view url, size_t start, size_t at) {
   if (at == std::string_view::npos) return false;
   size_t colon = url.substr(start, at - start).find(':');
   return colon != std::string_view::npos && start + colon + 1 < at;
-}
-
-bool is_postgres_uri(std::string_view target) {
-  return target.starts_with("postgresql://") || target.starts_with("postgres://");
 }
 
 bool uri_has_password(std::string_view target) {
@@ -95,10 +92,9 @@ bool url_has_password(std::string_view url) {
 }
 
 bool postgres_target_has_password(std::string_view target) {
+  if (!is_postgres_target(target)) return false;
   if (is_postgres_uri(target)) return uri_has_password(target);
-  for (std::string_view prefix : {"postgresql:", "postgres:"})
-    if (target.starts_with(prefix)) return conninfo_has_password(target.substr(prefix.size()));
-  return false;
+  return conninfo_has_password(postgres_conninfo(target));
 }
 
 std::vector<std::string> command_line_secrets(const std::vector<GivenOption>& given) {

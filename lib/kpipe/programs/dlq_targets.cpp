@@ -2,6 +2,7 @@
 
 #include "kpipe/kafka/dlq.h"
 #include "kpipe/store/dlq_store.h"
+#include "kpipe/target.h"
 
 namespace kpipe {
 
@@ -9,12 +10,12 @@ Expected<std::unique_ptr<DeadLetterSink>> open_dead_letter_sink(const std::strin
                                                                 const KafkaConfig* kafka,
                                                                 Reporter& reporter) {
   if (target.empty()) return usage_error("--on-error dlq needs --dlq FILE.db or --dlq kafka:TOPIC");
-  if (target.starts_with("kafka:")) {
-    std::string topic = target.substr(6);
-    if (topic.empty()) return usage_error("--dlq 'kafka:': the topic name is missing");
+  Target parsed = parse_target(target);
+  if (parsed.kind == TargetKind::kKafka) {
+    if (parsed.location.empty()) return usage_error("--dlq 'kafka:': the topic name is missing");
     if (kafka == nullptr)
       return usage_error("--dlq '{}' needs brokers: use -b or set KPIPE_BROKERS", target);
-    return open_kafka_dead_letters(topic, *kafka, reporter);
+    return open_kafka_dead_letters(parsed.location, *kafka, reporter);
   }
   auto store = DlqStore::open(target);
   if (!store) return store.take_error();
@@ -35,7 +36,7 @@ Expected<OnError> resolve_on_error(const ErrorOptions& options) {
 Expected<std::unique_ptr<BadInputHandler>> make_bad_input_handler(const ErrorOptions& options,
                                                                   const std::string& stage, Io& io,
                                                                   const KafkaConfig* kafka) {
-  if (kafka == nullptr && options.dlq.starts_with("kafka:"))
+  if (kafka == nullptr && is_kafka_target(options.dlq))
     return make_bad_input_handler(options, stage, io, KafkaOptions{});
   auto mode = resolve_on_error(options);
   if (!mode) return mode.take_error();
@@ -53,8 +54,7 @@ Expected<std::unique_ptr<BadInputHandler>> make_bad_input_handler(const ErrorOpt
 Expected<std::unique_ptr<BadInputHandler>> make_bad_input_handler(const ErrorOptions& options,
                                                                   const std::string& stage, Io& io,
                                                                   const KafkaOptions& kafka) {
-  if (!options.dlq.starts_with("kafka:"))
-    return make_bad_input_handler(options, stage, io, nullptr);
+  if (!is_kafka_target(options.dlq)) return make_bad_input_handler(options, stage, io, nullptr);
   auto config = resolve_kafka_config(kafka, io.env_brokers);
   if (!config) return config.take_error();
   return make_bad_input_handler(options, stage, io, &*config);

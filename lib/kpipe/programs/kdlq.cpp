@@ -11,12 +11,11 @@
 #include "kpipe/kafka/dlq.h"
 #include "kpipe/programs/dlq_targets.h"
 #include "kpipe/store/dlq_store.h"
+#include "kpipe/target.h"
 
 namespace kpipe {
 
 namespace {
-
-constexpr std::string_view kKafkaPrefix = "kafka:";
 
 // The store behind --dlq: exactly one of the two is set.
 struct Store {
@@ -40,7 +39,8 @@ Expected<Store> open_store(const DlqOptions& o, Io& io,
   Store s;
   s.name = o.dlq;
   if (o.dlq.empty()) return usage_error("--dlq FILE.db or --dlq kafka:TOPIC is required");
-  if (!o.dlq.starts_with(kKafkaPrefix)) {
+  Target target = parse_target(o.dlq);
+  if (target.kind != TargetKind::kKafka) {
     if (!o.group.empty())
       return usage_error("--group is for a Kafka dead-letter topic, not '{}'", o.dlq);
     auto store = DlqStore::open(o.dlq, mode);
@@ -48,7 +48,7 @@ Expected<Store> open_store(const DlqOptions& o, Io& io,
     s.sqlite = std::move(*store);
     return s;
   }
-  std::string topic = o.dlq.substr(kKafkaPrefix.size());
+  const std::string& topic = target.location;
   if (topic.empty()) return usage_error("--dlq 'kafka:': the topic name is missing");
   auto config = kafka_config(o, io, fmt::format("--dlq '{}'", o.dlq));
   if (!config) return config.take_error();
@@ -200,12 +200,13 @@ Status run_dlq_replay(const DlqOptions& o, Io& io) {
   if (o.batch == 0) return usage_error("--batch must be at least 1");
   std::string to_topic;
   if (!o.to.empty()) {
-    if (!o.to.starts_with(kKafkaPrefix) || o.to.size() == kKafkaPrefix.size())
+    Target to = parse_target(o.to);
+    if (to.kind != TargetKind::kKafka || to.location.empty())
       return usage_error(
           "--to '{}': expected kafka:TOPIC (without --to, entries go to standard output)", o.to);
-    to_topic = o.to.substr(kKafkaPrefix.size());
+    to_topic = std::move(to.location);
   }
-  if (o.dlq.starts_with(kKafkaPrefix) && filter->narrows() && o.group.empty() && !o.dry_run)
+  if (is_kafka_target(o.dlq) && filter->narrows() && o.group.empty() && !o.dry_run)
     return usage_error(
         "a filtered replay of a Kafka dead-letter topic needs its own --group: the replay position "
         "is an offset, "
@@ -342,7 +343,7 @@ Status run_dlq_guard(const DlqOptions& o, Io& io) {
   // no --on-error, that is what it does.
   if (!o.on_error_given) errors.on_error = errors.dlq.empty() ? "fail" : "dlq";
   std::optional<KafkaConfig> config;
-  if (errors.dlq.starts_with(kKafkaPrefix)) {
+  if (is_kafka_target(errors.dlq)) {
     auto resolved = kafka_config(o, io, fmt::format("--dlq '{}'", errors.dlq));
     if (!resolved) return resolved.take_error();
     config = std::move(*resolved);

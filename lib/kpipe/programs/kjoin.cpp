@@ -24,6 +24,7 @@
 #include "kpipe/stage/stateful.h"
 #include "kpipe/store/sql.h"
 #include "kpipe/store/table_rows.h"
+#include "kpipe/target.h"
 
 namespace kpipe {
 
@@ -38,47 +39,12 @@ constexpr Millis kFileCheckEvery = 1000;
 constexpr size_t kMaxPending = 100'000;
 constexpr size_t kMaxPendingBytes = size_t{64} << 20;
 
-enum class TableKind { kKafka, kFile, kSql };
 enum class OnMiss { kKeep, kDrop, kDlq };
 
-struct TableSpec {
-  TableKind kind = TableKind::kFile;
-  std::string target;  // topic, file, or database
-  std::string table;   // SQL: the table's name
-};
-
-Expected<TableSpec> parse_table(const std::string& text) {
-  TableSpec spec;
-  if (text.empty()) return usage_error("--table: empty");
-  if (text.rfind("kafka:", 0) == 0) {
-    spec.kind = TableKind::kKafka;
-    spec.target = text.substr(6);
-    if (spec.target.empty()) return usage_error("--table kafka:TOPIC: the topic is missing");
-    return spec;
-  }
-  if (text.rfind("sqlite:", 0) == 0) {
-    spec.kind = TableKind::kSql;
-    std::string rest = text.substr(7);
-    size_t colon = rest.rfind(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == rest.size())
-      return usage_error("--table '{}': write sqlite:FILE:TABLE", text);
-    spec.target = rest.substr(0, colon);
-    spec.table = rest.substr(colon + 1);
-    return spec;
-  }
-  // A PostgreSQL target of either form (kpipe(7), STORES), then #TABLE.
-  if (text.rfind("postgresql:", 0) == 0 || text.rfind("postgres:", 0) == 0) {
-    spec.kind = TableKind::kSql;
-    size_t hash = text.rfind('#');
-    if (hash == std::string::npos || hash + 1 == text.size())
-      return usage_error("--table '{}': name the table after '#': postgresql://...#TABLE",
-                         display_target(text));
-    spec.target = text.substr(0, hash);
-    spec.table = text.substr(hash + 1);
-    return spec;
-  }
-  spec.target = text;
-  return spec;
+// A table kept in a database (sqlite:FILE:TABLE or postgresql://...#TABLE),
+// read with SQL, rather than a file of NDJSON rows or a Kafka topic.
+bool is_sql(const Target& table) {
+  return table.kind == TargetKind::kSqlite || table.kind == TargetKind::kPostgres;
 }
 
 // --table as it may be shown: a PostgreSQL target without its password
@@ -111,7 +77,7 @@ std::vector<std::string> state_options(const JoinOptions& o) {
 
 // What the command line says, checked and compiled once.
 struct JoinPlan {
-  TableSpec table;
+  Target table;
   JoinMode mode = JoinMode::kLookup;
   OnMiss on_miss = OnMiss::kKeep;
   TimeUnit time_unit = TimeUnit::kMillis;
@@ -160,7 +126,7 @@ Expected<FieldPath> column_path(std::string_view option, const std::string& colu
 Expected<JoinPlan> make_plan(const JoinOptions& o, const std::string& program) {
   JoinPlan plan;
   plan.stage = stage_name(program, o.name);
-  auto table = parse_table(o.table);
+  auto table = parse_table_target(o.table, display_target(o.table));
   if (!table) return table.take_error();
   plan.table = std::move(*table);
   if (o.keys.empty()) return usage_error("--key is required: the stream's side of the join");
@@ -233,25 +199,25 @@ Expected<JoinPlan> make_plan(const JoinOptions& o, const std::string& program) {
   if (!o.idle_timeout.empty() && plan.idle_timeout <= 0)
     return usage_error("--idle-timeout must be more than 0");
   if (!o.refresh.empty() && plan.refresh <= 0) return usage_error("--refresh must be more than 0");
-  if (!o.refresh.empty() && plan.table.kind != TableKind::kSql)
+  if (!o.refresh.empty() && !is_sql(plan.table))
     return usage_error(
         "--refresh is for sqlite: and postgresql: tables (a file is read again when replaced, a "
         "topic followed)");
 
   // The table's side.
-  TableKind kind = plan.table.kind;
-  if (kind == TableKind::kKafka && !o.table_keys.empty())
+  TargetKind kind = plan.table.kind;
+  bool sql = is_sql(plan.table);
+  if (kind == TargetKind::kKafka && !o.table_keys.empty())
     return usage_error(
         "--table-key is not for kafka: tables: a topic's table is keyed by the record key");
-  if (kind != TableKind::kKafka && o.table_keys.empty())
+  if (kind != TargetKind::kKafka && o.table_keys.empty())
     return usage_error("--table {} needs --table-key {}", shown_table(o.table),
-                       kind == TableKind::kSql ? "COLUMN" : "PATH");
-  if (kind != TableKind::kKafka && o.table_keys.size() != o.keys.size())
+                       sql ? "COLUMN" : "PATH");
+  if (kind != TargetKind::kKafka && o.table_keys.size() != o.keys.size())
     return usage_error("--table-key and --key must name as many fields ({} and {})",
                        o.table_keys.size(), o.keys.size());
   for (const std::string& text : o.table_keys) {
-    auto path = kind == TableKind::kSql ? column_path("--table-key", text)
-                                        : parse_path("--table-key", text);
+    auto path = sql ? column_path("--table-key", text) : parse_path("--table-key", text);
     if (!path) return path.take_error();
     plan.table_key_slots.push_back(plan.table_fields.add(*path));
   }
@@ -264,15 +230,15 @@ Expected<JoinPlan> make_plan(const JoinOptions& o, const std::string& program) {
       plan.topic_slot = plan.fields.add(*FieldPath::parse(".topic"));
       plan.partition_slot = plan.fields.add(*FieldPath::parse(".partition"));
     }
-    if (kind != TableKind::kKafka && o.table_time.empty())
+    if (kind != TargetKind::kKafka && o.table_time.empty())
       return usage_error("--as-of with --table {} needs --table-time: the time of each row",
                          shown_table(o.table));
   } else if (!o.table_time.empty()) {
     return usage_error("--table-time is for --as-of joins");
   }
   if (!o.table_time.empty()) {
-    auto path = kind == TableKind::kSql ? column_path("--table-time", o.table_time)
-                                        : parse_path("--table-time", o.table_time);
+    auto path =
+        sql ? column_path("--table-time", o.table_time) : parse_path("--table-time", o.table_time);
     if (!path) return path.take_error();
     plan.table_time_slot = plan.table_fields.add(*path);
   }
@@ -475,7 +441,7 @@ class TableSource {
 class FileTable final : public TableSource {
  public:
   FileTable(const JoinPlan& plan, const JoinOptions& options, Io& io)
-      : plan_(plan), path_(plan.table.target), max_line_(options.input.max_line_bytes), io_(io) {}
+      : plan_(plan), path_(plan.table.location), max_line_(options.input.max_line_bytes), io_(io) {}
 
   Status load(JoinEngine& engine) override {
     engine.set_whole(true);
@@ -658,9 +624,9 @@ class SqlTable final : public TableSource {
     begin_read();
     uint64_t n = 0;
     std::string name =
-        fmt::format("table {} of {}", plan_.table.table, display_target(plan_.table.target));
+        fmt::format("table {} of {}", plan_.table.table, display_target(plan_.table.location));
     Status read = read_table_rows(
-        plan_.table.target, plan_.table.table,
+        plan_.table.location, plan_.table.table,
         [&](const std::vector<std::string>& columns) { return check_columns(columns); },
         [&](std::string_view text) -> Status {
           ++n;
@@ -695,7 +661,7 @@ class KafkaTable final : public TableSource {
       : plan_(plan), consumer_(std::move(consumer)), io_(io), rows_(plan) {}
 
   Status load(JoinEngine& engine) override {
-    const std::string& topic = plan_.table.target;
+    const std::string& topic = plan_.table.location;
     // A topic that is not there was named wrongly, as a file or an SQL
     // table would be (kjoin(1), Table problems). It is looked up in the
     // list of all topics, as kproduce's await_topic does: a metadata
@@ -756,7 +722,7 @@ class KafkaTable final : public TableSource {
       if (events_ != before) last_progress = now;
       if (now - last_progress > consumer_->config().timeout)
         return failure("reading table topic '{}' to its end made no progress within {}",
-                       plan_.table.target, format_duration(consumer_->config().timeout));
+                       plan_.table.location, format_duration(consumer_->config().timeout));
     }
   }
 
@@ -809,7 +775,7 @@ class KafkaTable final : public TableSource {
   Status skip_bad(const RecordView& r, std::string_view why) {
     uint64_t before = skipped_;
     KPIPE_TRY(bad_row(fmt::format("table topic '{}': partition {} offset {}: {}",
-                                  plan_.table.target, r.partition, r.offset, why)));
+                                  plan_.table.location, r.partition, r.offset, why)));
     if (before == 0 && skipped_ == 1)
       io_.reporter.warning(fmt::format(
           "left out a bad table row ({}): {}",
@@ -1275,7 +1241,7 @@ Status run_join(const JoinOptions& options, Io& io) {
   if (!stats) return stats.take_error();
 
   std::optional<KafkaConfig> kafka;
-  if (plan->table.kind == TableKind::kKafka) {
+  if (plan->table.kind == TargetKind::kKafka) {
     auto config = resolve_kafka_config(options.kafka, io.env_brokers);
     if (!config) return config.take_error();
     if (config->brokers().empty())
@@ -1286,7 +1252,7 @@ Status run_join(const JoinOptions& options, Io& io) {
                    : make_bad_input_handler(options.errors, plan->stage, io, options.kafka);
   if (!bad) return bad.take_error();
 
-  bool persist_rows = plan->table.kind == TableKind::kKafka;
+  bool persist_rows = plan->table.kind == TargetKind::kKafka;
   JoinEngine engine(plan->mode, persist_rows, plan->table_disorder, plan->idle_timeout, io.clock);
   auto store = open_stage_state(options.state);
   if (!store) return store.take_error();
@@ -1321,16 +1287,17 @@ Status run_join(const JoinOptions& options, Io& io) {
 
   std::unique_ptr<TableSource> table;
   switch (plan->table.kind) {
-    case TableKind::kKafka: {
+    case TargetKind::kKafka: {
       auto consumer = Consumer::create(*kafka, "", io.reporter);
       if (!consumer) return consumer.take_error();
       table = std::make_unique<KafkaTable>(*plan, std::move(*consumer), io);
       break;
     }
-    case TableKind::kFile:
+    case TargetKind::kFile:
       table = std::make_unique<FileTable>(*plan, options, io);
       break;
-    case TableKind::kSql:
+    case TargetKind::kSqlite:
+    case TargetKind::kPostgres:
       table = std::make_unique<SqlTable>(*plan, options, io);
       break;
   }
@@ -1340,7 +1307,7 @@ Status run_join(const JoinOptions& options, Io& io) {
   JoinStage stage(*plan, engine, *table, **bad, state, io);
   FilterSettings settings{options.input, std::move(*stats)};
   Status run = run_filter(stage, settings, **bad, io);
-  if (plan->table.kind == TableKind::kKafka && table->skipped() > 1)
+  if (plan->table.kind == TargetKind::kKafka && table->skipped() > 1)
     io.reporter.warning(fmt::format("left out {} bad table rows in all", table->skipped()));
   if (!run.ok()) return run;
   uint64_t bad_lines = (*bad)->skipped() + (*bad)->dead_lettered() - stage.dead_lettered();

@@ -15,8 +15,8 @@
 #include "kpipe/lag_plot.h"
 #include "kpipe/programs/plot_output.h"
 #include "kpipe/store/lag_history.h"
-#include "kpipe/store/postgres.h"
 #include "kpipe/store/state_store.h"
+#include "kpipe/target.h"
 
 namespace kpipe {
 

@@ -8,6 +8,7 @@
 #include "kpipe/control.h"
 #include "kpipe/programs/dlq_targets.h"
 #include "kpipe/programs/stage_state.h"
+#include "kpipe/target.h"
 
 namespace kpipe {
 
@@ -299,7 +300,7 @@ Status run_upsert(const UpsertOptions& o, Io& io) {
         return usage_error("--table '{}' is one of kpipe's own tables in the state database '{}'",
                            o.table, (*db)->path());
   }
-  if (!pg && !o.errors.dlq.empty() && !o.errors.dlq.starts_with("kafka:") &&
+  if (!pg && !o.errors.dlq.empty() && !is_kafka_target(o.errors.dlq) &&
       same_file(o.db, o.errors.dlq))
     return usage_error(
         "--dlq must name another file than --db: kupsert holds its write lock while dead letters "

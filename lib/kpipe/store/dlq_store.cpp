@@ -13,7 +13,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "kpipe/store/postgres.h"
+#include "kpipe/target.h"
 
 namespace kpipe {
 

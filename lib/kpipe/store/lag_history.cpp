@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <unordered_map>
 
-#include "kpipe/store/postgres.h"
+#include "kpipe/target.h"
 
 namespace kpipe {
 

@@ -9,27 +9,11 @@
 #include <unistd.h>
 
 #include "kpipe/percent.h"
+#include "kpipe/target.h"
 
 namespace kpipe {
 
 namespace {
-
-constexpr std::string_view kSchemes[] = {"postgresql://", "postgres://"};
-constexpr std::string_view kPrefixes[] = {"postgresql:", "postgres:"};
-
-bool is_uri(std::string_view target) {
-  return std::any_of(std::begin(kSchemes), std::end(kSchemes),
-                     [&](std::string_view s) { return target.starts_with(s); });
-}
-
-// What libpq reads as its dbname: a URI whole, a conninfo without the
-// "postgresql:" that marks it as one.
-std::string conninfo_of(std::string_view target) {
-  if (is_uri(target)) return std::string(target);
-  for (std::string_view p : kPrefixes)
-    if (target.starts_with(p)) return std::string(target.substr(p.size()));
-  return std::string(target);
-}
 
 // libpq's messages span lines ("...failed: Connection refused\n\tIs the
 // server running..."): one line, as every kpipe diagnostic.
@@ -197,7 +181,7 @@ std::vector<Secret> conninfo_secrets(std::string_view target) {
 }
 
 std::vector<Secret> secrets_of(std::string_view target) {
-  return is_uri(target) ? uri_secrets(target) : conninfo_secrets(target);
+  return is_postgres_uri(target) ? uri_secrets(target) : conninfo_secrets(target);
 }
 
 std::string redact_uri(std::string_view target) {
@@ -233,7 +217,7 @@ bool gives_away(std::string_view piece, std::string_view target,
 }
 
 std::string redact_conninfo(std::string_view target) {
-  std::string conninfo = conninfo_of(target);
+  std::string conninfo(postgres_conninfo(target));
   char* error = nullptr;
   PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), &error);
   if (options == nullptr) {
@@ -262,13 +246,8 @@ std::string redact_conninfo(std::string_view target) {
 
 }  // namespace
 
-bool is_postgres_target(std::string_view target) {
-  return std::any_of(std::begin(kPrefixes), std::end(kPrefixes),
-                     [&](std::string_view p) { return target.starts_with(p); });
-}
-
 std::string redact_postgres_target(std::string_view target) {
-  return is_uri(target) ? redact_uri(target) : redact_conninfo(target);
+  return is_postgres_uri(target) ? redact_uri(target) : redact_conninfo(target);
 }
 
 std::string redact_postgres_message(std::string_view message, std::string_view target) {
@@ -295,7 +274,7 @@ std::string redact_postgres_message(std::string_view message, std::string_view t
     if (gives_away(piece, target, secrets)) {
       out.append(line, from, open - from);
       // The target whole is shown as everywhere else; a piece as "***".
-      bool whole = piece == target || piece == conninfo_of(target);
+      bool whole = piece == target || piece == postgres_conninfo(target);
       out.append(fmt::format("\"{}\"", whole ? redact_postgres_target(target) : "***"));
       from = close + 1;
     }
@@ -398,7 +377,7 @@ PgConnection::~PgConnection() {
 
 Expected<std::unique_ptr<PgConnection>> PgConnection::connect(const std::string& target,
                                                               const std::string& application) {
-  std::string dbname = conninfo_of(target);
+  std::string dbname(postgres_conninfo(target));
   std::string display = redact_postgres_target(target);
   // With expand_dbname, what the target says overrides the keywords before
   // it, and the keywords after it override the target.

@@ -26,9 +26,6 @@ namespace kpipe {
 // transaction before it ends it (PgConnection::connect).
 constexpr int64_t kIdleInTransactionTimeout = 30000;
 
-// Whether a store target names a PostgreSQL database rather than a file.
-bool is_postgres_target(std::string_view target);
-
 // The target as it may be shown: the password, where one is written in
 // it, left out ("postgresql://app@db/x", "postgresql:host=db user=app").
 std::string redact_postgres_target(std::string_view target);

@@ -6,6 +6,7 @@
 
 #include "kpipe/store/postgres.h"
 #include "kpipe/store/sqlite.h"
+#include "kpipe/target.h"
 
 namespace kpipe {
 

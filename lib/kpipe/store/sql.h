@@ -122,7 +122,7 @@ class Database {
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;
 
-  // A PostgreSQL target (postgres.h: is_postgres_target) connects to the
+  // A PostgreSQL target (target.h: is_postgres_target) connects to the
   // server; anything else is an SQLite file (":memory:" for tests).
   static Expected<std::unique_ptr<Database>> open(const std::string& target,
                                                   OpenOptions options = {});

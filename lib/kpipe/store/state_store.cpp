@@ -8,8 +8,8 @@
 #include <cstring>
 #include <random>
 
-#include "kpipe/store/postgres.h"
 #include "kpipe/store/postgres_state_lock.h"
+#include "kpipe/target.h"
 
 namespace kpipe {
 

@@ -6,8 +6,8 @@
 #include <cmath>
 
 #include "kpipe/json.h"
-#include "kpipe/store/postgres.h"
 #include "kpipe/store/sql.h"
+#include "kpipe/target.h"
 
 namespace kpipe {
 

@@ -4,16 +4,6 @@
 
 using namespace kpipe;
 
-TEST_CASE("postgres: which targets are PostgreSQL's", "[postgres]") {
-  CHECK(is_postgres_target("postgresql://app@db/x"));
-  CHECK(is_postgres_target("postgres://db"));
-  CHECK(is_postgres_target("postgresql:host=db dbname=x"));
-  CHECK(is_postgres_target("postgresql:"));
-  CHECK_FALSE(is_postgres_target("state.db"));
-  CHECK_FALSE(is_postgres_target("./postgresql:x"));
-  CHECK_FALSE(is_postgres_target("kafka:dead"));
-}
-
 TEST_CASE("postgres: a target is shown without its password", "[postgres]") {
   CHECK(redact_postgres_target("postgresql://app:s3cret@db:5433/x?sslmode=require") ==
         "postgresql://app@db:5433/x?sslmode=require");
