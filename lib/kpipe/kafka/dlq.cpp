@@ -375,6 +375,85 @@ Expected<std::unique_ptr<ReplayLedger>> make_group_ledger(KafkaDlq& dlq, const D
   return std::unique_ptr<ReplayLedger>(new GroupLedger(dlq, filter, limit, std::move(*position)));
 }
 
+namespace {
+
+class TopicDeadLetters final : public DeadLetters {
+ public:
+  explicit TopicDeadLetters(std::unique_ptr<KafkaDlq> dlq) : dlq_(std::move(dlq)) {}
+
+  // An entry is replayed when it lies before the group's position.
+  Status scan(const DlqFilter& filter, size_t limit, bool, const Visit& fn) override {
+    auto position = dlq_->position();
+    if (!position) return position.take_error();
+    KPIPE_TRY(dlq_->start({}));
+    size_t seen = 0;
+    for (;;) {
+      auto entries = dlq_->read(1000);
+      if (!entries) return entries.take_error();
+      if (entries->empty()) return {};
+      for (DlqEntry& e : *entries) {
+        e.replayed = e.position->offset < position->next[e.position->partition];
+        if (!filter.matches(e)) continue;
+        auto go = fn(e);
+        if (!go) return go.take_error();
+        if (!*go || (limit > 0 && ++seen >= limit)) return {};
+      }
+    }
+  }
+
+  // Each partition's prefix of entries that qualify.
+  Expected<int64_t> purge(bool replayed, std::optional<Millis> before, bool dry_run) override {
+    auto position = dlq_->position();
+    if (!position) return position.take_error();
+    std::map<int32_t, int64_t> cut;
+    std::map<int32_t, bool> stopped;
+    std::map<int32_t, int64_t> count;
+    for (const auto& [p, w] : dlq_->bounds()) cut[p] = w.low;
+    KPIPE_TRY(dlq_->start({}));
+    for (;;) {
+      auto entries = dlq_->read(1000);
+      if (!entries) return entries.take_error();
+      if (entries->empty()) break;
+      for (const DlqEntry& e : *entries) {
+        int32_t p = e.position->partition;
+        if (stopped[p]) continue;
+        bool qualifies =
+            (!replayed || e.position->offset < position->next[p]) && (!before || e.at < *before);
+        if (!qualifies) {
+          stopped[p] = true;
+          continue;
+        }
+        cut[p] = e.position->offset + 1;
+        ++count[p];
+      }
+    }
+    int64_t n = 0;
+    std::map<int32_t, int64_t> to_delete;
+    for (const auto& [p, c] : count) {
+      n += c;
+      if (c > 0) to_delete[p] = cut[p];
+    }
+    if (!dry_run && !to_delete.empty()) KPIPE_TRY(dlq_->delete_before(to_delete));
+    return n;
+  }
+
+  Expected<std::unique_ptr<ReplayLedger>> replay_ledger(const DlqFilter& filter, size_t limit,
+                                                        Clock&) override {
+    return make_group_ledger(*dlq_, filter, limit);
+  }
+
+  std::string topic() const override { return dlq_->topic(); }
+
+ private:
+  std::unique_ptr<KafkaDlq> dlq_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeadLetters> make_topic_dead_letters(std::unique_ptr<KafkaDlq> dlq) {
+  return std::make_unique<TopicDeadLetters>(std::move(dlq));
+}
+
 // --- a topic as the target ------------------------------------------------------------
 
 OwnedRecord replay_record(const DlqEntry& entry, EnvelopeReader& reader) {

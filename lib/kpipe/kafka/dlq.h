@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "kpipe/dead_letters.h"
 #include "kpipe/dlq_entry.h"
 #include "kpipe/dlq_replay.h"
 #include "kpipe/kafka/client.h"
@@ -74,6 +75,10 @@ class KafkaDlq {
   std::vector<PartitionOffset> queue_;  // partitions to read, with their start
   size_t current_ = 0;
 };
+
+// The topic as kdlq reads, replays (its consumer group the ledger) and
+// purges it (DeleteRecords).
+std::unique_ptr<DeadLetters> make_topic_dead_letters(std::unique_ptr<KafkaDlq> dlq);
 
 // The consumer group as the replay ledger of a Kafka dead-letter topic.
 Expected<std::unique_ptr<ReplayLedger>> make_group_ledger(KafkaDlq& dlq, const DlqFilter& filter,

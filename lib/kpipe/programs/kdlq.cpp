@@ -1,9 +1,6 @@
 #include "kpipe/programs/kdlq.h"
 #include "kpipe/stats.h"
 
-#include <algorithm>
-#include <map>
-
 #include "kpipe/choices.h"
 #include "kpipe/dlq_entry.h"
 #include "kpipe/dlq_replay.h"
@@ -17,10 +14,9 @@ namespace kpipe {
 
 namespace {
 
-// The store behind --dlq: exactly one of the two is set.
+// The store behind --dlq.
 struct Store {
-  std::unique_ptr<DlqStore> sqlite;
-  std::unique_ptr<KafkaDlq> kafka;
+  std::unique_ptr<DeadLetters> letters;
   std::string name;  // as the user wrote it
 };
 
@@ -45,7 +41,7 @@ Expected<Store> open_store(const DlqOptions& o, Io& io,
       return usage_error("--group is for a Kafka dead-letter topic, not '{}'", o.dlq);
     auto store = DlqStore::open(o.dlq, mode);
     if (!store) return store.take_error();
-    s.sqlite = std::move(*store);
+    s.letters = make_store_dead_letters(std::move(*store));
     return s;
   }
   const std::string& topic = target.location;
@@ -54,7 +50,7 @@ Expected<Store> open_store(const DlqOptions& o, Io& io,
   if (!config) return config.take_error();
   auto dlq = KafkaDlq::open(topic, *config, o.group, io.reporter, io.clock, group_use);
   if (!dlq) return dlq.take_error();
-  s.kafka = std::move(*dlq);
+  s.letters = make_topic_dead_letters(std::move(*dlq));
   return s;
 }
 
@@ -85,27 +81,15 @@ Expected<bool> parse_ndjson_format(const std::string& format, const Io& io) {
   return *i == 1;
 }
 
-// Every entry matching `filter`, at most `limit` (0: all), in order; a
-// Kafka entry is replayed when it lies before the group's position.
+// Every entry matching `filter`, at most `limit` (0: all), in order,
+// until the reader of the output goes.
 Status for_each_entry(Store& store, const DlqFilter& filter, size_t limit, bool with_payload,
                       Io& io, const std::function<Status(const DlqEntry&)>& fn) {
-  if (store.sqlite) return store.sqlite->scan(filter, limit, with_payload, fn);
-  auto position = store.kafka->position();
-  if (!position) return position.take_error();
-  KPIPE_TRY(store.kafka->start({}));
-  size_t seen = 0;
-  for (;;) {
-    if (io.out.closed()) return {};
-    auto entries = store.kafka->read(1000);
-    if (!entries) return entries.take_error();
-    if (entries->empty()) return {};
-    for (DlqEntry& e : *entries) {
-      e.replayed = e.position->offset < position->next[e.position->partition];
-      if (!filter.matches(e)) continue;
-      KPIPE_TRY(fn(e));
-      if (limit > 0 && ++seen >= limit) return {};
-    }
-  }
+  return store.letters->scan(filter, limit, with_payload, [&](const DlqEntry& e) -> Expected<bool> {
+    if (io.out.closed()) return false;
+    KPIPE_TRY(fn(e));
+    return true;
+  });
 }
 
 Status list_entries(Store& store, const DlqFilter& filter, size_t limit, bool ndjson, Io& io) {
@@ -220,7 +204,7 @@ Status run_dlq_replay(const DlqOptions& o, Io& io) {
     return list_entries(*store, pending, o.limit, *ndjson, io);
   }
 
-  if (store->kafka && to_topic == store->kafka->topic())
+  if (!to_topic.empty() && to_topic == store->letters->topic())
     return usage_error("--to '{}' is the dead-letter topic itself", o.to);
   std::unique_ptr<ReplayTarget> target;
   if (to_topic.empty()) {
@@ -232,20 +216,8 @@ Status run_dlq_replay(const DlqOptions& o, Io& io) {
     if (!made) return made.take_error();
     target = std::move(*made);
   }
-  std::optional<DlqStore::ReplayLock> lock;
-  std::unique_ptr<ReplayLedger> ledger;
-  if (store->sqlite) {
-    auto locked = store->sqlite->lock_for_replay();
-    if (!locked) return locked.take_error();
-    lock.emplace(std::move(*locked));
-    auto made = make_store_ledger(*store->sqlite, *filter, o.limit, io.clock);
-    if (!made) return made.take_error();
-    ledger = std::move(*made);
-  } else {
-    auto made = make_group_ledger(*store->kafka, *filter, o.limit);
-    if (!made) return made.take_error();
-    ledger = std::move(*made);
-  }
+  auto ledger = store->letters->replay_ledger(*filter, o.limit, io.clock);
+  if (!ledger) return ledger.take_error();
   ReplaySettings settings;
   settings.batch = o.batch;
   settings.again = o.again;
@@ -259,7 +231,7 @@ Status run_dlq_replay(const DlqOptions& o, Io& io) {
       if (total) counters.left = *total > replayed ? *total - replayed : 0;
       ticker.tick_now(counters);
     };
-  auto report = run_replay(*ledger, *target, settings);
+  auto report = run_replay(**ledger, *target, settings);
   if (settings.on_progress) ticker.finish(counters);
   if (!report) return report.take_error();
   if (report->batches_in_doubt > 0)
@@ -283,48 +255,10 @@ Status run_dlq_purge(const DlqOptions& o, Io& io) {
   }
   auto store = open_store(o, io);
   if (!store) return store.take_error();
-  int64_t n = 0;
-  if (store->sqlite) {
-    auto purged = store->sqlite->purge(o.replayed, before, o.dry_run);
-    if (!purged) return purged.take_error();
-    n = *purged;
-  } else {
-    // A topic loses records only from the front of each partition
-    // (DeleteRecords): each partition's prefix of entries that qualify.
-    KafkaDlq& dlq = *store->kafka;
-    auto position = dlq.position();
-    if (!position) return position.take_error();
-    std::map<int32_t, int64_t> cut;
-    std::map<int32_t, bool> stopped;
-    std::map<int32_t, int64_t> count;
-    for (const auto& [p, w] : dlq.bounds()) cut[p] = w.low;
-    KPIPE_TRY(dlq.start({}));
-    for (;;) {
-      auto entries = dlq.read(1000);
-      if (!entries) return entries.take_error();
-      if (entries->empty()) break;
-      for (const DlqEntry& e : *entries) {
-        int32_t p = e.position->partition;
-        if (stopped[p]) continue;
-        bool qualifies =
-            (!o.replayed || e.position->offset < position->next[p]) && (!before || e.at < *before);
-        if (!qualifies) {
-          stopped[p] = true;
-          continue;
-        }
-        cut[p] = e.position->offset + 1;
-        ++count[p];
-      }
-    }
-    std::map<int32_t, int64_t> to_delete;
-    for (const auto& [p, c] : count) {
-      n += c;
-      if (c > 0) to_delete[p] = cut[p];
-    }
-    if (!o.dry_run && !to_delete.empty()) KPIPE_TRY(dlq.delete_before(to_delete));
-  }
+  auto n = store->letters->purge(o.replayed, before, o.dry_run);
+  if (!n) return n.take_error();
   io.out.write_line(fmt::format("{} {} from {}", o.dry_run ? "would purge" : "purged",
-                                count_text(n), store->name));
+                                count_text(*n), store->name));
   return io.out.flush();
 }
 

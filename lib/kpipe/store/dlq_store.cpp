@@ -13,6 +13,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "kpipe/store/postgres_state_lock.h"
 #include "kpipe/target.h"
 
 namespace kpipe {
@@ -520,12 +521,12 @@ Expected<DlqStore::ReplayLock> DlqStore::lock_for_replay() {
   if (path() == ":memory:") return ReplayLock();
   if (db_->postgres()) {
     // A session lock: the server releases it when the connection closes,
-    // with the store (or with the process, killed or not).
-    auto taken = db_->prepare("SELECT pg_try_advisory_lock(7021781806061282932)");
-    if (!taken) return taken.take_error();
-    auto row = taken->step();
-    if (!row) return row.take_error();
-    if (taken->column_int(0) == 0) return failure("another kdlq replay is running on '{}'", path());
+    // with the store (or with the process, killed or not: a replay started
+    // right after a killed one waits until the server has noticed).
+    KPIPE_TRY(
+        take_postgres_advisory_lock(*db_, 7021781806061282932, false, [&](const std::string&) {
+          return fmt::format("another kdlq replay is running on '{}'", path());
+        }));
     return ReplayLock();
   }
   std::string lock = path() + ".lock";
@@ -650,6 +651,48 @@ class StoreLedger final : public ReplayLedger {
 };
 
 }  // namespace
+
+namespace {
+
+class StoreDeadLetters final : public DeadLetters {
+ public:
+  explicit StoreDeadLetters(std::unique_ptr<DlqStore> store) : store_(std::move(store)) {}
+
+  Status scan(const DlqFilter& filter, size_t limit, bool with_payload, const Visit& fn) override {
+    bool stopped = false;
+    return store_->scan(filter, limit, with_payload, [&](const DlqEntry& e) -> Status {
+      if (stopped) return {};
+      auto go = fn(e);
+      if (!go) return go.take_error();
+      stopped = !*go;
+      return {};
+    });
+  }
+
+  Expected<int64_t> purge(bool replayed, std::optional<Millis> before, bool dry_run) override {
+    return store_->purge(replayed, before, dry_run);
+  }
+
+  Expected<std::unique_ptr<ReplayLedger>> replay_ledger(const DlqFilter& filter, size_t limit,
+                                                        Clock& clock) override {
+    if (!lock_) {
+      auto locked = store_->lock_for_replay();
+      if (!locked) return locked.take_error();
+      lock_.emplace(std::move(*locked));
+    }
+    return make_store_ledger(*store_, filter, limit, clock);
+  }
+
+ private:
+  std::unique_ptr<DlqStore> store_;
+  std::optional<DlqStore::ReplayLock> lock_;  // once a replay began
+};
+
+}  // namespace
+
+std::unique_ptr<DeadLetters> make_store_dead_letters(std::unique_ptr<DlqStore> store) {
+  return std::make_unique<StoreDeadLetters>(std::move(store));
+}
 
 Expected<std::unique_ptr<ReplayLedger>> make_store_ledger(DlqStore& store, const DlqFilter& filter,
                                                           size_t limit, Clock& clock) {

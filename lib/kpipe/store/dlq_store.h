@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "kpipe/dead_letters.h"
 #include "kpipe/dlq_entry.h"
 #include "kpipe/dlq_replay.h"
 #include "kpipe/store/sqlite.h"
@@ -129,6 +130,9 @@ class DlqStore {
 // writes them in one transaction, so that no process holds the store's
 // write lock between syncs (a crash loses the same either way).
 std::unique_ptr<DeadLetterSink> make_store_sink(std::unique_ptr<DlqStore> store);
+
+// The store as kdlq reads, replays and purges it.
+std::unique_ptr<DeadLetters> make_store_dead_letters(std::unique_ptr<DlqStore> store);
 
 // The SQLite store as a ledger: entries matching `filter` (pending ones,
 // up to the largest id when the replay starts), at most `limit` (0: all).

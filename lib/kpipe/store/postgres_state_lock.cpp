@@ -42,7 +42,11 @@ constexpr std::string_view kAdvisoryLockHeld =
 
 Status take_postgres_state_lock(Database& db, const std::string& name, bool shared,
                                 const StateLock::BusyMessage& busy) {
-  int64_t key = advisory_key(name);
+  return take_postgres_advisory_lock(db, advisory_key(name), shared, busy);
+}
+
+Status take_postgres_advisory_lock(Database& db, int64_t key, bool shared,
+                                   const StateLock::BusyMessage& busy) {
   auto bits = static_cast<uint64_t>(key);
   auto take = db.prepare(shared ? "SELECT pg_try_advisory_lock_shared(?)"
                                 : "SELECT pg_try_advisory_lock(?)");

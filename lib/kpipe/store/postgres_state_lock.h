@@ -6,6 +6,7 @@
 // (PgConnection::connect), and the address it connects from.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "kpipe/status.h"
@@ -21,6 +22,9 @@ class Database;
 // until the server notices, which is waited for.
 Status take_postgres_state_lock(Database& db, const std::string& name, bool shared,
                                 const StateLock::BusyMessage& busy);
+// The same for an advisory lock known by its key alone.
+Status take_postgres_advisory_lock(Database& db, int64_t key, bool shared,
+                                   const StateLock::BusyMessage& busy);
 // Whether any connection (this one included) holds lock `name`.
 Expected<bool> postgres_state_lock_held(Database& db, const std::string& name);
 // Lets go of this connection's locks: at a clean exit, at once, not when
