@@ -66,6 +66,11 @@ struct KafkaClient::Handle {
   }
 };
 
+// The log callback of every handle, the mock cluster's too: a broker
+// connection's failure is noted in the handle (Handle::note_error), and
+// each line is a debug message.
+void log_cb(const rd_kafka_t* rk, int level, const char* fac, const char* buf);
+
 // Creates handle.rk from `config` plus the module's log and error
 // callbacks; `customize` adds a client's own (rebalance, delivery).
 Status new_handle(rd_kafka_type_t type, const KafkaConfig& config, KafkaClient::Handle& handle,

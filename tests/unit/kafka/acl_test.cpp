@@ -6,6 +6,7 @@
 #include "kpipe/kafka/client.h"
 #include "kpipe/kafka/config.h"
 #include "kpipe/kafka/internal.h"
+#include "kpipe/kafka/mock_cluster.h"
 
 using namespace kpipe;
 
