@@ -7,21 +7,10 @@
 #include "kpipe/kafka/internal.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <set>
 
 namespace kpipe {
-
-namespace {
-
-Millis steady_now() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 Expected<std::map<std::string, std::vector<int32_t>>> KafkaClient::topic_partitions() {
   const rd_kafka_metadata_t* md = nullptr;
@@ -163,11 +152,11 @@ Expected<std::vector<std::optional<Millis>>> GroupReader::record_timestamps(
   std::vector<bool> done(parts.size(), false);
   size_t left = parts.size();
   std::vector<rd_kafka_message_t*> batch(1024);
-  Millis deadline = steady_now() + config_.timeout;
+  Millis deadline = steady_millis() + config_.timeout;
   Status problem;
   TopicPartition key;
   while (left > 0 && problem.ok()) {
-    Millis wait = deadline - steady_now();
+    Millis wait = deadline - steady_millis();
     if (wait <= 0) break;
     // A batch read waits until the batch is full or the time is out: wait
     // for one record, then take whatever else has arrived without waiting.

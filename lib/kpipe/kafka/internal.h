@@ -5,6 +5,7 @@
 #include <librdkafka/rdkafka.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -16,6 +17,12 @@
 #include "kpipe/kafka/client.h"
 
 namespace kpipe {
+
+// Milliseconds of the steady clock: for deadlines and the broker watch.
+inline Millis steady_millis() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+}
 
 // Why librdkafka could not reach a broker, from its log line or error
 // text, without the thread, the broker's name and the timing:
@@ -70,6 +77,11 @@ struct KafkaClient::Handle {
 // connection's failure is noted in the handle (Handle::note_error), and
 // each line is a debug message.
 void log_cb(const rd_kafka_t* rk, int level, const char* fac, const char* buf);
+// The error callback of every client's handle. Runs inside the client's
+// polls (rd_kafka_poll, the consumer's queue): brokers all down start the
+// handle's BrokerWatch, a connection's failure is noted, an ACL's refusal
+// is left to the call it fails; anything else is a warning.
+void error_cb(rd_kafka_t* rk, int err, const char* reason, void* opaque);
 
 // Creates handle.rk from `config` plus the module's log and error
 // callbacks; `customize` adds a client's own (rebalance, delivery).
@@ -106,6 +118,20 @@ rd_kafka_topic_partition_list_t* to_list(const std::vector<PartitionOffset>& par
 // (too large, a partition the topic lacks, refused by the broker as
 // invalid), so that the record is bad input, not a broken connection.
 bool is_record_fault(rd_kafka_resp_err_t err);
+
+// Whether a partition's answer says only that its leader is away for now:
+// an election after a broker crashed or stopped, a broker still loading
+// its logs (kpipe(7), BROKER FAULTS). Asked again, the new leader answers.
+bool is_leader_away(rd_kafka_resp_err_t err);
+
+// Whether the error says that another producer of the transactional id
+// has fenced this one; fenced_error() says so, naming the id.
+bool is_fenced(rd_kafka_resp_err_t code);
+Error fenced_error(const KafkaConfig& config);
+
+// A broker's error as it follows a colon: "Broker: Message size too large"
+// -> "message size too large".
+std::string broker_reason(rd_kafka_resp_err_t err);
 
 // Whether an answer about a group says only that its coordinator is out of
 // reach for now: a broker that crashed, restarts, or moves the group
