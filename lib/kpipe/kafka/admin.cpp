@@ -7,28 +7,9 @@
 #include "kpipe/kafka/internal.h"
 
 #include <algorithm>
-#include <cstring>
 #include <set>
 
 namespace kpipe {
-
-Expected<std::map<std::string, std::vector<int32_t>>> KafkaClient::topic_partitions() {
-  const rd_kafka_metadata_t* md = nullptr;
-  rd_kafka_resp_err_t err =
-      rd_kafka_metadata(handle_->rk, 1, nullptr, &md, timeout_ms(config_.timeout));
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
-    return broker_error("cannot list topics", rd_kafka_err2str(err));
-  std::map<std::string, std::vector<int32_t>> out;
-  for (int i = 0; i < md->topic_cnt; ++i) {
-    const auto& t = md->topics[i];
-    if (std::strncmp(t.topic, "__", 2) == 0 || t.partition_cnt == 0) continue;
-    auto& ids = out[t.topic];
-    for (int p = 0; p < t.partition_cnt; ++p) ids.push_back(t.partitions[p].id);
-    std::sort(ids.begin(), ids.end());
-  }
-  rd_kafka_metadata_destroy(md);
-  return out;
-}
 
 GroupReader::GroupReader(const KafkaConfig& config, Reporter& reporter)
     : KafkaClient(config, reporter) {}

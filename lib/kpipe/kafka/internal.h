@@ -119,6 +119,28 @@ rd_kafka_topic_partition_list_t* to_list(const std::vector<PartitionOffset>& par
 // invalid), so that the record is bad input, not a broken connection.
 bool is_record_fault(rd_kafka_resp_err_t err);
 
+// What one metadata request says of one topic.
+struct TopicAnswer {
+  rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+  std::vector<int32_t> partitions;  // ascending
+  bool leaderless = false;          // some partition has no leader yet
+
+  // Not there, or only its name so far: a topic the broker creates
+  // answers so until its partitions are made.
+  bool missing() const {
+    return err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+           err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE ||
+           (err == RD_KAFKA_RESP_ERR_NO_ERROR && partitions.empty());
+  }
+};
+
+// Asks the cluster about `topic` alone. A producer's question asks the
+// broker to create a missing topic, unless allow.auto.create.topics is
+// false (a consumer's never does): the broker then creates it if its
+// auto.create.topics.enable says so.
+rd_kafka_resp_err_t ask_topic(rd_kafka_t* rk, const std::string& topic, int timeout,
+                              TopicAnswer* out);
+
 // Whether a partition's answer says only that its leader is away for now:
 // an election after a broker crashed or stopped, a broker still loading
 // its logs (kpipe(7), BROKER FAULTS). Asked again, the new leader answers.
