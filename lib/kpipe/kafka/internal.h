@@ -114,6 +114,10 @@ struct ListGuard {
 rd_kafka_topic_partition_list_t* to_list(const std::vector<TopicPartition>& parts);
 rd_kafka_topic_partition_list_t* to_list(const std::vector<PartitionOffset>& parts);
 
+// Gives every offset of `list` the same metadata (kept by the list, which
+// frees it); none when empty.
+void set_metadata(rd_kafka_topic_partition_list_t* list, const std::string& metadata);
+
 // Whether a failed delivery or produce call is the record's own fault
 // (too large, a partition the topic lacks, refused by the broker as
 // invalid), so that the record is bad input, not a broken connection.
