@@ -60,10 +60,9 @@ Expected<std::vector<std::optional<int64_t>>> GroupReader::committed(
       away = away || is_coordinator_away(g.list->elems[i].err);
     return away;
   });
-  for (int i = 0; i < g.list->cnt; ++i)
-    if (auto refused = authorization_error(g.list->elems[i].err, access(g.list->elems[i].topic)))
-      return *refused;
-  if (auto refused = authorization_error(err, access(parts[0].topic))) return *refused;
+  if (auto refused = authorization_error(err, g.list, parts[0].topic,
+                                         [this](const std::string& t) { return access(t); }))
+    return *refused;
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
     return broker_error(fmt::format("cannot fetch the committed offsets of group '{}'", group_),
                         rd_kafka_err2str(err));

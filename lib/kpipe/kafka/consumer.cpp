@@ -395,10 +395,9 @@ Status Consumer::commit(const std::vector<PartitionOffset>& offsets, bool* commi
   rd_kafka_resp_err_t err = rd_kafka_commit(handle_->rk, g.list, 0);
   if (err == RD_KAFKA_RESP_ERR__NO_OFFSET) return {};
   // A partition's refusal names its topic; the call's, the first's.
-  for (int i = 0; i < g.list->cnt; ++i)
-    if (auto refused = authorization_error(g.list->elems[i].err, access(g.list->elems[i].topic)))
-      return *refused;
-  if (auto refused = authorization_error(err, access(offsets[0].topic))) return *refused;
+  if (auto refused = authorization_error(err, g.list, offsets[0].topic,
+                                         [this](const std::string& t) { return access(t); }))
+    return *refused;
   bool refused = is_commit_refused(err, committed != nullptr);
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR && !refused)
     return failure("cannot commit offsets: {}", rd_kafka_err2str(err));
@@ -426,10 +425,9 @@ Expected<std::vector<std::optional<int64_t>>> Consumer::committed(
   rd_kafka_resp_err_t err =
       rd_kafka_committed(handle_->rk, g.list, timeout_ms(wait > 0 ? wait : config_.timeout));
   // The group's offsets of a topic it may not describe would read as none.
-  for (int i = 0; i < g.list->cnt; ++i)
-    if (auto refused = authorization_error(g.list->elems[i].err, access(g.list->elems[i].topic)))
-      return *refused;
-  if (auto refused = authorization_error(err, access(parts[0].topic))) return *refused;
+  if (auto refused = authorization_error(err, g.list, parts[0].topic,
+                                         [this](const std::string& t) { return access(t); }))
+    return *refused;
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
     return broker_error("cannot fetch committed offsets", rd_kafka_err2str(err));
   for (size_t i = 0; i < parts.size(); ++i) {

@@ -182,4 +182,13 @@ std::optional<AclResourceType> refused_resource(rd_kafka_resp_err_t err);
 // retried until --timeout.
 std::optional<Error> authorization_error(rd_kafka_resp_err_t err, const Access& access);
 
+// The same for a request about the partitions of `list`, whose call
+// answered `err`: a partition's refusal first, naming its topic (the
+// call's own error is the first partition's refusal, and says no topic),
+// then the call's, naming `topic`. `access` gives the needs for a topic.
+std::optional<Error> authorization_error(rd_kafka_resp_err_t err,
+                                         const rd_kafka_topic_partition_list_t* list,
+                                         const std::string& topic,
+                                         const std::function<Access(const std::string&)>& access);
+
 }  // namespace kpipe

@@ -105,15 +105,8 @@ Expected<std::vector<Millis>> list_offsets(rd_kafka_t* rk, const std::vector<Top
   away = is_leader_away(err);
   timed_out = err == RD_KAFKA_RESP_ERR__TIMED_OUT;
   refused = false;
-  // The call's own error is the first partition's refusal; the partition
-  // says which topic.
-  for (int i = 0; i < g.list->cnt; ++i) {
-    if (auto e = authorization_error(g.list->elems[i].err, acl(g.list->elems[i].topic))) {
-      refused = true;
-      return *e;
-    }
-  }
-  if (auto e = authorization_error(err, acl(parts.empty() ? std::string() : parts[0].topic))) {
+  if (auto e =
+          authorization_error(err, g.list, parts.empty() ? std::string() : parts[0].topic, acl)) {
     refused = true;
     return *e;
   }
