@@ -1,5 +1,8 @@
 // Private to the kafka module (kafka/): the librdkafka handle behind
-// KafkaClient. Nothing outside the module includes this file but its tests.
+// KafkaClient, and what the module's files share (client.cpp, errors.cpp,
+// metadata.cpp, consumer.cpp, producer.cpp, transaction.cpp, admin.cpp,
+// mock_cluster.cpp). Nothing outside the module includes this file but
+// its tests.
 #pragma once
 
 #include <librdkafka/rdkafka.h>
@@ -77,6 +80,7 @@ struct KafkaClient::Handle {
 // connection's failure is noted in the handle (Handle::note_error), and
 // each line is a debug message.
 void log_cb(const rd_kafka_t* rk, int level, const char* fac, const char* buf);
+
 // The error callback of every client's handle. Runs inside the client's
 // polls (rd_kafka_poll, the consumer's queue): brokers all down start the
 // handle's BrokerWatch, a connection's failure is noted, an ACL's refusal
