@@ -55,6 +55,14 @@ implementations_of() {
   esac
 }
 
+# A header that only some files may include (globs of paths): the mock
+# cluster is kbroker's, and no production program may start one.
+includers_of() {
+  case $1 in
+    kafka/mock_cluster.h) echo "lib/kpipe/kafka/mock_cluster.* lib/kpipe/programs/kbroker.*" ;;
+  esac
+}
+
 bad=0
 while IFS= read -r file; do
   from=$(layer_of "$file")
@@ -76,6 +84,18 @@ while IFS= read -r file; do
       if [[ -n $impl && ${BASH_REMATCH[1]} == $impl ]]; then
         echo "$file:$line: an interface may not include its implementations ($impl): $text"
         bad=1
+      fi
+      only=$(includers_of "${BASH_REMATCH[1]}")
+      if [[ -n $only ]]; then
+        mine=0
+        for glob in $only; do
+          # shellcheck disable=SC2053 # $glob is a glob
+          [[ $file == $glob ]] && mine=1
+        done
+        if [[ $mine == 0 ]]; then
+          echo "$file:$line: only $only may include kpipe/${BASH_REMATCH[1]}: $text"
+          bad=1
+        fi
       fi
     elif [[ $text =~ ^#include\ \<([^\>]+)\> ]]; then
       only=$(client_layer "${BASH_REMATCH[1]}")

@@ -38,4 +38,8 @@ expect 1 "$(tree codec_impl lib/kpipe/schema/codec.cpp '#include "kpipe/schema/a
 expect 1 "$(tree codec_h_impl lib/kpipe/schema/codec.h '#include "kpipe/schema/protobuf_codec.h"')"
 expect 0 "$(tree factory lib/kpipe/schema/codec_factory.cpp '#include "kpipe/schema/avro_codec.h"')"
 expect 0 "$(tree codec_core lib/kpipe/schema/codec.cpp '#include "kpipe/schema/registry.h"')"
+# The mock cluster is kbroker's alone among the programs.
+expect 0 "$(tree mock_kbroker lib/kpipe/programs/kbroker.cpp '#include "kpipe/kafka/mock_cluster.h"')"
+expect 1 "$(tree mock_program lib/kpipe/programs/kconsume.cpp '#include "kpipe/kafka/mock_cluster.h"')"
+expect 1 "$(tree mock_client lib/kpipe/kafka/client.cpp '#include "kpipe/kafka/mock_cluster.h"')"
 echo "check_includes: each broken rule is caught"

@@ -137,4 +137,14 @@ std::optional<Error> authorization_error(rd_kafka_resp_err_t err, const Access& 
   return not_authorized(*refused, access);
 }
 
+std::optional<Error> authorization_error(rd_kafka_resp_err_t err,
+                                         const rd_kafka_topic_partition_list_t* list,
+                                         const std::string& topic,
+                                         const std::function<Access(const std::string&)>& access) {
+  for (int i = 0; i < list->cnt; ++i)
+    if (auto refused = authorization_error(list->elems[i].err, access(list->elems[i].topic)))
+      return refused;
+  return authorization_error(err, access(topic));
+}
+
 }  // namespace kpipe

@@ -7,39 +7,9 @@
 #include "kpipe/kafka/internal.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cstring>
 #include <set>
 
 namespace kpipe {
-
-namespace {
-
-Millis steady_now() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
-
-Expected<std::map<std::string, std::vector<int32_t>>> KafkaClient::topic_partitions() {
-  const rd_kafka_metadata_t* md = nullptr;
-  rd_kafka_resp_err_t err =
-      rd_kafka_metadata(handle_->rk, 1, nullptr, &md, timeout_ms(config_.timeout));
-  if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
-    return broker_error("cannot list topics", rd_kafka_err2str(err));
-  std::map<std::string, std::vector<int32_t>> out;
-  for (int i = 0; i < md->topic_cnt; ++i) {
-    const auto& t = md->topics[i];
-    if (std::strncmp(t.topic, "__", 2) == 0 || t.partition_cnt == 0) continue;
-    auto& ids = out[t.topic];
-    for (int p = 0; p < t.partition_cnt; ++p) ids.push_back(t.partitions[p].id);
-    std::sort(ids.begin(), ids.end());
-  }
-  rd_kafka_metadata_destroy(md);
-  return out;
-}
 
 GroupReader::GroupReader(const KafkaConfig& config, Reporter& reporter)
     : KafkaClient(config, reporter) {}
@@ -90,10 +60,9 @@ Expected<std::vector<std::optional<int64_t>>> GroupReader::committed(
       away = away || is_coordinator_away(g.list->elems[i].err);
     return away;
   });
-  for (int i = 0; i < g.list->cnt; ++i)
-    if (auto refused = authorization_error(g.list->elems[i].err, access(g.list->elems[i].topic)))
-      return *refused;
-  if (auto refused = authorization_error(err, access(parts[0].topic))) return *refused;
+  if (auto refused = authorization_error(err, g.list, parts[0].topic,
+                                         [this](const std::string& t) { return access(t); }))
+    return *refused;
   if (err != RD_KAFKA_RESP_ERR_NO_ERROR)
     return broker_error(fmt::format("cannot fetch the committed offsets of group '{}'", group_),
                         rd_kafka_err2str(err));
@@ -163,11 +132,11 @@ Expected<std::vector<std::optional<Millis>>> GroupReader::record_timestamps(
   std::vector<bool> done(parts.size(), false);
   size_t left = parts.size();
   std::vector<rd_kafka_message_t*> batch(1024);
-  Millis deadline = steady_now() + config_.timeout;
+  Millis deadline = steady_millis() + config_.timeout;
   Status problem;
   TopicPartition key;
   while (left > 0 && problem.ok()) {
-    Millis wait = deadline - steady_now();
+    Millis wait = deadline - steady_millis();
     if (wait <= 0) break;
     // A batch read waits until the batch is full or the time is out: wait
     // for one record, then take whatever else has arrived without waiting.

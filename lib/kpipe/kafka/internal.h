@@ -1,10 +1,14 @@
 // Private to the kafka module (kafka/): the librdkafka handle behind
-// KafkaClient. Nothing outside the module includes this file but its tests.
+// KafkaClient, and what the module's files share (client.cpp, errors.cpp,
+// metadata.cpp, consumer.cpp, producer.cpp, transaction.cpp, admin.cpp,
+// mock_cluster.cpp). Nothing outside the module includes this file but
+// its tests.
 #pragma once
 
 #include <librdkafka/rdkafka.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -16,6 +20,12 @@
 #include "kpipe/kafka/client.h"
 
 namespace kpipe {
+
+// Milliseconds of the steady clock: for deadlines and the broker watch.
+inline Millis steady_millis() {
+  using namespace std::chrono;
+  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
+}
 
 // Why librdkafka could not reach a broker, from its log line or error
 // text, without the thread, the broker's name and the timing:
@@ -66,6 +76,17 @@ struct KafkaClient::Handle {
   }
 };
 
+// The log callback of every handle, the mock cluster's too: a broker
+// connection's failure is noted in the handle (Handle::note_error), and
+// each line is a debug message.
+void log_cb(const rd_kafka_t* rk, int level, const char* fac, const char* buf);
+
+// The error callback of every client's handle. Runs inside the client's
+// polls (rd_kafka_poll, the consumer's queue): brokers all down start the
+// handle's BrokerWatch, a connection's failure is noted, an ACL's refusal
+// is left to the call it fails; anything else is a warning.
+void error_cb(rd_kafka_t* rk, int err, const char* reason, void* opaque);
+
 // Creates handle.rk from `config` plus the module's log and error
 // callbacks; `customize` adds a client's own (rebalance, delivery).
 Status new_handle(rd_kafka_type_t type, const KafkaConfig& config, KafkaClient::Handle& handle,
@@ -97,10 +118,50 @@ struct ListGuard {
 rd_kafka_topic_partition_list_t* to_list(const std::vector<TopicPartition>& parts);
 rd_kafka_topic_partition_list_t* to_list(const std::vector<PartitionOffset>& parts);
 
+// Gives every offset of `list` the same metadata (kept by the list, which
+// frees it); none when empty.
+void set_metadata(rd_kafka_topic_partition_list_t* list, const std::string& metadata);
+
 // Whether a failed delivery or produce call is the record's own fault
 // (too large, a partition the topic lacks, refused by the broker as
 // invalid), so that the record is bad input, not a broken connection.
 bool is_record_fault(rd_kafka_resp_err_t err);
+
+// What one metadata request says of one topic.
+struct TopicAnswer {
+  rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;
+  std::vector<int32_t> partitions;  // ascending
+  bool leaderless = false;          // some partition has no leader yet
+
+  // Not there, or only its name so far: a topic the broker creates
+  // answers so until its partitions are made.
+  bool missing() const {
+    return err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART ||
+           err == RD_KAFKA_RESP_ERR_LEADER_NOT_AVAILABLE ||
+           (err == RD_KAFKA_RESP_ERR_NO_ERROR && partitions.empty());
+  }
+};
+
+// Asks the cluster about `topic` alone. A producer's question asks the
+// broker to create a missing topic, unless allow.auto.create.topics is
+// false (a consumer's never does): the broker then creates it if its
+// auto.create.topics.enable says so.
+rd_kafka_resp_err_t ask_topic(rd_kafka_t* rk, const std::string& topic, int timeout,
+                              TopicAnswer* out);
+
+// Whether a partition's answer says only that its leader is away for now:
+// an election after a broker crashed or stopped, a broker still loading
+// its logs (kpipe(7), BROKER FAULTS). Asked again, the new leader answers.
+bool is_leader_away(rd_kafka_resp_err_t err);
+
+// Whether the error says that another producer of the transactional id
+// has fenced this one; fenced_error() says so, naming the id.
+bool is_fenced(rd_kafka_resp_err_t code);
+Error fenced_error(const KafkaConfig& config);
+
+// A broker's error as it follows a colon: "Broker: Message size too large"
+// -> "message size too large".
+std::string broker_reason(rd_kafka_resp_err_t err);
 
 // Whether an answer about a group says only that its coordinator is out of
 // reach for now: a broker that crashed, restarts, or moves the group
@@ -124,5 +185,14 @@ std::optional<AclResourceType> refused_resource(rd_kafka_resp_err_t err);
 // that meets a broker's error asks this first: a refusal is final, never
 // retried until --timeout.
 std::optional<Error> authorization_error(rd_kafka_resp_err_t err, const Access& access);
+
+// The same for a request about the partitions of `list`, whose call
+// answered `err`: a partition's refusal first, naming its topic (the
+// call's own error is the first partition's refusal, and says no topic),
+// then the call's, naming `topic`. `access` gives the needs for a topic.
+std::optional<Error> authorization_error(rd_kafka_resp_err_t err,
+                                         const rd_kafka_topic_partition_list_t* list,
+                                         const std::string& topic,
+                                         const std::function<Access(const std::string&)>& access);
 
 }  // namespace kpipe

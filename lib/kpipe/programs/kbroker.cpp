@@ -14,7 +14,7 @@
 #include <functional>
 
 #include "kpipe/choices.h"
-#include "kpipe/kafka/client.h"
+#include "kpipe/kafka/mock_cluster.h"
 #include "kpipe/kafka/topic.h"
 
 namespace kpipe {

@@ -6,6 +6,7 @@
 #include "kpipe/kafka/client.h"
 #include "kpipe/kafka/config.h"
 #include "kpipe/kafka/internal.h"
+#include "kpipe/kafka/mock_cluster.h"
 
 using namespace kpipe;
 
@@ -87,6 +88,30 @@ TEST_CASE("authorization_error: a refusal no caller foresaw is still one final l
         "SECURITY)");
   CHECK(authorization_error(RD_KAFKA_RESP_ERR_CLUSTER_AUTHORIZATION_FAILED, none)->message ==
         "not authorized: the cluster's ACLs refuse access to the cluster (kpipe(7), SECURITY)");
+}
+
+TEST_CASE("authorization_error of a list: a partition's refusal names its topic, else the call's",
+          "[kafka][acl]") {
+  auto read = [](const std::string& topic) {
+    Access a;
+    a.topic = need(AclOperation::kRead, AclResourceType::kTopic, topic);
+    return a;
+  };
+  ListGuard g{to_list(std::vector<TopicPartition>{{"first", 0}, {"second", 1}})};
+  // Nothing refused: no error, whatever else the call answered.
+  CHECK_FALSE(authorization_error(RD_KAFKA_RESP_ERR__TIMED_OUT, g.list, "first", read));
+  // The call's refusal names the topic it is given.
+  auto call =
+      authorization_error(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, g.list, "first", read);
+  REQUIRE(call);
+  CHECK(call->message == "not authorized to read topic 'first' (ACL needed: Read on Topic:first)");
+  // A partition's refusal comes first and names its own topic.
+  g.list->elems[1].err = RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED;
+  auto part =
+      authorization_error(RD_KAFKA_RESP_ERR_TOPIC_AUTHORIZATION_FAILED, g.list, "first", read);
+  REQUIRE(part);
+  CHECK(part->message ==
+        "not authorized to read topic 'second' (ACL needed: Read on Topic:second)");
 }
 
 TEST_CASE("refused_resource: the four authorization errors and nothing else", "[kafka][acl]") {

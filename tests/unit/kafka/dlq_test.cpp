@@ -10,6 +10,7 @@
 #include <string>
 
 #include "fakes.h"
+#include "kpipe/kafka/mock_cluster.h"
 #include "kpipe/stage/bad_input.h"
 #include "kpipe/store/dlq_store.h"
 

@@ -21,6 +21,7 @@
 #include "fakes.h"
 #include "helpers.h"
 #include "kpipe/kafka/client.h"
+#include "kpipe/kafka/mock_cluster.h"
 
 using namespace kpipe;
 using Kind = StartPosition::Kind;

@@ -8,6 +8,7 @@
 #include "kpipe/control.h"
 #include "kpipe/kafka/client.h"
 #include "kpipe/kafka/config.h"
+#include "kpipe/kafka/mock_cluster.h"
 #include "kpipe/store/sql.h"
 #include "kpipe/store/state_store.h"
 #include "program_run.h"
