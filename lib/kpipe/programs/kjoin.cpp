@@ -1,51 +1,37 @@
 #include "kpipe/programs/kjoin.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <array>
-#include <cerrno>
-#include <cstring>
 #include <deque>
 #include <optional>
-#include <unordered_map>
 
 #include "kpipe/control.h"
-#include "kpipe/envelope.h"
 #include "kpipe/event_time.h"
 #include "kpipe/join.h"
 #include "kpipe/json.h"
-#include "kpipe/kafka/client.h"
-#include "kpipe/kafka/topic.h"
 #include "kpipe/programs/dlq_targets.h"
+#include "kpipe/programs/kjoin_internal.h"
 #include "kpipe/programs/stage_state.h"
 #include "kpipe/stage/bad_input.h"
-#include "kpipe/stage/line_feed.h"
 #include "kpipe/stage/stateful.h"
 #include "kpipe/store/sql.h"
-#include "kpipe/store/table_rows.h"
 #include "kpipe/target.h"
 
 namespace kpipe {
 
 namespace {
 
+using kjoin_internal::JoinPlan;
+using kjoin_internal::OnMiss;
+using kjoin_internal::TableKind;
+using kjoin_internal::TableSource;
+
 constexpr const char* kStateFormat = "kjoin/1";
 // How often the stream's loop looks at the table between records.
 constexpr Millis kPollEvery = 100;
-constexpr Millis kFileCheckEvery = 1000;
 // Stream records waiting for the table's watermark, at most: beyond
 // this, kjoin stops reading the stream and waits for the table.
 constexpr size_t kMaxPending = 100'000;
 constexpr size_t kMaxPendingBytes = size_t{64} << 20;
-
-enum class OnMiss { kKeep, kDrop, kDlq };
-
-// A table kept in a database (sqlite:FILE:TABLE or postgresql://...#TABLE),
-// read with SQL, rather than a file of NDJSON rows or a Kafka topic.
-bool is_sql(const Target& table) {
-  return table.kind == TargetKind::kSqlite || table.kind == TargetKind::kPostgres;
-}
 
 // --table as it may be shown: a PostgreSQL target without its password
 // (kpipe(7), STORES), its #TABLE kept.
@@ -75,38 +61,6 @@ std::vector<std::string> state_options(const JoinOptions& o) {
   return options;
 }
 
-// What the command line says, checked and compiled once.
-struct JoinPlan {
-  Target table;
-  JoinMode mode = JoinMode::kLookup;
-  OnMiss on_miss = OnMiss::kKeep;
-  TimeUnit time_unit = TimeUnit::kMillis;
-  Millis table_disorder = 0;
-  Millis idle_timeout = 0;
-  Millis stream_disorder = 0;
-  Millis refresh = 0;  // 0: never
-  std::string stage;
-
-  // The stream's paths.
-  FieldSet fields;
-  std::vector<size_t> key_slots;
-  size_t as_slot = 0;
-  std::optional<size_t> parent_slot;  // the --as path's object, unless it is the line
-  std::string as_name;                // the member --as sets
-  std::string parent_name;            // the parent's path, for messages
-  std::optional<size_t> time_slot;    // --as-of
-  // --as-of with --state: the envelope's partition, by which an instance
-  // of a consumer group keeps the records waiting (kpipe(7), MANY
-  // INSTANCES).
-  std::optional<size_t> topic_slot;
-  std::optional<size_t> partition_slot;
-
-  // The table's paths (FILE and SQL rows, Kafka envelopes for --table-time).
-  FieldSet table_fields;
-  std::vector<size_t> table_key_slots;
-  std::optional<size_t> table_time_slot;
-};
-
 Expected<FieldPath> parse_path(std::string_view option, const std::string& text) {
   auto path = FieldPath::parse(text);
   if (!path) return usage_error("{}: {}", option, path.error().message);
@@ -123,12 +77,27 @@ Expected<FieldPath> column_path(std::string_view option, const std::string& colu
   return std::move(*path);
 }
 
+// The one place that asks which kind of table --table names.
+const TableKind& table_kind(TargetKind kind) {
+  switch (kind) {
+    case TargetKind::kKafka:
+      return kjoin_internal::kTopicTable;
+    case TargetKind::kSqlite:
+    case TargetKind::kPostgres:
+      return kjoin_internal::kDbTable;
+    case TargetKind::kFile:
+      break;
+  }
+  return kjoin_internal::kFileTable;
+}
+
 Expected<JoinPlan> make_plan(const JoinOptions& o, const std::string& program) {
   JoinPlan plan;
   plan.stage = stage_name(program, o.name);
   auto table = parse_table_target(o.table, display_target(o.table));
   if (!table) return table.take_error();
   plan.table = std::move(*table);
+  plan.kind = &table_kind(plan.table.kind);
   if (o.keys.empty()) return usage_error("--key is required: the stream's side of the join");
   if (o.as.empty()) return usage_error("--as is required: where the row goes");
   for (const std::string& text : o.keys) {
@@ -199,21 +168,21 @@ Expected<JoinPlan> make_plan(const JoinOptions& o, const std::string& program) {
   if (!o.idle_timeout.empty() && plan.idle_timeout <= 0)
     return usage_error("--idle-timeout must be more than 0");
   if (!o.refresh.empty() && plan.refresh <= 0) return usage_error("--refresh must be more than 0");
-  if (!o.refresh.empty() && !is_sql(plan.table))
+  if (!o.refresh.empty() && !plan.kind->refreshed)
     return usage_error(
         "--refresh is for sqlite: and postgresql: tables (a file is read again when replaced, a "
         "topic followed)");
 
   // The table's side.
-  TargetKind kind = plan.table.kind;
-  bool sql = is_sql(plan.table);
-  if (kind == TargetKind::kKafka && !o.table_keys.empty())
+  const TableKind& kind = *plan.kind;
+  bool sql = kind.columns;
+  if (kind.keyed_by_record && !o.table_keys.empty())
     return usage_error(
         "--table-key is not for kafka: tables: a topic's table is keyed by the record key");
-  if (kind != TargetKind::kKafka && o.table_keys.empty())
+  if (!kind.keyed_by_record && o.table_keys.empty())
     return usage_error("--table {} needs --table-key {}", shown_table(o.table),
                        sql ? "COLUMN" : "PATH");
-  if (kind != TargetKind::kKafka && o.table_keys.size() != o.keys.size())
+  if (!kind.keyed_by_record && o.table_keys.size() != o.keys.size())
     return usage_error("--table-key and --key must name as many fields ({} and {})",
                        o.table_keys.size(), o.keys.size());
   for (const std::string& text : o.table_keys) {
@@ -230,7 +199,7 @@ Expected<JoinPlan> make_plan(const JoinOptions& o, const std::string& program) {
       plan.topic_slot = plan.fields.add(*FieldPath::parse(".topic"));
       plan.partition_slot = plan.fields.add(*FieldPath::parse(".partition"));
     }
-    if (kind != TargetKind::kKafka && o.table_time.empty())
+    if (!kind.keyed_by_record && o.table_time.empty())
       return usage_error("--as-of with --table {} needs --table-time: the time of each row",
                          shown_table(o.table));
   } else if (!o.table_time.empty()) {
@@ -252,548 +221,6 @@ std::string_view trim(std::string_view text) {
   size_t end = text.find_last_not_of(" \t\r\n");
   return text.substr(start, end - start + 1);
 }
-
-// Reads table rows (a file's lines, a database's rows, Kafka envelopes):
-// their key and time, with one reused parser.
-class RowReader {
- public:
-  explicit RowReader(const JoinPlan& plan) : plan_(plan) {}
-
-  struct Row {
-    std::optional<std::string_view> key;  // nullopt: a null key
-    Millis time = 0;
-  };
-
-  // `text` must be padded (a Line's, or after pad()).
-  Expected<Row> read(std::string_view text, bool keyed_by_fields) {
-    KPIPE_TRY(reader_.read(text, plan_.table_fields, values_));
-    return from_values(values_.data(), keyed_by_fields);
-  }
-
-  // The same from values read already (a LineFeed's).
-  Expected<Row> from_values(const JsonField* values, bool keyed_by_fields) {
-    Row row;
-    if (keyed_by_fields) {
-      auto key = join_key(plan_.table_fields, plan_.table_key_slots, values, key_);
-      if (!key) return key.take_error();
-      row.key = *key;
-    }
-    if (plan_.table_time_slot) {
-      size_t slot = *plan_.table_time_slot;
-      auto t = read_event_time(values[slot], plan_.table_fields.path(slot).text(), plan_.time_unit);
-      if (!t) return t.take_error();
-      row.time = *t;
-    }
-    return row;
-  }
-
-  std::string_view pad(std::string_view text) {
-    padded_.assign(text, 0, {});
-    return padded_.text();
-  }
-
-  Status validate(std::string_view padded) { return validator_.check(padded); }
-
- private:
-  const JoinPlan& plan_;
-  JsonReader reader_;
-  JsonValidator validator_;
-  std::vector<JsonField> values_;
-  std::string key_;
-  HeldLine padded_;
-};
-
-// The keys a table read whole has more than once (or, as of, a key and
-// time): such a table does not say which row is the key's (an SQL table's
-// rows come in no order), so kjoin refuses it rather than join one of them
-// (kjoin(1), Tables).
-class Duplicates {
- public:
-  void add(std::string_view key, Millis time, uint64_t where) {
-    auto [it, fresh] = rows_.try_emplace(std::string(key), 1);
-    ++it->second;
-    if (!fresh || first_where_ != 0) return;
-    first_key_ = key;
-    first_time_ = time;
-    first_where_ = where;
-  }
-  bool empty() const { return rows_.empty(); }
-  // "key 7 is in 3 rows (again at line 9), and 2 other keys in more than
-  // one"; `unit` names a row's place ("line", "row").
-  std::string describe(JoinMode mode, std::string_view unit) const {
-    std::string what = mode == JoinMode::kAsOf ? fmt::format("key {} at time {}", first_key_,
-                                                             format_rfc3339(first_time_))
-                                               : fmt::format("key {}", first_key_);
-    std::string others;
-    if (rows_.size() > 1)
-      others = fmt::format(", and {} other {} in more than one", rows_.size() - 1,
-                           rows_.size() == 2 ? "key is" : "keys are");
-    return fmt::format("{} is in {} rows (again at {} {}){}: a table has one row per key{}", what,
-                       rows_.at(first_key_), unit, first_where_, others,
-                       mode == JoinMode::kAsOf ? " and time (--table-time)" : "");
-  }
-
- private:
-  std::unordered_map<std::string, uint64_t> rows_;  // key: its rows, for keys in more than one
-  std::string first_key_;
-  Millis first_time_ = 0;
-  uint64_t first_where_ = 0;
-};
-
-// Rows put into a table read whole a batch at a time: each row's index
-// slot is prefetched as it is read and the batch put once full, so that the
-// cache misses of a large table overlap instead of coming one by one.
-class RowBatch {
- public:
-  RowBatch(JoinEngine& engine, Duplicates& duplicates) : engine_(engine), duplicates_(duplicates) {}
-  ~RowBatch() { flush(); }
-
-  // `where`: the row's line or row number, for messages.
-  void add(std::string_view key, Millis time, std::string_view row, uint64_t where) {
-    Item& item = items_[count_++];
-    item.key.assign(key);
-    item.row.assign(row);
-    item.time = time;
-    item.where = where;
-    engine_.lookup_table().prefetch_slot(LookupTable::hash(key));
-    if (count_ == kSize) flush();
-  }
-
-  void flush() {
-    for (size_t i = 0; i < count_; ++i) {
-      const Item& item = items_[i];
-      if (engine_.apply(item.key, item.time, item.row, -1, 0))
-        duplicates_.add(item.key, item.time, item.where);
-    }
-    count_ = 0;
-  }
-
- private:
-  static constexpr size_t kSize = 16;
-  struct Item {
-    std::string key;
-    std::string row;
-    Millis time = 0;
-    uint64_t where = 0;
-  };
-  JoinEngine& engine_;
-  Duplicates& duplicates_;
-  std::array<Item, kSize> items_;
-  size_t count_ = 0;
-};
-
-// Where the table comes from. load() reads it whole (a topic: to its
-// end); poll() takes what changed since, without waiting longer than
-// `wait`.
-class TableSource {
- public:
-  virtual ~TableSource() = default;
-  virtual Status load(JoinEngine& engine) = 0;
-  virtual Status poll(JoinEngine& engine, Millis wait) = 0;
-  // Reads a topic to its present end (at the end of input); nothing for
-  // a table read whole.
-  virtual Status catch_up(JoinEngine& engine) {
-    (void)engine;
-    return {};
-  }
-  uint64_t skipped() const { return skipped_; }
-  // What --on-error says of bad table rows (kjoin(1), Tables).
-  void set_on_error(OnError mode) { on_error_ = mode; }
-
- protected:
-  // A bad row of the table (not JSON, its key null or missing, its time
-  // not a time): bad input as kpipe(7) says, the table and the row named.
-  // Under --on-error fail an error; else the row is left out and counted,
-  // and end_read() warns of it: a table row is not dead-lettered, since it
-  // is fixed where it lives, not replayed.
-  Status bad_row(std::string message) {
-    if (on_error_ == OnError::kFail) return data_error("{}", message);
-    ++skipped_;
-    if (left_out_++ == 0) first_bad_ = std::move(message);
-    return {};
-  }
-  void begin_read() {
-    left_out_ = 0;
-    first_bad_.clear();
-  }
-  // After a table read whole: one warning for the rows left out, unless the
-  // read before said the same (a table --refresh reads again each time).
-  void end_read(Reporter& reporter) {
-    if (left_out_ == 0) {
-      last_warning_.clear();
-      return;
-    }
-    std::string warning = fmt::format(
-        "left out {} bad table {} ({}), the first: {}", left_out_, left_out_ == 1 ? "row" : "rows",
-        on_error_ == OnError::kSkip ? "--on-error skip" : "--on-error dlq", first_bad_);
-    if (warning != last_warning_) reporter.warning(warning);
-    last_warning_ = std::move(warning);
-  }
-
-  uint64_t skipped_ = 0;
-  OnError on_error_ = OnError::kFail;
-  uint64_t left_out_ = 0;  // in the current read
-  std::string first_bad_;
-  std::string last_warning_;
-};
-
-// A file of NDJSON rows, read again when replaced.
-class FileTable final : public TableSource {
- public:
-  FileTable(const JoinPlan& plan, const JoinOptions& options, Io& io)
-      : plan_(plan), path_(plan.table.location), max_line_(options.input.max_line_bytes), io_(io) {}
-
-  Status load(JoinEngine& engine) override {
-    engine.set_whole(true);
-    struct stat st {};
-    if (::stat(path_.c_str(), &st) != 0 && errno == ENOENT)
-      return usage_error("--table: there is no file '{}'", path_);
-    KPIPE_TRY(identify(identity_));
-    auto read = read_into(engine);
-    if (!read.ok()) return read;
-    last_check_ = io_.clock.steady();
-    return {};
-  }
-
-  Status poll(JoinEngine& engine, Millis) override {
-    Millis now = io_.clock.steady();
-    if (now - last_check_ < kFileCheckEvery) return {};
-    last_check_ = now;
-    Identity current;
-    Status there = identify(current);
-    if (!there.ok()) {
-      // Gone for a moment (a rename in two steps), or for good: the table
-      // read before stays, and the operator hears of it once.
-      if (!warned_)
-        io_.reporter.warning(fmt::format("kept the table read before: {}", there.error().message));
-      warned_ = true;
-      return {};
-    }
-    // A version refused once is not read again until it changes.
-    if (current == identity_ || (refused_ && current == *refused_)) return {};
-    JoinEngine fresh(engine.mode(), false, 0, 0, io_.clock);
-    Status read = read_into(fresh);
-    if (!read.ok()) {
-      io_.reporter.warning(fmt::format("kept the table read before: {}", read.error().message));
-      refused_ = current;
-      return {};
-    }
-    identity_ = current;
-    refused_.reset();
-    warned_ = false;
-    engine.replace_table(fresh);
-    io_.reporter.info(fmt::format("read '{}' again: {} rows", path_, engine.rows()));
-    return {};
-  }
-
- private:
-  struct Identity {
-    dev_t dev = 0;
-    ino_t ino = 0;
-    off_t size = 0;
-    int64_t mtime_ns = 0;
-    bool operator==(const Identity&) const = default;
-  };
-
-  Status identify(Identity& out) const {
-    struct stat st {};
-    if (::stat(path_.c_str(), &st) != 0)
-      return failure("cannot read the table '{}': {}", path_, std::strerror(errno));
-    out = Identity{st.st_dev, st.st_ino, st.st_size,
-                   static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec};
-    return {};
-  }
-
-  Status read_into(JoinEngine& engine) {
-    LineFeed feed({path_}, max_line_, &plan_.table_fields);
-    RowReader rows(plan_);
-    constexpr uint64_t kSizeAfter = 4096;
-    uint64_t rows_read = 0;
-    Duplicates duplicates;
-    RowBatch batch(engine, duplicates);
-    begin_read();
-    uint64_t line_bytes = 0;
-    Line line;
-    const ParsedLine* parsed = nullptr;
-    while (true) {
-      auto more = feed.next(line, parsed);
-      if (!more) return more.take_error();
-      if (!*more) break;
-      if (is_blank_line(line.text)) continue;
-      auto bad = [&](std::string_view why) {
-        return bad_row(fmt::format("table {}: line {}: {}", path_, line.number, why));
-      };
-      if (line.too_long) {
-        KPIPE_TRY(bad(fmt::format("longer than {} bytes", max_line_)));
-        continue;
-      }
-      Status valid = rows.validate(line.text);
-      if (!valid.ok()) {
-        KPIPE_TRY(bad(valid.error().message));
-        continue;
-      }
-      if (parsed != nullptr && !parsed->status.ok()) {
-        KPIPE_TRY(bad(parsed->status.error().message));
-        continue;
-      }
-      auto row =
-          parsed != nullptr ? rows.from_values(parsed->values, true) : rows.read(line.text, true);
-      if (!row) {
-        KPIPE_TRY(bad(row.error().message));
-        continue;
-      }
-      // A large table's index is sized once, from the first rows' length.
-      line_bytes += line.text.size() + 1;
-      if (++rows_read == kSizeAfter && engine.mode() == JoinMode::kLookup)
-        engine.reserve(static_cast<size_t>(static_cast<double>(identity_.size) /
-                                           static_cast<double>(line_bytes) * kSizeAfter * 1.05));
-      if (!row->key) {
-        KPIPE_TRY(bad(fmt::format("field '{}' is null",
-                                  plan_.table_fields.path(plan_.table_key_slots[0]).text())));
-        continue;
-      }
-      batch.add(*row->key, row->time, line.text, line.number);
-    }
-    batch.flush();
-    if (!duplicates.empty())
-      return data_error("table {}: {}", path_, duplicates.describe(engine.mode(), "line"));
-    end_read(io_.reporter);
-    return {};
-  }
-
-  const JoinPlan& plan_;
-  std::string path_;
-  size_t max_line_;
-  Io& io_;
-  Identity identity_;
-  std::optional<Identity> refused_;  // a new version that was bad
-  Millis last_check_ = 0;
-  bool warned_ = false;
-};
-
-// A database table, read again every --refresh.
-class SqlTable final : public TableSource {
- public:
-  SqlTable(const JoinPlan& plan, const JoinOptions& options, Io& io)
-      : plan_(plan), options_(options), io_(io) {}
-
-  Status load(JoinEngine& engine) override {
-    engine.set_whole(true);
-    KPIPE_TRY(read_into(engine));
-    last_read_ = io_.clock.steady();
-    return {};
-  }
-
-  Status poll(JoinEngine& engine, Millis) override {
-    if (plan_.refresh <= 0) return {};
-    Millis now = io_.clock.steady();
-    if (now - last_read_ < plan_.refresh) return {};
-    last_read_ = now;
-    JoinEngine fresh(engine.mode(), false, 0, 0, io_.clock);
-    Status read = read_into(fresh);
-    if (!read.ok()) {
-      io_.reporter.warning(fmt::format("kept the table read before: {}", read.error().message));
-      return {};
-    }
-    engine.replace_table(fresh);
-    return {};
-  }
-
- private:
-  // The columns --table-key and --table-time name are the table's: a
-  // misspelt one is a usage error, not bad data in every row (and is one
-  // in a table with no rows yet).
-  Status check_columns(const std::vector<std::string>& columns) {
-    std::string names;
-    for (const std::string& c : columns) names += (names.empty() ? "" : ", ") + c;
-    auto check = [&](std::string_view option, const std::string& column) -> Status {
-      for (const std::string& c : columns)
-        if (c == column) return {};
-      return usage_error("{} {}: table {} has no such column (it has {})", option, column,
-                         plan_.table.table, names);
-    };
-    for (const std::string& c : options_.table_keys) KPIPE_TRY(check("--table-key", c));
-    if (!options_.table_time.empty()) KPIPE_TRY(check("--table-time", options_.table_time));
-    return {};
-  }
-
-  Status read_into(JoinEngine& engine) {
-    RowReader rows(plan_);
-    Duplicates duplicates;
-    RowBatch batch(engine, duplicates);
-    begin_read();
-    uint64_t n = 0;
-    std::string name =
-        fmt::format("table {} of {}", plan_.table.table, display_target(plan_.table.location));
-    Status read = read_table_rows(
-        plan_.table.location, plan_.table.table,
-        [&](const std::vector<std::string>& columns) { return check_columns(columns); },
-        [&](std::string_view text) -> Status {
-          ++n;
-          std::string_view padded = rows.pad(text);
-          auto row = rows.read(padded, true);
-          if (!row) return bad_row(fmt::format("{}: row {}: {}", name, n, row.error().message));
-          if (!row->key)
-            return bad_row(
-                fmt::format("{}: row {}: column '{}' is null", name, n, options_.table_keys[0]));
-          batch.add(*row->key, row->time, text, n);
-          return {};
-        });
-    batch.flush();
-    if (!read.ok()) return read;
-    if (!duplicates.empty())
-      return data_error("{}: {}", name, duplicates.describe(engine.mode(), "row"));
-    end_read(io_.reporter);
-    return {};
-  }
-
-  const JoinPlan& plan_;
-  const JoinOptions& options_;
-  Io& io_;
-  Millis last_read_ = 0;
-};
-
-// A topic read as a table: each record's key is the table's key, the
-// newest value wins, a tombstone deletes (kjoin(1), TABLES).
-class KafkaTable final : public TableSource {
- public:
-  KafkaTable(const JoinPlan& plan, std::unique_ptr<Consumer> consumer, Io& io)
-      : plan_(plan), consumer_(std::move(consumer)), io_(io), rows_(plan) {}
-
-  Status load(JoinEngine& engine) override {
-    const std::string& topic = plan_.table.location;
-    // A topic that is not there was named wrongly, as a file or an SQL
-    // table would be (kjoin(1), Table problems). It is looked up in the
-    // list of all topics, as kproduce's await_topic does: a metadata
-    // request naming the topic would have the broker create it when the
-    // client allows auto-creation (-X allow.auto.create.topics=true).
-    KPIPE_TRY(check_topic_name(topic));
-    auto topics = consumer_->topics();
-    if (!topics) return topics.take_error();
-    if (!std::binary_search(topics->begin(), topics->end(), topic)) {
-      // The list leaves out the topics this principal may not describe:
-      // asked by name, the cluster refuses such a topic, and the refusal
-      // names the ACL (kpipe(7), SECURITY). Not asked when the question
-      // would have the broker create the topic.
-      const std::string* create = consumer_->config().get("allow.auto.create.topics");
-      if (create == nullptr || *create != "true") {
-        auto asked = consumer_->partitions(topic);
-        if (!asked && is_not_authorized(asked.error())) return asked.take_error();
-      }
-      return usage_error("--table: there is no topic '{}' at {}", topic,
-                         consumer_->config().brokers());
-    }
-    auto partitions = consumer_->partitions(topic);
-    if (!partitions) return partitions.take_error();
-    std::vector<PartitionOffset> assign;
-    for (int32_t p : *partitions) {
-      engine.add_partition(p);
-      auto saved = engine.offsets().find(p);
-      assign.push_back(
-          {topic, p, saved == engine.offsets().end() ? kOffsetBeginning : saved->second});
-      parts_.push_back({topic, p});
-    }
-    KPIPE_TRY(consumer_->assign(assign));
-    return catch_up(engine);
-  }
-
-  // Reads until every partition is at the high watermark it had when
-  // this began.
-  Status catch_up(JoinEngine& engine) override {
-    auto marks = consumer_->watermarks(parts_);
-    if (!marks) return marks.take_error();
-    std::map<int32_t, int64_t> end;
-    for (size_t i = 0; i < parts_.size(); ++i) end[parts_[i].partition] = (*marks)[i].high;
-    Millis last_progress = io_.clock.steady();
-    while (true) {
-      bool done = true;
-      for (const auto& [p, high] : end) {
-        auto at = engine.offsets().find(p);
-        auto seen = position_.find(p);
-        int64_t pos = std::max(at == engine.offsets().end() ? -1 : at->second,
-                               seen == position_.end() ? -1 : seen->second);
-        if (pos < high && high > 0) done = false;
-      }
-      if (done) return {};
-      if (io_.stop != nullptr && io_.stop->load()) return {};
-      size_t before = events_;
-      KPIPE_TRY(poll(engine, 100));
-      Millis now = io_.clock.steady();
-      if (events_ != before) last_progress = now;
-      if (now - last_progress > consumer_->config().timeout)
-        return failure("reading table topic '{}' to its end made no progress within {}",
-                       plan_.table.location, format_duration(consumer_->config().timeout));
-    }
-  }
-
-  Status poll(JoinEngine& engine, Millis wait) override {
-    return consumer_->poll(wait, 10'000, [&](const ConsumerEvent& e) -> Status {
-      ++events_;
-      const RecordView& r = e.record;
-      if (e.kind == ConsumerEvent::Kind::kEndOfPartition) {
-        position_[r.partition] = std::max(position_[r.partition], r.offset);
-        return {};
-      }
-      position_[r.partition] = r.offset + 1;
-      return apply(engine, r);
-    });
-  }
-
- private:
-  Status apply(JoinEngine& engine, const RecordView& r) {
-    if (!r.key) {
-      KPIPE_TRY(skip_bad(r, "the record has no key"));
-      engine.skip(r.partition, r.offset + 1);
-      return {};
-    }
-    Millis time = r.timestamp;
-    if (plan_.table_time_slot) {
-      envelope_.clear();
-      writer_.append(envelope_, r);
-      envelope_.pop_back();
-      auto row = rows_.read(rows_.pad(envelope_), false);
-      if (!row) {
-        KPIPE_TRY(skip_bad(r, row.error().message));
-        engine.skip(r.partition, r.offset + 1);
-        return {};
-      }
-      time = row->time;
-    }
-    std::optional<std::string_view> value;
-    if (r.value) {
-      value_.clear();
-      writer_.append_value(value_, r);
-      value_.pop_back();
-      value = value_;
-    }
-    engine.apply(*r.key, time, value, r.partition, r.offset + 1);
-    return {};
-  }
-
-  // A topic is never read whole: the first bad record is told at once,
-  // the count at exit (run_join).
-  Status skip_bad(const RecordView& r, std::string_view why) {
-    uint64_t before = skipped_;
-    KPIPE_TRY(bad_row(fmt::format("table topic '{}': partition {} offset {}: {}",
-                                  plan_.table.location, r.partition, r.offset, why)));
-    if (before == 0 && skipped_ == 1)
-      io_.reporter.warning(fmt::format(
-          "left out a bad table row ({}): {}",
-          on_error_ == OnError::kSkip ? "--on-error skip" : "--on-error dlq", first_bad_));
-    return {};
-  }
-
-  const JoinPlan& plan_;
-  std::unique_ptr<Consumer> consumer_;
-  Io& io_;
-  RowReader rows_;
-  EnvelopeWriter writer_;
-  std::string envelope_;
-  std::string value_;
-  std::vector<TopicPartition> parts_;
-  std::map<int32_t, int64_t> position_;  // the next offset each partition reads
-  size_t events_ = 0;
-};
 
 class JoinStage final : public ParsingStage {
  public:
@@ -1240,20 +667,17 @@ Status run_join(const JoinOptions& options, Io& io) {
   auto stats = parse_stats(options.stats, plan->stage);
   if (!stats) return stats.take_error();
 
-  std::optional<KafkaConfig> kafka;
-  if (plan->table.kind == TargetKind::kKafka) {
-    auto config = resolve_kafka_config(options.kafka, io.env_brokers);
-    if (!config) return config.take_error();
-    if (config->brokers().empty())
-      return usage_error("--table {} needs brokers: use -b or set KPIPE_BROKERS", options.table);
-    kafka = std::move(*config);
-  }
-  auto bad = kafka ? make_bad_input_handler(options.errors, plan->stage, io, &*kafka)
+  auto opened = plan->kind->open(*plan, options, io);
+  if (!opened) return opened.take_error();
+  std::unique_ptr<TableSource> table = std::move(*opened);
+  // A --dlq kafka:TOPIC shares the table topic's client settings.
+  const KafkaConfig* kafka = table->kafka_config();
+  auto bad = kafka ? make_bad_input_handler(options.errors, plan->stage, io, kafka)
                    : make_bad_input_handler(options.errors, plan->stage, io, options.kafka);
   if (!bad) return bad.take_error();
 
-  bool persist_rows = plan->table.kind == TargetKind::kKafka;
-  JoinEngine engine(plan->mode, persist_rows, plan->table_disorder, plan->idle_timeout, io.clock);
+  JoinEngine engine(plan->mode, table->rows_saved(), plan->table_disorder, plan->idle_timeout,
+                    io.clock);
   auto store = open_stage_state(options.state);
   if (!store) return store.take_error();
   // An instance keeps the records waiting per source partition, a queue
@@ -1285,30 +709,13 @@ Status run_join(const JoinOptions& options, Io& io) {
                                  engine.rows(), plan->stage, **restored,
                                  display_target(options.state)));
 
-  std::unique_ptr<TableSource> table;
-  switch (plan->table.kind) {
-    case TargetKind::kKafka: {
-      auto consumer = Consumer::create(*kafka, "", io.reporter);
-      if (!consumer) return consumer.take_error();
-      table = std::make_unique<KafkaTable>(*plan, std::move(*consumer), io);
-      break;
-    }
-    case TargetKind::kFile:
-      table = std::make_unique<FileTable>(*plan, options, io);
-      break;
-    case TargetKind::kSqlite:
-    case TargetKind::kPostgres:
-      table = std::make_unique<SqlTable>(*plan, options, io);
-      break;
-  }
   table->set_on_error((*bad)->mode());
   KPIPE_TRY(table->load(engine));
 
   JoinStage stage(*plan, engine, *table, **bad, state, io);
   FilterSettings settings{options.input, std::move(*stats)};
   Status run = run_filter(stage, settings, **bad, io);
-  if (plan->table.kind == TargetKind::kKafka && table->skipped() > 1)
-    io.reporter.warning(fmt::format("left out {} bad table rows in all", table->skipped()));
+  table->at_exit(io.reporter);
   if (!run.ok()) return run;
   uint64_t bad_lines = (*bad)->skipped() + (*bad)->dead_lettered() - stage.dead_lettered();
   std::string bad_part = bad_lines > 0 ? fmt::format(", {} bad", bad_lines) : "";
