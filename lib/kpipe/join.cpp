@@ -315,34 +315,46 @@ Status VersionedTable::decode(std::string_view key, std::string_view text) {
 // --- TableWatermark --------------------------------------------------------
 
 void TableWatermark::add_partition(int32_t partition, Millis now) {
-  partitions_.try_emplace(partition, Partition{std::nullopt, now});
+  PartitionProgress known;
+  known.last_read = now;
+  known.waiting = true;
+  partitions_.try_emplace(partition, known);
 }
 
 void TableWatermark::on_record(int32_t partition, Millis time, Millis now) {
-  Partition& p = partitions_[partition];
-  if (!p.newest || time > *p.newest) p.newest = time;
+  PartitionProgress& p = partitions_[partition];
+  p.newest = std::max(p.newest, time);
   p.last_read = now;
+  p.waiting = false;
 }
 
 void TableWatermark::restore(int32_t partition, std::optional<Millis> newest, Millis now) {
-  partitions_[partition] = Partition{newest, now};
+  PartitionProgress& p = partitions_[partition];
+  p.newest = newest.value_or(kNoTime);
+  p.last_read = now;
+  p.waiting = !newest;
 }
 
 std::optional<Millis> TableWatermark::newest(int32_t partition) const {
   auto it = partitions_.find(partition);
-  if (it == partitions_.end()) return std::nullopt;
+  if (it == partitions_.end() || it->second.newest == kNoTime) return std::nullopt;
   return it->second.newest;
 }
 
 Millis TableWatermark::value(Millis now) const {
   if (whole_) return kMaxTime;
-  Millis low = kMaxTime;
-  for (const auto& [id, p] : partitions_) {
-    if (idle_timeout_ > 0 && now - p.last_read >= idle_timeout_) continue;
-    if (!p.newest) return kMinTime;
-    low = std::min(low, *p.newest - disorder_);
+  auto low = lowest_newest(
+      partitions_, [](const auto& entry) -> const PartitionProgress& { return entry.second; },
+      idle_timeout_, now);
+  switch (low.kind) {
+    case LowestNewest::Kind::kHeld:
+      return kMinTime;
+    case LowestNewest::Kind::kNone:
+      return kMaxTime;
+    case LowestNewest::Kind::kTime:
+      break;
   }
-  return low;
+  return low.newest - disorder_;
 }
 
 // --- JoinEngine ------------------------------------------------------------

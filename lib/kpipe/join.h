@@ -21,6 +21,7 @@
 #include "kpipe/snapshot.h"
 #include "kpipe/status.h"
 #include "kpipe/time.h"
+#include "kpipe/watermark.h"
 
 namespace kpipe {
 
@@ -172,14 +173,10 @@ class TableWatermark {
   Millis value(Millis now) const;
 
  private:
-  struct Partition {
-    std::optional<Millis> newest;
-    Millis last_read = 0;  // processing time
-  };
   Millis disorder_;
   Millis idle_timeout_;  // 0: never idle
   bool whole_ = false;
-  std::map<int32_t, Partition> partitions_;
+  std::map<int32_t, PartitionProgress> partitions_;
 };
 
 // A stream record waiting for the table's watermark, as the line read.

@@ -412,7 +412,7 @@ struct WindowEngine::Impl : WindowState {
     Partition& p = parts.emplace_back();
     p.topic = std::string(topic);
     p.id = id;
-    p.last_seen = idle > 0 ? clock.steady() : 0;
+    p.progress.last_read = idle > 0 ? clock.steady() : 0;
     return last_part = parts.size() - 1;
   }
 
@@ -421,19 +421,15 @@ struct WindowEngine::Impl : WindowState {
   // back but the delay. An assigned partition that has sent nothing holds
   // it where it is.
   Millis compute_watermark(Millis now) const {
-    if (parts.size() == 1 && !parts[0].waiting && parts[0].max != kNoWatermark)
-      return parts[0].max - delay;
-    Millis low = kNever;
-    for (const Partition& p : parts) {
-      if (idle > 0 && now - p.last_seen >= idle) continue;
-      if (p.revoked) continue;
-      if (p.waiting) return kNoWatermark;
-      if (p.max == kNoWatermark) continue;
-      low = std::min(low, p.max);
-    }
-    if (low == kNever) low = global_max;
-    if (low == kNoWatermark) return kNoWatermark;
-    return low - delay;
+    if (parts.size() == 1 && !parts[0].progress.waiting && parts[0].progress.newest != kNoTime)
+      return parts[0].progress.newest - delay;
+    auto low = lowest_newest(
+        parts, [](const Partition& p) -> const PartitionProgress& { return p.progress; }, idle,
+        now);
+    if (low.kind == LowestNewest::Kind::kHeld) return kNoWatermark;
+    Millis newest = low.kind == LowestNewest::Kind::kTime ? low.newest : global_max;
+    if (newest == kNoTime) return kNoWatermark;
+    return newest - delay;
   }
 
   void advance(Millis w, std::string& out) {
@@ -531,14 +527,15 @@ struct WindowEngine::Impl : WindowState {
     KPIPE_TRY(check(in));
     Millis now = idle > 0 ? clock.steady() : 0;
     size_t p = partition(in.topic, in.partition);
-    if (idle > 0) parts[p].last_seen = now;
-    parts[p].waiting = false;
-    parts[p].revoked = false;
+    PartitionProgress& progress = parts[p].progress;
+    if (idle > 0) progress.last_read = now;
+    progress.waiting = false;
+    progress.revoked = false;
     Placement placed = kind == WindowKind::kSession ? place_session(in, out)
                                                     : place_aligned(in, hash_bytes(in.key), out);
     bool raised = false;
-    if (in.time > parts[p].max) {
-      parts[p].max = in.time;
+    if (in.time > progress.newest) {
+      progress.newest = in.time;
       parts[p].dirty = track;
       raised = true;
     }
@@ -554,9 +551,9 @@ struct WindowEngine::Impl : WindowState {
 
   void partition_event(std::string_view topic, int64_t id, bool assigned, std::string& out) {
     Partition& p = parts[partition(topic, id)];
-    if (idle > 0) p.last_seen = clock.steady();
-    p.revoked = !assigned;
-    p.waiting = assigned && p.max == kNoWatermark;
+    if (idle > 0) p.progress.last_read = clock.steady();
+    p.progress.revoked = !assigned;
+    p.progress.waiting = assigned && p.progress.newest == kNoTime;
     // An assignment can only hold the watermark back, never move it. (Moving
     // it here, after the first partition of an announcement and before the
     // others, once let a restored partition run the watermark ahead alone:
@@ -589,8 +586,8 @@ struct WindowEngine::Impl : WindowState {
     }
     Millis now = idle > 0 ? clock.steady() : 0;
     for (Partition& p : parts) {
-      p.last_seen = now;
-      global_max = std::max(global_max, p.max);
+      p.progress.last_read = now;
+      global_max = std::max(global_max, p.progress.newest);
     }
     // find_or_add numbers the entries it makes; they keep their saved numbers.
     uint64_t seq = next_seq;

@@ -23,6 +23,7 @@
 #include "kpipe/snapshot.h"
 #include "kpipe/status.h"
 #include "kpipe/time.h"
+#include "kpipe/watermark.h"
 #include "kpipe/window.h"
 #include "kpipe/window_aggregate.h"
 
@@ -93,13 +94,11 @@ struct KeySessions {
 struct Partition {
   std::string topic;
   int64_t id = -1;
-  Millis max = kNoWatermark;
-  Millis last_seen = 0;  // processing time (steady clock)
+  // Its newest time is part of a snapshot; `waiting` and `revoked` come
+  // from kconsume's partition events and are not (a restarted kconsume
+  // announces its partitions again).
+  PartitionProgress progress;
   bool dirty = false;
-  // From kconsume's partition events; neither is part of a snapshot (a
-  // restarted kconsume announces its partitions again).
-  bool waiting = false;  // assigned, nothing read yet: holds the watermark
-  bool revoked = false;  // no longer ours: does not hold it
 };
 
 // A window-and-key entry read back from a snapshot.

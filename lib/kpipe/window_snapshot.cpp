@@ -126,7 +126,7 @@ void WindowState::take_changes(StateChanges& out) {
     k.push_back('/');
     k += p.topic;
     std::string v;
-    append_int(v, p.max);
+    append_int(v, p.progress.newest);
     out.put.emplace_back(std::move(k), std::move(v));
   }
   std::string value;
@@ -202,7 +202,7 @@ Status WindowState::restore_entry(std::string_view key, std::string_view value) 
     Partition& p = parts.emplace_back();
     p.id = *id;
     p.topic = std::string(rest.substr(slash + 1));
-    p.max = *max;
+    p.progress.newest = *max;
     return {};
   }
   if (key.starts_with("b/")) {
