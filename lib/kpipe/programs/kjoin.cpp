@@ -1288,7 +1288,7 @@ Status run_join(const JoinOptions& options, Io& io) {
   std::unique_ptr<TableSource> table;
   switch (plan->table.kind) {
     case TargetKind::kKafka: {
-      auto consumer = Consumer::create(*kafka, "", io.reporter);
+      auto consumer = Consumer::create(*kafka, "", io.reporter, io.clock);
       if (!consumer) return consumer.take_error();
       table = std::make_unique<KafkaTable>(*plan, std::move(*consumer), io);
       break;
