@@ -7,6 +7,7 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -454,6 +455,10 @@ Millis SystemClock::now() {
 Millis SystemClock::steady() {
   using namespace std::chrono;
   return floor<milliseconds>(steady_clock::now()).time_since_epoch().count();
+}
+
+void SystemClock::sleep_for(Millis d) {
+  if (d > 0) std::this_thread::sleep_for(std::chrono::milliseconds(d));
 }
 
 }  // namespace kpipe

@@ -81,12 +81,16 @@ class Clock {
   virtual Millis now() = 0;
   // Monotonic milliseconds for intervals and timeouts.
   virtual Millis steady() = 0;
+  // Lets `d` pass before asking again (a retry's pause): a fake clock
+  // advances its time instead of sleeping.
+  virtual void sleep_for(Millis d) = 0;
 };
 
 class SystemClock final : public Clock {
  public:
   Millis now() override;
   Millis steady() override;
+  void sleep_for(Millis d) override;
 };
 
 }  // namespace kpipe

@@ -862,6 +862,11 @@ TEST_CASE("SystemClock reads the system clocks in milliseconds", "[time][clock]"
   const Millis s1 = clock.steady();
   const Millis s2 = clock.steady();
   CHECK(s2 >= s1);
+  // The one clock whose pause is real (the Kafka clients' retries).
+  clock.sleep_for(2);
+  CHECK(clock.steady() >= s2 + 2);
+  clock.sleep_for(0);
+  clock.sleep_for(-1);
 }
 
 TEST_CASE("FakeClock moves only when told", "[time][clock]") {
@@ -876,6 +881,13 @@ TEST_CASE("FakeClock moves only when told", "[time][clock]") {
   CHECK(clock.steady() == 5'000);
   Clock& base = clock;
   CHECK(base.now() == 0);
+  // A pause passes at once, moving both clocks.
+  base.sleep_for(100);
+  CHECK(clock.now() == 100);
+  CHECK(clock.steady() == 5'100);
+  base.sleep_for(0);
+  base.sleep_for(-5);
+  CHECK(clock.steady() == 5'100);
 }
 
 }  // namespace kpipe

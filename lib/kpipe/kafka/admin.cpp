@@ -11,8 +11,8 @@
 
 namespace kpipe {
 
-GroupReader::GroupReader(const KafkaConfig& config, Reporter& reporter)
-    : KafkaClient(config, reporter) {}
+GroupReader::GroupReader(const KafkaConfig& config, Reporter& reporter, Clock& clock)
+    : KafkaClient(config, reporter, clock) {}
 
 GroupReader::~GroupReader() {
   // Never subscribed: closing leaves no group, it only stops the fetcher.
@@ -21,7 +21,7 @@ GroupReader::~GroupReader() {
 
 Expected<std::unique_ptr<GroupReader>> GroupReader::create(const KafkaConfig& base,
                                                            const std::string& group,
-                                                           Reporter& reporter) {
+                                                           Reporter& reporter, Clock& clock) {
   // The group id only names whose offsets OffsetFetch returns: without
   // subscribe() the reader never joins, and it never commits.
   KafkaConfig config = consumer_config(base, group);
@@ -33,7 +33,7 @@ Expected<std::unique_ptr<GroupReader>> GroupReader::create(const KafkaConfig& ba
   // delays the first fetch by a second.)
   set_default(config, "fetch.message.max.bytes", "8192");
   set_default(config, "fetch.wait.max.ms", "10");
-  std::unique_ptr<GroupReader> reader(new GroupReader(config, reporter));
+  std::unique_ptr<GroupReader> reader(new GroupReader(config, reporter, clock));
   reader->group_ = group;
   // Looks at the group and the topics from outside (klag): describes
   // them; the records it reads ask Read of their topic.
@@ -53,7 +53,7 @@ Expected<std::vector<std::optional<int64_t>>> GroupReader::committed(
   // A coordinator that moved or still loads (a broker just back from a
   // crash or a pause) is asked again until --timeout.
   rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
-  ask_until(config_.timeout, [&](int left) {
+  ask_until(clock_, config_.timeout, [&](int left) {
     err = rd_kafka_committed(handle_->rk, g.list, left);
     bool away = is_coordinator_away(err);
     for (int i = 0; err == RD_KAFKA_RESP_ERR_NO_ERROR && i < g.list->cnt; ++i)
@@ -132,11 +132,11 @@ Expected<std::vector<std::optional<Millis>>> GroupReader::record_timestamps(
   std::vector<bool> done(parts.size(), false);
   size_t left = parts.size();
   std::vector<rd_kafka_message_t*> batch(1024);
-  Millis deadline = steady_millis() + config_.timeout;
+  Millis deadline = clock_.steady() + config_.timeout;
   Status problem;
   TopicPartition key;
   while (left > 0 && problem.ok()) {
-    Millis wait = deadline - steady_millis();
+    Millis wait = deadline - clock_.steady();
     if (wait <= 0) break;
     // A batch read waits until the batch is full or the time is out: wait
     // for one record, then take whatever else has arrived without waiting.
@@ -246,8 +246,8 @@ std::optional<std::vector<TopicPartition>> parse_consumer_assignment(std::string
   return out;
 }
 
-GroupAdmin::GroupAdmin(const KafkaConfig& config, Reporter& reporter)
-    : KafkaClient(config, reporter) {}
+GroupAdmin::GroupAdmin(const KafkaConfig& config, Reporter& reporter, Clock& clock)
+    : KafkaClient(config, reporter, clock) {}
 
 GroupAdmin::~GroupAdmin() {
   // Never subscribed: closing leaves no group.
@@ -255,11 +255,11 @@ GroupAdmin::~GroupAdmin() {
 }
 
 Expected<std::unique_ptr<GroupAdmin>> GroupAdmin::create(const KafkaConfig& base,
-                                                         Reporter& reporter) {
+                                                         Reporter& reporter, Clock& clock) {
   // A consumer handle, as GroupReader's: the properties users give klag
   // for its readers then apply without a producer's warnings.
   KafkaConfig config = consumer_config(base, "");
-  std::unique_ptr<GroupAdmin> admin(new GroupAdmin(config, reporter));
+  std::unique_ptr<GroupAdmin> admin(new GroupAdmin(config, reporter, clock));
   admin->set_access(AclOperation::kDescribe, AclOperation::kDescribe);
   KPIPE_TRY(new_handle(RD_KAFKA_CONSUMER, config, *admin->handle_));
   KPIPE_TRY(admin->wait_until_reachable());

@@ -38,8 +38,8 @@ std::optional<std::vector<TopicPartition>> parse_consumer_assignment(std::string
 
 class GroupAdmin final : public KafkaClient {
  public:
-  static Expected<std::unique_ptr<GroupAdmin>> create(const KafkaConfig& config,
-                                                      Reporter& reporter);
+  static Expected<std::unique_ptr<GroupAdmin>> create(const KafkaConfig& config, Reporter& reporter,
+                                                      Clock& clock);
   ~GroupAdmin() override;
 
   // The group's members and their assignments (one DescribeGroups to its
@@ -50,7 +50,7 @@ class GroupAdmin final : public KafkaClient {
   Expected<std::optional<std::vector<std::string>>> group_ids();
 
  private:
-  GroupAdmin(const KafkaConfig& config, Reporter& reporter);
+  GroupAdmin(const KafkaConfig& config, Reporter& reporter, Clock& clock);
 };
 
 }  // namespace kpipe

@@ -10,10 +10,8 @@
 #include "kpipe/kafka/internal.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 
 namespace kpipe {
 
@@ -112,9 +110,10 @@ void set_metadata(rd_kafka_topic_partition_list_t* list, const std::string& meta
 
 // --- KafkaClient ----------------------------------------------------------------
 
-KafkaClient::KafkaClient(const KafkaConfig& config, Reporter& reporter)
-    : config_(config), reporter_(reporter), handle_(std::make_unique<Handle>()) {
+KafkaClient::KafkaClient(const KafkaConfig& config, Reporter& reporter, Clock& clock)
+    : config_(config), reporter_(reporter), clock_(clock), handle_(std::make_unique<Handle>()) {
   handle_->reporter = &reporter;
+  handle_->clock = &clock;
   handle_->config = &config_;
   handle_->watch = BrokerWatch(config_.timeout);
 }
@@ -214,7 +213,7 @@ bool broker_up(rd_kafka_t* rk) {
 void KafkaClient::watch_brokers() {
   BrokerWatch& watch = handle_->watch;
   if (!watch.down()) return;
-  Millis now = steady_millis();
+  Millis now = clock_.steady();
   BrokerWatch::News news = watch.update(now, [this] { return broker_up(handle_->rk); });
   // Whole seconds: "for 10s", not "for 10s3ms".
   std::string down_for = format_duration((now - watch.since()) / kSecond * kSecond);
@@ -253,14 +252,11 @@ bool KafkaClient::is_mock_cluster() {
   return mock;
 }
 
-void ask_until(Millis timeout, const std::function<bool(int left)>& ask) {
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout);
+void ask_until(Clock& clock, Millis timeout, const std::function<bool(int left)>& ask) {
+  Millis deadline = clock.steady() + timeout;
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    deadline - std::chrono::steady_clock::now())
-                    .count();
-    if (!ask(timeout_ms(left)) || std::chrono::steady_clock::now() >= deadline) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (!ask(timeout_ms(deadline - clock.steady())) || clock.steady() >= deadline) return;
+    clock.sleep_for(100);
   }
 }
 

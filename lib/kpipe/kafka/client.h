@@ -79,7 +79,7 @@ class KafkaClient {
   struct Handle;  // librdkafka's, behind the module's private header
 
  protected:
-  KafkaClient(const KafkaConfig& config, Reporter& reporter);
+  KafkaClient(const KafkaConfig& config, Reporter& reporter, Clock& clock);
   // The ACLs a request about `topic` (and `group`, when it is not the
   // client's own) needs, for authorization_error (internal.h).
   Access access(const std::string& topic = {}, const std::string& group = {}) const;
@@ -105,6 +105,9 @@ class KafkaClient {
 
   KafkaConfig config_;
   Reporter& reporter_;
+  // kpipe's own waits and deadlines (asking again, the broker watch);
+  // librdkafka's timeouts are its own.
+  Clock& clock_;
   std::unique_ptr<Handle> handle_;
   AclOperation topic_operation_ = AclOperation::kDescribe;
   std::string group_;  // the consumer group the client uses; empty: none
@@ -123,7 +126,8 @@ class Consumer final : public KafkaClient {
   // `group` empty: no consumer group (partitions are assigned by the
   // caller). Offsets are never committed automatically.
   static Expected<std::unique_ptr<Consumer>> create(const KafkaConfig& config,
-                                                    const std::string& group, Reporter& reporter);
+                                                    const std::string& group, Reporter& reporter,
+                                                    Clock& clock);
   ~Consumer() override;
 
   Status assign(const std::vector<PartitionOffset>& parts);
@@ -189,13 +193,14 @@ class Consumer final : public KafkaClient {
   struct State;
 
  private:
-  Consumer(const KafkaConfig& config, Reporter& reporter);
+  Consumer(const KafkaConfig& config, Reporter& reporter, Clock& clock);
   std::unique_ptr<State> state_;
 };
 
 class Producer final : public KafkaClient {
  public:
-  static Expected<std::unique_ptr<Producer>> create(const KafkaConfig& config, Reporter& reporter);
+  static Expected<std::unique_ptr<Producer>> create(const KafkaConfig& config, Reporter& reporter,
+                                                    Clock& clock);
   ~Producer() override;
 
   // Called from flush()/poll()/produce() once a record's fate is known: err
@@ -256,7 +261,7 @@ class Producer final : public KafkaClient {
   struct State;
 
  private:
-  Producer(const KafkaConfig& config, Reporter& reporter);
+  Producer(const KafkaConfig& config, Reporter& reporter, Clock& clock);
   std::unique_ptr<State> state_;
 };
 
@@ -277,8 +282,8 @@ class GroupReader final : public KafkaClient {
  public:
   // `group` empty: only the record timestamps and watermarks are read.
   static Expected<std::unique_ptr<GroupReader>> create(const KafkaConfig& config,
-                                                       const std::string& group,
-                                                       Reporter& reporter);
+                                                       const std::string& group, Reporter& reporter,
+                                                       Clock& clock);
   ~GroupReader() override;
 
   // The group's committed offsets, in one OffsetFetch; nullopt where
@@ -296,7 +301,7 @@ class GroupReader final : public KafkaClient {
       std::vector<std::optional<int64_t>>* ends = nullptr);
 
  private:
-  GroupReader(const KafkaConfig& config, Reporter& reporter);
+  GroupReader(const KafkaConfig& config, Reporter& reporter, Clock& clock);
 };
 
 }  // namespace kpipe

@@ -132,8 +132,8 @@ void rebalance_cb(rd_kafka_t* rk, rd_kafka_resp_err_t err, rd_kafka_topic_partit
 
 }  // namespace
 
-Consumer::Consumer(const KafkaConfig& config, Reporter& reporter)
-    : KafkaClient(config, reporter), state_(std::make_unique<State>()) {}
+Consumer::Consumer(const KafkaConfig& config, Reporter& reporter, Clock& clock)
+    : KafkaClient(config, reporter, clock), state_(std::make_unique<State>()) {}
 
 Consumer::~Consumer() {
   state_->nudger.reset();
@@ -147,7 +147,8 @@ Consumer::~Consumer() {
 }
 
 Expected<std::unique_ptr<Consumer>> Consumer::create(const KafkaConfig& base,
-                                                     const std::string& group, Reporter& reporter) {
+                                                     const std::string& group, Reporter& reporter,
+                                                     Clock& clock) {
   KafkaConfig config = consumer_config(base, group);
   set_default(config, "auto.offset.reset", "earliest");
   // With the consumer queue shared by every partition, librdkafka counts
@@ -162,7 +163,7 @@ Expected<std::unique_ptr<Consumer>> Consumer::create(const KafkaConfig& base,
   // Larger fetches per partition: fewer round trips for a backlog.
   set_default(config, "fetch.message.max.bytes", "4194304");
   for (int attempt = 0;; ++attempt) {
-    std::unique_ptr<Consumer> consumer(new Consumer(config, reporter));
+    std::unique_ptr<Consumer> consumer(new Consumer(config, reporter, clock));
     // Reads its topics; in a group, joins it and commits to it (Read).
     consumer->group_ = group;
     consumer->set_access(AclOperation::kRead, AclOperation::kRead);
@@ -499,13 +500,13 @@ Status Consumer::close() {
   // revocation it starts is served.
   if (!group_.empty() && config_.get("group.instance.id") != nullptr) {
     if (rd_kafka_unsubscribe(handle_->rk) == RD_KAFKA_RESP_ERR_NO_ERROR) {
-      auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      Millis deadline = clock_.steady() + 10 * kSecond;
       for (;;) {
         rd_kafka_topic_partition_list_t* assigned = nullptr;
         bool empty = rd_kafka_assignment(handle_->rk, &assigned) != RD_KAFKA_RESP_ERR_NO_ERROR ||
                      assigned == nullptr || assigned->cnt == 0;
         if (assigned != nullptr) rd_kafka_topic_partition_list_destroy(assigned);
-        if (empty || std::chrono::steady_clock::now() >= deadline) break;
+        if (empty || clock_.steady() >= deadline) break;
         // Records that arrive now are left for the next owner.
         if (rd_kafka_message_t* m = rd_kafka_consumer_poll(handle_->rk, 100))
           rd_kafka_message_destroy(m);

@@ -95,7 +95,7 @@ Expected<std::unique_ptr<KafkaDlq>> KafkaDlq::open(const std::string& topic,
   dlq->topic_ = topic;
   dlq->group_ = group.empty() ? default_replay_group(topic) : group;
   dlq->clock_ = &clock;
-  auto consumer = Consumer::create(config, dlq->group_, reporter);
+  auto consumer = Consumer::create(config, dlq->group_, reporter, clock);
   if (!consumer) return consumer.take_error();
   dlq->consumer_ = std::move(*consumer);
   dlq->consumer_->set_access(AclOperation::kRead, group_use);
@@ -557,7 +557,7 @@ class KafkaTarget final : public ReplayTarget {
     auto from = parse_mark(mark);
     if (!from) return from.take_error();
     if (!consumer_) {
-      auto c = Consumer::create(config_, "", reporter_);
+      auto c = Consumer::create(config_, "", reporter_, clock_);
       if (!c) return c.take_error();
       consumer_ = std::move(*c);
     }
@@ -592,7 +592,7 @@ class KafkaTarget final : public ReplayTarget {
 Expected<std::unique_ptr<ReplayTarget>> make_kafka_target(const std::string& topic,
                                                           const KafkaConfig& config,
                                                           Reporter& reporter, Clock& clock) {
-  auto producer = Producer::create(config, reporter);
+  auto producer = Producer::create(config, reporter, clock);
   if (!producer) return producer.take_error();
   // Looked up as kproduce looks up its topic (kproduce(1), THE TOPIC): one
   // the broker creates is waited for, and one it does not is said missing
@@ -654,8 +654,9 @@ class KafkaDeadLetters final : public DeadLetterSink {
 
 Expected<std::unique_ptr<DeadLetterSink>> open_kafka_dead_letters(const std::string& topic,
                                                                   const KafkaConfig& config,
-                                                                  Reporter& reporter) {
-  auto producer = Producer::create(config, reporter);
+                                                                  Reporter& reporter,
+                                                                  Clock& clock) {
+  auto producer = Producer::create(config, reporter, clock);
   if (!producer) return producer.take_error();
   // Without this, a missing topic would surface only at the first bad
   // line, after message.timeout.ms: say so at start instead, as kproduce

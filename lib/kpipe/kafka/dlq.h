@@ -28,7 +28,7 @@ namespace kpipe {
 // --dlq kafka:TOPIC: dead letters produced to TOPIC, which must exist.
 Expected<std::unique_ptr<DeadLetterSink>> open_kafka_dead_letters(const std::string& topic,
                                                                   const KafkaConfig& config,
-                                                                  Reporter& reporter);
+                                                                  Reporter& reporter, Clock& clock);
 
 // The replay group of a Kafka dead-letter topic when --group is not given.
 std::string default_replay_group(const std::string& topic);

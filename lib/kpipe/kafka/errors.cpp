@@ -43,7 +43,7 @@ void error_cb(rd_kafka_t* rk, int err, const char* reason, void* opaque) {
   std::string text = handle->redact(reason);
   switch (code) {
     case RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN:
-      handle->watch.all_down(steady_millis());
+      if (handle->clock != nullptr) handle->watch.all_down(handle->clock->steady());
       if (handle->reporter != nullptr) handle->reporter->debug(fmt::format("librdkafka: {}", text));
       return;
     case RD_KAFKA_RESP_ERR__TRANSPORT:

@@ -8,7 +8,6 @@
 #include <librdkafka/rdkafka.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -20,12 +19,6 @@
 #include "kpipe/kafka/client.h"
 
 namespace kpipe {
-
-// Milliseconds of the steady clock: for deadlines and the broker watch.
-inline Millis steady_millis() {
-  using namespace std::chrono;
-  return duration_cast<milliseconds>(steady_clock::now().time_since_epoch()).count();
-}
 
 // Why librdkafka could not reach a broker, from its log line or error
 // text, without the thread, the broker's name and the timing:
@@ -53,6 +46,9 @@ struct KafkaClient::Handle {
   // threads, read when a request gives up.
   std::string last_error;
   void* owner = nullptr;  // the client's own state, for callbacks
+  // The client's clock (KafkaClient::clock_), for the time error_cb gives
+  // the watch; null for the mock cluster's handle, which has no watch.
+  Clock* clock = nullptr;
   // Fed by the error callback, which runs inside the client's polls.
   BrokerWatch watch{0};
   // Set by Consumer::subscribe; called on the polling thread.
@@ -169,11 +165,25 @@ std::string broker_reason(rd_kafka_resp_err_t err);
 bool is_coordinator_away(rd_kafka_resp_err_t err);
 
 // Calls ask(left), `left` being the milliseconds until `timeout` has
-// passed (at least 1), again every 100 ms for as long as it returns true
-// (its answer was a coordinator or a leader away) and time is left.
-// librdkafka 2.0 gives up at once on a coordinator or leader that moves,
-// where the same question asked again finds the new one.
-void ask_until(Millis timeout, const std::function<bool(int left)>& ask);
+// passed on `clock` (at least 1), again every 100 ms for as long as it
+// returns true (its answer was a coordinator or a leader away) and time
+// is left. librdkafka 2.0 gives up at once on a coordinator or leader
+// that moves, where the same question asked again finds the new one.
+void ask_until(Clock& clock, Millis timeout, const std::function<bool(int left)>& ask);
+
+// How long a transactional call may take: at least a minute, since the
+// first one on a new cluster waits for Kafka to create its transaction
+// log, and a commit waits for every record of the transaction.
+Millis transaction_timeout(const KafkaConfig& config);
+
+// Runs one transactional call (given the milliseconds it may take) until
+// it succeeds, fails for good, or transaction_timeout has passed on
+// `clock` (transaction.cpp). `abortable` says whether the transaction
+// must now be aborted.
+Status run_transactional(KafkaClient::Handle& handle, Clock& clock, const KafkaConfig& config,
+                         const Access& acl, std::string_view what,
+                         const std::function<rd_kafka_error_t*(int)>& call,
+                         bool* abortable = nullptr);
 
 // The kind of resource an authorization error refuses (the broker's
 // TOPIC_, GROUP_, TRANSACTIONAL_ID_ and CLUSTER_AUTHORIZATION_FAILED);

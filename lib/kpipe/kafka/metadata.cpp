@@ -138,7 +138,7 @@ Expected<std::vector<Millis>> KafkaClient::ask_offsets(const std::vector<TopicPa
   Expected<std::vector<Millis>> found = std::vector<Millis>();
   bool waited = false;
   bool refused = false;
-  ask_until(config_.timeout, [&](int left) {
+  ask_until(clock_, config_.timeout, [&](int left) {
     if (waited) {
       // librdkafka asks the leader its metadata cache names, and does not
       // look again on its own for minutes: refresh it (the topics it knows).
@@ -242,7 +242,7 @@ Expected<std::vector<std::optional<Millis>>> KafkaClient::timestamps_at(
     const std::vector<PartitionOffset>& at) {
   // A reader of its own: this client's assignment (if it consumes) stays
   // untouched.
-  auto reader = GroupReader::create(config_, "", reporter_);
+  auto reader = GroupReader::create(config_, "", reporter_, clock_);
   if (!reader) return reader.take_error();
   return (*reader)->record_timestamps(at);
 }

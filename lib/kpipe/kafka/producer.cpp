@@ -24,6 +24,7 @@ struct Producer::State {
   std::unique_ptr<KafkaClient::Handle> solo;
   bool solo_failed = false;  // could not be created: refusals stand
   Reporter* reporter = nullptr;
+  Clock* clock = nullptr;  // the producer's, for its solo handle
   // The producer's ACL needs for a topic (KafkaClient::access).
   std::function<Access(const std::string&)> access;
 };
@@ -61,6 +62,7 @@ bool retry_alone(Producer::State& state, const rd_kafka_message_t* m) {
     state.solo = std::make_unique<KafkaClient::Handle>();
     state.solo->owner = &state;
     state.solo->reporter = state.reporter;
+    state.solo->clock = state.clock;
     state.solo->config = &state.solo_config;
     Status made =
         new_handle(RD_KAFKA_PRODUCER, state.solo_config, *state.solo,
@@ -108,12 +110,13 @@ void delivery_cb(rd_kafka_t* rk, const rd_kafka_message_t* m, void* opaque) {
 
 }  // namespace
 
-Producer::Producer(const KafkaConfig& config, Reporter& reporter)
-    : KafkaClient(config, reporter), state_(std::make_unique<State>()) {}
+Producer::Producer(const KafkaConfig& config, Reporter& reporter, Clock& clock)
+    : KafkaClient(config, reporter, clock), state_(std::make_unique<State>()) {}
 
 Producer::~Producer() = default;
 
-Expected<std::unique_ptr<Producer>> Producer::create(const KafkaConfig& base, Reporter& reporter) {
+Expected<std::unique_ptr<Producer>> Producer::create(const KafkaConfig& base, Reporter& reporter,
+                                                     Clock& clock) {
   KafkaConfig config = base;
   set_default(config, "client.id", "kpipe");
   set_default(config, "enable.idempotence", "true");
@@ -122,7 +125,7 @@ Expected<std::unique_ptr<Producer>> Producer::create(const KafkaConfig& base, Re
   set_default(config, "partitioner", "murmur2_random");
   set_default(config, "linger.ms", "5");
   set_default(config, "batch.num.messages", "10000");
-  std::unique_ptr<Producer> producer(new Producer(config, reporter));
+  std::unique_ptr<Producer> producer(new Producer(config, reporter, clock));
   producer->handle_->owner = producer->state_.get();
   // Writes its topic; under a transaction, commits a group's offsets too
   // (Read on the group, named by commit_transaction).
@@ -135,6 +138,7 @@ Expected<std::unique_ptr<Producer>> Producer::create(const KafkaConfig& base, Re
   solo.ignored.clear();  // warned of once, by the main handle
   producer->state_->solo_config = std::move(solo);
   producer->state_->reporter = &reporter;
+  producer->state_->clock = &clock;
   // A record sent again alone would be outside the transaction: under one,
   // a refused batch fails it (kproduce(1), --transactional).
   producer->state_->solo_failed = config.get("transactional.id") != nullptr;
@@ -235,7 +239,7 @@ Expected<std::vector<int32_t>> Producer::await_topic(const std::string& topic) {
   // topic has partitions (KRaft: 'unknown topic'), then without leaders:
   // it is asked again until it is whole, or --timeout has passed.
   bool answered = false;
-  ask_until(config_.timeout, [&](int left) {
+  ask_until(clock_, config_.timeout, [&](int left) {
     TopicAnswer now;
     rd_kafka_resp_err_t asked = ask_topic(handle_->rk, topic, left, &now);
     // The last question, with little time left, may time out: the answer

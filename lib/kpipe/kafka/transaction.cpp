@@ -7,8 +7,6 @@
 #include "kpipe/kafka/internal.h"
 
 #include <algorithm>
-#include <chrono>
-#include <thread>
 
 namespace kpipe {
 
@@ -21,28 +19,26 @@ struct ErrorGuard {
   }
 };
 
-// How long a transactional call may take: at least a minute, since the
-// first one on a new cluster waits for Kafka to create its transaction
-// log, and a commit waits for every record of the transaction.
+}  // namespace
+
 Millis transaction_timeout(const KafkaConfig& config) {
   return std::max<Millis>(config.timeout, 60 * kSecond);
 }
 
-// Runs one transactional call (given the milliseconds it may take) until
-// it succeeds, fails for good, or the time is up. `abortable` says whether
-// the transaction must now be aborted.
-Status run_transactional(KafkaClient::Handle& handle, const KafkaConfig& config, const Access& acl,
-                         std::string_view what, const std::function<rd_kafka_error_t*(int)>& call,
-                         bool* abortable = nullptr) {
+Status run_transactional(KafkaClient::Handle& handle, Clock& clock, const KafkaConfig& config,
+                         const Access& acl, std::string_view what,
+                         const std::function<rd_kafka_error_t*(int)>& call, bool* abortable) {
   if (abortable != nullptr) *abortable = false;
   Millis limit = transaction_timeout(config);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(limit);
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    deadline - std::chrono::steady_clock::now())
-                    .count();
-    ErrorGuard e{call(timeout_ms(left))};
-    if (e.error == nullptr) return {};
+  Status result;
+  // librdkafka's calls wait inside; one that gave up at once with an error
+  // it calls retriable is asked again, after ask_until's pause, not in a
+  // tight loop. Each answer leaves what it would mean as the last one.
+  ask_until(clock, limit, [&](int left) {
+    ErrorGuard e{call(left)};
+    result = {};
+    if (abortable != nullptr) *abortable = false;
+    if (e.error == nullptr) return false;
     rd_kafka_resp_err_t code = rd_kafka_error_code(e.error);
     std::string reason = config.redact(rd_kafka_error_string(e.error));
     if (rd_kafka_error_is_fatal(e.error)) {
@@ -53,7 +49,10 @@ Status run_transactional(KafkaClient::Handle& handle, const KafkaConfig& config,
         reason = config.redact(text);
       }
     }
-    if (is_fenced(code)) return fenced_error(config);
+    if (is_fenced(code)) {
+      result = fenced_error(config);
+      return false;
+    }
     // The group's coordinator refuses the offsets of a member it no longer
     // counts at that generation (KIP-447): an instance taken for dead,
     // whose partitions went to others (kpipe(7), MANY INSTANCES).
@@ -61,42 +60,40 @@ Status run_transactional(KafkaClient::Handle& handle, const KafkaConfig& config,
         code == RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID ||
         code == RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID) {
       if (abortable != nullptr) *abortable = rd_kafka_error_txn_requires_abort(e.error);
-      return failure(
+      result = failure(
           "fenced: the consumer group no longer counts this instance's member as it was when the "
           "checkpoint was taken ({}): the group moved its partitions on",
           reason);
+      return false;
     }
     // Before the retries: librdkafka may call a refusal retriable (a
     // coordinator lookup refused), which would be asked again for a minute.
     if (auto refused = authorization_error(code, acl)) {
       if (abortable != nullptr) *abortable = rd_kafka_error_txn_requires_abort(e.error);
-      return *refused;
+      result = *refused;
+      return false;
     }
-    if (rd_kafka_error_is_retriable(e.error) && std::chrono::steady_clock::now() < deadline) {
-      // librdkafka's calls wait inside; one that gave up at once is not
-      // asked again in a tight loop.
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      continue;
-    }
+    bool retriable = rd_kafka_error_is_retriable(e.error);
     if (abortable != nullptr) *abortable = rd_kafka_error_txn_requires_abort(e.error);
-    if (code == RD_KAFKA_RESP_ERR__TIMED_OUT || rd_kafka_error_is_retriable(e.error)) {
+    if (code == RD_KAFKA_RESP_ERR__TIMED_OUT || retriable) {
       std::string seen = handle.take_error();
       if (!seen.empty()) reason = config.redact(connection_reason(seen));
-      return failure("{} did not finish within {}: {}", what, format_duration(limit), reason);
+      result = failure("{} did not finish within {}: {}", what, format_duration(limit), reason);
+    } else {
+      result = failure("{}: {}", what, reason);
     }
-    return failure("{}: {}", what, reason);
-  }
+    return retriable;
+  });
+  return result;
 }
 
-}  // namespace
-
 Status Producer::init_transactions() {
-  return run_transactional(*handle_, config_, access(), "cannot start transactions",
+  return run_transactional(*handle_, clock_, config_, access(), "cannot start transactions",
                            [&](int t) { return rd_kafka_init_transactions(handle_->rk, t); });
 }
 
 Status Producer::begin_transaction() {
-  return run_transactional(*handle_, config_, access(), "cannot begin a transaction",
+  return run_transactional(*handle_, clock_, config_, access(), "cannot begin a transaction",
                            [&](int) { return rd_kafka_begin_transaction(handle_->rk); });
 }
 
@@ -127,7 +124,7 @@ Status Producer::commit_transaction(const std::vector<PartitionOffset>& offsets,
     Access acl = access("", group);
     acl.topic = AclNeed{AclOperation::kRead, AclResourceType::kTopic, offsets[0].topic};
     s = run_transactional(
-        *handle_, config_, acl,
+        *handle_, clock_, config_, acl,
         fmt::format("cannot add the offsets of group '{}' to the transaction", group),
         [&](int t) { return rd_kafka_send_offsets_to_transaction(handle_->rk, g.list, cg, t); },
         &abortable);
@@ -135,7 +132,7 @@ Status Producer::commit_transaction(const std::vector<PartitionOffset>& offsets,
   }
   if (s.ok())
     s = run_transactional(
-        *handle_, config_, access(), "cannot commit the transaction",
+        *handle_, clock_, config_, access(), "cannot commit the transaction",
         [&](int t) { return rd_kafka_commit_transaction(handle_->rk, t); }, &abortable);
   if (s.ok() || !abortable) return s;
   Status aborted = abort_transaction();
@@ -144,7 +141,7 @@ Status Producer::commit_transaction(const std::vector<PartitionOffset>& offsets,
 }
 
 Status Producer::abort_transaction() {
-  return run_transactional(*handle_, config_, access(), "cannot abort the transaction",
+  return run_transactional(*handle_, clock_, config_, access(), "cannot abort the transaction",
                            [&](int t) { return rd_kafka_abort_transaction(handle_->rk, t); });
 }
 

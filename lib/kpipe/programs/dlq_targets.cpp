@@ -8,14 +8,14 @@ namespace kpipe {
 
 Expected<std::unique_ptr<DeadLetterSink>> open_dead_letter_sink(const std::string& target,
                                                                 const KafkaConfig* kafka,
-                                                                Reporter& reporter) {
+                                                                Reporter& reporter, Clock& clock) {
   if (target.empty()) return usage_error("--on-error dlq needs --dlq FILE.db or --dlq kafka:TOPIC");
   Target parsed = parse_target(target);
   if (parsed.kind == TargetKind::kKafka) {
     if (parsed.location.empty()) return usage_error("--dlq 'kafka:': the topic name is missing");
     if (kafka == nullptr)
       return usage_error("--dlq '{}' needs brokers: use -b or set KPIPE_BROKERS", target);
-    return open_kafka_dead_letters(parsed.location, *kafka, reporter);
+    return open_kafka_dead_letters(parsed.location, *kafka, reporter, clock);
   }
   auto store = DlqStore::open(target);
   if (!store) return store.take_error();
@@ -44,7 +44,7 @@ Expected<std::unique_ptr<BadInputHandler>> make_bad_input_handler(const ErrorOpt
   if (*mode == OnError::kDlq && options.dlq.empty())
     return usage_error("--on-error dlq needs --dlq FILE.db or --dlq kafka:TOPIC");
   if (!options.dlq.empty()) {
-    auto opened = open_dead_letter_sink(options.dlq, kafka, io.reporter);
+    auto opened = open_dead_letter_sink(options.dlq, kafka, io.reporter, io.clock);
     if (!opened) return opened.take_error();
     sink = std::move(*opened);
   }

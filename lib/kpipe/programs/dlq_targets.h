@@ -19,7 +19,7 @@ namespace kpipe {
 // "FILE.db" (SQLite, the default kind) or "kafka:TOPIC" (needs `kafka`).
 Expected<std::unique_ptr<DeadLetterSink>> open_dead_letter_sink(const std::string& target,
                                                                 const KafkaConfig* kafka,
-                                                                Reporter& reporter);
+                                                                Reporter& reporter, Clock& clock);
 
 // The state of --on-error and --dlq for a program, resolved once. Without
 // --on-error, --dlq means dlq. Without `kafka`, a kafka: target takes its

@@ -677,7 +677,7 @@ Status run_checkpoint_reset(const CheckpointOptions& o, Io& io) {
 
   auto config = resolve_kafka_config(o.kafka, io.env_brokers);
   if (!config) return config.take_error();
-  auto client = Consumer::create(*config, "", io.reporter);
+  auto client = Consumer::create(*config, "", io.reporter, io.clock);
   if (!client) return client.take_error();
   std::vector<TopicPartition> parts;
   if (scopes->empty()) {
@@ -800,7 +800,7 @@ Status run_checkpoint_sync(const CheckpointOptions& o, Io& io) {
   auto config = resolve_kafka_config(o.kafka, io.env_brokers);
   if (!config) return config.take_error();
   const std::string& group = o.to_group.empty() ? o.from_group : o.to_group;
-  auto consumer = Consumer::create(*config, group, io.reporter);
+  auto consumer = Consumer::create(*config, group, io.reporter, io.clock);
   if (!consumer) return consumer.take_error();
   // --from-group only reads the group's offsets (OffsetFetch): Describe on
   // it and its topics is all a refusal asks for; --to-group commits (Read).

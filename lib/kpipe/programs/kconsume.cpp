@@ -1270,7 +1270,7 @@ Status run_consume(const ConsumeOptions& options, Io& io) {
   if (!decoder) return decoder.take_error();
   auto bad = make_bad_input_handler(options.errors, "kconsume", io, &*config);
   if (!bad) return bad.take_error();
-  auto consumer = Consumer::create(*config, options.group, io.reporter);
+  auto consumer = Consumer::create(*config, options.group, io.reporter, io.clock);
   if (!consumer) return consumer.take_error();
   ConsumeLoop loop(options, **consumer, io, *from, *until, std::move(only), *commit_interval,
                    std::move(*stats), state.get(), *checkpoint_interval, instance, **decoder,

@@ -28,7 +28,7 @@ class KafkaTable final : public TableSource {
   }
 
   Status load(JoinEngine& engine) override {
-    auto consumer = Consumer::create(config_, "", io_.reporter);
+    auto consumer = Consumer::create(config_, "", io_.reporter, io_.clock);
     if (!consumer) return consumer.take_error();
     consumer_ = std::move(*consumer);
     const std::string& topic = plan_.table.location;

@@ -151,8 +151,8 @@ class Sampler {
 
   Expected<LagSample> sample(const KafkaConfig& config) {
     if (!reader_) {
-      auto reader =
-          GroupReader::create(config, is_group() ? subject_.name : std::string(), io_.reporter);
+      auto reader = GroupReader::create(config, is_group() ? subject_.name : std::string(),
+                                        io_.reporter, io_.clock);
       if (!reader) return reader.take_error();
       reader_ = std::move(*reader);
       // The lag in seconds reads a record of each lagging partition: what
@@ -345,7 +345,7 @@ class Sampler {
   // through a client of its own, made once.
   Expected<std::vector<std::string>> assigned_topics(const KafkaConfig& config) {
     if (!admin_) {
-      auto admin = GroupAdmin::create(config, io_.reporter);
+      auto admin = GroupAdmin::create(config, io_.reporter, io_.clock);
       if (!admin) return admin.take_error();
       admin_ = std::move(*admin);
     }
@@ -540,7 +540,7 @@ Status run_lag(const LagOptions& o, Io& io) {
   auto subjects = [&]() -> Expected<std::vector<LagSubject>> {
     if (!s.groups.lists()) return s.subjects;
     if (!admin) {
-      auto made = GroupAdmin::create(*config, io.reporter);
+      auto made = GroupAdmin::create(*config, io.reporter, io.clock);
       if (!made) return made.take_error();
       admin = std::move(*made);
     }

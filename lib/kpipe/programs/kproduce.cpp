@@ -555,7 +555,7 @@ Status run_produce(const ProduceOptions& options, Io& io) {
     config->set("transactional.id", id);
     io.reporter.info(fmt::format("transactional id '{}'", id));
   }
-  auto producer = Producer::create(*config, io.reporter);
+  auto producer = Producer::create(*config, io.reporter, io.clock);
   if (!producer) return producer.take_error();
   // The topic, before a line is read, and alike in both modes (kproduce(1),
   // THE TOPIC): one the broker creates is waited for, so that the first

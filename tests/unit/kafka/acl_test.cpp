@@ -139,8 +139,9 @@ TEST_CASE("a refused topic is named by each client for what it does with it", "[
   KafkaConfig config;
   config.set("bootstrap.servers", (*mock)->bootstraps());
   config.timeout = 5 * kSecond;
+  SystemClock clock;
 
-  auto consumer = Consumer::create(config, "", reporter);
+  auto consumer = Consumer::create(config, "", reporter, clock);
   REQUIRE(consumer.ok());
   auto read = (*consumer)->partitions("secret");
   REQUIRE_FALSE(read.ok());
@@ -152,14 +153,14 @@ TEST_CASE("a refused topic is named by each client for what it does with it", "[
   CHECK(described.error().message ==
         "not authorized to describe topic 'secret' (ACL needed: Describe on Topic:secret)");
 
-  auto producer = Producer::create(config, reporter);
+  auto producer = Producer::create(config, reporter, clock);
   REQUIRE(producer.ok());
   auto written = (*producer)->await_topic("secret");
   REQUIRE_FALSE(written.ok());
   CHECK(written.error().message ==
         "not authorized to write topic 'secret' (ACL needed: Write on Topic:secret)");
 
-  auto reader = GroupReader::create(config, "g", reporter);
+  auto reader = GroupReader::create(config, "g", reporter, clock);
   REQUIRE(reader.ok());
   auto looked = (*reader)->partitions("secret");
   REQUIRE_FALSE(looked.ok());

@@ -64,7 +64,7 @@ std::string padded(const std::string& s) {
 // Writes dead letters through the sink every program uses.
 void write_dead_letters(Cluster& c, const std::string& topic,
                         const std::vector<std::string>& lines) {
-  auto sink = open_dead_letter_sink("kafka:" + topic, &c.config, c.reporter);
+  auto sink = open_dead_letter_sink("kafka:" + topic, &c.config, c.reporter, c.clock);
   REQUIRE(sink.ok());
   FakeClock clock(1795946400010);
   BadInputHandler bad(OnError::kDlq, std::move(*sink), "kdlq-guard", clock);
@@ -213,7 +213,7 @@ TEST_CASE("replayed records keep key, headers and timestamp, and name the entry 
   auto ledger = make_group_ledger(*dlq, {}, 0);
   auto target = make_kafka_target("fixed", c.config, c.reporter, c.clock);
   REQUIRE(run_replay(**ledger, **target, {}).ok());
-  auto consumer = Consumer::create(c.config, "", c.reporter);
+  auto consumer = Consumer::create(c.config, "", c.reporter, c.clock);
   REQUIRE(consumer.ok());
   REQUIRE((*consumer)->assign({{"fixed", 0, 0}}).ok());
   std::vector<std::string> seen;

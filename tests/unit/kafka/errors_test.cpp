@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "fakes.h"
+
 using namespace kpipe;
 
 TEST_CASE("connection_reason: librdkafka's cause, without thread, broker and timing",
@@ -86,4 +88,19 @@ TEST_CASE("fenced_error: names the transactional id", "[kafka_errors]") {
   CHECK(fenced_error(config).message ==
         "fenced: another producer with transactional id 'orders-out' has started; what this one "
         "wrote since its last commit is aborted");
+}
+
+TEST_CASE("error_cb: all brokers down starts the watch at the client's clock's time",
+          "[kafka_errors]") {
+  FakeClock clock;
+  clock.advance(7 * kSecond);
+  KafkaClient::Handle handle;
+  handle.clock = &clock;
+  error_cb(nullptr, RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN, "1/1 brokers are down", &handle);
+  CHECK(handle.watch.down());
+  CHECK(handle.watch.since() == 7 * kSecond);
+  // The mock cluster's handle has no clock, and no watch to feed.
+  KafkaClient::Handle mock;
+  error_cb(nullptr, RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN, "1/1 brokers are down", &mock);
+  CHECK_FALSE(mock.watch.down());
 }

@@ -171,7 +171,8 @@ TEST_CASE("kconsume -g commits the records its reader has read, not those left i
   auto config = resolve_kafka_config(k, nullptr);
   REQUIRE(config.ok());
   {
-    auto producer = Producer::create(*config, reporter);
+    SystemClock clock;
+    auto producer = Producer::create(*config, reporter, clock);
     REQUIRE(producer.ok());
     for (int n = 0; n < 50; ++n) {
       std::string value = "{\"n\":" + std::to_string(n) + "}";
@@ -209,7 +210,8 @@ TEST_CASE("kconsume -g commits the records its reader has read, not those left i
   REQUIRE(s.ok());
   CHECK(got == "{\"n\":0}\n{\"n\":1}\n{\"n\":2}\n{\"n\":3}\n{\"n\":4}\n");
 
-  auto group = Consumer::create(*config, "g", reporter);
+  SystemClock real;
+  auto group = Consumer::create(*config, "g", reporter, real);
   REQUIRE(group.ok());
   auto committed = (*group)->committed({{"t", 0}});
   REQUIRE(committed.ok());
@@ -294,7 +296,8 @@ struct UntilCluster {
     kafka.brokers = mock->bootstraps();
     auto config = resolve_kafka_config(kafka, nullptr);
     REQUIRE(config.ok());
-    auto producer = Producer::create(*config, reporter);
+    SystemClock clock;
+    auto producer = Producer::create(*config, reporter, clock);
     REQUIRE(producer.ok());
     for (int32_t p = 0; p < 2; ++p)
       for (int i = 0; i < 10; ++i) {
@@ -353,7 +356,8 @@ struct UntilCluster {
   std::optional<int64_t> committed(const std::string& group, int32_t partition) {
     auto config = resolve_kafka_config(kafka, nullptr);
     REQUIRE(config.ok());
-    auto c = Consumer::create(*config, group, reporter);
+    SystemClock clock;
+    auto c = Consumer::create(*config, group, reporter, clock);
     REQUIRE(c.ok());
     auto got = (*c)->committed({{"t", partition}});
     REQUIRE(got.ok());

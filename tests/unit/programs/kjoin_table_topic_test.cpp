@@ -38,7 +38,8 @@ struct TopicTableRun {
   void produce(std::optional<std::string_view> key, std::optional<std::string_view> value) {
     auto config = resolve_kafka_config(options.kafka, nullptr);
     REQUIRE(config.ok());
-    auto producer = Producer::create(*config, reporter);
+    SystemClock real;
+    auto producer = Producer::create(*config, reporter, real);
     REQUIRE(producer.ok());
     REQUIRE((*producer)->produce("users", 0, key, value, {}, 1000).ok());
     REQUIRE((*producer)->flush(10 * kSecond).ok());

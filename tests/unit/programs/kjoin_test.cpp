@@ -372,7 +372,8 @@ struct InstanceTable {
     kafka.brokers = mock->bootstraps();
     auto config = resolve_kafka_config(kafka, nullptr);
     REQUIRE(config.ok());
-    auto producer = Producer::create(*config, reporter);
+    SystemClock clock;
+    auto producer = Producer::create(*config, reporter, clock);
     REQUIRE(producer.ok());
     REQUIRE((*producer)->produce("users", 0, "u1", R"({"n":"a"})", {}, 1000).ok());
     REQUIRE((*producer)->produce("users", 0, "u1", R"({"n":"b"})", {}, 3000).ok());
