@@ -1,12 +1,10 @@
 #include "kpipe/programs/kconsume.h"
-#include "kpipe/latency.h"
 
 #include <algorithm>
 #include <charconv>
-#include <chrono>
 #include <deque>
 #include <map>
-#include <thread>
+#include <optional>
 
 #include <xxhash.h>
 
@@ -16,6 +14,9 @@
 #include "kpipe/kafka/client.h"
 #include "kpipe/kafka/topic.h"
 #include "kpipe/programs/dlq_targets.h"
+#include "kpipe/programs/kconsume_checkpoints.h"
+#include "kpipe/programs/kconsume_internal.h"
+#include "kpipe/programs/kconsume_positions.h"
 #include "kpipe/programs/payloads.h"
 #include "kpipe/stats.h"
 #include "kpipe/store/state_store.h"
@@ -131,21 +132,6 @@ int64_t resolve_start(const StartPosition& from, int64_t low, int64_t high,
 
 namespace {
 
-// How long kconsume waits, at exit and before a rebalance takes partitions
-// away, for its reader to read what was written, so that their offsets can
-// be committed. What is still unread then is read again by the next run.
-constexpr Millis kDrainWait = 10 * kSecond;
-// How long an instance waits, before its partitions go to another, for the
-// checkpoint that hands them over to complete. Past it they go anyway: the
-// next owner resumes from the last complete checkpoint, and a completion
-// after the take-over is refused (fenced). At exit, the same wait while the
-// instance's transactional kproduce commits as this member.
-constexpr Millis kHandOverWait = 60 * kSecond;
-// How long an instance waits for the committed offsets of partitions it
-// is assigned while a transaction of their last owner holds them: past
-// librdkafka's default transaction.timeout.ms (60 s), at which Kafka
-// aborts the transaction of an owner that never came back.
-constexpr Millis kTransactionHoldWait = 75 * kSecond;
 // How often (in records) the records the reader has passed are folded
 // into the offsets to commit. Records not yet read are at most what the
 // pipe and the output buffer hold, since writes block once the pipe is full.
@@ -165,90 +151,42 @@ class ConsumeLoop {
         io_(io),
         from_(from),
         until_(until),
+        positions_(until),
         only_(std::move(only)),
         commit_interval_(commit_interval),
         value_only_(options.format == "value"),
         ticker_(io.program, std::move(stats), io.reporter, io.clock),
         state_(state),
-        checkpoint_interval_(checkpoint_interval),
         instance_(instance),
         decoder_(decoder.active() ? &decoder : nullptr),
-        bad_(bad) {}
-
-  Status init_state() {
-    if (state_ == nullptr) return {};
-    auto next = state_->next_checkpoint_id();
-    if (!next) return next.take_error();
-    next_checkpoint_ = *next;
-    auto latest = state_->latest_complete();
-    if (!latest) return latest.take_error();
-    // A checkpoint completed while kconsume was down is mirrored at the
-    // first chance; one already seen is not mirrored again.
-    mirrored_ = 0;
-    auto offsets = state_->offsets();
-    if (!offsets) return offsets.take_error();
-    for (const auto& o : *offsets) saved_[{o.topic, o.partition}] = o.offset;
-    return {};
+        bad_(bad) {
+    if (state != nullptr)
+      checkpoints_.emplace(options, *state, consumer, io, positions_, bad, checkpoint_interval,
+                           instance);
+    // A position that moves on without a record written, or goes away:
+    // what -g without --state commits follows it.
+    positions_.on_skipped([this](ConsumePosition& pos) {
+      if (grouped() && !checkpoints_) unread_.push_back({io_.out.end_position(), &pos, pos.next});
+    });
+    positions_.on_forgotten([this](const ConsumePosition& gone) {
+      std::erase_if(unread_, [&gone](const Written& w) { return w.position == &gone; });
+    });
   }
 
-  // A transactional kproduce commits a checkpoint in Kafka first (its
-  // records and the group's offsets, tagged with the checkpoint's id), then
-  // completes it in the state store; killed between the two, the store
-  // lags Kafka by that checkpoint. It is completed here, before kconsume
-  // resumes and before it writes the first line that lets the stages
-  // restore (kpipe(7), EXACTLY ONCE INTO KAFKA).
+  Status init_state() {
+    if (!checkpoints_) return {};
+    return checkpoints_->init();
+  }
+
   Status complete_committed() {
-    // An instance repairs per partition, as it claims them (repair()).
-    if (state_ == nullptr || !grouped() || owned()) return {};
-    auto latest = state_->latest_complete();
-    if (!latest) return latest.take_error();
-    auto next = state_->next_checkpoint_id();
-    if (!next) return next.take_error();
-    int64_t complete = latest->value_or(0);
-    if (*next - 1 <= complete) return {};  // none emitted since
-    std::vector<TopicPartition> tps;
-    for (const auto& topic : options_.topics) {
-      auto ids = consumer_.partitions(topic);
-      if (!ids) return ids.take_error();
-      for (int32_t p : *ids) tps.push_back({topic, p});
-    }
-    std::vector<std::string> metadata;
-    auto committed = consumer_.committed(tps, &metadata);
-    if (!committed) return committed.take_error();
-    // The checkpoints this store emitted and has not completed.
-    auto records = state_->checkpoints();
-    if (!records) return records.take_error();
-    std::map<int64_t, Millis> open;
-    for (const auto& r : *records)
-      if (r.id > complete && !r.completed_at) open[r.id] = r.emitted_at;
-    std::optional<CheckpointMark> newest;
-    for (const auto& m : metadata) {
-      auto mark = parse_checkpoint_commit_metadata(m);
-      auto it = mark ? open.find(mark->id) : open.end();
-      if (it == open.end() || it->second != mark->at) continue;  // not this store's
-      if (!newest || mark->id > newest->id) newest = mark;
-    }
-    if (!newest) return {};
-    Checkpoint c;
-    c.id = newest->id;
-    c.at = newest->at;
-    c.group = options_.group;
-    for (size_t i = 0; i < tps.size(); ++i)
-      if ((*committed)[i] && parse_checkpoint_commit_metadata(metadata[i]) == newest)
-        c.offsets.push_back({tps[i].topic, tps[i].partition, *(*committed)[i]});
-    KPIPE_TRY(state_->complete(c, kTransactionCompleter, io_.clock.now()));
-    io_.reporter.info(
-        fmt::format("checkpoint {} was committed in Kafka by group '{}' but not complete in '{}': "
-                    "completed now",
-                    c.id, options_.group, display_target(options_.state)));
-    return {};
+    if (!checkpoints_) return {};
+    return checkpoints_->complete_committed();
   }
 
   // Where the state file says a partition resumes, if it knows.
   std::optional<int64_t> saved_position(const TopicPartition& tp) const {
-    auto it = saved_.find(tp);
-    if (it == saved_.end()) return std::nullopt;
-    return it->second;
+    if (!checkpoints_) return std::nullopt;
+    return checkpoints_->saved_position(tp);
   }
 
   // Start offsets for partitions, by --from.
@@ -266,6 +204,14 @@ class ConsumeLoop {
     for (size_t i = 0; i < parts.size(); ++i)
       parts[i].offset = resolve_start(from_, (*marks)[i].low, (*marks)[i].high, by_time[i]);
     return {};
+  }
+
+  // --until: each partition's end, by the broker's offsets for its time.
+  Status resolve_ends(const std::vector<PartitionOffset>& parts) {
+    return positions_.resolve_ends(
+        parts, [this](const std::vector<TopicPartition>& tps, Millis at) {
+          return consumer_.offsets_for_times(tps, std::vector<Millis>(tps.size(), at));
+        });
   }
 
   Status start_assigned() {
@@ -287,10 +233,11 @@ class ConsumeLoop {
     KPIPE_TRY(resolve_ends(parts));
     for (auto& p : parts) {
       if (auto saved = saved_position({p.topic, p.partition})) p.offset = *saved;
-      track(p);
+      positions_.track(p);
       if (until_.kind != EndPosition::Kind::kNone)
         io_.reporter.info(fmt::format("{} [{}] from offset {} until offset {}", p.topic,
-                                      p.partition, p.offset, ends_.at({p.topic, p.partition})));
+                                      p.partition, p.offset,
+                                      positions_.end_of({p.topic, p.partition})));
     }
     announce(PartitionEvent::Kind::kAssigned, parts);
     return consumer_.assign(parts);
@@ -321,8 +268,8 @@ class ConsumeLoop {
           // owner still writes for them is refused, and they resume from
           // the checkpoint that last completed each.
           if (owned()) {
-            KPIPE_TRY(repair(tps, *committed, metadata));
-            KPIPE_TRY(claim(parts));
+            KPIPE_TRY(checkpoints_->repair(tps, *committed, metadata));
+            KPIPE_TRY(checkpoints_->claim(parts));
           }
           std::vector<PartitionOffset> fresh;
           std::vector<size_t> fresh_index;
@@ -345,10 +292,10 @@ class ConsumeLoop {
           }
           KPIPE_TRY(resolve_ends(parts));
           for (const auto& p : parts) {
-            track(p);
+            positions_.track(p);
             std::string until;
             if (until_.kind != EndPosition::Kind::kNone)
-              until = fmt::format(" until offset {}", ends_.at({p.topic, p.partition}));
+              until = fmt::format(" until offset {}", positions_.end_of({p.topic, p.partition}));
             if (p.epoch > 0) {
               io_.reporter.info(fmt::format("assigned {} [{}] from offset {}{} (epoch {})", p.topic,
                                             p.partition, p.offset, until, p.epoch));
@@ -370,28 +317,26 @@ class ConsumeLoop {
                 "went away): their records since the last complete checkpoint are read again "
                 "by their new owner",
                 parts.size()));
-          } else if (state_ != nullptr && closing_) {
+          } else if (checkpoints_ && closing_) {
             // close() revokes after the final checkpoint, awaited already.
-          } else if (state_ != nullptr) {
+          } else if (checkpoints_) {
             // Hand the partitions over at a checkpoint, so that the next
             // owner resumes where this pipeline's output ends.
             Millis began = io_.clock.steady();
-            if (written_since_checkpoint_ || last_emitted_ == 0) KPIPE_TRY(emit_checkpoint());
-            KPIPE_TRY(await_and_mirror(last_emitted_, owned() ? kHandOverWait : kDrainWait));
+            KPIPE_TRY(checkpoints_->hand_over());
             // What a move costs the partitions that move (kpipe(7), MANY
             // INSTANCES): the time they wait for their last checkpoint.
             if (owned() && !closing_)
-              io_.reporter.info(
-                  fmt::format("handing {} partitions over at checkpoint {} took {} ms",
-                              parts.size(), last_emitted_, io_.clock.steady() - began));
+              io_.reporter.info(fmt::format(
+                  "handing {} partitions over at checkpoint {} took {} ms", parts.size(),
+                  checkpoints_->last_emitted(), io_.clock.steady() - began));
           } else {
             // After the final commit (close() revokes too), what is
             // unread now stays so: the final commit waited already.
             KPIPE_TRY(finished_ ? commit_delivered(/*revoking=*/true)
                                 : commit_delivered_at_end(/*revoking=*/true));
           }
-          for (const auto& tp : parts) forget(tp);
-          last_ = positions_.end();
+          for (const auto& tp : parts) positions_.forget(tp);
           // Until the group assigns again (an eager rebalance revokes
           // everything first), having no partition is not being done.
           joined_ = false;
@@ -406,76 +351,10 @@ class ConsumeLoop {
         });
   }
 
-  // A transactional kproduce of the partitions' last owner committed a
-  // checkpoint in Kafka (its records and these offsets, tagged with its
-  // id) and died before completing it in the store: completed here for
-  // these partitions, before the claim keeps their state as of it
-  // (kpipe(7), EXACTLY ONCE INTO KAFKA and MANY INSTANCES). The offsets'
-  // fetch waits while a transaction holds them (read_committed): the last
-  // owner's restart fences its open one at once, another's Kafka aborts
-  // at its transaction timeout.
-  Status repair(const std::vector<TopicPartition>& tps,
-                const std::vector<std::optional<int64_t>>& committed,
-                const std::vector<std::string>& metadata) {
-    std::map<int64_t, Checkpoint> found;
-    for (size_t i = 0; i < tps.size(); ++i) {
-      if (!committed[i] || i >= metadata.size()) continue;
-      auto mark = parse_checkpoint_commit_metadata(metadata[i]);
-      if (!mark) continue;
-      Checkpoint& c = found[mark->id];
-      c.id = mark->id;
-      c.at = mark->at;
-      c.group = options_.group;
-      c.offsets.push_back({tps[i].topic, tps[i].partition, *committed[i]});
-    }
-    if (found.empty()) return {};
-    auto records = state_->checkpoints();
-    if (!records) return records.take_error();
-    std::map<int64_t, const CheckpointRecord*> by_id;
-    for (const auto& r : *records) by_id[r.id] = &r;
-    for (auto& [id, c] : found) {
-      auto it = by_id.find(id);
-      // Not this store's checkpoint (a store deleted and made anew), or
-      // already complete for these partitions (complete_committed skips
-      // those).
-      if (it == by_id.end() || it->second->emitted_at != c.at) continue;
-      KPIPE_TRY(state_->complete_committed(c, kTransactionCompleter, io_.clock.now()));
-      if (!it->second->completed_at)
-        io_.reporter.info(fmt::format(
-            "checkpoint {} was committed in Kafka by group '{}' but not complete in '{}': "
-            "completed now for {} partitions",
-            c.id, options_.group, display_target(options_.state), c.offsets.size()));
-    }
-    return {};
-  }
-
-  // Takes `parts` over in the state store: each gets its epoch, and its
-  // stored position where there is one.
-  Status claim(std::vector<PartitionOffset>& parts) {
-    std::vector<TopicPartition> tps;
-    for (const auto& p : parts) tps.push_back({p.topic, p.partition});
-    auto claims = state_->claim(tps, io_.clock.now());
-    if (!claims) return claims.take_error();
-    std::map<TopicPartition, const PartitionClaim*> by_partition;
-    for (const auto& c : *claims) by_partition[c.partition] = &c;
-    for (auto& p : parts) {
-      const PartitionClaim& c = *by_partition.at({p.topic, p.partition});
-      p.epoch = c.epoch;
-      TopicPartition tp{p.topic, p.partition};
-      if (c.offset) {
-        saved_[tp] = *c.offset;
-      } else {
-        saved_.erase(tp);
-      }
-    }
-    return {};
-  }
-
   Status run() {
     Output& out = io_.out;
     last_commit_ = io_.clock.steady();
-    last_checkpoint_ = last_commit_;
-    last_mirror_ = last_commit_;
+    if (checkpoints_) checkpoints_->start(last_commit_);
     // Timers fire while a slow reader holds a write up (kpipe(7), CONTROL
     // LINES AND CHECKPOINTS): commits and --stats keep their pace.
     out.set_tick_hook([this] { return on_tick(); });
@@ -485,38 +364,17 @@ class ConsumeLoop {
     } unhook{out};
     auto handler = [this, &out](const ConsumerEvent& e) -> Status {
       if (done_) return {};
-      auto it = find(e.record.topic, e.record.partition);
+      ConsumePosition* pos = positions_.find(e.record.topic, e.record.partition);
       if (e.kind == ConsumerEvent::Kind::kEndOfPartition) {
-        if (it == positions_.end() || it->second.ended) return {};
-        Position& pos = it->second;
-        pos.at_end = true;
-        // Past the last record of a transactional topic come its commit
-        // markers, and aborted records a read_committed consumer skips:
-        // the end's offset is past them all, so that what is committed
-        // (and checkpointed) leaves no lag of markers behind. Not past
-        // --until's end, though: the next run goes on from there.
-        int64_t at = std::min(e.record.offset, pos.end);
-        if (at > pos.next) {
-          pos.next = at;
-          if (grouped() && state_ == nullptr) unread_.push_back({out.end_position(), &pos, at});
-        }
-        if (e.record.offset >= pos.end) reach_end(pos);
+        if (pos == nullptr || pos->ended) return {};
+        positions_.at_partition_end(*pos, e.record.offset);
         return {};
       }
       // A record from a partition no longer ours (a rebalance raced the
       // prefetch queue) is left for its new owner; one past --until's end
       // (fetched before the partition was paused) is never written.
-      if (it == positions_.end() || it->second.ended) return {};
-      if (e.record.offset >= it->second.end) {
-        reach_end(it->second);
-        return {};
-      }
-      it->second.at_end = false;
-      it->second.next = e.record.offset + 1;
-      // The last record before the end: the partition is done without
-      // waiting for one past it, which may never come.
-      if (it->second.next >= it->second.end) reach_end(it->second);
-      written_since_checkpoint_ = true;
+      if (pos == nullptr || pos->ended) return {};
+      if (!positions_.read(*pos, e.record.offset)) return {};
       const RecordView* record = &e.record;
       bool written = true;
       if (decoder_ != nullptr) {
@@ -537,11 +395,11 @@ class ConsumeLoop {
       } else {
         writer_.append(out.buffer(), *record);
       }
-      if (grouped() && state_ == nullptr) {
-        unread_.push_back({out.end_position(), &it->second, it->second.next});
+      if (grouped() && !checkpoints_) {
+        unread_.push_back({out.end_position(), pos, pos->next});
         if (unread_.size() % kFoldEvery == 0) fold_read();
       }
-      if (state_ != nullptr) timestamps_.add(e.record.timestamp);
+      if (checkpoints_) checkpoints_->record(e.record.timestamp);
       ++counters_.in;
       if (!written) return {};
       ++counters_.out;
@@ -578,18 +436,8 @@ class ConsumeLoop {
       KPIPE_TRY(timers());
     }
     KPIPE_TRY(out.flush());
-    if (state_ != nullptr) {
-      // The final checkpoint follows every record written (kpipe(7), CONTROL LINES AND
-      // CHECKPOINTS).
-      KPIPE_TRY(emit_checkpoint());
-      // (A member the group gave no partition emitted none.) A
-      // transactional kproduce's commit may take longer after a broker
-      // failed: this member leaves the group only after it.
-      if (grouped() && last_emitted_ > 0) {
-        auto committing = completer_running();
-        if (!committing) return committing.take_error();
-        KPIPE_TRY(await_and_mirror(last_emitted_, *committing ? kHandOverWait : kDrainWait));
-      }
+    if (checkpoints_) {
+      KPIPE_TRY(checkpoints_->finish());
       closing_ = true;
     } else if (grouped()) {
       KPIPE_TRY(commit_delivered_at_end());
@@ -620,23 +468,12 @@ class ConsumeLoop {
     return bad_.handle_record(where_, line, why.error().message);
   }
 
-  struct Position {
-    int64_t next = 0;  // the next offset to read
-    bool at_end = false;
-    int64_t end = kNoEnd;  // --until: the offset it ends before
-    bool ended = false;    // at --until's end: nothing more is written
-    bool paused = false;
-    int64_t read = -1;       // the offset after the last record the reader has read
-    int64_t committed = -1;  // the offset last committed
-    int64_t epoch = 0;       // an instance's: the epoch it owns the partition at
-  };
-
   // A record written: where it ends in the output, and the offset after
   // it. It counts as read once the reader has read up to `end`
   // (Output::bytes_delivered), never before.
   struct Written {
     uint64_t end;
-    Position* position;
+    ConsumePosition* position;
     int64_t next;
   };
 
@@ -644,11 +481,8 @@ class ConsumeLoop {
   Status timers() {
     Millis now = io_.clock.steady();
     KPIPE_TRY(bad_.tick());
-    if (state_ != nullptr) {
-      if (now - last_checkpoint_ >= checkpoint_interval_) {
-        KPIPE_TRY(emit_checkpoint());
-        if (grouped()) KPIPE_TRY(mirror_complete());
-      }
+    if (checkpoints_) {
+      KPIPE_TRY(checkpoints_->tick(now));
     } else if (grouped() && now - last_commit_ >= commit_interval_) {
       KPIPE_TRY(commit_delivered());
     }
@@ -663,12 +497,11 @@ class ConsumeLoop {
   // --stats keep their intervals. It must not write (Output's rule).
   Status on_tick() {
     Millis now = io_.clock.steady();
-    if (state_ == nullptr) {
+    if (!checkpoints_) {
       if (grouped() && !committing_ && now - last_commit_ >= commit_interval_)
         KPIPE_TRY(commit_delivered());
-    } else if (grouped() && now - last_mirror_ >= checkpoint_interval_) {
-      last_mirror_ = now;
-      KPIPE_TRY(mirror_complete());
+    } else {
+      KPIPE_TRY(checkpoints_->on_tick(now));
     }
     if (ticker_active()) {
       fill_counters();
@@ -679,7 +512,7 @@ class ConsumeLoop {
 
   // Tells event-time stages downstream which partitions to wait for.
   void announce(PartitionEvent::Kind kind, const std::vector<PartitionOffset>& parts) {
-    if (!options_.announce && state_ == nullptr) return;
+    if (!options_.announce && !checkpoints_) return;
     // The cooperative protocol calls with nothing that moves.
     if (parts.empty()) return;
     PartitionEvent e;
@@ -691,230 +524,13 @@ class ConsumeLoop {
     append_partition_event(io_.out.buffer(), e);
   }
 
-  // Writes a checkpoint line after every record written so far, with the
-  // next offset of every partition this consumer holds.
-  Status emit_checkpoint() {
-    last_checkpoint_ = io_.clock.steady();
-    // A checkpoint passes no record whose dead letter is not durable.
-    KPIPE_TRY(bad_.sync());
-    // Before the group assigns anything there is no position to save.
-    if (io_.out.closed() || positions_.empty()) return {};
-    Checkpoint c;
-    c.at = io_.clock.now();
-    c.group = options_.group;
-    for (const auto& [tp, pos] : positions_)
-      c.offsets.push_back({tp.topic, tp.partition, pos.next, pos.epoch});
-    // The records since the last barrier are this checkpoint's: their
-    // times give its end-to-end latency once it completes.
-    std::optional<TimestampSummary> times = timestamps_.take();
-    // The member that read these offsets, for a transactional kproduce to
-    // commit them as (KIP-447): a zombie's are refused by the group.
-    if (owned()) c.member = consumer_.member();
-    if (owned()) {
-      auto id = state_->record_emitted(c.at, times);
-      if (!id) return id.take_error();
-      c.id = *id;
-    } else {
-      c.id = next_checkpoint_++;
-      KPIPE_TRY(state_->record_emitted(c.id, c.at, times));
-    }
-    append_checkpoint(io_.out.buffer(), c);
-    KPIPE_TRY(io_.out.flush());
-    last_emitted_ = c.id;
-    written_since_checkpoint_ = false;
-    return {};
-  }
-
-  // Mirrors the newest complete checkpoint's offsets into the consumer
-  // group, so that klag and Kafka's own tools see true progress. Only
-  // complete offsets are ever committed.
-  Status mirror_complete() {
-    if (owned()) return mirror_owned();
-    auto latest = state_->latest_complete();
-    if (!latest) return latest.take_error();
-    if (!*latest || **latest <= mirrored_) return {};
-    // A transactional kproduce committed the group's offsets with the
-    // checkpoint itself, tagged with its id: a commit of ours could only
-    // set them back.
-    auto by = state_->completed_by(**latest);
-    if (!by) return by.take_error();
-    if (*by == kTransactionCompleter) {
-      mirrored_ = **latest;
-      return {};
-    }
-    auto offsets = state_->offsets();
-    if (!offsets) return offsets.take_error();
-    std::vector<PartitionOffset> commit;
-    for (const auto& o : *offsets) {
-      if (o.checkpoint > **latest) continue;
-      if (positions_.count({o.topic, o.partition}) == 0) continue;
-      commit.push_back({o.topic, o.partition, o.offset});
-    }
-    // A group that is rebalancing refuses: mirror again next time.
-    bool committed = true;
-    KPIPE_TRY(consumer_.commit(commit, &committed));
-    if (committed) mirrored_ = **latest;
-    return {};
-  }
-
-  // An instance mirrors each of its partitions' stored positions, which
-  // other instances' checkpoints do not move.
-  Status mirror_owned() {
-    auto offsets = state_->offsets();
-    if (!offsets) return offsets.take_error();
-    std::vector<PartitionOffset> commit;
-    std::map<int64_t, bool> by_transaction;  // per checkpoint
-    for (const auto& o : *offsets) {
-      auto it = positions_.find({o.topic, o.partition});
-      if (it == positions_.end() || o.checkpoint == 0 || o.offset <= it->second.committed) continue;
-      // A transaction committed these with its checkpoint already, tagged
-      // with its id: a commit of ours could only set them back.
-      auto [known, fresh] = by_transaction.try_emplace(o.checkpoint, false);
-      if (fresh) {
-        auto by = state_->completed_by(o.checkpoint);
-        if (!by) return by.take_error();
-        known->second = *by == kTransactionCompleter;
-      }
-      if (known->second) continue;
-      commit.push_back({o.topic, o.partition, o.offset});
-    }
-    if (commit.empty()) return {};
-    bool committed = true;
-    KPIPE_TRY(consumer_.commit(commit, &committed));
-    if (!committed) return {};
-    for (const auto& o : commit) positions_[{o.topic, o.partition}].committed = o.offset;
-    return {};
-  }
-
-  // Whether checkpoint `id` is complete.
-  Expected<bool> complete(int64_t id) {
-    if (owned()) {
-      auto by = state_->completed_by(id);
-      if (!by) return by.take_error();
-      return !by->empty();
-    }
-    auto latest = state_->latest_complete();
-    if (!latest) return latest.take_error();
-    return *latest && **latest >= id;
-  }
-
-  // Waits (bounded) for the pipeline's terminal stage to complete
-  // checkpoint `id`, then mirrors it. Downstream stages run in other
-  // processes: this is waiting on the state file, not on time passing.
-  // A reader that has gone (SIGTERM stops every stage at once) will not
-  // pass `id` on, so the wait ends then; but in an instance a
-  // transactional kproduce may still be committing an earlier checkpoint
-  // as this member: until it is done or gone, the member stays in the
-  // group, which would refuse that commit from a member that has left
-  // (kpipe(7), MANY INSTANCES).
-  Status await_and_mirror(int64_t id, Millis wait) {
-    Millis deadline = io_.clock.steady() + wait;
-    for (;;) {
-      auto done = complete(id);
-      if (!done) return done.take_error();
-      if (*done) break;
-      bool waiting = io_.clock.steady() < deadline;
-      if (waiting && io_.out.check_closed()) {
-        auto committing = completer_running();
-        if (!committing) return committing.take_error();
-        waiting = *committing;
-      }
-      if (!waiting) {
-        io_.reporter.info(fmt::format(
-            "checkpoint {} not complete yet; the group keeps its last complete offsets", id));
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return mirror_complete();
-  }
-
-  // Whether this instance's transactional kproduce runs: it commits the
-  // checkpoints' offsets as this member of the group.
-  Expected<bool> completer_running() {
-    if (!owned()) return false;
-    return state_->stage_running(kTransactionCompleter, state_->pipeline_name());
-  }
-
-  void track(const PartitionOffset& p) {
-    TopicPartition tp{p.topic, p.partition};
-    if (auto it = positions_.find(tp); it != positions_.end()) forget(tp);
-    Position& pos = positions_[tp];
-    pos.next = p.offset;
-    pos.epoch = p.epoch;
-    if (auto end = ends_.find(tp); end != ends_.end()) pos.end = end->second;
-    // A partition that starts at or past its end contributes nothing.
-    if (pos.next >= pos.end) reach_end(pos);
-    last_ = positions_.end();
-  }
-
-  // --until: each partition's end, resolved once, at its first assignment
-  // (for a time, the first offset at or after it, or the partition's end
-  // then), so that a partition assigned again ends where it first would.
-  Status resolve_ends(const std::vector<PartitionOffset>& parts) {
-    if (until_.kind == EndPosition::Kind::kNone) return {};
-    std::vector<TopicPartition> fresh;
-    for (const auto& p : parts)
-      if (ends_.count({p.topic, p.partition}) == 0) fresh.push_back({p.topic, p.partition});
-    if (fresh.empty()) return {};
-    std::vector<int64_t> by_time(fresh.size(), 0);
-    if (until_.kind == EndPosition::Kind::kTime) {
-      auto found =
-          consumer_.offsets_for_times(fresh, std::vector<Millis>(fresh.size(), until_.value));
-      if (!found) return found.take_error();
-      by_time = *found;
-    }
-    for (size_t i = 0; i < fresh.size(); ++i) ends_[fresh[i]] = resolve_end(until_, by_time[i]);
-    return {};
-  }
-
-  // A partition at its --until end: everything before the end has been
-  // read, so its position is the end (past offsets below it that hold no
-  // record: compacted ones, transaction markers), which is what -g commits
-  // and checkpoints hold. It is paused after the poll.
-  void reach_end(Position& pos) {
-    pos.ended = true;
-    ended_since_pause_ = true;
-    if (pos.next >= pos.end) return;
-    pos.next = pos.end;
-    if (grouped() && state_ == nullptr) unread_.push_back({io_.out.end_position(), &pos, pos.next});
-  }
-
-  // Stops fetching the partitions at their --until end: what the fetcher
-  // would bring is never written.
+  // Stops fetching the partitions at their --until end (ConsumePositions::take_ended).
   Status pause_ended() {
-    if (!ended_since_pause_) return {};
-    ended_since_pause_ = false;
-    std::vector<TopicPartition> tps;
-    for (auto& [tp, pos] : positions_) {
-      if (!pos.ended || pos.paused) continue;
-      tps.push_back(tp);
-      pos.paused = true;
-    }
-    return consumer_.pause(tps);
+    auto tps = positions_.take_ended();
+    if (!tps) return {};
+    return consumer_.pause(*tps);
   }
 
-  // A partition taken away: none of its offsets may be committed any more.
-  void forget(const TopicPartition& tp) {
-    auto it = positions_.find(tp);
-    if (it == positions_.end()) return;
-    Position* gone = &it->second;
-    std::erase_if(unread_, [gone](const Written& w) { return w.position == gone; });
-    positions_.erase(it);
-    last_ = positions_.end();
-  }
-
-  // Records arrive in runs from one partition: remember the last lookup,
-  // and never build a key string per record.
-  std::map<TopicPartition, Position>::iterator find(std::string_view topic, int32_t partition) {
-    if (last_ != positions_.end() && last_->first.partition == partition &&
-        last_->first.topic == topic)
-      return last_;
-    key_.topic.assign(topic);
-    key_.partition = partition;
-    last_ = positions_.find(key_);
-    return last_;
-  }
   bool grouped() const { return !options_.group.empty(); }
   // An instance of a consumer group of pipelines sharing the state store
   // (kpipe(7), MANY INSTANCES).
@@ -944,9 +560,7 @@ class ConsumeLoop {
     // A member the group gave nothing is done when the group is
     // (group_done()).
     if (positions_.empty()) return !grouped() || (options_.exit_at_end && !until && joined_);
-    return std::all_of(positions_.begin(), positions_.end(), [this](const auto& kv) {
-      return kv.second.ended || (options_.exit_at_end && kv.second.at_end);
-    });
+    return positions_.finished(options_.exit_at_end);
   }
 
   // -e in a consumer group is the group's end (kpipe(7), MANY INSTANCES):
@@ -962,15 +576,8 @@ class ConsumeLoop {
     Millis now = io_.clock.steady();
     if (group_checked_ != 0 && now - group_checked_ < kGroupEndPoll) return false;
     group_checked_ = now;
-    if (state_ != nullptr) {
-      // Once per checkpoint: a pipeline whose terminal stage never
-      // completes one would wait each time.
-      if (!positions_.empty() &&
-          (written_since_checkpoint_ || last_emitted_ == 0 || last_emitted_ != group_settled_)) {
-        if (written_since_checkpoint_ || last_emitted_ == 0) KPIPE_TRY(emit_checkpoint());
-        KPIPE_TRY(await_and_mirror(last_emitted_, kDrainWait));
-        group_settled_ = last_emitted_;
-      }
+    if (checkpoints_) {
+      KPIPE_TRY(checkpoints_->settle());
     } else {
       KPIPE_TRY(io_.out.flush());
       auto drained = io_.out.wait_delivered(io_.out.end_position(), kDrainWait);
@@ -999,7 +606,7 @@ class ConsumeLoop {
     for (size_t i = 0; i < tps.size(); ++i) {
       // This member's own partitions are at their end (all_finished()):
       // what its pipeline commits of them is its own business.
-      if (positions_.count(tps[i]) != 0) continue;
+      if (positions_.contains(tps[i])) continue;
       int64_t at = (*committed)[i].value_or((*marks)[i].low);
       if (auto it = stored.find(tps[i]); it != stored.end()) at = std::max(at, it->second);
       if (at < (*marks)[i].high)
@@ -1105,21 +712,14 @@ class ConsumeLoop {
   Io& io_;
   StartPosition from_;
   EndPosition until_;
-  // --until: where each partition ends, resolved at its first assignment.
-  std::map<TopicPartition, int64_t> ends_;
-  bool ended_since_pause_ = false;  // a partition reached its end since pause_ended()
+  ConsumePositions positions_;
   std::vector<int32_t> only_;
   Millis commit_interval_;
   bool value_only_;
   StatsTicker ticker_;
-  TimestampSampler timestamps_;  // of the records since the last checkpoint
   EnvelopeWriter writer_;
-  std::map<TopicPartition, Position> positions_;
-  std::map<TopicPartition, Position>::iterator last_ = positions_.end();
-  TopicPartition key_;
   Counters counters_;
   Millis last_commit_ = 0;
-  Millis last_mirror_ = 0;
   // Records written that the reader has not read yet, oldest first (with
   // -g and without --state: what commits wait for).
   std::deque<Written> unread_;
@@ -1130,17 +730,10 @@ class ConsumeLoop {
   bool joined_ = false;             // the group has assigned this member (maybe nothing)
   Millis group_checked_ = 0;        // group_done()'s last look at the group
   Millis group_waiting_since_ = 0;  // since when it waits for other members
-  int64_t group_settled_ = 0;       // the checkpoint group_done() last awaited
   StateStore* state_;
-  Millis checkpoint_interval_;
-  Millis last_checkpoint_ = 0;
-  int64_t next_checkpoint_ = 1;
-  int64_t last_emitted_ = 0;
-  int64_t mirrored_ = 0;
-  bool written_since_checkpoint_ = false;
-  std::map<TopicPartition, int64_t> saved_;
-  bool instance_;            // of a consumer group of pipelines (owned())
-  PayloadDecoder* decoder_;  // null: payloads as they are
+  std::optional<ConsumeCheckpoints> checkpoints_;  // with --state
+  bool instance_;                                  // of a consumer group of pipelines (owned())
+  PayloadDecoder* decoder_;                        // null: payloads as they are
   BadInputHandler& bad_;
   RecordView decoded_;
   std::string raw_;
