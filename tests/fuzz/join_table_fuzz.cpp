@@ -24,6 +24,7 @@ class StillClock final : public kpipe::Clock {
  public:
   kpipe::Millis now() override { return 0; }
   kpipe::Millis steady() override { return 0; }
+  void sleep_for(kpipe::Millis) override {}
 };
 
 using Versions = std::map<kpipe::Millis, std::optional<std::string>>;

@@ -100,6 +100,11 @@ std::string connection_reason(std::string_view text, int librdkafka_version) {
   // "... broker's supported mechanisms: " when the broker named none.
   while (!s.empty() && (s.back() == ' ' || s.back() == ':')) s.remove_suffix(1);
   std::string reason(s);
+  // OpenSSL's words alone, as a refused connection reports them ("Connect
+  // to ... failed: error:0A000086:SSL routines::certificate verify
+  // failed"): the same failure as the handshake's, said the same way.
+  if (reason.starts_with("error:") && reason.find(":SSL routines:") != std::string::npos)
+    reason.insert(0, "SSL handshake failed: ");
   lower_initial(reason);
   // The password may well be right: an operator at the broker's side sees
   // only "Failed authentication", and would reset it for nothing.

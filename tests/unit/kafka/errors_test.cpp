@@ -27,6 +27,13 @@ TEST_CASE("connection_reason: librdkafka's cause, without thread, broker and tim
             "Disconnected: connecting to a PLAINTEXT broker listener? (after 0ms in state "
             "SSL_HANDSHAKE)") ==
         "SSL handshake failed: Disconnected: connecting to a PLAINTEXT broker listener?");
+  // A certificate refused as the connection is made: OpenSSL's words
+  // alone, said as the handshake's failure (tests/cluster/client_files,
+  // once under load).
+  CHECK(connection_reason("ssl://127.0.0.1:9093/bootstrap: Connect to ipv4#127.0.0.1:9093 failed: "
+                          "error:0A000086:SSL routines::certificate verify failed (after 2ms in "
+                          "state CONNECT)") ==
+        "SSL handshake failed: error:0A000086:SSL routines::certificate verify failed");
   CHECK(connection_reason(
             "[thrd:sasl_plaintext://h:9092/bootstrap]: sasl_plaintext://h:9092/bootstrap: SASL "
             "PLAIN mechanism handshake failed: Broker: Request not valid in current SASL state: "
