@@ -56,6 +56,13 @@ void error_cb(rd_kafka_t* rk, int err, const char* reason, void* opaque) {
     case RD_KAFKA_RESP_ERR__AUTHENTICATION:
     case RD_KAFKA_RESP_ERR__SSL:
       handle->note_error(reason);
+      // Retried like a transport error: a warning would be a second line
+      // beside the error that ends a program (cluster: acls, under load).
+      if (is_broken_handshake(text)) {
+        if (handle->reporter != nullptr)
+          handle->reporter->debug(fmt::format("librdkafka: {}", text));
+        return;
+      }
       break;
     case RD_KAFKA_RESP_ERR__FATAL: {
       // A refusal by the cluster's ACLs (an idempotent producer's id, a
@@ -142,6 +149,10 @@ bool is_leader_away(rd_kafka_resp_err_t err) {
     default:
       return false;
   }
+}
+
+bool is_broken_handshake(std::string_view reason) {
+  return reason.find("handshake failed: Local: Broker transport failure") != std::string_view::npos;
 }
 
 bool is_record_fault(rd_kafka_resp_err_t err) {

@@ -123,6 +123,11 @@ void set_metadata(rd_kafka_topic_partition_list_t* list, const std::string& meta
 // invalid), so that the record is bad input, not a broken connection.
 bool is_record_fault(rd_kafka_resp_err_t err);
 
+// An authentication error that is no refusal: the connection went down in
+// the middle of the handshake (a closing client's, or a broker's restart),
+// which librdkafka reports as an authentication error all the same.
+bool is_broken_handshake(std::string_view reason);
+
 // What one metadata request says of one topic.
 struct TopicAnswer {
   rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART;

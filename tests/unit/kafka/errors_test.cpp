@@ -111,3 +111,15 @@ TEST_CASE("error_cb: all brokers down starts the watch at the client's clock's t
   error_cb(nullptr, RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN, "1/1 brokers are down", &mock);
   CHECK_FALSE(mock.watch.down());
 }
+
+TEST_CASE("is_broken_handshake: a handshake cut by a disconnect is no refusal", "[kafka_errors]") {
+  CHECK(is_broken_handshake(
+      "sasl_ssl://127.0.0.1:9/1: SASL SCRAM-SHA-512 mechanism handshake failed: Local: Broker "
+      "transport failure: broker's supported mechanisms: (n/a) (after 0ms in state DOWN)"));
+  CHECK_FALSE(is_broken_handshake(
+      "sasl_ssl://127.0.0.1:9/1: SASL authentication error: Authentication failed during "
+      "authentication due to invalid credentials with SASL mechanism SCRAM-SHA-512"));
+  CHECK_FALSE(is_broken_handshake(
+      "ssl://h:9093/bootstrap: SSL handshake failed: error:0A000086:SSL routines::certificate "
+      "verify failed"));
+}
