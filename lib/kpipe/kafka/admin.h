@@ -18,25 +18,13 @@
 
 namespace kpipe {
 
-// What DescribeGroups says of a group's members.
-struct GroupMembers {
-  // False where the broker cannot describe groups (kbroker: librdkafka's
-  // mock cluster answers neither ListGroups nor DescribeGroups).
-  bool described = false;
-  std::string protocol_type;  // "consumer" for Kafka consumers; "" when unknown
-  int64_t members = 0;
-  // The partitions the group's leader assigned to the members, sorted and
-  // unique; read only from "consumer" groups, whose assignments have a
-  // known format (Kafka Connect's, for one, have not).
-  std::vector<TopicPartition> assigned;
-};
-
 // The partitions of a ConsumerProtocolAssignment (versions 0 to 3: the
 // bytes a "consumer" group's leader gives each member), in their order;
 // none when `bytes` is not one.
 std::optional<std::vector<TopicPartition>> parse_consumer_assignment(std::string_view bytes);
 
-class GroupAdmin final : public KafkaClient {
+// The groups and their members (log.h's GroupDirectory).
+class GroupAdmin final : public KafkaClient, public GroupDirectory {
  public:
   static Expected<std::unique_ptr<GroupAdmin>> create(const KafkaConfig& config, Reporter& reporter,
                                                       Clock& clock);
@@ -44,10 +32,10 @@ class GroupAdmin final : public KafkaClient {
 
   // The group's members and their assignments (one DescribeGroups to its
   // coordinator). A group that does not exist has no members.
-  Expected<GroupMembers> members(const std::string& group);
+  Expected<GroupMembers> members(const std::string& group) override;
   // Every group's id (ListGroups to every broker), sorted; none where the
   // broker cannot list groups (kbroker).
-  Expected<std::optional<std::vector<std::string>>> group_ids();
+  Expected<std::optional<std::vector<std::string>>> group_ids() override;
 
  private:
   GroupAdmin(const KafkaConfig& config, Reporter& reporter, Clock& clock);

@@ -13,6 +13,7 @@
 #include "kpipe/envelope.h"
 #include "kpipe/kafka/acl.h"
 #include "kpipe/kafka/config.h"
+#include "kpipe/log.h"
 #include "kpipe/partition.h"
 #include "kpipe/report.h"
 #include "kpipe/status.h"
@@ -20,45 +21,42 @@
 
 namespace kpipe {
 
-// librdkafka's special offsets, for the few callers that speak of them.
-constexpr int64_t kOffsetBeginning = -2;
-constexpr int64_t kOffsetEnd = -1;
-
-struct Watermarks {
-  int64_t low = 0;
-  int64_t high = 0;
-};
-
 std::string kafka_library_version();
 
 // What both clients can ask the cluster. Every call is bounded by the
 // configuration's timeout; an unreachable cluster is an error naming the
-// brokers and the reason, not a hang.
-class KafkaClient {
+// brokers and the reason, not a hang. Its metadata is a log's (log.h).
+class KafkaClient : public virtual LogMetadata {
  public:
-  virtual ~KafkaClient();
+  ~KafkaClient() override;
 
   Expected<std::vector<std::string>> topics();
   // The partitions of `topic`, ascending; an error if it does not exist.
-  Expected<std::vector<int32_t>> partitions(const std::string& topic);
+  Expected<std::vector<int32_t>> partitions(const std::string& topic) override;
+  // Looked up in the list of all topics: a metadata request naming the
+  // topic would have the broker create it where the client allows
+  // auto-creation (-X allow.auto.create.topics=true).
+  Expected<std::optional<std::vector<int32_t>>> existing_partitions(
+      const std::string& topic) override;
   // Every topic's partitions from one metadata request, internal topics
   // (__consumer_offsets, ...) left out.
-  Expected<std::map<std::string, std::vector<int32_t>>> topic_partitions();
+  Expected<std::map<std::string, std::vector<int32_t>>> topic_partitions() override;
   // Low and high watermarks of many partitions, one request per leader.
-  Expected<std::vector<Watermarks>> watermarks(const std::vector<TopicPartition>& parts);
+  Expected<std::vector<LogBounds>> bounds(const std::vector<TopicPartition>& parts) override;
   // For each partition, the first offset whose timestamp is at or after the
   // given time; the high watermark when there is none. Brokers that cannot
   // look offsets up by time (librdkafka's mock, kbroker) are searched by
   // reading record timestamps: a binary search, which assumes timestamps
   // grow with offsets as they do for CreateTime from one producer.
-  Expected<std::vector<int64_t>> offsets_for_times(const std::vector<TopicPartition>& parts,
-                                                   const std::vector<Millis>& times);
+  Expected<std::vector<int64_t>> positions_at(const std::vector<TopicPartition>& parts,
+                                              const std::vector<Millis>& times) override;
 
   // The timestamp of the record at each offset (nullopt where there is no
   // record: past the end, or deleted), read with one small fetch per
   // partition through a short-lived consumer of its own.
   Expected<std::vector<std::optional<Millis>>> timestamps_at(
-      const std::vector<PartitionOffset>& at);
+      const std::vector<PartitionOffset>& at) override;
+  Millis timeout() const override { return config_.timeout; }
   // Deletes each partition's records before the given offset (Kafka's
   // DeleteRecords, what kafka-delete-records.sh does); kbroker's mock
   // cluster does not support it and says so.
@@ -115,13 +113,12 @@ class KafkaClient {
   bool group_checked_ = false;
 };
 
-struct ConsumerEvent {
-  enum class Kind { kRecord, kEndOfPartition };
-  Kind kind = Kind::kRecord;
-  RecordView record;  // kRecord: the record; kEndOfPartition: topic, partition and offset
-};
-
-class Consumer final : public KafkaClient {
+// A reader (log.h) of partitions assigned by hand, or a consumer group's
+// member, committing the group's offsets.
+class Consumer final : public KafkaClient,
+                       public LogReader,
+                       public GroupMembership,
+                       public CommittedOffsets {
  public:
   // `group` empty: no consumer group (partitions are assigned by the
   // caller). Offsets are never committed automatically.
@@ -130,27 +127,19 @@ class Consumer final : public KafkaClient {
                                                     Clock& clock);
   ~Consumer() override;
 
-  Status assign(const std::vector<PartitionOffset>& parts);
+  // Each partition from its offset, or LogStart::kEarliest or kLatest.
+  Status assign(const std::vector<PartitionOffset>& parts) override;
 
-  // Called inside poll() when the group assigns partitions: fill in the
-  // offset to start each at (all start as kOffsetInvalid).
-  using AssignHandler = std::function<Status(std::vector<PartitionOffset>& parts)>;
-  // Called inside poll() before partitions are taken away: the last moment
-  // to commit what was processed. `lost`: the group gave them to another
-  // member already (no heartbeat reached the coordinator in time), so nothing may
-  // be committed for them any more.
-  using RevokeHandler = std::function<Status(const std::vector<TopicPartition>& parts, bool lost)>;
   // With the cooperative-sticky assignor (partition.assignment.strategy),
   // the handlers see only the partitions that move, and the others are
-  // read on through a rebalance.
+  // read on through a rebalance. `lost` (RevokeHandler): no heartbeat
+  // reached the coordinator in time.
   Status subscribe(const std::vector<std::string>& topics, AssignHandler on_assign,
-                   RevokeHandler on_revoke);
+                   RevokeHandler on_revoke) override;
 
-  // Waits up to `timeout` for records; passes each record, and each
-  // partition reaching its end, to `handler`, up to `max_events`. Stops
-  // early when the handler returns an error.
-  using EventHandler = std::function<Status(const ConsumerEvent&)>;
-  Status poll(Millis timeout, size_t max_events, const EventHandler& handler);
+  // A record's `resume` is its offset + 1; caught up, the partition's end
+  // (past transaction markers). Kafka's partitions never close.
+  Status poll(Millis timeout, size_t max_events, const EventHandler& handler) override;
 
   // The group refuses commits while it rebalances, and from a consumer it
   // no longer counts as a member: that is no error, since those partitions'
@@ -161,34 +150,32 @@ class Consumer final : public KafkaClient {
   // each offset (Kafka keeps up to offset.metadata.max.bytes, 4096 by
   // default) and comes back from committed().
   Status commit(const std::vector<PartitionOffset>& offsets, bool* committed = nullptr,
-                const std::string& metadata = {});
+                const std::string& metadata = {}) override;
   // The group's committed offsets; nullopt where there is none. With
   // `metadata`, also each offset's metadata ("" where none).
   // `wait`: how long to wait for the answer (0: --timeout); a read_committed
   // consumer's answer waits while a transaction holds the offsets.
   Expected<std::vector<std::optional<int64_t>>> committed(
       const std::vector<TopicPartition>& parts, std::vector<std::string>* metadata = nullptr,
-      Millis wait = 0);
-  std::vector<TopicPartition> assignment();
+      Millis wait = 0) override;
+  std::vector<TopicPartition> assignment() override;
   // Stops fetching these partitions (kconsume --until: a partition at its
   // end). Records already fetched may still arrive. An assignment made
   // anew starts unpaused.
-  Status pause(const std::vector<TopicPartition>& parts);
+  Status pause(const std::vector<TopicPartition>& parts) override;
   // The end (high watermark) of a partition as the last fetch saw it,
   // asking no broker: for a progress line. nullopt until it is known.
-  std::optional<int64_t> cached_end(const std::string& topic, int32_t partition);
+  std::optional<int64_t> lag_hint(const std::string& topic, int32_t partition) override;
   // This member of the group as librdkafka serializes it
   // (rd_kafka_consumer_group_metadata_write): the group, its generation,
   // the member id and group.instance.id, for a transactional producer in
   // another process to commit offsets as this member (KIP-447). Empty
   // without a group.
-  std::string member();
+  std::string member() override;
   // Leaves the group (revoking first), so that the rest rebalance at once:
   // a static member (group.instance.id) too, which librdkafka's close
   // alone keeps in the group until its session times out.
-  Status close();
-
-  static constexpr int64_t kOffsetInvalid = -1001;
+  Status close() override;
 
   struct State;
 
@@ -197,32 +184,32 @@ class Consumer final : public KafkaClient {
   std::unique_ptr<State> state_;
 };
 
-class Producer final : public KafkaClient {
+// A writer (log.h), and Kafka's transactions.
+class Producer final : public KafkaClient, public LogWriter, public LogTransactions {
  public:
   static Expected<std::unique_ptr<Producer>> create(const KafkaConfig& config, Reporter& reporter,
                                                     Clock& clock);
   ~Producer() override;
 
-  // Called from flush()/poll()/produce() once a record's fate is known: err
+  // Called from flush()/poll()/write() once a record's fate is known: err
   // is null when the broker acknowledged it; a data_error when the record
   // itself was refused (too large, a partition the topic lacks, invalid),
   // which makes it bad input; a failure otherwise (the broker out of
   // reach, a timeout, authorization).
-  using DeliveryHandler = std::function<void(uint64_t tag, const Error* err)>;
-  void set_delivery_handler(DeliveryHandler handler);
+  void set_delivery_handler(DeliveryHandler handler) override;
 
   // Queues one record; waits (serving deliveries) while the local queue is
   // full. partition -1: the partitioner (murmur2, as the Java client) picks.
   // timestamp 0: now (librdkafka cannot produce a timestamp of 0). A
   // data_error when the record itself cannot be produced: too large for
   // message.max.bytes, or a partition the topic lacks.
-  Status produce(const std::string& topic, int32_t partition, std::optional<std::string_view> key,
-                 std::optional<std::string_view> value, const std::vector<Header>& headers,
-                 int64_t timestamp, uint64_t tag = 0);
+  Status write(const std::string& topic, int32_t partition, std::optional<std::string_view> key,
+               std::optional<std::string_view> value, const std::vector<Header>& headers,
+               int64_t timestamp, uint64_t tag = 0) override;
   // Serves delivery reports, waiting up to `wait` for one.
-  void poll(Millis wait = 0);
+  void poll(Millis wait = 0) override;
   // Waits for every queued record's delivery, up to `timeout`.
-  Status flush(Millis timeout);
+  Status flush(Millis timeout) override;
 
   // The partitions of `topic`, the topic this producer writes to, as
   // Kafka's producers find it: asked about a missing topic, the broker
@@ -231,15 +218,15 @@ class Producer final : public KafkaClient {
   // asked), which is waited for, up to the configuration's timeout.
   // Otherwise an error that the topic does not exist, which is then so:
   // nothing created it.
-  Expected<std::vector<int32_t>> await_topic(const std::string& topic);
+  Expected<std::vector<int32_t>> await_partitions(const std::string& topic) override;
 
   // Transactions (kproduce --transactional), for a producer created with
   // a transactional.id. init_transactions() fences every earlier producer
   // of that id, aborting what it left open; a fenced producer's calls fail
   // from then on, naming the id. Each call waits at least a minute (or the
   // configuration's timeout) while the cluster calls its error retriable.
-  Status init_transactions();
-  Status begin_transaction();
+  Status init_transactions() override;
+  Status begin_transaction() override;
   // Adds `offsets` (the next offsets to read) to the open transaction as
   // `group`'s committed offsets, each with `metadata`, and commits it with
   // every record produced since begin_transaction(). An error the cluster
@@ -250,13 +237,13 @@ class Producer final : public KafkaClient {
   // generation (a zombie instance, kpipe(7), MANY INSTANCES), and the error
   // says "fenced".
   Status commit_transaction(const std::vector<PartitionOffset>& offsets, const std::string& group,
-                            const std::string& metadata, const std::string& member = {});
-  Status abort_transaction();
+                            const std::string& metadata, const std::string& member = {}) override;
+  Status abort_transaction() override;
 
-  uint64_t delivered() const;
-  uint64_t failed() const;
+  uint64_t delivered() const override;
+  uint64_t failed() const override;
   // The first delivery error, for the final message.
-  std::string first_failure() const;
+  std::string first_failure() const override;
 
   struct State;
 
@@ -265,20 +252,10 @@ class Producer final : public KafkaClient {
   std::unique_ptr<State> state_;
 };
 
-// What the cluster says of a consumer group (DescribeGroups).
-struct GroupDescription {
-  // False when the broker cannot describe groups: librdkafka's mock
-  // cluster (kbroker) answers neither ListGroups nor DescribeGroups.
-  bool described = false;
-  bool exists = false;
-  std::string state;  // "Stable", "Empty", "PreparingRebalance", ...
-  int64_t members = 0;
-};
-
-// Reads a consumer group from outside (kafka_admin.cpp): its committed
-// offsets, its members, and the records its offsets point at. It never
-// joins the group nor commits, so it causes no rebalance.
-class GroupReader final : public KafkaClient {
+// Reads a consumer group from outside (admin.cpp): its committed offsets,
+// its members, and the records its offsets point at. It never joins the
+// group nor commits, so it causes no rebalance.
+class GroupReader final : public KafkaClient, public GroupLag {
  public:
   // `group` empty: only the record timestamps and watermarks are read.
   static Expected<std::unique_ptr<GroupReader>> create(const KafkaConfig& config,
@@ -288,8 +265,9 @@ class GroupReader final : public KafkaClient {
 
   // The group's committed offsets, in one OffsetFetch; nullopt where
   // there is none (a group that does not exist has none anywhere).
-  Expected<std::vector<std::optional<int64_t>>> committed(const std::vector<TopicPartition>& parts);
-  Expected<GroupDescription> describe();
+  Expected<std::vector<std::optional<int64_t>>> committed(
+      const std::vector<TopicPartition>& parts) override;
+  Expected<GroupDescription> describe() override;
   // For each partition, the timestamp of the first record at or after its
   // offset: the partitions are read together, a small fetch each, and each
   // is paused once its first record has arrived. nullopt where none came
@@ -298,7 +276,7 @@ class GroupReader final : public KafkaClient {
   // past transaction markers and aborted records); nullopt elsewhere.
   Expected<std::vector<std::optional<Millis>>> record_timestamps(
       const std::vector<PartitionOffset>& parts,
-      std::vector<std::optional<int64_t>>* ends = nullptr);
+      std::vector<std::optional<int64_t>>* ends = nullptr) override;
 
  private:
   GroupReader(const KafkaConfig& config, Reporter& reporter, Clock& clock);

@@ -229,7 +229,7 @@ Status Consumer::subscribe(const std::vector<std::string>& topics, AssignHandler
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
       std::vector<PartitionOffset> parts;
       for (int i = 0; i < list->cnt; ++i)
-        parts.push_back({list->elems[i].topic, list->elems[i].partition, kOffsetInvalid});
+        parts.push_back({list->elems[i].topic, list->elems[i].partition, LogStart::kUnset});
       Status s = state->on_assign ? state->on_assign(parts) : Status();
       if (!s.ok() && state->pending.ok()) state->pending = s;
       for (int i = 0; i < list->cnt; ++i)
@@ -303,7 +303,7 @@ Status Consumer::poll(Millis timeout, size_t max_events, const EventHandler& han
     return s;
   }
   watch_brokers();
-  ConsumerEvent event;
+  LogEvent event;
   RecordView& r = event.record;
   for (size_t i = 0; i < n; ++i) {
     rd_kafka_message_t* m = batch[i];
@@ -313,7 +313,8 @@ Status Consumer::poll(Millis timeout, size_t max_events, const EventHandler& han
     r.partition = m->partition;
     r.offset = m->offset;
     if (m->err == RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-      event.kind = ConsumerEvent::Kind::kEndOfPartition;
+      event.kind = LogEvent::Kind::kCaughtUp;
+      event.resume = m->offset;
       KPIPE_TRY(handler(event));
       continue;
     }
@@ -335,7 +336,8 @@ Status Consumer::poll(Millis timeout, size_t max_events, const EventHandler& han
       reporter_.warning(fmt::format("kafka: {}", config_.redact(text)));
       continue;
     }
-    event.kind = ConsumerEvent::Kind::kRecord;
+    event.kind = LogEvent::Kind::kRecord;
+    event.resume = m->offset + 1;
     rd_kafka_timestamp_type_t ts_type;
     int64_t ts = rd_kafka_message_timestamp(m, &ts_type);
     r.timestamp = ts_type == RD_KAFKA_TIMESTAMP_NOT_AVAILABLE ? -1 : ts;
@@ -453,7 +455,7 @@ std::vector<TopicPartition> Consumer::assignment() {
   return out;
 }
 
-std::optional<int64_t> Consumer::cached_end(const std::string& topic, int32_t partition) {
+std::optional<int64_t> Consumer::lag_hint(const std::string& topic, int32_t partition) {
   int64_t low = 0, high = 0;
   if (rd_kafka_get_watermark_offsets(handle_->rk, topic.c_str(), partition, &low, &high) !=
           RD_KAFKA_RESP_ERR_NO_ERROR ||

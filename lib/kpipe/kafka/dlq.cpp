@@ -48,7 +48,7 @@ Status read_until_end(Consumer& consumer, const std::string& topic,
   if (!parts) return parts.take_error();
   std::vector<TopicPartition> tps;
   for (int32_t p : *parts) tps.push_back({topic, p});
-  auto marks = consumer.watermarks(tps);
+  auto marks = consumer.bounds(tps);
   if (!marks) return marks.take_error();
   std::vector<PartitionOffset> assign;
   std::map<int32_t, int64_t> end;
@@ -64,13 +64,13 @@ Status read_until_end(Consumer& consumer, const std::string& topic,
   Millis last_progress = clock.steady();
   while (!end.empty()) {
     bool progress = false;
-    KPIPE_TRY(consumer.poll(100, 4096, [&](const ConsumerEvent& e) -> Status {
+    KPIPE_TRY(consumer.poll(100, 4096, [&](const LogEvent& e) -> Status {
       auto it = end.find(e.record.partition);
       if (it == end.end()) return {};
       progress = true;
-      if (e.kind == ConsumerEvent::Kind::kRecord && e.record.offset < it->second)
+      if (e.kind == LogEvent::Kind::kRecord && e.record.offset < it->second)
         KPIPE_TRY(fn(e.record));
-      if (e.record.offset + (e.kind == ConsumerEvent::Kind::kRecord ? 1 : 0) >= it->second)
+      if (e.record.offset + (e.kind == LogEvent::Kind::kRecord ? 1 : 0) >= it->second)
         end.erase(it);
       return {};
     }));
@@ -103,7 +103,7 @@ Expected<std::unique_ptr<KafkaDlq>> KafkaDlq::open(const std::string& topic,
   if (!parts) return failure("dead-letter store 'kafka:{}': {}", topic, parts.error().message);
   std::vector<TopicPartition> tps;
   for (int32_t p : *parts) tps.push_back({topic, p});
-  auto marks = dlq->consumer_->watermarks(tps);
+  auto marks = dlq->consumer_->bounds(tps);
   if (!marks) return marks.take_error();
   for (size_t i = 0; i < tps.size(); ++i) dlq->bounds_[tps[i].partition] = (*marks)[i];
   return dlq;
@@ -117,7 +117,7 @@ Expected<KafkaDlq::Position> KafkaDlq::position() {
   if (!committed) return committed.take_error();
   Position pos;
   for (size_t i = 0; i < tps.size(); ++i) {
-    const Watermarks& w = bounds_[tps[i].partition];
+    const LogBounds& w = bounds_[tps[i].partition];
     // Below the low watermark, retention has taken what was there.
     pos.next[tps[i].partition] = std::max((*committed)[i].value_or(w.low), w.low);
     if (!metadata[i].empty()) pos.metadata = metadata[i];
@@ -161,10 +161,10 @@ Expected<std::vector<DlqEntry>> KafkaDlq::read(size_t max) {
     const int64_t end = bounds_[partition].high;
     bool progress = false;
     bool done = false;
-    KPIPE_TRY(consumer_->poll(100, max - out.size(), [&](const ConsumerEvent& e) -> Status {
+    KPIPE_TRY(consumer_->poll(100, max - out.size(), [&](const LogEvent& e) -> Status {
       if (done || e.record.partition != partition) return {};
       progress = true;
-      if (e.kind == ConsumerEvent::Kind::kEndOfPartition || e.record.offset >= end) {
+      if (e.kind == LogEvent::Kind::kCaughtUp || e.record.offset >= end) {
         done = e.record.offset >= end;
         return {};
       }
@@ -512,7 +512,7 @@ class KafkaTarget final : public ReplayTarget {
     std::optional<std::string_view> key, value;
     if (r.key) key = *r.key;
     if (r.value) value = *r.value;
-    Status sent = producer_->produce(topic_, -1, key, value, headers_, r.timestamp, tag);
+    Status sent = producer_->write(topic_, -1, key, value, headers_, r.timestamp, tag);
     // A record the producer refuses is no bad input of the replay's: the
     // replay stops, as when the broker refuses it.
     if (!sent.ok() && sent.error().status == ExitStatus::kDataError)
@@ -542,10 +542,10 @@ class KafkaTarget final : public ReplayTarget {
       if (!parts) return parts.take_error();
       for (int32_t p : *parts) parts_.push_back({topic_, p});
     }
-    // The special time kOffsetEnd asks for the end itself: one request,
+    // The special time LogStart::kLatest asks for the end itself: one request,
     // never a search by timestamp.
     auto ends =
-        producer_->offsets_for_times(parts_, std::vector<Millis>(parts_.size(), kOffsetEnd));
+        producer_->positions_at(parts_, std::vector<Millis>(parts_.size(), LogStart::kLatest));
     if (!ends) return ends.take_error();
     std::map<int32_t, int64_t> high;
     for (size_t i = 0; i < parts_.size(); ++i) high[parts_[i].partition] = (*ends)[i];
@@ -597,7 +597,7 @@ Expected<std::unique_ptr<ReplayTarget>> make_kafka_target(const std::string& top
   // Looked up as kproduce looks up its topic (kproduce(1), THE TOPIC): one
   // the broker creates is waited for, and one it does not is said missing
   // without having been created by the asking.
-  auto parts = (*producer)->await_topic(topic);
+  auto parts = (*producer)->await_partitions(topic);
   if (!parts) return failure("replay target 'kafka:{}': {}", topic, parts.error().message);
   return std::unique_ptr<ReplayTarget>(
       new KafkaTarget(topic, std::move(*producer), config, reporter, clock));
@@ -625,7 +625,7 @@ class KafkaDeadLetters final : public DeadLetterSink {
     std::optional<std::string_view> key, value;
     if (r.key) key = *r.key;
     if (r.value) value = *r.value;
-    Status sent = producer_->produce(topic_, -1, key, value, headers_, r.timestamp);
+    Status sent = producer_->write(topic_, -1, key, value, headers_, r.timestamp);
     // The dead letter of a line refused as too large may be too large
     // itself: that is the store failing, not more bad input.
     if (!sent.ok() && sent.error().status == ExitStatus::kDataError)
@@ -661,7 +661,7 @@ Expected<std::unique_ptr<DeadLetterSink>> open_kafka_dead_letters(const std::str
   // Without this, a missing topic would surface only at the first bad
   // line, after message.timeout.ms: say so at start instead, as kproduce
   // does (kproduce(1), THE TOPIC).
-  auto parts = (*producer)->await_topic(topic);
+  auto parts = (*producer)->await_partitions(topic);
   if (!parts) return failure("dead-letter store 'kafka:{}': {}", topic, parts.error().message);
   return std::unique_ptr<DeadLetterSink>(new KafkaDeadLetters(topic, std::move(*producer)));
 }

@@ -48,7 +48,7 @@ class KafkaDlq {
   const std::string& group() const { return group_; }
   // Each partition's low watermark and its end (the high watermark when
   // opened: what came later waits for the next run).
-  const std::map<int32_t, Watermarks>& bounds() const { return bounds_; }
+  const std::map<int32_t, LogBounds>& bounds() const { return bounds_; }
 
   struct Position {
     std::map<int32_t, int64_t> next;  // the committed offset, else the low watermark
@@ -71,7 +71,7 @@ class KafkaDlq {
   std::string group_;
   std::unique_ptr<Consumer> consumer_;
   Clock* clock_ = nullptr;
-  std::map<int32_t, Watermarks> bounds_;
+  std::map<int32_t, LogBounds> bounds_;
   std::vector<PartitionOffset> queue_;  // partitions to read, with their start
   size_t current_ = 0;
 };

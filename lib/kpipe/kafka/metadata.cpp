@@ -89,6 +89,28 @@ Expected<std::vector<int32_t>> KafkaClient::partitions(const std::string& topic)
   return std::move(answer.partitions);
 }
 
+Expected<std::optional<std::vector<int32_t>>> KafkaClient::existing_partitions(
+    const std::string& topic) {
+  KPIPE_TRY(check_topic_name(topic));
+  auto all = topics();
+  if (!all) return all.take_error();
+  if (!std::binary_search(all->begin(), all->end(), topic)) {
+    // The list leaves out the topics this principal may not describe:
+    // asked by name, the cluster refuses such a topic, and the refusal
+    // names the ACL (kpipe(7), SECURITY). Not asked when the question
+    // would have the broker create the topic.
+    const std::string* create = config_.get("allow.auto.create.topics");
+    if (create == nullptr || *create != "true") {
+      auto asked = partitions(topic);
+      if (!asked && is_not_authorized(asked.error())) return asked.take_error();
+    }
+    return std::optional<std::vector<int32_t>>();
+  }
+  auto found = partitions(topic);
+  if (!found) return found.take_error();
+  return std::optional<std::vector<int32_t>>(std::move(*found));
+}
+
 namespace {
 
 // One ListOffsets question; `away` says whether a failure was a leader
@@ -170,18 +192,17 @@ Expected<std::vector<Millis>> KafkaClient::ask_offsets(const std::vector<TopicPa
   return broker_error(what, found.error().message);
 }
 
-Expected<std::vector<Watermarks>> KafkaClient::watermarks(
-    const std::vector<TopicPartition>& parts) {
-  std::vector<Watermarks> out(parts.size());
+Expected<std::vector<LogBounds>> KafkaClient::bounds(const std::vector<TopicPartition>& parts) {
+  std::vector<LogBounds> out(parts.size());
   if (parts.empty()) return out;
   // ListOffsets with the special times -2 (earliest) and -1 (latest): one
   // request per leader for all partitions, where querying watermarks one
   // partition at a time would cost a round trip each.
-  auto low = ask_offsets(parts, std::vector<Millis>(parts.size(), kOffsetBeginning),
+  auto low = ask_offsets(parts, std::vector<Millis>(parts.size(), LogStart::kEarliest),
                          "cannot list offsets");
   if (!low) return low.take_error();
-  auto high =
-      ask_offsets(parts, std::vector<Millis>(parts.size(), kOffsetEnd), "cannot list offsets");
+  auto high = ask_offsets(parts, std::vector<Millis>(parts.size(), LogStart::kLatest),
+                          "cannot list offsets");
   if (!high) return high.take_error();
   for (size_t i = 0; i < parts.size(); ++i) {
     // A broker that answers without an offset (-1) would make a reader
@@ -196,13 +217,13 @@ Expected<std::vector<Watermarks>> KafkaClient::watermarks(
   return out;
 }
 
-Expected<std::vector<int64_t>> KafkaClient::offsets_for_times(
-    const std::vector<TopicPartition>& parts, const std::vector<Millis>& times) {
+Expected<std::vector<int64_t>> KafkaClient::positions_at(const std::vector<TopicPartition>& parts,
+                                                         const std::vector<Millis>& times) {
   auto found = ask_offsets(parts, times, "cannot look up offsets by time");
   if (!found) return found.take_error();
   std::vector<int64_t> out = *found;
   if (std::none_of(out.begin(), out.end(), [](int64_t o) { return o < 0; })) return out;
-  auto marks = watermarks(parts);
+  auto marks = bounds(parts);
   if (!marks) return marks.take_error();
   // "No record at or after T" is the broker's answer only if the last
   // record is older than T; otherwise it could not tell, and we search.

@@ -153,9 +153,9 @@ void Producer::set_delivery_handler(DeliveryHandler handler) {
   state_->on_delivery = std::move(handler);
 }
 
-Status Producer::produce(const std::string& topic, int32_t partition,
-                         std::optional<std::string_view> key, std::optional<std::string_view> value,
-                         const std::vector<Header>& headers, int64_t timestamp, uint64_t tag) {
+Status Producer::write(const std::string& topic, int32_t partition,
+                       std::optional<std::string_view> key, std::optional<std::string_view> value,
+                       const std::vector<Header>& headers, int64_t timestamp, uint64_t tag) {
   for (;;) {
     rd_kafka_headers_t* hdrs = nullptr;
     if (!headers.empty()) {
@@ -227,7 +227,7 @@ Status Producer::flush(Millis timeout) {
   return {};
 }
 
-Expected<std::vector<int32_t>> Producer::await_topic(const std::string& topic) {
+Expected<std::vector<int32_t>> Producer::await_partitions(const std::string& topic) {
   KPIPE_TRY(check_topic_name(topic));
   char allow[8] = "";
   size_t allow_size = sizeof allow;

@@ -1,21 +1,19 @@
 #include "kpipe/programs/dlq_targets.h"
 
-#include "kpipe/kafka/dlq.h"
 #include "kpipe/store/dlq_store.h"
 #include "kpipe/target.h"
 
 namespace kpipe {
 
 Expected<std::unique_ptr<DeadLetterSink>> open_dead_letter_sink(const std::string& target,
-                                                                const KafkaConfig* kafka,
-                                                                Reporter& reporter, Clock& clock) {
+                                                                const KafkaLog* kafka) {
   if (target.empty()) return usage_error("--on-error dlq needs --dlq FILE.db or --dlq kafka:TOPIC");
   Target parsed = parse_target(target);
   if (parsed.kind == TargetKind::kKafka) {
     if (parsed.location.empty()) return usage_error("--dlq 'kafka:': the topic name is missing");
     if (kafka == nullptr)
       return usage_error("--dlq '{}' needs brokers: use -b or set KPIPE_BROKERS", target);
-    return open_kafka_dead_letters(parsed.location, *kafka, reporter, clock);
+    return kafka->dead_letter_sink(parsed.location);
   }
   auto store = DlqStore::open(target);
   if (!store) return store.take_error();
@@ -35,7 +33,7 @@ Expected<OnError> resolve_on_error(const ErrorOptions& options) {
 
 Expected<std::unique_ptr<BadInputHandler>> make_bad_input_handler(const ErrorOptions& options,
                                                                   const std::string& stage, Io& io,
-                                                                  const KafkaConfig* kafka) {
+                                                                  const KafkaLog* kafka) {
   if (kafka == nullptr && is_kafka_target(options.dlq))
     return make_bad_input_handler(options, stage, io, KafkaOptions{});
   auto mode = resolve_on_error(options);
@@ -44,7 +42,7 @@ Expected<std::unique_ptr<BadInputHandler>> make_bad_input_handler(const ErrorOpt
   if (*mode == OnError::kDlq && options.dlq.empty())
     return usage_error("--on-error dlq needs --dlq FILE.db or --dlq kafka:TOPIC");
   if (!options.dlq.empty()) {
-    auto opened = open_dead_letter_sink(options.dlq, kafka, io.reporter, io.clock);
+    auto opened = open_dead_letter_sink(options.dlq, kafka);
     if (!opened) return opened.take_error();
     sink = std::move(*opened);
   }
@@ -55,9 +53,9 @@ Expected<std::unique_ptr<BadInputHandler>> make_bad_input_handler(const ErrorOpt
                                                                   const std::string& stage, Io& io,
                                                                   const KafkaOptions& kafka) {
   if (!is_kafka_target(options.dlq)) return make_bad_input_handler(options, stage, io, nullptr);
-  auto config = resolve_kafka_config(kafka, io.env_brokers);
-  if (!config) return config.take_error();
-  return make_bad_input_handler(options, stage, io, &*config);
+  auto log = KafkaLog::open(kafka, io.env_brokers, io.reporter, io.clock);
+  if (!log) return log.take_error();
+  return make_bad_input_handler(options, stage, io, &*log);
 }
 
 }  // namespace kpipe

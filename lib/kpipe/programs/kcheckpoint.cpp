@@ -21,7 +21,8 @@
 #include "kpipe/choices.h"
 #include "kpipe/control.h"
 #include "kpipe/json.h"
-#include "kpipe/kafka/client.h"
+#include "kpipe/kafka/acl.h"
+#include "kpipe/kafka/kafka_log.h"
 #include "kpipe/kafka/topic.h"
 #include "kpipe/programs/checkpoint_plot.h"
 #include "kpipe/programs/dlq_targets.h"
@@ -675,16 +676,17 @@ Status run_checkpoint_reset(const CheckpointOptions& o, Io& io) {
   std::map<TopicPartition, int64_t> current;
   for (const auto& s : *stored) current[{s.topic, s.partition}] = s.offset;
 
-  auto config = resolve_kafka_config(o.kafka, io.env_brokers);
-  if (!config) return config.take_error();
-  auto client = Consumer::create(*config, "", io.reporter, io.clock);
-  if (!client) return client.take_error();
+  auto log = KafkaLog::open(o.kafka, io.env_brokers, io.reporter, io.clock);
+  if (!log) return log.take_error();
+  auto reader = log->reader({});
+  if (!reader) return reader.take_error();
+  LogMetadata& metadata = *reader->log;
   std::vector<TopicPartition> parts;
   if (scopes->empty()) {
     for (const auto& [tp, off] : current) parts.push_back(tp);
   } else {
     for (const auto& scope : *scopes) {
-      auto ids = (*client)->partitions(scope.topic);
+      auto ids = metadata.partitions(scope.topic);
       if (!ids) return ids.take_error();
       for (int32_t p : *ids) {
         if (!scope.partitions.empty() &&
@@ -696,11 +698,11 @@ Status run_checkpoint_reset(const CheckpointOptions& o, Io& io) {
   }
   if (parts.empty())
     return usage_error("nothing to reset: the state holds no offsets; name topics with -t");
-  auto marks = (*client)->watermarks(parts);
+  auto marks = metadata.bounds(parts);
   if (!marks) return marks.take_error();
   std::vector<int64_t> at_time(parts.size(), 0);
   if (spec.kind == ResetSpec::Kind::kTime) {
-    auto found = (*client)->offsets_for_times(parts, std::vector<Millis>(parts.size(), spec.value));
+    auto found = metadata.positions_at(parts, std::vector<Millis>(parts.size(), spec.value));
     if (!found) return found.take_error();
     at_time = *found;
   }
@@ -797,22 +799,24 @@ Status run_checkpoint_sync(const CheckpointOptions& o, Io& io) {
   if (!store) return store.take_error();
   // --from-group rewrites the offsets, as reset does.
   if (!o.from_group.empty()) KPIPE_TRY((*store)->lock_offsets());
-  auto config = resolve_kafka_config(o.kafka, io.env_brokers);
-  if (!config) return config.take_error();
+  auto log = KafkaLog::open(o.kafka, io.env_brokers, io.reporter, io.clock);
+  if (!log) return log.take_error();
   const std::string& group = o.to_group.empty() ? o.from_group : o.to_group;
-  auto consumer = Consumer::create(*config, group, io.reporter, io.clock);
-  if (!consumer) return consumer.take_error();
   // --from-group only reads the group's offsets (OffsetFetch): Describe on
   // it and its topics is all a refusal asks for; --to-group commits (Read).
-  if (!o.from_group.empty())
-    (*consumer)->set_access(AclOperation::kDescribe, AclOperation::kDescribe);
+  KafkaLog::ReaderSettings settings;
+  settings.group = group;
+  settings.describe_only = !o.from_group.empty();
+  auto reader = log->reader(settings);
+  if (!reader) return reader.take_error();
+  CommittedOffsets& offsets = *reader->offsets;
   auto stored = (*store)->offsets();
   if (!stored) return stored.take_error();
   if (!o.to_group.empty()) {
     std::vector<PartitionOffset> commit;
     for (const auto& s : *stored) commit.push_back({s.topic, s.partition, s.offset});
     if (commit.empty()) return usage_error("the state holds no offsets to copy");
-    Status s = (*consumer)->commit(commit);
+    Status s = offsets.commit(commit);
     if (!s.ok() && is_not_authorized(s.error())) return s;
     if (!s.ok())
       return failure(
@@ -826,7 +830,7 @@ Status run_checkpoint_sync(const CheckpointOptions& o, Io& io) {
   std::set<TopicPartition> parts;
   for (const auto& s : *stored) parts.insert({s.topic, s.partition});
   for (const auto& scope : *scopes) {
-    auto ids = (*consumer)->partitions(scope.topic);
+    auto ids = reader->log->partitions(scope.topic);
     if (!ids) return ids.take_error();
     for (int32_t p : *ids)
       if (scope.partitions.empty() ||
@@ -835,7 +839,7 @@ Status run_checkpoint_sync(const CheckpointOptions& o, Io& io) {
   }
   if (parts.empty()) return usage_error("name the topics to copy with -t TOPIC");
   std::vector<TopicPartition> list(parts.begin(), parts.end());
-  auto committed = (*consumer)->committed(list);
+  auto committed = offsets.committed(list);
   if (!committed) return committed.take_error();
   std::vector<PartitionOffset> copy;
   for (size_t i = 0; i < list.size(); ++i)

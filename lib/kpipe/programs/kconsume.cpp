@@ -11,7 +11,7 @@
 #include "kpipe/choices.h"
 #include "kpipe/control.h"
 #include "kpipe/envelope.h"
-#include "kpipe/kafka/client.h"
+#include "kpipe/kafka/kafka_log.h"
 #include "kpipe/kafka/topic.h"
 #include "kpipe/programs/dlq_targets.h"
 #include "kpipe/programs/kconsume_checkpoints.h"
@@ -142,12 +142,13 @@ constexpr Millis kGroupEndPoll = kSecond;
 
 class ConsumeLoop {
  public:
-  ConsumeLoop(const ConsumeOptions& options, Consumer& consumer, Io& io, StartPosition from,
+  ConsumeLoop(const ConsumeOptions& options, OpenedReader& reader, Io& io, StartPosition from,
               EndPosition until, std::vector<int32_t> only, Millis commit_interval,
               StatsSettings stats, StateStore* state, Millis checkpoint_interval, bool instance,
               PayloadDecoder& decoder, BadInputHandler& bad)
       : options_(options),
-        consumer_(consumer),
+        reader_(reader),
+        log_(*reader.log),
         io_(io),
         from_(from),
         until_(until),
@@ -161,7 +162,7 @@ class ConsumeLoop {
         decoder_(decoder.active() ? &decoder : nullptr),
         bad_(bad) {
     if (state != nullptr)
-      checkpoints_.emplace(options, *state, consumer, io, positions_, bad, checkpoint_interval,
+      checkpoints_.emplace(options, *state, reader, io, positions_, bad, checkpoint_interval,
                            instance);
     // A position that moves on without a record written, or goes away:
     // what -g without --state commits follows it.
@@ -193,11 +194,11 @@ class ConsumeLoop {
   Status resolve(std::vector<PartitionOffset>& parts) {
     std::vector<TopicPartition> tps;
     for (const auto& p : parts) tps.push_back({p.topic, p.partition});
-    auto marks = consumer_.watermarks(tps);
+    auto marks = log_.bounds(tps);
     if (!marks) return marks.take_error();
     std::vector<int64_t> by_time(parts.size(), 0);
     if (from_.kind == StartPosition::Kind::kTime) {
-      auto found = consumer_.offsets_for_times(tps, std::vector<Millis>(tps.size(), from_.value));
+      auto found = log_.positions_at(tps, std::vector<Millis>(tps.size(), from_.value));
       if (!found) return found.take_error();
       by_time = *found;
     }
@@ -210,14 +211,14 @@ class ConsumeLoop {
   Status resolve_ends(const std::vector<PartitionOffset>& parts) {
     return positions_.resolve_ends(
         parts, [this](const std::vector<TopicPartition>& tps, Millis at) {
-          return consumer_.offsets_for_times(tps, std::vector<Millis>(tps.size(), at));
+          return log_.positions_at(tps, std::vector<Millis>(tps.size(), at));
         });
   }
 
   Status start_assigned() {
     std::vector<PartitionOffset> parts;
     for (const auto& topic : options_.topics) {
-      auto ids = consumer_.partitions(topic);
+      auto ids = log_.partitions(topic);
       if (!ids) return ids.take_error();
       for (int32_t p : *ids) {
         if (!only_.empty() && !std::binary_search(only_.begin(), only_.end(), p)) continue;
@@ -240,15 +241,15 @@ class ConsumeLoop {
                                       positions_.end_of({p.topic, p.partition})));
     }
     announce(PartitionEvent::Kind::kAssigned, parts);
-    return consumer_.assign(parts);
+    return log_.assign(parts);
   }
 
   Status start_group() {
     for (const auto& topic : options_.topics) {
-      auto ids = consumer_.partitions(topic);
+      auto ids = log_.partitions(topic);
       if (!ids) return ids.take_error();
     }
-    return consumer_.subscribe(
+    return reader_.group->subscribe(
         options_.topics,
         [this](std::vector<PartitionOffset>& parts) -> Status {
           // A rebalance while close() leaves the group (another member
@@ -260,8 +261,8 @@ class ConsumeLoop {
           std::vector<TopicPartition> tps;
           for (const auto& p : parts) tps.push_back({p.topic, p.partition});
           std::vector<std::string> metadata;
-          auto committed = consumer_.committed(tps, owned() ? &metadata : nullptr,
-                                               owned() ? kTransactionHoldWait : 0);
+          auto committed = reader_.offsets->committed(tps, owned() ? &metadata : nullptr,
+                                                      owned() ? kTransactionHoldWait : 0);
           if (!committed) return committed.take_error();
           // An instance takes its partitions over in the state store
           // first (kpipe(7), MANY INSTANCES): from now on what their last
@@ -362,19 +363,21 @@ class ConsumeLoop {
       Output& out;
       ~Unhook() { out.set_tick_hook(nullptr); }
     } unhook{out};
-    auto handler = [this, &out](const ConsumerEvent& e) -> Status {
+    auto handler = [this, &out](const LogEvent& e) -> Status {
       if (done_) return {};
       ConsumePosition* pos = positions_.find(e.record.topic, e.record.partition);
-      if (e.kind == ConsumerEvent::Kind::kEndOfPartition) {
+      // A closed partition (a Kinesis shard after a split or a merge) is
+      // at its end for good; Kafka's never close.
+      if (e.kind != LogEvent::Kind::kRecord) {
         if (pos == nullptr || pos->ended) return {};
-        positions_.at_partition_end(*pos, e.record.offset);
+        positions_.at_partition_end(*pos, e.resume);
         return {};
       }
       // A record from a partition no longer ours (a rebalance raced the
       // prefetch queue) is left for its new owner; one past --until's end
       // (fetched before the partition was paused) is never written.
       if (pos == nullptr || pos->ended) return {};
-      if (!positions_.read(*pos, e.record.offset)) return {};
+      if (!positions_.read(*pos, e.record.offset, e.resume)) return {};
       const RecordView* record = &e.record;
       bool written = true;
       if (decoder_ != nullptr) {
@@ -420,7 +423,7 @@ class ConsumeLoop {
       uint64_t before = counters_.in;
       size_t batch =
           options_.count > 0 ? static_cast<size_t>(std::min<int64_t>(options_.count, 4096)) : 4096;
-      KPIPE_TRY(consumer_.poll(wait, batch, handler));
+      KPIPE_TRY(log_.poll(wait, batch, handler));
       KPIPE_TRY(pause_ended());
       if (counters_.in == before) {
         KPIPE_TRY(out.flush());
@@ -528,7 +531,7 @@ class ConsumeLoop {
   Status pause_ended() {
     auto tps = positions_.take_ended();
     if (!tps) return {};
-    return consumer_.pause(*tps);
+    return log_.pause(*tps);
   }
 
   bool grouped() const { return !options_.group.empty(); }
@@ -544,7 +547,7 @@ class ConsumeLoop {
     uint64_t left = 0;
     for (const auto& [tp, pos] : positions_) {
       if (pos.ended) continue;
-      auto end = consumer_.cached_end(tp.topic, tp.partition);
+      auto end = log_.lag_hint(tp.topic, tp.partition);
       if (!end) return;  // not known for every partition yet: say nothing
       int64_t stop = std::min(*end, pos.end);
       if (stop > pos.next) left += static_cast<uint64_t>(stop - pos.next);
@@ -586,13 +589,13 @@ class ConsumeLoop {
     }
     std::vector<TopicPartition> tps;
     for (const auto& topic : options_.topics) {
-      auto ids = consumer_.partitions(topic);
+      auto ids = log_.partitions(topic);
       if (!ids) return ids.take_error();
       for (int32_t p : *ids) tps.push_back({topic, p});
     }
-    auto committed = consumer_.committed(tps);
+    auto committed = reader_.offsets->committed(tps);
     if (!committed) return committed.take_error();
-    auto marks = consumer_.watermarks(tps);
+    auto marks = log_.bounds(tps);
     if (!marks) return marks.take_error();
     // With a state store, its positions are the truth the group mirrors
     // (kbroker's mock keeps no offsets a transaction commits).
@@ -618,7 +621,7 @@ class ConsumeLoop {
     if (behind.size() > 5)
       list = fmt::format("{} and {} more", fmt::join(behind.begin(), behind.begin() + 5, ", "),
                          behind.size() - 5);
-    Millis limit = consumer_.config().timeout;
+    Millis limit = log_.timeout();
     if (group_waiting_since_ == 0) {
       group_waiting_since_ = now;
       io_.reporter.info(fmt::format(
@@ -663,7 +666,7 @@ class ConsumeLoop {
     if (offsets.empty()) return {};
     bool committed = true;
     committing_ = true;
-    Status s = consumer_.commit(offsets, &committed);
+    Status s = reader_.offsets->commit(offsets, &committed);
     committing_ = false;
     KPIPE_TRY(s);
     if (committed) {
@@ -708,7 +711,8 @@ class ConsumeLoop {
   }
 
   const ConsumeOptions& options_;
-  Consumer& consumer_;
+  OpenedReader& reader_;
+  LogReader& log_;
   Io& io_;
   StartPosition from_;
   EndPosition until_;
@@ -743,6 +747,13 @@ class ConsumeLoop {
 }  // namespace
 
 Status run_consume(const ConsumeOptions& options, Io& io) {
+  return run_consume(options, io,
+                     [](const KafkaLog& log, const KafkaLog::ReaderSettings& settings) {
+                       return log.reader(settings);
+                     });
+}
+
+Status run_consume(const ConsumeOptions& options, Io& io, const ReaderOpener& open) {
   if (options.topics.empty()) return usage_error("at least one topic is required: -t TOPIC");
   for (const auto& topic : options.topics) KPIPE_TRY(check_topic_name(topic));
   if (options.count < 0 || (options.count_given && options.count == 0))
@@ -823,49 +834,34 @@ Status run_consume(const ConsumeOptions& options, Io& io) {
     append_instance_line(io.out.buffer(), {instance_name, options.group, state->pipeline_name()});
     KPIPE_TRY(io.out.flush());
   }
-  auto config = resolve_kafka_config(options.kafka, io.env_brokers);
-  if (!config) return config.take_error();
+  auto log = KafkaLog::open(options.kafka, io.env_brokers, io.reporter, io.clock);
+  if (!log) return log.take_error();
+  const KafkaConfig& config = log->config();
   // A default file is read without a word on the command line: -v says so.
-  if (!config->file.empty())
-    io.reporter.info(fmt::format("client properties from '{}'", config->file));
+  if (!config.file.empty())
+    io.reporter.info(fmt::format("client properties from '{}'", config.file));
+  KafkaLog::ReaderSettings settings;
+  settings.group = options.group;
   if (!options.isolation.empty()) {
     auto level =
         parse_choice("--isolation", options.isolation, {"read_committed", "read_uncommitted"});
     if (!level) return level.take_error();
-    config->set("isolation.level", options.isolation);
+    settings.isolation = options.isolation;
   }
-  // Only the partitions that move pause in a rebalance (kpipe(7), MANY
-  // INSTANCES), unless the user chose an assignor.
-  if (instance) {
-    // A static member (KIP-345): a restart within the session timeout gets
-    // its partitions back without a rebalance. Unique per store, should
-    // two pipelines share a group by mistake.
-    if (config->get("group.instance.id") == nullptr)
-      config->set(
-          "group.instance.id",
-          fmt::format("{}-{:08x}", instance_name,
-                      static_cast<uint32_t>(XXH3_64bits(display_target(options.state).data(),
-                                                        display_target(options.state).size()))));
-    // Instances rebalance the eager way: each revokes all its partitions
-    // at a checkpoint before it rejoins, so that a transactional kproduce
-    // commits the checkpoints in flight under the generation they were
-    // read at. Under the cooperative protocol librdkafka rejoins at once,
-    // and the group's coordinator would refuse them as a zombie's
-    // (kpipe(7), MANY INSTANCES); and one group cannot mix the two.
-    if (config->get("partition.assignment.strategy") == nullptr)
-      config->set("partition.assignment.strategy", "range");
-    // Members learn of a rebalance at their next heartbeat, twice in a
-    // cooperative one: librdkafka's 3 s made a move pause for 4 s.
-    if (config->get("heartbeat.interval.ms") == nullptr)
-      config->set("heartbeat.interval.ms", "1000");
-  }
-  auto decoder = PayloadDecoder::open(options.schema, *config);
+  // An instance is a static member of its group (kafka_log.h), under an
+  // id unique per store, should two pipelines share a group by mistake.
+  if (instance)
+    settings.instance_id =
+        fmt::format("{}-{:08x}", instance_name,
+                    static_cast<uint32_t>(XXH3_64bits(display_target(options.state).data(),
+                                                      display_target(options.state).size())));
+  auto decoder = PayloadDecoder::open(options.schema, config);
   if (!decoder) return decoder.take_error();
-  auto bad = make_bad_input_handler(options.errors, "kconsume", io, &*config);
+  auto bad = make_bad_input_handler(options.errors, "kconsume", io, &*log);
   if (!bad) return bad.take_error();
-  auto consumer = Consumer::create(*config, options.group, io.reporter, io.clock);
-  if (!consumer) return consumer.take_error();
-  ConsumeLoop loop(options, **consumer, io, *from, *until, std::move(only), *commit_interval,
+  auto reader = open(*log, settings);
+  if (!reader) return reader.take_error();
+  ConsumeLoop loop(options, *reader, io, *from, *until, std::move(only), *commit_interval,
                    std::move(*stats), state.get(), *checkpoint_interval, instance, **decoder,
                    **bad);
   KPIPE_TRY(loop.complete_committed());
@@ -876,7 +872,7 @@ Status run_consume(const ConsumeOptions& options, Io& io) {
     KPIPE_TRY(loop.start_group());
   }
   Status s = loop.run();
-  Status closed = (*consumer)->close();
+  Status closed = reader->log->close();
   KPIPE_TRY(s);
   return closed;
 }

@@ -4,18 +4,17 @@
 #include <thread>
 
 #include "kpipe/control.h"
-#include "kpipe/kafka/client.h"
 #include "kpipe/stage/bad_input.h"
 #include "kpipe/store/state_store.h"
 
 namespace kpipe {
 
 ConsumeCheckpoints::ConsumeCheckpoints(const ConsumeOptions& options, StateStore& state,
-                                       Consumer& consumer, Io& io, ConsumePositions& positions,
+                                       OpenedReader& reader, Io& io, ConsumePositions& positions,
                                        BadInputHandler& bad, Millis interval, bool instance)
     : options_(options),
       state_(state),
-      consumer_(consumer),
+      reader_(reader),
       io_(io),
       positions_(positions),
       bad_(bad),
@@ -58,12 +57,12 @@ Status ConsumeCheckpoints::complete_committed() {
   if (*next - 1 <= complete) return {};  // none emitted since
   std::vector<TopicPartition> tps;
   for (const auto& topic : options_.topics) {
-    auto ids = consumer_.partitions(topic);
+    auto ids = reader_.log->partitions(topic);
     if (!ids) return ids.take_error();
     for (int32_t p : *ids) tps.push_back({topic, p});
   }
   std::vector<std::string> metadata;
-  auto committed = consumer_.committed(tps, &metadata);
+  auto committed = reader_.offsets->committed(tps, &metadata);
   if (!committed) return committed.take_error();
   // The checkpoints this store emitted and has not completed.
   auto records = state_.checkpoints();
@@ -192,7 +191,7 @@ Status ConsumeCheckpoints::emit() {
   std::optional<TimestampSummary> times = timestamps_.take();
   // The member that read these offsets, for a transactional kproduce to
   // commit them as (KIP-447): a zombie's are refused by the group.
-  if (owned()) c.member = consumer_.member();
+  if (owned()) c.member = reader_.group->member();
   if (owned()) {
     auto id = state_.record_emitted(c.at, times);
     if (!id) return id.take_error();
@@ -264,7 +263,7 @@ Status ConsumeCheckpoints::mirror_complete() {
   }
   // A group that is rebalancing refuses: mirror again next time.
   bool committed = true;
-  KPIPE_TRY(consumer_.commit(commit, &committed));
+  KPIPE_TRY(reader_.offsets->commit(commit, &committed));
   if (committed) mirrored_ = **latest;
   return {};
 }
@@ -292,7 +291,7 @@ Status ConsumeCheckpoints::mirror_owned() {
   }
   if (commit.empty()) return {};
   bool committed = true;
-  KPIPE_TRY(consumer_.commit(commit, &committed));
+  KPIPE_TRY(reader_.offsets->commit(commit, &committed));
   if (!committed) return {};
   for (const auto& o : commit) positions_[{o.topic, o.partition}].committed = o.offset;
   return {};

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kpipe/latency.h"
+#include "kpipe/log.h"
 #include "kpipe/partition.h"
 #include "kpipe/programs/kconsume.h"
 #include "kpipe/programs/kconsume_positions.h"
@@ -22,14 +23,13 @@
 namespace kpipe {
 
 class BadInputHandler;
-class Consumer;
 class StateStore;
 
 class ConsumeCheckpoints {
  public:
   // `instance`: of a consumer group of pipelines sharing `state` (kpipe(7),
   // MANY INSTANCES). `positions` are what the checkpoints save.
-  ConsumeCheckpoints(const ConsumeOptions& options, StateStore& state, Consumer& consumer, Io& io,
+  ConsumeCheckpoints(const ConsumeOptions& options, StateStore& state, OpenedReader& reader, Io& io,
                      ConsumePositions& positions, BadInputHandler& bad, Millis interval,
                      bool instance);
 
@@ -90,7 +90,7 @@ class ConsumeCheckpoints {
 
   const ConsumeOptions& options_;
   StateStore& state_;
-  Consumer& consumer_;
+  OpenedReader& reader_;
   Io& io_;
   ConsumePositions& positions_;
   BadInputHandler& bad_;

@@ -4,11 +4,22 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
+#include "kpipe/kafka/kafka_log.h"
+#include "kpipe/log.h"
 #include "kpipe/programs/kconsume.h"
 #include "kpipe/time.h"
 
 namespace kpipe {
+
+// Opens the reader kconsume reads through, with the settings its options
+// call for: Kafka's (KafkaLog::reader) when it runs, a log in memory in
+// its tests.
+using ReaderOpener = std::function<Expected<OpenedReader>(
+    const KafkaLog& log, const KafkaLog::ReaderSettings& settings)>;
+// run_consume, reading through what `open` opens.
+Status run_consume(const ConsumeOptions& options, Io& io, const ReaderOpener& open);
 
 // How long kconsume waits, at exit and before a rebalance takes partitions
 // away, for its reader to read what was written, so that their offsets can

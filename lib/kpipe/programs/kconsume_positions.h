@@ -22,7 +22,7 @@ class ConsumePositions {
  public:
   using Map = std::map<TopicPartition, ConsumePosition>;
   // Each partition's first offset at or after `at`, or its high watermark
-  // when there is none (Consumer::offsets_for_times).
+  // when there is none (Consumer::positions_at).
   using OffsetsForTime =
       std::function<Expected<std::vector<int64_t>>(const std::vector<TopicPartition>&, Millis at)>;
 
@@ -60,15 +60,16 @@ class ConsumePositions {
     return last_ == positions_.end() ? nullptr : &last_->second;
   }
 
-  // A record at `offset` of `pos`'s partition was fetched: false if it is
-  // past --until's end, and so never written.
-  bool read(ConsumePosition& pos, int64_t offset) {
+  // A record at `offset` of `pos`'s partition was fetched, after which
+  // the partition resumes at `resume` (LogEvent): false if it is past
+  // --until's end, and so never written.
+  bool read(ConsumePosition& pos, int64_t offset, int64_t resume) {
     if (offset >= pos.end) {
       reach_end(pos);
       return false;
     }
     pos.at_end = false;
-    pos.next = offset + 1;
+    pos.next = resume;
     // The last record before the end: the partition is done without
     // waiting for one past it, which may never come.
     if (pos.next >= pos.end) reach_end(pos);

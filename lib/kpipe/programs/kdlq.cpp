@@ -5,7 +5,7 @@
 #include "kpipe/dlq_entry.h"
 #include "kpipe/dlq_replay.h"
 #include "kpipe/guard.h"
-#include "kpipe/kafka/dlq.h"
+#include "kpipe/kafka/kafka_log.h"
 #include "kpipe/programs/dlq_targets.h"
 #include "kpipe/store/dlq_store.h"
 #include "kpipe/target.h"
@@ -20,18 +20,18 @@ struct Store {
   std::string name;  // as the user wrote it
 };
 
-Expected<KafkaConfig> kafka_config(const DlqOptions& o, Io& io, std::string_view what) {
-  auto config = resolve_kafka_config(o.kafka, io.env_brokers);
-  if (!config) return usage_error("{} needs brokers: {}", what, config.error().message);
-  return config;
+Expected<KafkaLog> open_kafka(const DlqOptions& o, Io& io, std::string_view what) {
+  auto log = KafkaLog::open(o.kafka, io.env_brokers, io.reporter, io.clock);
+  if (!log) return usage_error("{} needs brokers: {}", what, log.error().message);
+  return log;
 }
 
 // `mode`: DlqStore::Mode::kRead for the commands that only read, which a
 // user who may only read the store can run (kdlq(1)).
-// `group_use`: what a Kafka store's replay group is used for (KafkaDlq::open).
+// `replays`: a Kafka store's replay group is committed to, not only read
+// (KafkaLog::dead_letters).
 Expected<Store> open_store(const DlqOptions& o, Io& io,
-                           DlqStore::Mode mode = DlqStore::Mode::kExisting,
-                           AclOperation group_use = AclOperation::kDescribe) {
+                           DlqStore::Mode mode = DlqStore::Mode::kExisting, bool replays = false) {
   Store s;
   s.name = o.dlq;
   if (o.dlq.empty()) return usage_error("--dlq FILE.db or --dlq kafka:TOPIC is required");
@@ -46,11 +46,11 @@ Expected<Store> open_store(const DlqOptions& o, Io& io,
   }
   const std::string& topic = target.location;
   if (topic.empty()) return usage_error("--dlq 'kafka:': the topic name is missing");
-  auto config = kafka_config(o, io, fmt::format("--dlq '{}'", o.dlq));
-  if (!config) return config.take_error();
-  auto dlq = KafkaDlq::open(topic, *config, o.group, io.reporter, io.clock, group_use);
-  if (!dlq) return dlq.take_error();
-  s.letters = make_topic_dead_letters(std::move(*dlq));
+  auto log = open_kafka(o, io, fmt::format("--dlq '{}'", o.dlq));
+  if (!log) return log.take_error();
+  auto letters = log->dead_letters(topic, o.group, replays);
+  if (!letters) return letters.take_error();
+  s.letters = std::move(*letters);
   return s;
 }
 
@@ -195,7 +195,7 @@ Status run_dlq_replay(const DlqOptions& o, Io& io) {
         "a filtered replay of a Kafka dead-letter topic needs its own --group: the replay position "
         "is an offset, "
         "and the entries the filters pass over would count as replayed");
-  auto store = open_store(o, io, DlqStore::Mode::kExisting, AclOperation::kRead);
+  auto store = open_store(o, io, DlqStore::Mode::kExisting, /*replays=*/true);
   if (!store) return store.take_error();
 
   if (o.dry_run) {
@@ -210,9 +210,9 @@ Status run_dlq_replay(const DlqOptions& o, Io& io) {
   if (to_topic.empty()) {
     target = std::make_unique<StdoutTarget>(io.out);
   } else {
-    auto config = kafka_config(o, io, fmt::format("--to '{}'", o.to));
-    if (!config) return config.take_error();
-    auto made = make_kafka_target(to_topic, *config, io.reporter, io.clock);
+    auto log = open_kafka(o, io, fmt::format("--to '{}'", o.to));
+    if (!log) return log.take_error();
+    auto made = log->replay_target(to_topic);
     if (!made) return made.take_error();
     target = std::move(*made);
   }
@@ -276,14 +276,14 @@ Status run_dlq_guard(const DlqOptions& o, Io& io) {
   // The guard's job is to send bad records to the store: with --dlq and
   // no --on-error, that is what it does.
   if (!o.on_error_given) errors.on_error = errors.dlq.empty() ? "fail" : "dlq";
-  std::optional<KafkaConfig> config;
+  std::optional<KafkaLog> log;
   if (is_kafka_target(errors.dlq)) {
-    auto resolved = kafka_config(o, io, fmt::format("--dlq '{}'", errors.dlq));
-    if (!resolved) return resolved.take_error();
-    config = std::move(*resolved);
+    auto opened = open_kafka(o, io, fmt::format("--dlq '{}'", errors.dlq));
+    if (!opened) return opened.take_error();
+    log = std::move(*opened);
   }
-  auto bad = make_bad_input_handler(errors, stage_name("kdlq-guard", o.name), io,
-                                    config ? &*config : nullptr);
+  auto bad =
+      make_bad_input_handler(errors, stage_name("kdlq-guard", o.name), io, log ? &*log : nullptr);
   if (!bad) return bad.take_error();
   GuardStage stage(std::move(requirements));
   FilterSettings settings{o.input, std::move(*stats)};

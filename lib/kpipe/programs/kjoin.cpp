@@ -671,7 +671,7 @@ Status run_join(const JoinOptions& options, Io& io) {
   if (!opened) return opened.take_error();
   std::unique_ptr<TableSource> table = std::move(*opened);
   // A --dlq kafka:TOPIC shares the table topic's client settings.
-  const KafkaConfig* kafka = table->kafka_config();
+  const KafkaLog* kafka = table->kafka_log();
   auto bad = kafka ? make_bad_input_handler(options.errors, plan->stage, io, kafka)
                    : make_bad_input_handler(options.errors, plan->stage, io, options.kafka);
   if (!bad) return bad.take_error();

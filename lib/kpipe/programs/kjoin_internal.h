@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,11 +20,16 @@
 #include "kpipe/join.h"
 #include "kpipe/json.h"
 #include "kpipe/line.h"
+#include "kpipe/log.h"
 #include "kpipe/programs/kjoin.h"
 #include "kpipe/stage/bad_input.h"
 #include "kpipe/stage/stateful.h"
 #include "kpipe/target.h"
 #include "kpipe/time.h"
+
+namespace kpipe {
+class KafkaLog;
+}
 
 namespace kpipe::kjoin_internal {
 
@@ -219,9 +225,9 @@ class RowBatch {
 class TableSource {
  public:
   virtual ~TableSource() = default;
-  // The Kafka client's settings, which a --dlq kafka:TOPIC shares; none
-  // for a table outside Kafka.
-  virtual const KafkaConfig* kafka_config() const { return nullptr; }
+  // The Kafka log the table is read from, whose settings a --dlq
+  // kafka:TOPIC shares; none for a table outside Kafka.
+  virtual const KafkaLog* kafka_log() const { return nullptr; }
   // Whether the engine keeps the rows with the state: a topic's are read
   // on from the offsets saved with them; a table read whole is read again.
   virtual bool rows_saved() const { return false; }
@@ -275,5 +281,13 @@ class TableSource {
   std::string first_bad_;
   std::string last_warning_;
 };
+
+// Opens the reader a topic's table is read through, when it is loaded.
+using LogOpener = std::function<Expected<std::unique_ptr<LogReader>>()>;
+// A log's partitions read as a table (kjoin_table_topic.cpp): `where`
+// names the log in errors; `kafka`, the Kafka log whose settings a --dlq
+// kafka:TOPIC shares (none for a log outside Kafka).
+std::unique_ptr<TableSource> make_topic_table(const JoinPlan& plan, LogOpener open,
+                                              std::string where, const KafkaLog* kafka, Io& io);
 
 }  // namespace kpipe::kjoin_internal

@@ -5,8 +5,7 @@
 #include <map>
 
 #include "kpipe/envelope.h"
-#include "kpipe/kafka/client.h"
-#include "kpipe/kafka/topic.h"
+#include "kpipe/kafka/kafka_log.h"
 
 namespace kpipe::kjoin_internal {
 
@@ -14,12 +13,17 @@ namespace {
 
 // A topic read as a table: each record's key is the table's key, the
 // newest value wins, a tombstone deletes (kjoin(1), TABLES).
-class KafkaTable final : public TableSource {
+class TopicTable final : public TableSource {
  public:
-  KafkaTable(const JoinPlan& plan, KafkaConfig config, Io& io)
-      : plan_(plan), config_(std::move(config)), io_(io), rows_(plan) {}
+  TopicTable(const JoinPlan& plan, LogOpener open, std::string where, const KafkaLog* kafka, Io& io)
+      : plan_(plan),
+        open_(std::move(open)),
+        where_(std::move(where)),
+        kafka_(kafka),
+        io_(io),
+        rows_(plan) {}
 
-  const KafkaConfig* kafka_config() const override { return &config_; }
+  const KafkaLog* kafka_log() const override { return kafka_; }
   bool rows_saved() const override { return true; }
 
   // The first bad record was told as it came (skip_bad); the count at exit.
@@ -28,49 +32,31 @@ class KafkaTable final : public TableSource {
   }
 
   Status load(JoinEngine& engine) override {
-    auto consumer = Consumer::create(config_, "", io_.reporter, io_.clock);
-    if (!consumer) return consumer.take_error();
-    consumer_ = std::move(*consumer);
+    auto opened = open_();
+    if (!opened) return opened.take_error();
+    log_ = std::move(*opened);
     const std::string& topic = plan_.table.location;
     // A topic that is not there was named wrongly, as a file or an SQL
-    // table would be (kjoin(1), Table problems). It is looked up in the
-    // list of all topics, as kproduce's await_topic does: a metadata
-    // request naming the topic would have the broker create it when the
-    // client allows auto-creation (-X allow.auto.create.topics=true).
-    KPIPE_TRY(check_topic_name(topic));
-    auto topics = consumer_->topics();
-    if (!topics) return topics.take_error();
-    if (!std::binary_search(topics->begin(), topics->end(), topic)) {
-      // The list leaves out the topics this principal may not describe:
-      // asked by name, the cluster refuses such a topic, and the refusal
-      // names the ACL (kpipe(7), SECURITY). Not asked when the question
-      // would have the broker create the topic.
-      const std::string* create = consumer_->config().get("allow.auto.create.topics");
-      if (create == nullptr || *create != "true") {
-        auto asked = consumer_->partitions(topic);
-        if (!asked && is_not_authorized(asked.error())) return asked.take_error();
-      }
-      return usage_error("--table: there is no topic '{}' at {}", topic,
-                         consumer_->config().brokers());
-    }
-    auto partitions = consumer_->partitions(topic);
+    // table would be (kjoin(1), Table problems).
+    auto partitions = log_->existing_partitions(topic);
     if (!partitions) return partitions.take_error();
+    if (!*partitions) return usage_error("--table: there is no topic '{}' at {}", topic, where_);
     std::vector<PartitionOffset> assign;
-    for (int32_t p : *partitions) {
+    for (int32_t p : **partitions) {
       engine.add_partition(p);
       auto saved = engine.offsets().find(p);
       assign.push_back(
-          {topic, p, saved == engine.offsets().end() ? kOffsetBeginning : saved->second});
+          {topic, p, saved == engine.offsets().end() ? LogStart::kEarliest : saved->second});
       parts_.push_back({topic, p});
     }
-    KPIPE_TRY(consumer_->assign(assign));
+    KPIPE_TRY(log_->assign(assign));
     return catch_up(engine);
   }
 
   // Reads until every partition is at the high watermark it had when
   // this began.
   Status catch_up(JoinEngine& engine) override {
-    auto marks = consumer_->watermarks(parts_);
+    auto marks = log_->bounds(parts_);
     if (!marks) return marks.take_error();
     std::map<int32_t, int64_t> end;
     for (size_t i = 0; i < parts_.size(); ++i) end[parts_[i].partition] = (*marks)[i].high;
@@ -90,30 +76,31 @@ class KafkaTable final : public TableSource {
       KPIPE_TRY(poll(engine, 100));
       Millis now = io_.clock.steady();
       if (events_ != before) last_progress = now;
-      if (now - last_progress > consumer_->config().timeout)
+      if (now - last_progress > log_->timeout())
         return failure("reading table topic '{}' to its end made no progress within {}",
-                       plan_.table.location, format_duration(consumer_->config().timeout));
+                       plan_.table.location, format_duration(log_->timeout()));
     }
   }
 
   Status poll(JoinEngine& engine, Millis wait) override {
-    return consumer_->poll(wait, 10'000, [&](const ConsumerEvent& e) -> Status {
+    return log_->poll(wait, 10'000, [&](const LogEvent& e) -> Status {
       ++events_;
       const RecordView& r = e.record;
-      if (e.kind == ConsumerEvent::Kind::kEndOfPartition) {
-        position_[r.partition] = std::max(position_[r.partition], r.offset);
+      if (e.kind != LogEvent::Kind::kRecord) {
+        position_[r.partition] = std::max(position_[r.partition], e.resume);
         return {};
       }
-      position_[r.partition] = r.offset + 1;
-      return apply(engine, r);
+      position_[r.partition] = e.resume;
+      return apply(engine, e);
     });
   }
 
  private:
-  Status apply(JoinEngine& engine, const RecordView& r) {
+  Status apply(JoinEngine& engine, const LogEvent& e) {
+    const RecordView& r = e.record;
     if (!r.key) {
       KPIPE_TRY(skip_bad(r, "the record has no key"));
-      engine.skip(r.partition, r.offset + 1);
+      engine.skip(r.partition, e.resume);
       return {};
     }
     Millis time = r.timestamp;
@@ -124,7 +111,7 @@ class KafkaTable final : public TableSource {
       auto row = rows_.read(rows_.pad(envelope_), false);
       if (!row) {
         KPIPE_TRY(skip_bad(r, row.error().message));
-        engine.skip(r.partition, r.offset + 1);
+        engine.skip(r.partition, e.resume);
         return {};
       }
       time = row->time;
@@ -136,7 +123,7 @@ class KafkaTable final : public TableSource {
       value_.pop_back();
       value = value_;
     }
-    engine.apply(*r.key, time, value, r.partition, r.offset + 1);
+    engine.apply(*r.key, time, value, r.partition, e.resume);
     return {};
   }
 
@@ -154,8 +141,10 @@ class KafkaTable final : public TableSource {
   }
 
   const JoinPlan& plan_;
-  KafkaConfig config_;
-  std::unique_ptr<Consumer> consumer_;
+  LogOpener open_;
+  std::string where_;  // the log, as errors name it
+  const KafkaLog* kafka_;
+  std::unique_ptr<LogReader> log_;
   Io& io_;
   RowReader rows_;
   EnvelopeWriter writer_;
@@ -168,14 +157,27 @@ class KafkaTable final : public TableSource {
 
 Expected<std::unique_ptr<TableSource>> open_topic_table(const JoinPlan& plan,
                                                         const JoinOptions& options, Io& io) {
-  auto config = resolve_kafka_config(options.kafka, io.env_brokers);
-  if (!config) return config.take_error();
-  if (config->brokers().empty())
+  auto opened = KafkaLog::open(options.kafka, io.env_brokers, io.reporter, io.clock);
+  if (!opened) return opened.take_error();
+  if (opened->config().brokers().empty())
     return usage_error("--table {} needs brokers: use -b or set KPIPE_BROKERS", options.table);
-  return std::unique_ptr<TableSource>(std::make_unique<KafkaTable>(plan, std::move(*config), io));
+  // Opened at load, as the table is read, and kept with the source.
+  auto log = std::make_shared<KafkaLog>(std::move(*opened));
+  std::string where = log->config().brokers();
+  LogOpener open = [log]() -> Expected<std::unique_ptr<LogReader>> {
+    auto reader = log->reader({});
+    if (!reader) return reader.take_error();
+    return std::move(reader->log);
+  };
+  return make_topic_table(plan, std::move(open), std::move(where), log.get(), io);
 }
 
 }  // namespace
+
+std::unique_ptr<TableSource> make_topic_table(const JoinPlan& plan, LogOpener open,
+                                              std::string where, const KafkaLog* kafka, Io& io) {
+  return std::make_unique<TopicTable>(plan, std::move(open), std::move(where), kafka, io);
+}
 
 const TableKind kTopicTable{.keyed_by_record = true, .open = &open_topic_table};
 

@@ -8,8 +8,7 @@
 #include <set>
 
 #include "kpipe/choices.h"
-#include "kpipe/kafka/admin.h"
-#include "kpipe/kafka/client.h"
+#include "kpipe/kafka/kafka_log.h"
 #include "kpipe/lag.h"
 #include "kpipe/lag_format.h"
 #include "kpipe/lag_plot.h"
@@ -149,29 +148,27 @@ class Sampler {
   bool empty() const { return empty_; }
   bool listed() const { return listed_; }
 
-  Expected<LagSample> sample(const KafkaConfig& config) {
+  Expected<LagSample> sample(KafkaLog& log) {
     if (!reader_) {
-      auto reader = GroupReader::create(config, is_group() ? subject_.name : std::string(),
-                                        io_.reporter, io_.clock);
-      if (!reader) return reader.take_error();
-      reader_ = std::move(*reader);
       // The lag in seconds reads a record of each lagging partition: what
       // a refused topic asks for, unless --no-fetch (kpipe(7), SECURITY).
-      if (!options_.no_fetch) reader_->set_access(AclOperation::kRead, AclOperation::kDescribe);
+      auto reader = log.group_lag(is_group() ? subject_.name : std::string(), !options_.no_fetch);
+      if (!reader) return reader.take_error();
+      reader_ = std::move(*reader);
     }
     empty_ = false;
     std::vector<PartitionReading> readings;
     std::optional<int64_t> members;
     std::string group_state;
     if (is_group()) {
-      auto found = read_group(config, readings, members, group_state);
+      auto found = read_group(log, readings, members, group_state);
       if (!found.ok()) return found.take_error();
     } else {
       KPIPE_TRY(read_state(readings));
     }
     std::vector<TopicPartition> parts;
     for (const auto& r : readings) parts.push_back({r.topic, r.partition});
-    auto marks = reader_->watermarks(parts);
+    auto marks = reader_->bounds(parts);
     if (!marks) return marks.take_error();
     std::vector<PartitionOffset> lagging;
     std::vector<size_t> lagging_index;
@@ -227,7 +224,7 @@ class Sampler {
  private:
   bool is_group() const { return subject_.kind == LagSubject::Kind::kGroup; }
 
-  Status read_group(const KafkaConfig& config, std::vector<PartitionReading>& readings,
+  Status read_group(KafkaLog& log, std::vector<PartitionReading>& readings,
                     std::optional<int64_t>& members, std::string& group_state) {
     const std::string& group = subject_.name;
     std::vector<TopicPartition> parts;
@@ -265,7 +262,7 @@ class Sampler {
       for (size_t i = 0; i < parts.size(); ++i)
         if ((*committed)[i]) used.insert(parts[i].topic);
       if (described->described && described->members > 0) {
-        auto assigned = assigned_topics(config);
+        auto assigned = assigned_topics(log);
         if (!assigned) return assigned.take_error();
         for (const auto& t : *assigned)
           if (existing.count(t)) used.insert(t);
@@ -343,9 +340,9 @@ class Sampler {
 
   // The topics the group's members were assigned (DescribeGroups), asked
   // through a client of its own, made once.
-  Expected<std::vector<std::string>> assigned_topics(const KafkaConfig& config) {
+  Expected<std::vector<std::string>> assigned_topics(KafkaLog& log) {
     if (!admin_) {
-      auto admin = GroupAdmin::create(config, io_.reporter, io_.clock);
+      auto admin = log.group_directory();
       if (!admin) return admin.take_error();
       admin_ = std::move(*admin);
     }
@@ -397,8 +394,8 @@ class Sampler {
   LagEngine& engine_;
   LagHistory* history_;
   Io& io_;
-  std::unique_ptr<GroupReader> reader_;
-  std::unique_ptr<GroupAdmin> admin_;
+  std::unique_ptr<GroupLag> reader_;
+  std::unique_ptr<GroupDirectory> admin_;
   std::unique_ptr<StateStore> store_;
   bool warned_ = false;
 };
@@ -525,8 +522,8 @@ Status run_lag(const LagOptions& o, Io& io) {
     if (::stat(o.state.c_str(), &st) != 0)
       return failure("state file '{}' does not exist", o.state);
   }
-  auto config = resolve_kafka_config(o.kafka, io.env_brokers);
-  if (!config) return config.take_error();
+  auto log = KafkaLog::open(o.kafka, io.env_brokers, io.reporter, io.clock);
+  if (!log) return log.take_error();
   std::unique_ptr<LagHistory> history;
   if (!o.history.empty()) {
     auto opened = LagHistory::open(o.history);
@@ -535,12 +532,12 @@ Status run_lag(const LagOptions& o, Io& io) {
   }
   // The groups to sample, asked again each round of --watch where a
   // pattern or --all-groups lists them: groups come and go.
-  std::unique_ptr<GroupAdmin> admin;
+  std::unique_ptr<GroupDirectory> admin;
   bool unmatched_said = false;
   auto subjects = [&]() -> Expected<std::vector<LagSubject>> {
     if (!s.groups.lists()) return s.subjects;
     if (!admin) {
-      auto made = GroupAdmin::create(*config, io.reporter, io.clock);
+      auto made = log->group_directory();
       if (!made) return made.take_error();
       admin = std::move(*made);
     }
@@ -579,7 +576,7 @@ Status run_lag(const LagOptions& o, Io& io) {
         slot = std::make_unique<Sampler>(o, subject, listed, engine, history.get(), io);
       }
       Sampler& sampler = *slot;
-      auto sample = sampler.sample(*config);
+      auto sample = sampler.sample(*log);
       if (!sample && sampler.listed() && sampler.empty()) {
         // A listed group with nothing to show (one that only ever
         // described itself, or whose offsets expired) is no error.

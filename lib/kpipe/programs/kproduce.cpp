@@ -12,7 +12,7 @@
 #include "kpipe/control.h"
 #include "kpipe/envelope.h"
 #include "kpipe/json.h"
-#include "kpipe/kafka/client.h"
+#include "kpipe/kafka/kafka_log.h"
 #include "kpipe/kafka/topic.h"
 #include "kpipe/programs/dlq_targets.h"
 #include "kpipe/programs/payloads.h"
@@ -110,8 +110,8 @@ class InFlight {
 // store. A crash in between is repaired by kconsume at its start.
 class Transactions {
  public:
-  Transactions(const ProduceOptions& options, Producer& producer, StateStore& store, Io& io)
-      : options_(options), producer_(producer), store_(store), io_(io) {
+  Transactions(const ProduceOptions& options, LogTransactions& log, StateStore& store, Io& io)
+      : options_(options), log_(log), store_(store), io_(io) {
     meter_.notify_to(io_.notifier);
   }
 
@@ -119,7 +119,7 @@ class Transactions {
   // what it left open. At once, not at the first line: until then the
   // group's offsets in its open transaction are unstable, and kconsume
   // waits for them before it writes anything.
-  Status start() { return producer_.init_transactions(); }
+  Status start() { return log_.init_transactions(); }
 
   // Before a record is sent: the transaction it goes in.
   Status before_record() { return begin(); }
@@ -133,8 +133,8 @@ class Transactions {
           "its group; run kconsume with -g GROUP",
           c.id);
     KPIPE_TRY(begin());
-    KPIPE_TRY(producer_.commit_transaction(c.offsets, c.group,
-                                           checkpoint_commit_metadata({c.id, c.at}), c.member));
+    KPIPE_TRY(log_.commit_transaction(c.offsets, c.group, checkpoint_commit_metadata({c.id, c.at}),
+                                      c.member));
     open_ = false;
     committed_records_ += records_open_;
     records_open_ = 0;
@@ -183,7 +183,7 @@ class Transactions {
     if (!open_) return {};
     open_ = false;
     records_open_ = 0;
-    return producer_.abort_transaction();
+    return log_.abort_transaction();
   }
 
   uint64_t committed() const { return committed_; }
@@ -193,13 +193,13 @@ class Transactions {
  private:
   Status begin() {
     if (open_) return {};
-    KPIPE_TRY(producer_.begin_transaction());
+    KPIPE_TRY(log_.begin_transaction());
     open_ = true;
     return {};
   }
 
   const ProduceOptions& options_;
-  Producer& producer_;
+  LogTransactions& log_;
   StateStore& store_;
   Io& io_;
   bool open_ = false;
@@ -212,11 +212,11 @@ class Transactions {
 
 class ProduceStage final : public LineStage {
  public:
-  ProduceStage(const ProduceOptions& options, Producer& producer, std::optional<FieldPath> key,
+  ProduceStage(const ProduceOptions& options, LogWriter& log, std::optional<FieldPath> key,
                BadInputHandler& bad, Transactions* transactions, const std::atomic<bool>* stop,
                PayloadWriter& payloads)
       : options_(options),
-        producer_(producer),
+        log_(log),
         bad_(bad),
         transactions_(transactions),
         stop_(stop),
@@ -228,8 +228,7 @@ class ProduceStage final : public LineStage {
       fields_.add(*key);
     }
     if (options_.partition) partition_ = static_cast<int32_t>(*options_.partition);
-    producer_.set_delivery_handler(
-        [this](uint64_t tag, const Error* err) { on_delivery(tag, err); });
+    log_.set_delivery_handler([this](uint64_t tag, const Error* err) { on_delivery(tag, err); });
   }
 
   Status on_line(const Line& line, Output&) override {
@@ -298,7 +297,7 @@ class ProduceStage final : public LineStage {
       if (!cp) return cp.take_error();
       if (*cp) {
         // A refusal read now is still this transaction's to report.
-        producer_.poll();
+        log_.poll();
         KPIPE_TRY(settle());
         KPIPE_TRY(transactions_->on_checkpoint(**cp));
         KPIPE_TRY(settle());
@@ -319,7 +318,7 @@ class ProduceStage final : public LineStage {
   }
 
   Status on_idle(Output&) override {
-    producer_.poll();
+    log_.poll();
     return settle();
   }
 
@@ -330,14 +329,14 @@ class ProduceStage final : public LineStage {
   }
 
   void fill_counters(Counters& c) const override {
-    c.out = producer_.delivered();
+    c.out = log_.delivered();
     if (transactions_ != nullptr) transactions_->meter().fill(c);
   }
 
   // Waits until every record sent has its verdict (or a stop signal).
   Status drain() {
     for (;;) {
-      Status flushed = producer_.flush(kSecond);
+      Status flushed = log_.flush(kSecond);
       if (flushed.ok()) return {};
       if (stop_ != nullptr && stop_->load())
         return failure("stopped with records still undelivered: {}", flushed.error().message);
@@ -384,13 +383,13 @@ class ProduceStage final : public LineStage {
     uint64_t tag = in_flight_.next_tag();
     // A data_error here (too large, no such partition) is this line's:
     // run_filter applies --on-error to it.
-    KPIPE_TRY(producer_.produce(options_.topic, partition, key, value, headers, timestamp, tag));
+    KPIPE_TRY(log_.write(options_.topic, partition, key, value, headers, timestamp, tag));
     if (transactions_ != nullptr) transactions_->sent();
     in_flight_.add(line, keep_lines_);
     ++produced_;
     // Verdicts are read as they come, so that a refusal stops the run
     // (under --on-error fail) as few lines later as it can.
-    producer_.poll();
+    log_.poll();
     return settle();
   }
 
@@ -399,7 +398,7 @@ class ProduceStage final : public LineStage {
   Status wait_for_room(size_t bytes) {
     while (in_flight_.held() > 0 && in_flight_.held() + bytes > kMaxInFlightLineBytes) {
       if (stop_ != nullptr && stop_->load()) return {};
-      producer_.poll(100);
+      log_.poll(100);
       KPIPE_TRY(settle());
     }
     return {};
@@ -427,7 +426,7 @@ class ProduceStage final : public LineStage {
   }
 
   const ProduceOptions& options_;
-  Producer& producer_;
+  LogWriter& log_;
   BadInputHandler& bad_;
   Transactions* transactions_;  // null without --transactional
   const std::atomic<bool>* stop_;
@@ -512,15 +511,17 @@ Status run_produce(const ProduceOptions& options, Io& io) {
   }
   auto stats = parse_stats(options.stats, io.program);
   if (!stats) return stats.take_error();
-  auto config = resolve_kafka_config(options.kafka, io.env_brokers);
-  if (!config) return config.take_error();
-  if (config->get("transactional.id") != nullptr)
+  auto log = KafkaLog::open(options.kafka, io.env_brokers, io.reporter, io.clock);
+  if (!log) return log.take_error();
+  const KafkaConfig& config = log->config();
+  if (config.get("transactional.id") != nullptr)
     return usage_error("-X transactional.id: use --transactional (and --transactional-id ID)");
-  auto bad = make_bad_input_handler(options.errors, io.program, io, &*config);
+  auto bad = make_bad_input_handler(options.errors, io.program, io, &*log);
   if (!bad) return bad.take_error();
-  auto payloads = PayloadWriter::open(options.schema, *config, options.topic);
+  auto payloads = PayloadWriter::open(options.schema, config, options.topic);
   if (!payloads) return payloads.take_error();
   std::unique_ptr<StateStore> store;
+  std::string transactional_id;
   if (options.transactional) {
     auto opened = StateStore::open(options.state);
     if (!opened) return opened.take_error();
@@ -552,28 +553,28 @@ Status run_produce(const ProduceOptions& options, Io& io) {
     // Each instance's own, the same at each of its restarts, so that a
     // restart fences what its last run left open at once.
     if (*instance) id += "-" + (*instance)->name;
-    config->set("transactional.id", id);
     io.reporter.info(fmt::format("transactional id '{}'", id));
+    transactional_id = std::move(id);
   }
-  auto producer = Producer::create(*config, io.reporter, io.clock);
-  if (!producer) return producer.take_error();
+  auto writer = log->writer(transactional_id);
+  if (!writer) return writer.take_error();
   // The topic, before a line is read, and alike in both modes (kproduce(1),
   // THE TOPIC): one the broker creates is waited for, so that the first
   // records (or, under --transactional, the first commit) do not wait for
   // its leaders; one it does not create is said before a line is read, not
   // as records not acknowledged 30 seconds later
   // (topic.metadata.propagation.max.ms).
-  auto parts = (*producer)->await_topic(options.topic);
+  auto parts = writer->log->await_partitions(options.topic);
   if (!parts) return parts.take_error();
   if (options.partition &&
       std::find(parts->begin(), parts->end(), *options.partition) == parts->end())
     return usage_error("topic '{}' has no partition {}", options.topic, *options.partition);
   std::optional<Transactions> transactions;
   if (store) {
-    transactions.emplace(options, **producer, *store, io);
+    transactions.emplace(options, *writer->transactions, *store, io);
     KPIPE_TRY(transactions->start());
   }
-  ProduceStage stage(options, **producer, key, **bad, transactions ? &*transactions : nullptr,
+  ProduceStage stage(options, *writer->log, key, **bad, transactions ? &*transactions : nullptr,
                      io.stop, **payloads);
   FilterSettings settings{options.input, std::move(*stats)};
   Status run = run_filter(stage, settings, **bad, io);

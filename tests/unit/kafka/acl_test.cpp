@@ -155,7 +155,7 @@ TEST_CASE("a refused topic is named by each client for what it does with it", "[
 
   auto producer = Producer::create(config, reporter, clock);
   REQUIRE(producer.ok());
-  auto written = (*producer)->await_topic("secret");
+  auto written = (*producer)->await_partitions("secret");
   REQUIRE_FALSE(written.ok());
   CHECK(written.error().message ==
         "not authorized to write topic 'secret' (ACL needed: Write on Topic:secret)");

@@ -64,7 +64,11 @@ std::string padded(const std::string& s) {
 // Writes dead letters through the sink every program uses.
 void write_dead_letters(Cluster& c, const std::string& topic,
                         const std::vector<std::string>& lines) {
-  auto sink = open_dead_letter_sink("kafka:" + topic, &c.config, c.reporter, c.clock);
+  KafkaOptions o;
+  o.brokers = c.mock->bootstraps();
+  auto log = KafkaLog::open(o, nullptr, c.reporter, c.clock);
+  REQUIRE(log.ok());
+  auto sink = open_dead_letter_sink("kafka:" + topic, &*log);
   REQUIRE(sink.ok());
   FakeClock clock(1795946400010);
   BadInputHandler bad(OnError::kDlq, std::move(*sink), "kdlq-guard", clock);
@@ -220,8 +224,8 @@ TEST_CASE("replayed records keep key, headers and timestamp, and name the entry 
   while (seen.size() < 2) {
     REQUIRE((*consumer)
                 ->poll(100, 10,
-                       [&](const ConsumerEvent& e) -> Status {
-                         if (e.kind != ConsumerEvent::Kind::kRecord) return {};
+                       [&](const LogEvent& e) -> Status {
+                         if (e.kind != LogEvent::Kind::kRecord) return {};
                          const RecordView& r = e.record;
                          const Header* id = find_header(r, "kpipe.replay.id");
                          REQUIRE(id != nullptr);

@@ -15,7 +15,7 @@
 #include "fakes.h"
 #include "helpers.h"
 #include "kpipe/control.h"
-#include "kpipe/kafka/client.h"
+#include "kpipe/kafka/kafka_log.h"
 #include "kpipe/kafka/mock_cluster.h"
 #include "kpipe/programs/dlq_targets.h"
 #include "kpipe/stage/bad_input.h"
@@ -50,11 +50,13 @@ struct Fixture {
     bad = std::move(*handler);
     KafkaOptions k;
     k.brokers = mock->bootstraps();
-    auto config = resolve_kafka_config(k, nullptr);
-    REQUIRE(config.ok());
-    auto created = Consumer::create(*config, options.group, kafka_reporter, system_clock);
+    auto log = KafkaLog::open(k, nullptr, kafka_reporter, system_clock);
+    REQUIRE(log.ok());
+    KafkaLog::ReaderSettings settings;
+    settings.group = options.group;
+    auto created = log->reader(settings);
     REQUIRE(created.ok());
-    consumer = std::move(*created);
+    reader = std::move(*created);
   }
   ~Fixture() {
     checkpoints.reset();
@@ -63,7 +65,7 @@ struct Fixture {
   }
 
   ConsumeCheckpoints& start(Millis interval = 5 * kSecond) {
-    checkpoints = std::make_unique<ConsumeCheckpoints>(options, *store, *consumer, *io, positions,
+    checkpoints = std::make_unique<ConsumeCheckpoints>(options, *store, reader, *io, positions,
                                                        *bad, interval, /*instance=*/false);
     REQUIRE(checkpoints->init().ok());
     checkpoints->start(clock.steady());
@@ -93,7 +95,7 @@ struct Fixture {
   std::unique_ptr<Output> out;
   std::unique_ptr<Io> io;
   std::unique_ptr<BadInputHandler> bad;
-  std::unique_ptr<Consumer> consumer;
+  OpenedReader reader;
   ConsumePositions positions{EndPosition{}};
   std::unique_ptr<ConsumeCheckpoints> checkpoints;
 };
@@ -111,7 +113,7 @@ TEST_CASE("kconsume checkpoints: a line with every partition's next offset, reco
 
   f.positions.track({"t", 0, 5});
   f.positions.track({"t", 1, 0});
-  REQUIRE(f.positions.read(*f.positions.find("t", 0), 5));
+  REQUIRE(f.positions.read(*f.positions.find("t", 0), 5, 6));
   checkpoints.record(kStart - 1000);
   REQUIRE(checkpoints.emit().ok());
   CHECK(checkpoints.last_emitted() == 1);
@@ -177,7 +179,7 @@ TEST_CASE("kconsume checkpoints: a reader gone ends the wait for a checkpoint to
   pipe.close_read();
   Output closed(pipe.write_end);
   Io io{closed, f.reporter, f.clock, nullptr, "kconsume", nullptr, false};
-  ConsumeCheckpoints checkpoints(f.options, *f.store, *f.consumer, io, f.positions, *f.bad,
+  ConsumeCheckpoints checkpoints(f.options, *f.store, f.reader, io, f.positions, *f.bad,
                                  5 * kSecond,
                                  /*instance=*/false);
   REQUIRE(checkpoints.init().ok());
@@ -201,7 +203,7 @@ TEST_CASE("kconsume checkpoints: what a transactional kproduce completed is not 
   REQUIRE(checkpoints.hand_over().ok());  // complete already: no wait, no commit
   CHECK(checkpoints.last_emitted() == 1);
   CHECK(f.reporter.infos.empty());
-  auto committed = f.consumer->committed({{"t", 0}});
+  auto committed = f.reader.offsets->committed({{"t", 0}});
   REQUIRE(committed.ok());
   CHECK_FALSE((*committed)[0].has_value());
 }
@@ -215,7 +217,7 @@ TEST_CASE("kconsume checkpoints: a complete checkpoint is mirrored into the grou
   Checkpoint c{1, kStart, {{"t", 0, 3}, {"t", 1, 8}}, "g", ""};
   REQUIRE(f.store->complete(c, "kcheckpoint", kStart).ok());
   REQUIRE(checkpoints.hand_over().ok());
-  auto committed = f.consumer->committed({{"t", 0}, {"t", 1}});
+  auto committed = f.reader.offsets->committed({{"t", 0}, {"t", 1}});
   REQUIRE(committed.ok());
   REQUIRE((*committed)[0].has_value());
   REQUIRE((*committed)[1].has_value());

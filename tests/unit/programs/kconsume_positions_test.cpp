@@ -41,9 +41,9 @@ TEST_CASE("kconsume positions: a record moves its partition to the offset after 
   REQUIRE(p != nullptr);
   CHECK(p->next == 5);
   CHECK(p->end == kNoEnd);
-  CHECK(positions.read(*p, 5));
+  CHECK(positions.read(*p, 5, 6));
   CHECK(p->next == 6);
-  CHECK(positions.read(*p, 9));  // compacted offsets between are passed
+  CHECK(positions.read(*p, 9, 10));  // compacted offsets between are passed
   CHECK(p->next == 10);
   CHECK_FALSE(p->ended);
   CHECK(positions.find("t", 2) == nullptr);
@@ -59,7 +59,7 @@ TEST_CASE("kconsume positions: the end of a partition passes transaction markers
   positions.on_skipped([&](ConsumePosition& pos) { skipped.push_back(pos.next); });
   track_all(positions, {{"t", 0, 3}, {"t", 1, 0}});
   ConsumePosition& p = *positions.find("t", 0);
-  REQUIRE(positions.read(p, 3));
+  REQUIRE(positions.read(p, 3, 4));
   // The end the fetcher saw is past markers: the position follows it.
   positions.at_partition_end(p, 7);
   CHECK(p.at_end);
@@ -78,7 +78,7 @@ TEST_CASE("kconsume positions: the end of a partition passes transaction markers
   ConsumePosition& q = *positions.find("t", 1);
   positions.at_partition_end(q, 0);
   CHECK(q.at_end);
-  REQUIRE(positions.read(q, 0));
+  REQUIRE(positions.read(q, 0, 1));
   CHECK_FALSE(q.at_end);
 }
 
@@ -92,9 +92,9 @@ TEST_CASE("kconsume positions: --until ends a partition at its last record, or p
 
   // The last record before the end: done without waiting for one past it.
   ConsumePosition& a = *positions.find("t", 0);
-  CHECK(positions.read(a, 8));
+  CHECK(positions.read(a, 8, 9));
   CHECK_FALSE(a.ended);
-  CHECK(positions.read(a, 9));
+  CHECK(positions.read(a, 9, 10));
   CHECK(a.ended);
   CHECK(a.next == 10);
   CHECK(skipped.empty());
@@ -102,7 +102,7 @@ TEST_CASE("kconsume positions: --until ends a partition at its last record, or p
   // A record past the end (a compacted last one) is not written; the
   // position is the end.
   ConsumePosition& b = *positions.find("t", 1);
-  CHECK_FALSE(positions.read(b, 12));
+  CHECK_FALSE(positions.read(b, 12, 13));
   CHECK(b.ended);
   CHECK(b.next == 10);
   CHECK(skipped == std::vector<int64_t>{10});
@@ -193,7 +193,7 @@ TEST_CASE("kconsume positions: without --until nothing is looked up and nothing 
   CHECK_FALSE(positions.has_until());
   track_all(positions, {{"t", 0, 0}});
   ConsumePosition& p = *positions.find("t", 0);
-  CHECK(positions.read(p, 1000000));
+  CHECK(positions.read(p, 1000000, 1000001));
   CHECK_FALSE(p.ended);
   CHECK_FALSE(positions.finished(false));
 }
@@ -205,7 +205,7 @@ TEST_CASE("kconsume positions: a partition taken away and assigned again starts 
   positions.on_forgotten([&](const ConsumePosition& gone) { forgotten.push_back(&gone); });
   track_all(positions, {{"t", 0, 0}, {"t", 1, 0}});
   ConsumePosition* p = positions.find("t", 0);
-  REQUIRE(positions.read(*p, 10));
+  REQUIRE(positions.read(*p, 10, 11));
   p->committed = 11;
   positions.forget({"t", 0});
   CHECK(forgotten == std::vector<const ConsumePosition*>{p});

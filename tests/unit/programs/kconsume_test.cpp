@@ -18,10 +18,14 @@
 #include <optional>
 #include <thread>
 
+#include "fake_log.h"
 #include "fakes.h"
 #include "helpers.h"
+#include "kpipe/control.h"
 #include "kpipe/kafka/client.h"
 #include "kpipe/kafka/mock_cluster.h"
+#include "kpipe/programs/kconsume_internal.h"
+#include "kpipe/store/state_store.h"
 
 using namespace kpipe;
 using Kind = StartPosition::Kind;
@@ -176,7 +180,7 @@ TEST_CASE("kconsume -g commits the records its reader has read, not those left i
     REQUIRE(producer.ok());
     for (int n = 0; n < 50; ++n) {
       std::string value = "{\"n\":" + std::to_string(n) + "}";
-      REQUIRE((*producer)->produce("t", 0, std::nullopt, value, {}, 0).ok());
+      REQUIRE((*producer)->write("t", 0, std::nullopt, value, {}, 0).ok());
     }
     REQUIRE((*producer)->flush(10 * kSecond).ok());
   }
@@ -302,7 +306,7 @@ struct UntilCluster {
     for (int32_t p = 0; p < 2; ++p)
       for (int i = 0; i < 10; ++i) {
         std::string value = fmt::format("[{},{}]", p, i);
-        REQUIRE((*producer)->produce("t", p, std::nullopt, value, {}, kBase + i * 1000).ok());
+        REQUIRE((*producer)->write("t", p, std::nullopt, value, {}, kBase + i * 1000).ok());
       }
     REQUIRE((*producer)->flush(10 * kSecond).ok());
   }
@@ -480,4 +484,128 @@ TEST_CASE("kconsume --instance names an instance of a consumer group only", "[co
   REQUIRE_FALSE(s.ok());
   CHECK(s.error().status == ExitStatus::kUsage);
   CHECK(s.error().message.starts_with("--instance names an instance of a consumer group"));
+}
+
+// --- any log, through its reader (kpipe/log.h) ----------------------------------------
+
+namespace {
+
+// kconsume over a log in memory whose positions are 100, 110, 120, ...:
+// what it writes, checkpoints and resumes from is what the log says, not
+// an offset it computed.
+struct FakeLogRun {
+  FakeLog log{100, 10};
+  RecordingReporter reporter;
+  test::TempDir dir;
+  std::string state = dir.file("state.db");
+
+  FakeLogRun() {
+    log.add("t", 2);
+    for (int32_t p = 0; p < 2; ++p)
+      for (int i = 0; i < 3; ++i)
+        log.append("t", p, std::nullopt, fmt::format("[{},{}]", p, i), kBase + i * 1000);
+  }
+
+  // One run of kconsume -e; its output's lines.
+  std::vector<std::string> consume(ConsumeOptions o) {
+    o.kafka.brokers = "in-memory:9092";  // resolved, never reached: the log is the fake
+    o.topics = {"t"};
+    o.exit_at_end = true;
+    std::string path = dir.file("out");
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    REQUIRE(fd >= 0);
+    FakeClock clock(kNow);
+    Status s;
+    {
+      Output out(fd);
+      Io io{out, reporter, clock, nullptr, "kconsume", nullptr, false};
+      s = run_consume(o, io,
+                      [this](const KafkaLog&,
+                             const KafkaLog::ReaderSettings& settings) -> Expected<OpenedReader> {
+                        CHECK(settings.group.empty());
+                        OpenedReader r;
+                        r.log = std::make_unique<FakeLog>(log);  // the same partitions
+                        return r;
+                      });
+    }
+    ::close(fd);
+    REQUIRE(s.ok());
+    std::string text = test::read_file(path);
+    std::vector<std::string> lines;
+    for (size_t at = 0, nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1)
+      lines.push_back(text.substr(at, nl - at));
+    return lines;
+  }
+
+  // The records' values, in order per partition, partitions in turn.
+  static std::string values(const std::vector<std::string>& lines) {
+    std::string out;
+    for (const auto& l : lines) {
+      auto at = l.find("\"value\":");
+      if (at == std::string::npos || l.starts_with("{\"$kpipe\"")) continue;
+      out += l.substr(at + 8, l.find(']', at) - at - 7) + " ";
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("kconsume over any log: records with the log's positions, every partition to its end",
+          "[consume][log]") {
+  FakeLogRun run;
+  auto lines = run.consume({});
+  REQUIRE(lines.size() == 6);
+  CHECK(FakeLogRun::values(lines) == "[0,0] [0,1] [0,2] [1,0] [1,1] [1,2] ");
+  CHECK(lines[0].find("\"topic\":\"t\",\"partition\":0,\"offset\":100,") != std::string::npos);
+  CHECK(lines[5].find("\"partition\":1,\"offset\":120,") != std::string::npos);
+  CHECK(run.log.closed_by_reader());
+  // --from by time, through the log's own lookup: from the second record.
+  ConsumeOptions o;
+  o.from = "@" + std::to_string(kBase + 1000);
+  CHECK(FakeLogRun::values(run.consume(o)) == "[0,1] [0,2] [1,1] [1,2] ");
+}
+
+TEST_CASE(
+    "kconsume over any log: a checkpoint keeps where the log says to resume, and a restart "
+    "resumes there",
+    "[consume][log]") {
+  FakeLogRun run;
+  ConsumeOptions o;
+  o.state = run.state;
+  o.count = 2;
+  o.count_given = true;
+  auto lines = run.consume(o);
+  CHECK(FakeLogRun::values(lines) == "[0,0] [0,1] ");
+  std::optional<Checkpoint> last;
+  for (const auto& l : lines)
+    if (auto c = parse_checkpoint(l); c.ok() && *c) last = **c;
+  REQUIRE(last);
+  // After the record at 110 the log resumes at 111 (LogEvent::resume),
+  // not at 120, where its next record is; partition 1 where it started.
+  CHECK(last->offsets == std::vector<PartitionOffset>{{"t", 0, 111}, {"t", 1, 100}});
+  {
+    auto store = StateStore::open(run.state);
+    REQUIRE(store.ok());
+    REQUIRE((*store)->complete(*last, "kcheckpoint", kNow).ok());
+  }
+  run.log.append("t", 0, std::nullopt, "[0,3]", kBase + 3000);
+  o.count = 0;
+  o.count_given = false;
+  lines = run.consume(o);
+  CHECK(FakeLogRun::values(lines) == "[0,2] [0,3] [1,0] [1,1] [1,2] ");
+  // Caught up, a partition's position is the log's upper bound.
+  last.reset();
+  for (const auto& l : lines)
+    if (auto c = parse_checkpoint(l); c.ok() && *c) last = **c;
+  REQUIRE(last);
+  CHECK(last->offsets == std::vector<PartitionOffset>{{"t", 0, 140}, {"t", 1, 130}});
+}
+
+TEST_CASE("kconsume over any log: a closed partition is at its end for good", "[consume][log]") {
+  FakeLogRun run;
+  run.log.close_partition("t", 1);
+  ConsumeOptions o;
+  o.until = "130";  // past every record: the end is the log's, or the partition's closing
+  CHECK(FakeLogRun::values(run.consume(o)) == "[0,0] [0,1] [0,2] [1,0] [1,1] [1,2] ");
 }

@@ -68,7 +68,7 @@ TEST_CASE("kjoin database table: read again every --refresh, a failed read keeps
   CHECK(t.engine.rows() == 1);
   CHECK(t.row("1") == "{\"id\":1,\"name\":\"old\"}");
   CHECK_FALSE(t.source->rows_saved());
-  CHECK(t.source->kafka_config() == nullptr);
+  CHECK(t.source->kafka_log() == nullptr);
 
   exec(db, "UPDATE people SET name = 'new'; INSERT INTO people VALUES (2, 'new');");
   t.clock.advance(4999);

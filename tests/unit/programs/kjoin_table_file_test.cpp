@@ -65,7 +65,7 @@ TEST_CASE("kjoin file table: every row is found by its key, blank lines left out
   CHECK(t.row("2") == "{\"id\":2,\"n\":\"b\"}");
   CHECK(t.reporter.warnings.empty());
   CHECK_FALSE(t.source->rows_saved());
-  CHECK(t.source->kafka_config() == nullptr);
+  CHECK(t.source->kafka_log() == nullptr);
 }
 
 TEST_CASE("kjoin file table: a file that is not there is a usage error",

@@ -6,15 +6,19 @@
 #include <memory>
 #include <string>
 
+#include "fake_log.h"
 #include "fakes.h"
 #include "kpipe/kafka/client.h"
+#include "kpipe/kafka/kafka_log.h"
 #include "kpipe/kafka/mock_cluster.h"
 #include "kpipe/programs/kjoin_internal.h"
 
-// kjoin's table in a topic, on its own, against librdkafka's mock cluster
-// in the process: read to its end, the newest value of a key winning and a
-// tombstone deleting, a record with no key left out and told of once, and
-// the count at exit; a topic that is not there, and no brokers.
+// kjoin's table in a log's partitions, on its own: over a log in memory
+// (fake_log.h), read to its end, the newest value of a key winning and a
+// tombstone deleting, a record with no key left out and told of once, the
+// count at exit, and the positions kept with the rows the log's own; then
+// as kjoin opens it for --table kafka:TOPIC, against librdkafka's mock
+// cluster in the process: a topic that is not there, and no brokers.
 
 namespace kpipe {
 namespace {
@@ -24,38 +28,34 @@ using kjoin_internal::TableSource;
 
 struct TopicTableRun {
   TopicTableRun() {
-    auto m = MockCluster::create(1, reporter);
-    REQUIRE(m.ok());
-    mock = std::move(*m);
-    REQUIRE(mock->create_topic("users", 1).ok());
-    options.table = "kafka:users";
-    options.kafka.brokers = mock->bootstraps();
+    log.add("users", 1);
     plan.table = Target{TargetKind::kKafka, "users", ""};
     plan.kind = &kjoin_internal::kTopicTable;
   }
   ~TopicTableRun() { ::close(null_fd); }
 
-  void produce(std::optional<std::string_view> key, std::optional<std::string_view> value) {
-    auto config = resolve_kafka_config(options.kafka, nullptr);
-    REQUIRE(config.ok());
-    SystemClock real;
-    auto producer = Producer::create(*config, reporter, real);
-    REQUIRE(producer.ok());
-    REQUIRE((*producer)->produce("users", 0, key, value, {}, 1000).ok());
-    REQUIRE((*producer)->flush(10 * kSecond).ok());
+  void produce(std::optional<std::string> key, std::optional<std::string> value) {
+    log.append("users", 0, std::move(key), std::move(value), 1000);
   }
 
-  Expected<std::unique_ptr<TableSource>> open() { return plan.kind->open(plan, options, io); }
+  // The table over the log in memory: each load reads it anew.
+  std::unique_ptr<TableSource> open() {
+    return kjoin_internal::make_topic_table(
+        plan,
+        [this]() -> Expected<std::unique_ptr<LogReader>> {
+          return std::unique_ptr<LogReader>(std::make_unique<FakeLog>(log));
+        },
+        "memory", nullptr, io);
+  }
 
   std::string row(std::string_view key) const {
     auto found = engine.find(key);
     return found ? std::string(*found) : std::string("(none)");
   }
 
+  FakeLog log{100, 10};  // positions 100, 110, ...
   RecordingReporter reporter;
-  std::unique_ptr<MockCluster> mock;
   JoinPlan plan;
-  JoinOptions options;
   int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
   Output out{null_fd};
   FakeClock clock{1795946400000};
@@ -72,52 +72,136 @@ TEST_CASE("kjoin topic table: read to its end, the newest value wins, a tombston
   t.produce("u2", std::nullopt);
   t.produce(std::nullopt, R"({"n":"no key"})");
   auto source = t.open();
-  REQUIRE(source.ok());
-  REQUIRE(*source != nullptr);
-  CHECK((*source)->rows_saved());
-  REQUIRE((*source)->kafka_config() != nullptr);
-  CHECK((*source)->kafka_config()->brokers() == t.mock->bootstraps());
-  (*source)->set_on_error(OnError::kSkip);
-  REQUIRE((*source)->load(t.engine).ok());
+  CHECK(source->rows_saved());
+  CHECK(source->kafka_log() == nullptr);
+  source->set_on_error(OnError::kSkip);
+  REQUIRE(source->load(t.engine).ok());
   CHECK(t.engine.rows() == 1);
   CHECK(t.row("u1") == R"({"n":"b"})");
   CHECK(t.row("u2") == "(none)");
+  // Kept with the rows: where the partition resumes after its last record
+  // (at 140), as the log says, not where its next record will be (150).
+  CHECK(t.engine.offsets() == std::map<int32_t, int64_t>{{0, 141}});
   const std::string first =
-      "left out a bad table row (--on-error skip): table topic 'users': partition 0 offset 4: "
+      "left out a bad table row (--on-error skip): table topic 'users': partition 0 offset 140: "
       "the record has no key";
   CHECK(t.reporter.warnings == std::vector<std::string>{first});
   // One bad record was told as it came: nothing more at exit.
-  (*source)->at_exit(t.reporter);
+  source->at_exit(t.reporter);
   CHECK(t.reporter.warnings.size() == 1);
 
   // Followed: a new record comes with the next catch-up; a second bad one
   // is counted, not told, until exit.
   t.produce("u2", R"({"n":"d"})");
   t.produce(std::nullopt, R"({"n":"no key again"})");
-  REQUIRE((*source)->catch_up(t.engine).ok());
+  REQUIRE(source->catch_up(t.engine).ok());
   CHECK(t.row("u2") == R"({"n":"d"})");
-  CHECK((*source)->skipped() == 2);
+  CHECK(source->skipped() == 2);
   CHECK(t.reporter.warnings.size() == 1);
-  (*source)->at_exit(t.reporter);
+  source->at_exit(t.reporter);
   CHECK(t.reporter.warnings == std::vector<std::string>{first, "left out 2 bad table rows in all"});
+}
+
+TEST_CASE("kjoin topic table: a restored table resumes where its saved positions say",
+          "[kjoin][kjoin_table_topic]") {
+  TopicTableRun t;
+  t.produce("u1", R"({"n":"a"})");
+  t.produce("u1", R"({"n":"b"})");
+  REQUIRE(t.open()->load(t.engine).ok());
+  CHECK(t.engine.offsets() == std::map<int32_t, int64_t>{{0, 111}});
+  // The rows saved and restored (as at a checkpoint and a restart): a
+  // second load reads only what came after.
+  t.produce("u2", R"({"n":"c"})");
+  t.engine.apply("u1", 1000, R"({"n":"restored"})", 0, 111);
+  REQUIRE(t.open()->load(t.engine).ok());
+  CHECK(t.row("u1") == R"({"n":"restored"})");
+  CHECK(t.row("u2") == R"({"n":"c"})");
+  CHECK(t.engine.offsets() == std::map<int32_t, int64_t>{{0, 121}});
+}
+
+TEST_CASE("kjoin topic table: a closed partition is read to its end",
+          "[kjoin][kjoin_table_topic]") {
+  TopicTableRun t;
+  t.log.add("users", 2);  // partition 1 beside 0
+  t.log.append("users", 1, "u9", R"({"n":"z"})", 1000);
+  t.log.close_partition("users", 1);
+  t.produce("u1", R"({"n":"a"})");
+  REQUIRE(t.open()->load(t.engine).ok());
+  CHECK(t.row("u9") == R"({"n":"z"})");
+  CHECK(t.row("u1") == R"({"n":"a"})");
 }
 
 TEST_CASE("kjoin topic table: under --on-error fail a record with no key fails the read",
           "[kjoin][kjoin_table_topic]") {
   TopicTableRun t;
   t.produce(std::nullopt, R"({"n":"no key"})");
-  auto source = t.open();
-  REQUIRE(source.ok());
-  Status loaded = (*source)->load(t.engine);
+  Status loaded = t.open()->load(t.engine);
   REQUIRE_FALSE(loaded.ok());
   CHECK(loaded.error().status == ExitStatus::kDataError);
   CHECK(loaded.error().message ==
-        "table topic 'users': partition 0 offset 0: the record has no key");
+        "table topic 'users': partition 0 offset 100: the record has no key");
 }
 
-TEST_CASE("kjoin topic table: a topic that is not there is a usage error",
+TEST_CASE("kjoin topic table: a topic that is not there is a usage error naming the log",
           "[kjoin][kjoin_table_topic]") {
   TopicTableRun t;
+  t.plan.table.location = "nope";
+  Status loaded = t.open()->load(t.engine);
+  REQUIRE_FALSE(loaded.ok());
+  CHECK(loaded.error().status == ExitStatus::kUsage);
+  CHECK(loaded.error().message == "--table: there is no topic 'nope' at memory");
+}
+
+// As kjoin opens --table kafka:TOPIC.
+struct KafkaTableRun {
+  KafkaTableRun() {
+    auto m = MockCluster::create(1, reporter);
+    REQUIRE(m.ok());
+    mock = std::move(*m);
+    REQUIRE(mock->create_topic("users", 1).ok());
+    options.table = "kafka:users";
+    options.kafka.brokers = mock->bootstraps();
+    plan.table = Target{TargetKind::kKafka, "users", ""};
+    plan.kind = &kjoin_internal::kTopicTable;
+  }
+  ~KafkaTableRun() { ::close(null_fd); }
+
+  Expected<std::unique_ptr<TableSource>> open() { return plan.kind->open(plan, options, io); }
+
+  RecordingReporter reporter;
+  std::unique_ptr<MockCluster> mock;
+  JoinPlan plan;
+  JoinOptions options;
+  int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  Output out{null_fd};
+  FakeClock clock{1795946400000};
+  Io io{out, reporter, clock, nullptr, "kjoin", nullptr};
+  JoinEngine engine{JoinMode::kLookup, true, 0, 0, clock};
+};
+
+TEST_CASE("kjoin topic table on Kafka: read through a consumer, its settings shared with --dlq",
+          "[kjoin][kjoin_table_topic]") {
+  KafkaTableRun t;
+  {
+    auto log = KafkaLog::open(t.options.kafka, nullptr, t.reporter, t.clock);
+    REQUIRE(log.ok());
+    auto writer = log->writer();
+    REQUIRE(writer.ok());
+    REQUIRE(writer->log->write("users", 0, "u1", R"({"n":"a"})", {}, 1000).ok());
+    REQUIRE(writer->log->flush(10 * kSecond).ok());
+  }
+  auto source = t.open();
+  REQUIRE(source.ok());
+  REQUIRE((*source)->kafka_log() != nullptr);
+  CHECK((*source)->kafka_log()->config().brokers() == t.mock->bootstraps());
+  REQUIRE((*source)->load(t.engine).ok());
+  CHECK(t.engine.find("u1") == std::optional<std::string_view>(R"({"n":"a"})"));
+  CHECK(t.engine.offsets() == std::map<int32_t, int64_t>{{0, 1}});
+}
+
+TEST_CASE("kjoin topic table on Kafka: a topic that is not there is a usage error",
+          "[kjoin][kjoin_table_topic]") {
+  KafkaTableRun t;
   t.plan.table.location = "nope";
   auto source = t.open();
   REQUIRE(source.ok());
@@ -127,8 +211,9 @@ TEST_CASE("kjoin topic table: a topic that is not there is a usage error",
   CHECK(loaded.error().message == "--table: there is no topic 'nope' at " + t.mock->bootstraps());
 }
 
-TEST_CASE("kjoin topic table: without brokers it is not opened", "[kjoin][kjoin_table_topic]") {
-  TopicTableRun t;
+TEST_CASE("kjoin topic table on Kafka: without brokers it is not opened",
+          "[kjoin][kjoin_table_topic]") {
+  KafkaTableRun t;
   t.options.kafka.brokers.clear();
   auto source = t.open();
   REQUIRE_FALSE(source.ok());

@@ -375,8 +375,8 @@ struct InstanceTable {
     SystemClock clock;
     auto producer = Producer::create(*config, reporter, clock);
     REQUIRE(producer.ok());
-    REQUIRE((*producer)->produce("users", 0, "u1", R"({"n":"a"})", {}, 1000).ok());
-    REQUIRE((*producer)->produce("users", 0, "u1", R"({"n":"b"})", {}, 3000).ok());
+    REQUIRE((*producer)->write("users", 0, "u1", R"({"n":"a"})", {}, 1000).ok());
+    REQUIRE((*producer)->write("users", 0, "u1", R"({"n":"b"})", {}, 3000).ok());
     REQUIRE((*producer)->flush(10 * kSecond).ok());
   }
 
