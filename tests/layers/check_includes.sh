@@ -56,10 +56,13 @@ implementations_of() {
 }
 
 # A header that only some files may include (globs of paths): the mock
-# cluster is kbroker's, and no production program may start one.
+# cluster is kbroker's, and no production program may start one; the
+# Kafka clients are kafka/'s own, and the programs reach Kafka through
+# kafka_log.h, as the log interface (log.h) of any backend.
 includers_of() {
   case $1 in
     kafka/mock_cluster.h) echo "lib/kpipe/kafka/mock_cluster.* lib/kpipe/programs/kbroker.*" ;;
+    kafka/client.h | kafka/admin.h | kafka/dlq.h | kafka/internal.h) echo "lib/kpipe/kafka/*" ;;
   esac
 }
 

@@ -42,4 +42,9 @@ expect 0 "$(tree codec_core lib/kpipe/schema/codec.cpp '#include "kpipe/schema/r
 expect 0 "$(tree mock_kbroker lib/kpipe/programs/kbroker.cpp '#include "kpipe/kafka/mock_cluster.h"')"
 expect 1 "$(tree mock_program lib/kpipe/programs/kconsume.cpp '#include "kpipe/kafka/mock_cluster.h"')"
 expect 1 "$(tree mock_client lib/kpipe/kafka/client.cpp '#include "kpipe/kafka/mock_cluster.h"')"
+# The programs reach Kafka through the log (kafka_log.h), not its clients.
+expect 0 "$(tree log_program lib/kpipe/programs/kconsume.cpp '#include "kpipe/kafka/kafka_log.h"')"
+expect 1 "$(tree client_program lib/kpipe/programs/kconsume.cpp '#include "kpipe/kafka/client.h"')"
+expect 1 "$(tree admin_program lib/kpipe/programs/klag.cpp '#include "kpipe/kafka/admin.h"')"
+expect 0 "$(tree client_kafka lib/kpipe/kafka/kafka_log.cpp '#include "kpipe/kafka/client.h"')"
 echo "check_includes: each broken rule is caught"

@@ -14,7 +14,7 @@
 #include "kpipe/choices.h"
 #include "kpipe/cli/secrets.h"
 #include "kpipe/cli/signals.h"
-#include "kpipe/kafka/client.h"
+#include "kpipe/kafka/kafka_log.h"
 
 namespace kpipe::cli {
 

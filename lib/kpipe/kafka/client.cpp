@@ -6,6 +6,7 @@
 // GroupAdmin); what they ask of topics is in metadata.cpp, and what
 // librdkafka's errors mean in errors.cpp.
 #include "kpipe/kafka/client.h"
+#include "kpipe/kafka/kafka_log.h"
 
 #include "kpipe/kafka/internal.h"
 

@@ -21,8 +21,6 @@
 
 namespace kpipe {
 
-std::string kafka_library_version();
-
 // What both clients can ask the cluster. Every call is bounded by the
 // configuration's timeout; an unreachable cluster is an error naming the
 // brokers and the reason, not a hang. Its metadata is a log's (log.h).

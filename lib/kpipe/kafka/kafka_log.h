@@ -20,6 +20,9 @@
 
 namespace kpipe {
 
+// librdkafka's version, for --version.
+std::string kafka_library_version();
+
 class KafkaLog {
  public:
   // Resolves the options (kafka/config.h); `env_brokers`: $KPIPE_BROKERS.
