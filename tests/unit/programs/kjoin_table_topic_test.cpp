@@ -26,13 +26,30 @@ namespace {
 using kjoin_internal::JoinPlan;
 using kjoin_internal::TableSource;
 
-struct TopicTableRun {
-  TopicTableRun() {
-    log.add("users", 1);
+// What a table is read into and reports to, and how kjoin plans it.
+struct TableRun {
+  TableRun() {
     plan.table = Target{TargetKind::kKafka, "users", ""};
     plan.kind = &kjoin_internal::kTopicTable;
   }
-  ~TopicTableRun() { ::close(null_fd); }
+  ~TableRun() { ::close(null_fd); }
+
+  std::string row(std::string_view key) const {
+    auto found = engine.find(key);
+    return found ? std::string(*found) : std::string("(none)");
+  }
+
+  RecordingReporter reporter;
+  JoinPlan plan;
+  int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  Output out{null_fd};
+  FakeClock clock{1795946400000};
+  Io io{out, reporter, clock, nullptr, "kjoin", nullptr};
+  JoinEngine engine{JoinMode::kLookup, true, 0, 0, clock};
+};
+
+struct TopicTableRun : TableRun {
+  TopicTableRun() { log.add("users", 1); }
 
   void produce(std::optional<std::string> key, std::optional<std::string> value) {
     log.append("users", 0, std::move(key), std::move(value), 1000);
@@ -48,19 +65,7 @@ struct TopicTableRun {
         "memory", nullptr, io);
   }
 
-  std::string row(std::string_view key) const {
-    auto found = engine.find(key);
-    return found ? std::string(*found) : std::string("(none)");
-  }
-
   FakeLog log{100, 10};  // positions 100, 110, ...
-  RecordingReporter reporter;
-  JoinPlan plan;
-  int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-  Output out{null_fd};
-  FakeClock clock{1795946400000};
-  Io io{out, reporter, clock, nullptr, "kjoin", nullptr};
-  JoinEngine engine{JoinMode::kLookup, true, 0, 0, clock};
 };
 
 TEST_CASE("kjoin topic table: read to its end, the newest value wins, a tombstone deletes",
@@ -153,7 +158,7 @@ TEST_CASE("kjoin topic table: a topic that is not there is a usage error naming 
 }
 
 // As kjoin opens --table kafka:TOPIC.
-struct KafkaTableRun {
+struct KafkaTableRun : TableRun {
   KafkaTableRun() {
     auto m = MockCluster::create(1, reporter);
     REQUIRE(m.ok());
@@ -161,22 +166,12 @@ struct KafkaTableRun {
     REQUIRE(mock->create_topic("users", 1).ok());
     options.table = "kafka:users";
     options.kafka.brokers = mock->bootstraps();
-    plan.table = Target{TargetKind::kKafka, "users", ""};
-    plan.kind = &kjoin_internal::kTopicTable;
   }
-  ~KafkaTableRun() { ::close(null_fd); }
 
   Expected<std::unique_ptr<TableSource>> open() { return plan.kind->open(plan, options, io); }
 
-  RecordingReporter reporter;
   std::unique_ptr<MockCluster> mock;
-  JoinPlan plan;
   JoinOptions options;
-  int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-  Output out{null_fd};
-  FakeClock clock{1795946400000};
-  Io io{out, reporter, clock, nullptr, "kjoin", nullptr};
-  JoinEngine engine{JoinMode::kLookup, true, 0, 0, clock};
 };
 
 TEST_CASE("kjoin topic table on Kafka: read through a consumer, its settings shared with --dlq",
@@ -195,7 +190,7 @@ TEST_CASE("kjoin topic table on Kafka: read through a consumer, its settings sha
   REQUIRE((*source)->kafka_log() != nullptr);
   CHECK((*source)->kafka_log()->config().brokers() == t.mock->bootstraps());
   REQUIRE((*source)->load(t.engine).ok());
-  CHECK(t.engine.find("u1") == std::optional<std::string_view>(R"({"n":"a"})"));
+  CHECK(t.row("u1") == R"({"n":"a"})");
   CHECK(t.engine.offsets() == std::map<int32_t, int64_t>{{0, 1}});
 }
 
