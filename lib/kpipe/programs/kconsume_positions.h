@@ -22,7 +22,7 @@ class ConsumePositions {
  public:
   using Map = std::map<TopicPartition, ConsumePosition>;
   // Each partition's first offset at or after `at`, or its high watermark
-  // when there is none (Consumer::positions_at).
+  // when there is none (LogMetadata::positions_at).
   using OffsetsForTime =
       std::function<Expected<std::vector<int64_t>>(const std::vector<TopicPartition>&, Millis at)>;
 
