@@ -11,6 +11,7 @@ layer_of() {
   case $1 in
     lib/kpipe/stage/*) echo stage ;;
     lib/kpipe/kafka/*) echo kafka ;;
+    lib/kpipe/kinesis/*) echo kinesis ;;
     lib/kpipe/store/*) echo store ;;
     lib/kpipe/schema/*) echo schema ;;
     lib/kpipe/programs/*) echo programs ;;
@@ -27,9 +28,10 @@ allowed() {
     core) echo "core" ;;
     stage) echo "core stage" ;;
     kafka) echo "core kafka" ;;
+    kinesis) echo "core kinesis" ;;
     store) echo "core store" ;;
     schema) echo "core schema" ;;
-    programs) echo "core stage kafka store schema programs" ;;
+    programs) echo "core stage kafka kinesis store schema programs" ;;
     cli) echo "core stage kafka cli" ;;
     tools) echo "cli programs" ;;
   esac
@@ -42,7 +44,8 @@ client_layer() {
     sqlite3.h | libpq-fe.h | libpq/*) echo store ;;
     CLI/*) echo "cli tools" ;;
     systemd/*) echo cli ;;
-    curl/* | avro.h | avro/* | google/protobuf/*) echo schema ;;
+    curl/*) echo "schema kinesis" ;;
+    avro.h | avro/* | google/protobuf/*) echo schema ;;
   esac
 }
 

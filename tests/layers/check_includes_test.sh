@@ -47,4 +47,11 @@ expect 0 "$(tree log_program lib/kpipe/programs/kconsume.cpp '#include "kpipe/ka
 expect 1 "$(tree client_program lib/kpipe/programs/kconsume.cpp '#include "kpipe/kafka/client.h"')"
 expect 1 "$(tree admin_program lib/kpipe/programs/klag.cpp '#include "kpipe/kafka/admin.h"')"
 expect 0 "$(tree client_kafka lib/kpipe/kafka/kafka_log.cpp '#include "kpipe/kafka/client.h"')"
+# Kinesis is a layer of its own beside Kafka: libcurl is its, neither
+# layer uses the other, and the programs may use both.
+expect 0 "$(tree curl_kinesis lib/kpipe/kinesis/http.cpp '#include <curl/curl.h>')"
+expect 1 "$(tree curl_kafka lib/kpipe/kafka/a.cpp '#include <curl/curl.h>')"
+expect 1 "$(tree kinesis_kafka lib/kpipe/kinesis/a.cpp '#include "kpipe/kafka/kafka_log.h"')"
+expect 1 "$(tree kafka_kinesis lib/kpipe/kafka/a.cpp '#include "kpipe/kinesis/http.h"')"
+expect 0 "$(tree kinesis_program lib/kpipe/programs/a.cpp '#include "kpipe/kinesis/http.h"')"
 echo "check_includes: each broken rule is caught"

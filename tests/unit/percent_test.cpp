@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 using kpipe::percent_decode;
+using kpipe::percent_encode;
 
 TEST_CASE("percent_decode: escapes decoded in either case, the rest as written", "[percent]") {
   std::string out;
@@ -26,4 +27,13 @@ TEST_CASE("percent_decode: a '%' that starts no escape is kept and makes it fals
   CHECK(out == "%");
   CHECK_FALSE(percent_decode("%41%", out));
   CHECK(out == "A%");
+}
+
+TEST_CASE("percent_encode: all but RFC 3986's unreserved bytes, and back", "[percent]") {
+  CHECK(percent_encode("AZaz09-._~") == "AZaz09-._~");
+  CHECK(percent_encode("arn:aws:iam::1:role/r") == "arn%3Aaws%3Aiam%3A%3A1%3Arole%2Fr");
+  CHECK(percent_encode("a b+c=d&\xC3\xA9") == "a%20b%2Bc%3Dd%26%C3%A9");
+  std::string out;
+  CHECK(percent_decode(percent_encode("x/y?z#\x01"), out));
+  CHECK(out == "x/y?z#\x01");
 }

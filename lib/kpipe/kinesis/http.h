@@ -1,0 +1,63 @@
+// HTTP as the Kinesis layer speaks it: one request and its answer, behind
+// an interface, so that the credentials' chain and the client's retries
+// are tested against a fake, and libcurl (the one transport here) keeps
+// one connection alive per program and signs requests with AWS Signature
+// Version 4 itself (CURLOPT_AWS_SIGV4): no signing code of kpipe's own.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kpipe/status.h"
+#include "kpipe/time.h"
+
+namespace kpipe {
+
+struct AwsCredentials {
+  std::string access_key_id;
+  std::string secret_access_key;
+  std::string session_token;  // empty: long-term keys
+  // Where they came from, for -v ("environment", "profile 'x'", ...).
+  std::string source;
+  // When temporary credentials expire (epoch ms); 0: they do not.
+  Millis expires = 0;
+};
+
+struct HttpRequest {
+  std::string method = "GET";
+  std::string url;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  Millis timeout = 10 * kSecond;
+  // Signed with these for `sigv4_scope` ("aws:amz:REGION:SERVICE") when
+  // given; the session token then goes as X-Amz-Security-Token.
+  const AwsCredentials* credentials = nullptr;
+  std::string sigv4_scope;
+};
+
+struct HttpResponse {
+  long status = 0;
+  std::string body;
+};
+
+class HttpTransport {
+ public:
+  virtual ~HttpTransport() = default;
+  // An answer of any status; an error only when none came (the host could
+  // not be reached, the connection broke, the time ran out), saying why.
+  virtual Expected<HttpResponse> send(const HttpRequest& request) = 0;
+};
+
+struct CurlSettings {
+  std::string ca_file;  // empty: the system's CAs
+  // libcurl's CURLOPT_CONNECT_TO entries ("HOST:PORT:CONNECT-HOST:CONNECT-PORT"):
+  // a request for HOST:PORT goes to the other address, its Host header
+  // (and so its signature) unchanged. For tests.
+  std::vector<std::string> connect_to;
+};
+
+std::unique_ptr<HttpTransport> make_curl_transport(const CurlSettings& settings = {});
+
+}  // namespace kpipe
