@@ -1,0 +1,138 @@
+#include "kpipe/kinesis/shards.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kpipe/json.h"
+
+namespace kpipe {
+
+namespace {
+
+// A string member; "" when absent or null.
+std::string text(simdjson::dom::element object, const char* key) {
+  std::string_view v;
+  if (object[key].get(v) != simdjson::SUCCESS) return {};
+  return std::string(v);
+}
+
+Expected<simdjson::dom::element> parse(simdjson::dom::parser& parser, std::string_view json,
+                                       std::string_view what) {
+  simdjson::dom::element doc;
+  if (parser.parse(json.data(), json.size()).get(doc) != simdjson::SUCCESS || !doc.is_object())
+    return failure("kinesis {}: the answer is not a JSON object", what);
+  return doc;
+}
+
+}  // namespace
+
+Expected<int32_t> shard_partition(std::string_view id) {
+  constexpr std::string_view kPrefix = "shardId-";
+  if (!id.starts_with(kPrefix) || id.size() == kPrefix.size() || id.size() > kPrefix.size() + 12)
+    return failure("shard id '{}' is not of the form shardId-NNNNNNNNNNNN", id);
+  int64_t n = 0;
+  for (char c : id.substr(kPrefix.size())) {
+    if (c < '0' || c > '9')
+      return failure("shard id '{}' is not of the form shardId-NNNNNNNNNNNN", id);
+    n = n * 10 + (c - '0');
+  }
+  if (n > INT32_MAX) return failure("shard id '{}': its number is beyond a partition's", id);
+  return static_cast<int32_t>(n);
+}
+
+Expected<ShardPage> parse_list_shards(std::string_view json) {
+  simdjson::dom::parser parser;
+  auto doc = parse(parser, json, "ListShards");
+  if (!doc) return doc.take_error();
+  ShardPage page;
+  page.next_token = text(*doc, "NextToken");
+  simdjson::dom::array shards;
+  if ((*doc)["Shards"].get(shards) != simdjson::SUCCESS)
+    return failure("kinesis ListShards: the answer has no Shards");
+  for (simdjson::dom::element s : shards) {
+    Shard shard;
+    shard.id = text(s, "ShardId");
+    auto partition = shard_partition(shard.id);
+    if (!partition) return failure("kinesis ListShards: {}", partition.error().message);
+    shard.partition = *partition;
+    shard.parent = text(s, "ParentShardId");
+    shard.adjacent_parent = text(s, "AdjacentParentShardId");
+    simdjson::dom::element range;
+    if (s["SequenceNumberRange"].get(range) == simdjson::SUCCESS && range.is_object()) {
+      shard.starting_sequence = text(range, "StartingSequenceNumber");
+      shard.ending_sequence = text(range, "EndingSequenceNumber");
+    }
+    page.shards.push_back(std::move(shard));
+  }
+  return page;
+}
+
+Expected<RecordsPage> parse_get_records(std::string_view json) {
+  simdjson::dom::parser parser;
+  auto doc = parse(parser, json, "GetRecords");
+  if (!doc) return doc.take_error();
+  RecordsPage page;
+  std::string next = text(*doc, "NextShardIterator");
+  if (!next.empty()) page.next_iterator = std::move(next);
+  int64_t behind = 0;
+  if ((*doc)["MillisBehindLatest"].get(behind) == simdjson::SUCCESS) page.millis_behind = behind;
+  simdjson::dom::array records;
+  if ((*doc)["Records"].get(records) != simdjson::SUCCESS)
+    return failure("kinesis GetRecords: the answer has no Records");
+  for (simdjson::dom::element r : records) {
+    KinesisRecord record;
+    record.sequence = text(r, "SequenceNumber");
+    if (record.sequence.empty())
+      return failure("kinesis GetRecords: a record has no SequenceNumber");
+    record.partition_key = text(r, "PartitionKey");
+    auto data = decode_base64(text(r, "Data"));
+    if (!data) return failure("kinesis GetRecords: record {}: Data is not base64", record.sequence);
+    record.data = std::move(*data);
+    // JSON 1.1 gives times as epoch seconds, with a fraction.
+    double seconds = 0;
+    if (r["ApproximateArrivalTimestamp"].get(seconds) == simdjson::SUCCESS)
+      record.arrival = static_cast<Millis>(std::llround(seconds * 1000));
+    page.records.push_back(std::move(record));
+  }
+  simdjson::dom::array children;
+  if ((*doc)["ChildShards"].get(children) == simdjson::SUCCESS)
+    for (simdjson::dom::element c : children) page.child_shards.push_back(text(c, "ShardId"));
+  return page;
+}
+
+int compare_sequence(std::string_view a, std::string_view b) {
+  while (a.size() > 1 && a.front() == '0') a.remove_prefix(1);
+  while (b.size() > 1 && b.front() == '0') b.remove_prefix(1);
+  if (a.size() != b.size()) return a.size() < b.size() ? -1 : 1;
+  int c = a.compare(b);
+  return c < 0 ? -1 : (c > 0 ? 1 : 0);
+}
+
+void ShardLineage::add(const Shard& shard) {
+  shards_[shard.id] = shard;
+}
+
+void ShardLineage::finish(const std::string& id) {
+  finished_.insert(id);
+}
+
+std::vector<std::string> ShardLineage::readable() const {
+  auto parent_done = [this](const std::string& p) {
+    // A parent no longer listed was trimmed away (or never seen): nothing
+    // of it is left to read first.
+    return p.empty() || shards_.count(p) == 0 || finished_.count(p) != 0;
+  };
+  std::vector<const Shard*> out;
+  for (const auto& [id, s] : shards_)
+    if (finished_.count(id) == 0 && parent_done(s.parent) && parent_done(s.adjacent_parent))
+      out.push_back(&s);
+  std::sort(out.begin(), out.end(),
+            [](const Shard* a, const Shard* b) { return a->partition < b->partition; });
+  std::vector<std::string> ids;
+  for (const Shard* s : out) ids.push_back(s->id);
+  return ids;
+}
+
+}  // namespace kpipe
