@@ -49,7 +49,8 @@ assert_eq "$(jq -r .shard "$WORK/want" | sort -u)" "$(cat "$WORK/shard_ids")" "s
 # Every shard from TRIM_HORIZON, until each is read to its end
 # (MillisBehindLatest 0 and nothing more) and every record is back.
 declare -A iterator caught_up
-for shard in $(cat "$WORK/shard_ids"); do
+mapfile -t shard_ids <"$WORK/shard_ids"
+for shard in "${shard_ids[@]}"; do
   iterator[$shard]=$(kinesis_api GetShardIterator "$(jq -nc --arg s "$STREAM" --arg id "$shard" \
     '{StreamName: $s, ShardId: $id, ShardIteratorType: "TRIM_HORIZON"}')" | jq -r .ShardIterator)
   caught_up[$shard]=false
