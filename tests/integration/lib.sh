@@ -70,6 +70,8 @@ cleanup() {
   [[ -z "${OWN_KAFKA:-}" ]] || KPIPE_KAFKA_STATE="$OWN_KAFKA" "$KPIPE_SOURCE_DIR/scripts/kafka" down || true
   # A registry that registry_url started for this test alone.
   [[ ! -d "$WORK/registry" ]] || KPIPE_REGISTRY_STATE="$WORK/registry" "$KPIPE_SOURCE_DIR/scripts/registry" down || true
+  # A kinesis-mock that kinesis_endpoint started for this test alone.
+  [[ ! -d "$WORK/kinesis" ]] || KPIPE_KINESIS_STATE="$WORK/kinesis" "$KPIPE_SOURCE_DIR/scripts/kinesis" down || true
   # A PostgreSQL started for this test alone (postgres_tls: up --tls).
   [[ ! -d "$WORK/postgres" ]] || KPIPE_POSTGRES_STATE="$WORK/postgres" "$KPIPE_SOURCE_DIR/scripts/postgres" down || true
   # Background jobs a test left behind.
@@ -312,6 +314,38 @@ registry_url() {
   KPIPE_REGISTRY_STATE=$state "$script" address 2>/dev/null && return
   KPIPE_REGISTRY_STATE=$state "$script" up >/dev/null || fail "cannot start a Schema Registry (scripts/registry up)"
   cat "$state/url"
+}
+
+# kinesis_endpoint: the endpoint URL of a local Kinesis (kinesis-mock,
+# http://127.0.0.1:PORT): the one scripts/kinesis runs with
+# KPIPE_KINESIS_STATE (ctest's fixture "kinesis" starts it), or, when that
+# is unset (a test run by hand), one started for this test alone on the
+# first call and stopped when the test ends. Tests share the fixture's
+# service: name streams after RUN_ID.
+kinesis_endpoint() {
+  local script="$KPIPE_SOURCE_DIR/scripts/kinesis"
+  if [[ -n "${KPIPE_KINESIS_STATE:-}" ]]; then
+    "$script" address || fail "no kinesis-mock is running (scripts/kinesis up, with this KPIPE_KINESIS_STATE)"
+    return
+  fi
+  local state="$WORK/kinesis"
+  KPIPE_KINESIS_STATE=$state "$script" address 2>/dev/null && return
+  KPIPE_KINESIS_STATE=$state "$script" up >/dev/null || fail "cannot start kinesis-mock (scripts/kinesis up)"
+  cat "$state/url"
+}
+
+# kinesis_api ACTION JSON: one Kinesis API call (Kinesis_20131202.ACTION)
+# to $KINESIS, the endpoint, signed with SigV4 by curl itself, as kpipe
+# signs (kinesis-mock wants a signature but checks none: any keys do).
+# Prints the answer; fails the test on any status but 200, naming it.
+kinesis_api() {
+  local action=$1 body=$2 status
+  status=$(curl -s -m 10 -o "$WORK/kinesis.answer" -w '%{http_code}' \
+    --aws-sigv4 "aws:amz:us-east-1:kinesis" --user AKIDEXAMPLE:secret \
+    -H "X-Amz-Target: Kinesis_20131202.$action" -H 'Content-Type: application/x-amz-json-1.1' \
+    -d "$body" "${KINESIS:?KINESIS must be the endpoint (kinesis_endpoint)}/") || status="curl failed ($?)"
+  [[ "$status" == 200 ]] || fail "Kinesis $action: $status: $(head -c 500 "$WORK/kinesis.answer" 2>/dev/null)"
+  cat "$WORK/kinesis.answer"
 }
 
 # describe_group GROUP: Kafka's own view of a group's committed offsets, one
