@@ -1,11 +1,15 @@
 #include "kpipe/kinesis/kinesis_client.h"
 
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
 #include <deque>
 #include <string>
 
 #include "fakes.h"
+#include "kpipe/kinesis/shards.h"
 
 // One Kinesis call as the SDKs make it: signed, its target in the header,
 // throttling and the service's failures retried with backoff until the
@@ -171,6 +175,95 @@ TEST_CASE("kinesis client: temporary credentials are renewed before they expire"
   REQUIRE(client.call("ListShards", "{}").ok());
   CHECK(asked == 2);
   CHECK(http.signed_with == std::vector<std::string>{"ASIA1", "ASIA1", "ASIA2"});
+}
+
+}  // namespace kpipe
+
+// --- against a real Kinesis API: ctest's unit/kinesis runs these with
+// KPIPE_TEST_KINESIS_URL naming the local Kinesis scripts/kinesis started
+// (tests/unit/kinesis.sh). It checks no signature, but refuses a request
+// without one, and keeps each stream in the region it was signed for.
+
+namespace kpipe {
+namespace {
+
+struct LocalKinesis {
+  LocalKinesis() {
+    const char* url = std::getenv("KPIPE_TEST_KINESIS_URL");
+    if (url == nullptr || *url == '\0')
+      FAIL("KPIPE_TEST_KINESIS_URL is not set: run these through ctest's unit/kinesis");
+    settings.region = "eu-west-1";
+    settings.endpoint = url;
+    http = make_curl_transport();
+    client = std::make_unique<KinesisClient>(
+        settings,
+        [] {
+          return Expected<AwsCredentials>(AwsCredentials{"AKIDLOCAL", "local", "", "test", 0});
+        },
+        *http, clock, 30 * kSecond);
+  }
+  std::string call(std::string_view operation, const std::string& body) {
+    auto answer = client->call(operation, body);
+    if (!answer) FAIL(answer.error().message);
+    return *answer;
+  }
+
+  AwsSettings settings;
+  std::unique_ptr<HttpTransport> http;
+  SystemClock clock;
+  std::unique_ptr<KinesisClient> client;
+};
+
+}  // namespace
+
+TEST_CASE("kinesis client on a local Kinesis: a stream made, written, listed and read back",
+          "[kinesis-server]") {
+  LocalKinesis k;
+  std::string stream =
+      "kpipe-unit-" + std::to_string(::getpid()) + "-" + std::to_string(k.clock.now());
+  k.call("CreateStream", R"({"StreamName":")" + stream + R"(","ShardCount":2})");
+  // Active within the emulator's durations; bounded all the same.
+  Millis deadline = k.clock.steady() + 30 * kSecond;
+  while (k.call("DescribeStreamSummary", R"({"StreamName":")" + stream + R"("})")
+             .find(R"("StreamStatus":"ACTIVE")") == std::string::npos) {
+    REQUIRE(k.clock.steady() < deadline);
+    k.clock.sleep_for(50);
+  }
+  std::string put = k.call("PutRecord", R"({"StreamName":")" + stream +
+                                            R"(","PartitionKey":"u1","Data":"eyJhIjoxfQ=="})");
+  auto shards = parse_list_shards(k.call("ListShards", R"({"StreamName":")" + stream + R"("})"));
+  REQUIRE(shards.ok());
+  REQUIRE(shards->shards.size() == 2);
+  CHECK(shards->shards[0].partition == 0);
+  CHECK(shards->shards[1].partition == 1);
+  CHECK_FALSE(shards->shards[0].closed());
+  std::vector<KinesisRecord> got;
+  for (const auto& shard : shards->shards) {
+    std::string iterator =
+        k.call("GetShardIterator", R"({"StreamName":")" + stream + R"(","ShardId":")" + shard.id +
+                                       R"(","ShardIteratorType":"TRIM_HORIZON"})");
+    auto at = iterator.find(R"("ShardIterator":")");
+    REQUIRE(at != std::string::npos);
+    at += 17;
+    std::string it = iterator.substr(at, iterator.find('"', at) - at);
+    auto page = parse_get_records(k.call("GetRecords", R"({"ShardIterator":")" + it + R"("})"));
+    REQUIRE(page.ok());
+    for (auto& r : page->records) got.push_back(r);
+  }
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].data == R"({"a":1})");
+  CHECK(got[0].partition_key == "u1");
+  CHECK(put.find(got[0].sequence) != std::string::npos);
+  CHECK(got[0].arrival > 0);
+  k.call("DeleteStream", R"({"StreamName":")" + stream + R"("})");
+}
+
+TEST_CASE("kinesis client on a local Kinesis: a refusal names the exception", "[kinesis-server]") {
+  LocalKinesis k;
+  auto answer = k.client->call("ListShards", R"({"StreamName":"kpipe-no-such-stream"})");
+  REQUIRE_FALSE(answer.ok());
+  CHECK(answer.error().message.starts_with("kinesis ListShards: ResourceNotFoundException"));
+  CHECK(k.client->retries() == 0);
 }
 
 }  // namespace kpipe
