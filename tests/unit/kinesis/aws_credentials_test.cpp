@@ -2,10 +2,10 @@
 
 #include <catch2/catch.hpp>
 
-#include <deque>
 #include <map>
 #include <string>
 
+#include "fake_http.h"
 #include "fakes.h"
 
 // The credentials' chain in the SDKs' order, with STS and the instance
@@ -15,24 +15,6 @@
 
 namespace kpipe {
 namespace {
-
-class FakeHttp final : public HttpTransport {
- public:
-  struct Answer {
-    std::string url;  // what it answers; "" any
-    Expected<HttpResponse> response;
-  };
-  Expected<HttpResponse> send(const HttpRequest& request) override {
-    sent.push_back(request);
-    if (answers.empty()) return failure("Connection refused");
-    Answer a = std::move(answers.front());
-    answers.pop_front();
-    if (!a.url.empty()) CHECK(request.url == a.url);
-    return a.response;
-  }
-  std::deque<Answer> answers;
-  std::vector<HttpRequest> sent;
-};
 
 std::map<std::string, std::string> g_files;
 std::optional<std::string> read_fake(const std::string& path) {

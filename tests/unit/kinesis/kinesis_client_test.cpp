@@ -1,15 +1,13 @@
 #include "kpipe/kinesis/kinesis_client.h"
 
-#include <unistd.h>
-
 #include <catch2/catch.hpp>
 
-#include <cstdlib>
-#include <deque>
 #include <string>
 
+#include "fake_http.h"
 #include "fakes.h"
 #include "kpipe/kinesis/shards.h"
+#include "local_kinesis.h"
 
 // One Kinesis call as the SDKs make it: signed, its target in the header,
 // throttling and the service's failures retried with backoff until the
@@ -18,21 +16,6 @@
 
 namespace kpipe {
 namespace {
-
-class ScriptedHttp final : public HttpTransport {
- public:
-  Expected<HttpResponse> send(const HttpRequest& request) override {
-    sent.push_back(request);
-    if (request.credentials != nullptr) signed_with.push_back(request.credentials->access_key_id);
-    if (answers.empty()) return HttpResponse{200, R"({"Shards":[]})"};
-    auto a = std::move(answers.front());
-    answers.pop_front();
-    return a;
-  }
-  std::deque<Expected<HttpResponse>> answers;
-  std::vector<HttpRequest> sent;
-  std::vector<std::string> signed_with;
-};
 
 AwsSettings settings() {
   AwsSettings s;
@@ -69,7 +52,8 @@ TEST_CASE("kinesis errors: the exception's name and message", "[kinesis][kinesis
 
 TEST_CASE("kinesis client: a call, signed, its operation in X-Amz-Target",
           "[kinesis][kinesis_client]") {
-  ScriptedHttp http;
+  FakeHttp http;
+  http.fallback = HttpResponse{200, R"({"Shards":[]})"};
   FakeClock clock(1796465730000);
   KinesisClient client(
       settings(),
@@ -92,7 +76,8 @@ TEST_CASE("kinesis client: a call, signed, its operation in X-Amz-Target",
 
 TEST_CASE("kinesis client: throttling and failures are retried, nothing lost",
           "[kinesis][kinesis_client]") {
-  ScriptedHttp http;
+  FakeHttp http;
+  http.fallback = HttpResponse{200, R"({"Shards":[]})"};
   FakeClock clock(1796465730000);
   KinesisClient client(
       settings(),
@@ -115,7 +100,8 @@ TEST_CASE("kinesis client: throttling and failures are retried, nothing lost",
 
 TEST_CASE("kinesis client: past the timeout, one error with the last reason",
           "[kinesis][kinesis_client]") {
-  ScriptedHttp http;
+  FakeHttp http;
+  http.fallback = HttpResponse{200, R"({"Shards":[]})"};
   FakeClock clock(1796465730000);
   KinesisClient client(
       settings(),
@@ -134,7 +120,8 @@ TEST_CASE("kinesis client: past the timeout, one error with the last reason",
 }
 
 TEST_CASE("kinesis client: a refusal for good is said at once", "[kinesis][kinesis_client]") {
-  ScriptedHttp http;
+  FakeHttp http;
+  http.fallback = HttpResponse{200, R"({"Shards":[]})"};
   FakeClock clock(1796465730000);
   KinesisClient client(
       settings(),
@@ -156,7 +143,8 @@ TEST_CASE("kinesis client: a refusal for good is said at once", "[kinesis][kines
 
 TEST_CASE("kinesis client: temporary credentials are renewed before they expire",
           "[kinesis][kinesis_client]") {
-  ScriptedHttp http;
+  FakeHttp http;
+  http.fallback = HttpResponse{200, R"({"Shards":[]})"};
   FakeClock clock(1796465730000);
   int asked = 0;
   KinesisClient client(
@@ -189,12 +177,10 @@ namespace {
 
 struct LocalKinesis {
   LocalKinesis() {
-    const char* url = std::getenv("KPIPE_TEST_KINESIS_URL");
-    if (url == nullptr || *url == '\0')
-      FAIL("KPIPE_TEST_KINESIS_URL is not set: run these through ctest's unit/kinesis");
-    settings.region = "eu-west-1";
-    settings.endpoint = url;
     http = make_curl_transport();
+    AwsSettings settings;
+    settings.region = "eu-west-1";
+    settings.endpoint = local_kinesis_url();
     client = std::make_unique<KinesisClient>(
         settings,
         [] {
@@ -202,13 +188,7 @@ struct LocalKinesis {
         },
         *http, clock, 30 * kSecond);
   }
-  std::string call(std::string_view operation, const std::string& body) {
-    auto answer = client->call(operation, body);
-    if (!answer) FAIL(answer.error().message);
-    return *answer;
-  }
 
-  AwsSettings settings;
   std::unique_ptr<HttpTransport> http;
   SystemClock clock;
   std::unique_ptr<KinesisClient> client;
@@ -219,43 +199,24 @@ struct LocalKinesis {
 TEST_CASE("kinesis client on a local Kinesis: a stream made, written, listed and read back",
           "[kinesis-server]") {
   LocalKinesis k;
-  std::string stream =
-      "kpipe-unit-" + std::to_string(::getpid()) + "-" + std::to_string(k.clock.now());
-  k.call("CreateStream", R"({"StreamName":")" + stream + R"(","ShardCount":2})");
-  // Active within the emulator's durations; bounded all the same.
-  Millis deadline = k.clock.steady() + 30 * kSecond;
-  while (k.call("DescribeStreamSummary", R"({"StreamName":")" + stream + R"("})")
-             .find(R"("StreamStatus":"ACTIVE")") == std::string::npos) {
-    REQUIRE(k.clock.steady() < deadline);
-    k.clock.sleep_for(50);
-  }
-  std::string put = k.call("PutRecord", R"({"StreamName":")" + stream +
-                                            R"(","PartitionKey":"u1","Data":"eyJhIjoxfQ=="})");
-  auto shards = parse_list_shards(k.call("ListShards", R"({"StreamName":")" + stream + R"("})"));
-  REQUIRE(shards.ok());
-  REQUIRE(shards->shards.size() == 2);
-  CHECK(shards->shards[0].partition == 0);
-  CHECK(shards->shards[1].partition == 1);
-  CHECK_FALSE(shards->shards[0].closed());
+  std::string stream = make_stream(*k.client, k.clock, "client", 2);
+  std::string put =
+      call_ok(*k.client, "PutRecord",
+              R"({"StreamName":")" + stream + R"(","PartitionKey":"u1","Data":"eyJhIjoxfQ=="})");
+  auto shards = read_stream(*k.client, stream);
+  REQUIRE(shards.size() == 2);
+  CHECK(shards[0].first.partition == 0);
+  CHECK(shards[1].first.partition == 1);
+  CHECK_FALSE(shards[0].first.closed());
   std::vector<KinesisRecord> got;
-  for (const auto& shard : shards->shards) {
-    std::string iterator =
-        k.call("GetShardIterator", R"({"StreamName":")" + stream + R"(","ShardId":")" + shard.id +
-                                       R"(","ShardIteratorType":"TRIM_HORIZON"})");
-    auto at = iterator.find(R"("ShardIterator":")");
-    REQUIRE(at != std::string::npos);
-    at += 17;
-    std::string it = iterator.substr(at, iterator.find('"', at) - at);
-    auto page = parse_get_records(k.call("GetRecords", R"({"ShardIterator":")" + it + R"("})"));
-    REQUIRE(page.ok());
-    for (auto& r : page->records) got.push_back(r);
-  }
+  for (auto& [shard, records] : shards)
+    for (auto& r : records) got.push_back(r);
   REQUIRE(got.size() == 1);
   CHECK(got[0].data == R"({"a":1})");
   CHECK(got[0].partition_key == "u1");
   CHECK(put.find(got[0].sequence) != std::string::npos);
   CHECK(got[0].arrival > 0);
-  k.call("DeleteStream", R"({"StreamName":")" + stream + R"("})");
+  call_ok(*k.client, "DeleteStream", R"({"StreamName":")" + stream + R"("})");
 }
 
 TEST_CASE("kinesis client on a local Kinesis: a refusal names the exception", "[kinesis-server]") {
