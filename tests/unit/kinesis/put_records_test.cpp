@@ -4,6 +4,7 @@
 
 #include <map>
 #include <string>
+#include <tuple>
 
 #include "fake_http.h"
 #include "fakes.h"
@@ -65,6 +66,23 @@ std::vector<std::string> records_of(const HttpRequest& r) {
   return out;
 }
 
+// A writer over a scripted transport, on a fake clock, keeping each
+// record's fate (and checking each is told once).
+struct ScriptedWriter {
+  explicit ScriptedWriter(Millis timeout = 10 * kSecond) : writer_timeout(timeout) {
+    writer.set_delivery_handler([this](uint64_t tag, const Error* err) {
+      CHECK(fate.count(tag) == 0);
+      fate[tag] = err == nullptr ? "written" : err->message;
+    });
+  }
+  FakeHttp http;
+  FakeClock clock{1796465730000};
+  KinesisClient client{local_settings(), keys(), http, clock, 10 * kSecond};
+  Millis writer_timeout = 10 * kSecond;
+  KinesisWriter writer{client, "s", clock, writer_timeout};
+  std::map<uint64_t, std::string> fate;
+};
+
 }  // namespace
 
 TEST_CASE("kinesis put: what the service could never take is bad input", "[kinesis][put_records]") {
@@ -101,10 +119,9 @@ TEST_CASE("kinesis put: the request and the answer", "[kinesis][put_records]") {
 }
 
 TEST_CASE("kinesis put: batches within 500 records and 5 MiB", "[kinesis][put_records]") {
-  FakeHttp http;
-  FakeClock clock(1796465730000);
-  KinesisClient client(local_settings(), keys(), http, clock, 10 * kSecond);
-  KinesisWriter writer(client, "s", clock, 10 * kSecond);
+  ScriptedWriter w;
+  auto& http = w.http;
+  auto& writer = w.writer;
   for (int i = 0; i < 501; ++i) {
     if (i == 500) http.answers.push_back(answer(500));
     REQUIRE(writer.write(entry("k", std::to_string(i), i)).ok());
@@ -121,7 +138,7 @@ TEST_CASE("kinesis put: batches within 500 records and 5 MiB", "[kinesis][put_re
   std::string big(kPutRecordMaxBytes - 10, 'x');
   for (int i = 0; i < 6; ++i) {
     if (i == 5) http.answers.push_back(answer(5));
-    REQUIRE(writer.write(entry("k", big)).ok());
+    REQUIRE(writer.write(entry("k", big, 1000 + i)).ok());
   }
   CHECK(http.sent.size() == 3);
   http.answers.push_back(answer(1));
@@ -131,15 +148,8 @@ TEST_CASE("kinesis put: batches within 500 records and 5 MiB", "[kinesis][put_re
 
 TEST_CASE("kinesis put: the failed records again, only they, in their order",
           "[kinesis][put_records]") {
-  FakeHttp http;
-  FakeClock clock(1796465730000);
-  KinesisClient client(local_settings(), keys(), http, clock, 10 * kSecond);
-  KinesisWriter writer(client, "s", clock, 10 * kSecond);
-  std::map<uint64_t, std::string> fate;
-  writer.set_delivery_handler([&](uint64_t tag, const Error* err) {
-    CHECK(fate.count(tag) == 0);  // told once
-    fate[tag] = err == nullptr ? "written" : err->message;
-  });
+  ScriptedWriter w;
+  auto [http, writer, fate] = std::tie(w.http, w.writer, w.fate);
   for (uint64_t i = 0; i < 5; ++i)
     REQUIRE(writer.write(entry(i % 2 ? "b" : "a", std::to_string(i), i)).ok());
   http.answers.push_back(answer(5, {{1, "ProvisionedThroughputExceededException"},
@@ -163,14 +173,9 @@ TEST_CASE("kinesis put: the failed records again, only they, in their order",
 
 TEST_CASE("kinesis put: past the timeout, the records not written are told so",
           "[kinesis][put_records]") {
-  FakeHttp http;
-  FakeClock clock(1796465730000);
-  KinesisClient client(local_settings(), keys(), http, clock, 10 * kSecond);
-  KinesisWriter writer(client, "s", clock, 2 * kSecond);
-  std::map<uint64_t, std::string> fate;
-  writer.set_delivery_handler([&](uint64_t tag, const Error* err) {
-    fate[tag] = err == nullptr ? "written" : err->message;
-  });
+  ScriptedWriter w(2 * kSecond);
+  auto [http, writer, fate] = std::tie(w.http, w.writer, w.fate);
+  auto& clock = w.clock;
   REQUIRE(writer.write(entry("a", "0", 0)).ok());
   REQUIRE(writer.write(entry("a", "1", 1)).ok());
   http.fallback = answer(1, {{0, "ProvisionedThroughputExceededException"}});
