@@ -80,8 +80,10 @@ Expected<std::string> KinesisClient::call(std::string_view operation, std::strin
     request.timeout = std::max<Millis>(deadline - clock_.steady(), 1);
     auto answer = http_.send(request);
     if (answer && answer->status == 200) return std::move(answer->body);
+    last_status_ = answer ? answer->status : 0;
+    last_error_ = answer ? parse_kinesis_error(answer->body) : KinesisError{};
     if (answer) {
-      KinesisError e = parse_kinesis_error(answer->body);
+      const KinesisError& e = last_error_;
       last = e.type.empty()
                  ? fmt::format("HTTP {}", answer->status)
                  : fmt::format("{}{}", e.type, e.message.empty() ? "" : ": " + e.message);

@@ -50,6 +50,11 @@ class KinesisClient {
   Expected<std::string> call(std::string_view operation, std::string_view body);
 
   const AwsSettings& settings() const { return settings_; }
+  // What the service answered the last call that failed: its HTTP status
+  // (0: no answer) and its exception, for a caller that recovers from some
+  // (an expired iterator is asked for again).
+  long last_status() const { return last_status_; }
+  const KinesisError& last_error() const { return last_error_; }
   // Calls retried since the start, for tests and --stats.
   uint64_t retries() const { return retries_; }
 
@@ -65,6 +70,8 @@ class KinesisClient {
   AwsCredentials credentials_;
   bool have_credentials_ = false;
   uint64_t retries_ = 0;
+  long last_status_ = 0;
+  KinesisError last_error_;
   uint64_t jitter_ = 0x9e3779b97f4a7c15ULL;  // xorshift state: no global RNG
 };
 

@@ -97,8 +97,25 @@ Expected<RecordsPage> parse_get_records(std::string_view json) {
     page.records.push_back(std::move(record));
   }
   simdjson::dom::array children;
-  if ((*doc)["ChildShards"].get(children) == simdjson::SUCCESS)
-    for (simdjson::dom::element c : children) page.child_shards.push_back(text(c, "ShardId"));
+  if ((*doc)["ChildShards"].get(children) == simdjson::SUCCESS) {
+    for (simdjson::dom::element c : children) {
+      Shard child;
+      child.id = text(c, "ShardId");
+      auto partition = shard_partition(child.id);
+      if (!partition) return failure("kinesis GetRecords: {}", partition.error().message);
+      child.partition = *partition;
+      simdjson::dom::array parents;
+      if (c["ParentShards"].get(parents) == simdjson::SUCCESS) {
+        size_t i = 0;
+        for (simdjson::dom::element p : parents) {
+          std::string_view id;
+          if (p.get(id) != simdjson::SUCCESS) continue;
+          (i++ == 0 ? child.parent : child.adjacent_parent) = std::string(id);
+        }
+      }
+      page.child_shards.push_back(std::move(child));
+    }
+  }
   return page;
 }
 

@@ -51,8 +51,10 @@ struct RecordsPage {
   std::vector<KinesisRecord> records;
   // Where to go on; nullopt once the shard is closed and read to its end.
   std::optional<std::string> next_iterator;
-  int64_t millis_behind = 0;              // MillisBehindLatest: 0 at the shard's tip
-  std::vector<std::string> child_shards;  // given with a closed shard's last page
+  int64_t millis_behind = 0;  // MillisBehindLatest: 0 at the shard's tip
+  // Given with a closed shard's last page: the shards that follow it,
+  // with their parents.
+  std::vector<Shard> child_shards;
 };
 Expected<RecordsPage> parse_get_records(std::string_view json);
 

@@ -69,8 +69,16 @@ TEST_CASE("kinesis shards: GetRecords, its records, and a closed shard's last pa
                    {"ShardId":"shardId-000000000003","ParentShards":["shardId-000000000000"]}]})");
   REQUIRE(last.ok());
   CHECK_FALSE(last->next_iterator);
-  CHECK(last->child_shards ==
-        std::vector<std::string>{"shardId-000000000002", "shardId-000000000003"});
+  REQUIRE(last->child_shards.size() == 2);
+  CHECK(last->child_shards[0].id == "shardId-000000000002");
+  CHECK(last->child_shards[0].partition == 2);
+  CHECK(last->child_shards[0].parent == "shardId-000000000000");
+  CHECK(last->child_shards[1].id == "shardId-000000000003");
+  auto merged = parse_get_records(R"({"Records":[],"NextShardIterator":null,"ChildShards":[
+    {"ShardId":"shardId-000000000004","ParentShards":["shardId-000000000001","shardId-000000000003"]}]})");
+  REQUIRE(merged.ok());
+  CHECK(merged->child_shards[0].parent == "shardId-000000000001");
+  CHECK(merged->child_shards[0].adjacent_parent == "shardId-000000000003");
   CHECK(parse_get_records(R"({"Records":[{"SequenceNumber":"1","Data":"!!"}]})").error().message ==
         "kinesis GetRecords: record 1: Data is not base64");
 }
