@@ -1,4 +1,5 @@
-// What the [kinesis-server] tests do on the local Kinesis that ctest's
+// What the Kinesis layer's tests share: a client's settings and keys,
+// and what the [kinesis-server] tests do on the local Kinesis that ctest's
 // unit/kinesis names (tests/unit/kinesis.sh): a stream of their own, made
 // and waited for, and read back whole.
 #pragma once
@@ -16,6 +17,17 @@
 #include "kpipe/kinesis/shards.h"
 
 namespace kpipe {
+
+inline AwsSettings test_settings(std::string endpoint = "http://127.0.0.1:4568") {
+  AwsSettings s;
+  s.region = "eu-west-1";
+  s.endpoint = std::move(endpoint);
+  return s;
+}
+
+inline CredentialSource test_keys() {
+  return [] { return Expected<AwsCredentials>(AwsCredentials{"AKID", "s", "", "test", 0}); };
+}
 
 inline std::string local_kinesis_url() {
   const char* url = std::getenv("KPIPE_TEST_KINESIS_URL");

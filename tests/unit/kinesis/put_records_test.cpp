@@ -21,17 +21,6 @@
 namespace kpipe {
 namespace {
 
-AwsSettings local_settings(std::string endpoint = "http://127.0.0.1:4568") {
-  AwsSettings s;
-  s.region = "eu-west-1";
-  s.endpoint = std::move(endpoint);
-  return s;
-}
-
-CredentialSource keys() {
-  return [] { return Expected<AwsCredentials>(AwsCredentials{"AKID", "s", "", "test", 0}); };
-}
-
 PutEntry entry(std::string key, std::string data, uint64_t tag = 0) {
   return PutEntry{std::move(key), std::move(data), "", tag};
 }
@@ -77,7 +66,7 @@ struct ScriptedWriter {
   }
   FakeHttp http;
   FakeClock clock{1796465730000};
-  KinesisClient client{local_settings(), keys(), http, clock, 10 * kSecond};
+  KinesisClient client{test_settings(), test_keys(), http, clock, 10 * kSecond};
   Millis writer_timeout = 10 * kSecond;
   KinesisWriter writer{client, "s", clock, writer_timeout};
   std::map<uint64_t, std::string> fate;
@@ -194,7 +183,7 @@ TEST_CASE("kinesis put on a local Kinesis: every record once, in order per parti
           "[kinesis-server]") {
   auto http = make_curl_transport();
   SystemClock clock;
-  KinesisClient client(local_settings(local_kinesis_url()), keys(), *http, clock, 30 * kSecond);
+  KinesisClient client(test_settings(local_kinesis_url()), test_keys(), *http, clock, 30 * kSecond);
   std::string stream = make_stream(client, clock, "put", 3);
   KinesisWriter writer(client, stream, clock, 30 * kSecond);
   uint64_t told = 0;

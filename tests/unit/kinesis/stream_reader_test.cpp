@@ -22,17 +22,6 @@
 namespace kpipe {
 namespace {
 
-AwsSettings settings_for(std::string endpoint) {
-  AwsSettings s;
-  s.region = "eu-west-1";
-  s.endpoint = std::move(endpoint);
-  return s;
-}
-
-CredentialSource test_keys() {
-  return [] { return Expected<AwsCredentials>(AwsCredentials{"AKID", "s", "", "test", 0}); };
-}
-
 std::string target(const HttpRequest& r) {
   for (const auto& [k, v] : r.headers)
     if (k == "X-Amz-Target") return v.substr(v.find('.') + 1);
@@ -77,7 +66,7 @@ TEST_CASE("kinesis stream reader: pages of shards, a renewed iterator, a closed 
           "[kinesis][stream_reader]") {
   FakeHttp http;
   FakeClock clock(1796465730000);
-  KinesisClient client(settings_for("http://127.0.0.1:4568"), test_keys(), http, clock,
+  KinesisClient client(test_settings("http://127.0.0.1:4568"), test_keys(), http, clock,
                        10 * kSecond);
   StreamReader reader(client, "s", clock);
   http.answers.push_back(HttpResponse{200, R"({"Shards":[{"ShardId":"shardId-000000000000",
@@ -142,7 +131,7 @@ TEST_CASE(
     "[kinesis-server]") {
   auto http = make_curl_transport();
   SystemClock clock;
-  KinesisClient client(settings_for(local_kinesis_url()), test_keys(), *http, clock, 30 * kSecond);
+  KinesisClient client(test_settings(local_kinesis_url()), test_keys(), *http, clock, 30 * kSecond);
   std::string stream = make_stream(client, clock, "read", 2);
   KinesisWriter writer(client, stream, clock, 30 * kSecond);
   auto write = [&](int from, int to) {
