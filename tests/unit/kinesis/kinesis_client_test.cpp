@@ -17,18 +17,23 @@
 namespace kpipe {
 namespace {
 
-AwsSettings settings() {
-  AwsSettings s;
-  s.region = "eu-west-1";
-  s.endpoint = "http://127.0.0.1:4568";
-  return s;
-}
-
 HttpResponse throttled() {
   return {
       400,
       R"({"__type":"ProvisionedThroughputExceededException","message":"Rate exceeded for shard shardId-000000000000"})"};
 }
+
+// A client over a scripted transport (answering 200 once the script has
+// run out), on a fake clock.
+struct ScriptedClient {
+  explicit ScriptedClient(Millis timeout = 10 * kSecond, CredentialSource keys = test_keys())
+      : client(test_settings(), std::move(keys), http, clock, timeout) {
+    http.fallback = HttpResponse{200, R"({"Shards":[]})"};
+  }
+  FakeHttp http;
+  FakeClock clock{1796465730000};
+  KinesisClient client;
+};
 
 }  // namespace
 
@@ -39,8 +44,7 @@ TEST_CASE("kinesis errors: the exception's name and message", "[kinesis][kinesis
   CHECK(e.message == "Stream s not found");
   CHECK(parse_kinesis_error(R"({"__type":"X","Message":"m"})").message == "m");
   CHECK(parse_kinesis_error("").type.empty());
-  CHECK(is_retriable(
-      400, throttled().body.empty() ? KinesisError{} : parse_kinesis_error(throttled().body)));
+  CHECK(is_retriable(400, parse_kinesis_error(throttled().body)));
   CHECK(is_retriable(400, {"LimitExceededException", ""}));
   CHECK(is_retriable(503, {}));
   CHECK(is_retriable(500, {"InternalFailure", ""}));
@@ -52,15 +56,8 @@ TEST_CASE("kinesis errors: the exception's name and message", "[kinesis][kinesis
 
 TEST_CASE("kinesis client: a call, signed, its operation in X-Amz-Target",
           "[kinesis][kinesis_client]") {
-  FakeHttp http;
-  http.fallback = HttpResponse{200, R"({"Shards":[]})"};
-  FakeClock clock(1796465730000);
-  KinesisClient client(
-      settings(),
-      [] {
-        return Expected<AwsCredentials>(AwsCredentials{"AKID", "s", "", "env", 0});
-      },
-      http, clock, 10 * kSecond);
+  ScriptedClient c;
+  auto& [http, clock, client] = c;
   auto answer = client.call("ListShards", R"({"StreamName":"s"})");
   REQUIRE(answer.ok());
   CHECK(*answer == R"({"Shards":[]})");
@@ -76,15 +73,8 @@ TEST_CASE("kinesis client: a call, signed, its operation in X-Amz-Target",
 
 TEST_CASE("kinesis client: throttling and failures are retried, nothing lost",
           "[kinesis][kinesis_client]") {
-  FakeHttp http;
-  http.fallback = HttpResponse{200, R"({"Shards":[]})"};
-  FakeClock clock(1796465730000);
-  KinesisClient client(
-      settings(),
-      [] {
-        return Expected<AwsCredentials>(AwsCredentials{"AKID", "s", "", "env", 0});
-      },
-      http, clock, 10 * kSecond);
+  ScriptedClient c;
+  auto& [http, clock, client] = c;
   http.answers.push_back(throttled());
   http.answers.push_back(Expected<HttpResponse>(failure("Connection reset by peer")));
   http.answers.push_back(HttpResponse{503, ""});
@@ -100,15 +90,8 @@ TEST_CASE("kinesis client: throttling and failures are retried, nothing lost",
 
 TEST_CASE("kinesis client: past the timeout, one error with the last reason",
           "[kinesis][kinesis_client]") {
-  FakeHttp http;
-  http.fallback = HttpResponse{200, R"({"Shards":[]})"};
-  FakeClock clock(1796465730000);
-  KinesisClient client(
-      settings(),
-      [] {
-        return Expected<AwsCredentials>(AwsCredentials{"AKID", "s", "", "env", 0});
-      },
-      http, clock, 3 * kSecond);
+  ScriptedClient c(3 * kSecond);
+  auto& [http, clock, client] = c;
   for (int i = 0; i < 1000; ++i) http.answers.push_back(throttled());
   auto answer = client.call("PutRecords", "{}");
   REQUIRE_FALSE(answer.ok());
@@ -120,15 +103,8 @@ TEST_CASE("kinesis client: past the timeout, one error with the last reason",
 }
 
 TEST_CASE("kinesis client: a refusal for good is said at once", "[kinesis][kinesis_client]") {
-  FakeHttp http;
-  http.fallback = HttpResponse{200, R"({"Shards":[]})"};
-  FakeClock clock(1796465730000);
-  KinesisClient client(
-      settings(),
-      [] {
-        return Expected<AwsCredentials>(AwsCredentials{"AKID", "s", "", "env", 0});
-      },
-      http, clock, 10 * kSecond);
+  ScriptedClient c;
+  auto& [http, clock, client] = c;
   http.answers.push_back(HttpResponse{
       400,
       R"({"__type":"ResourceNotFoundException","message":"Stream nope under account 000000000000 not found."})"});
@@ -143,19 +119,15 @@ TEST_CASE("kinesis client: a refusal for good is said at once", "[kinesis][kines
 
 TEST_CASE("kinesis client: temporary credentials are renewed before they expire",
           "[kinesis][kinesis_client]") {
-  FakeHttp http;
-  http.fallback = HttpResponse{200, R"({"Shards":[]})"};
-  FakeClock clock(1796465730000);
   int asked = 0;
-  KinesisClient client(
-      settings(),
-      [&] {
-        ++asked;
-        return Expected<AwsCredentials>(AwsCredentials{"ASIA" + std::to_string(asked), "s", "t",
-                                                       "web identity",
-                                                       clock.now() + 3600 * kSecond});
-      },
-      http, clock, 10 * kSecond);
+  FakeClock* now = nullptr;  // the client's clock, once it is made
+  ScriptedClient c(10 * kSecond, [&] {
+    ++asked;
+    return Expected<AwsCredentials>(AwsCredentials{"ASIA" + std::to_string(asked), "s", "t",
+                                                   "web identity", now->now() + 3600 * kSecond});
+  });
+  auto& [http, clock, client] = c;
+  now = &clock;
   REQUIRE(client.call("ListShards", "{}").ok());
   clock.advance(50 * 60 * kSecond);  // 10 minutes left: kept
   REQUIRE(client.call("ListShards", "{}").ok());
@@ -178,15 +150,8 @@ namespace {
 struct LocalKinesis {
   LocalKinesis() {
     http = make_curl_transport();
-    AwsSettings settings;
-    settings.region = "eu-west-1";
-    settings.endpoint = local_kinesis_url();
-    client = std::make_unique<KinesisClient>(
-        settings,
-        [] {
-          return Expected<AwsCredentials>(AwsCredentials{"AKIDLOCAL", "local", "", "test", 0});
-        },
-        *http, clock, 30 * kSecond);
+    client = std::make_unique<KinesisClient>(test_settings(local_kinesis_url()), test_keys(), *http,
+                                             clock, 30 * kSecond);
   }
 
   std::unique_ptr<HttpTransport> http;
