@@ -37,3 +37,13 @@ TEST_CASE("percent_encode: all but RFC 3986's unreserved bytes, and back", "[per
   CHECK(percent_decode(percent_encode("x/y?z#\x01"), out));
   CHECK(out == "x/y?z#\x01");
 }
+
+TEST_CASE("percent_encode: a registry subject, one path segment, may hold any byte",
+          "[percent][registry]") {
+  CHECK(percent_encode("orders-value") == "orders-value");
+  CHECK(percent_encode("money.proto") == "money.proto");
+  CHECK(percent_encode("a/b c") == "a%2Fb%20c");
+  CHECK(percent_encode("100%?#") == "100%25%3F%23");
+  CHECK(percent_encode("caf\xc3\xa9") == "caf%C3%A9");
+  CHECK(percent_encode("") == "");
+}

@@ -140,29 +140,13 @@ Expected<RegistryCredentials> parse_registry_auth(std::string_view auth) {
                              std::string(auth.substr(colon + 1))};
 }
 
-std::string escape_path_segment(std::string_view text) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    auto b = static_cast<unsigned char>(c);
-    if (std::isalnum(b) != 0 || c == '-' || c == '.' || c == '_' || c == '~') {
-      out.push_back(c);
-      continue;
-    }
-    out.push_back('%');
-    out.push_back(kHex[b >> 4]);
-    out.push_back(kHex[b & 0xf]);
-  }
-  return out;
-}
-
 std::string schema_by_id_path(int32_t id) {
   return fmt::format("/schemas/ids/{}", id);
 }
 
 std::string subject_path(std::string_view subject) {
-  return "/subjects/" + escape_path_segment(subject);
+  // A subject may hold any character: one path segment, escaped.
+  return "/subjects/" + percent_encode(subject);
 }
 
 std::string subject_versions_path(std::string_view subject) {

@@ -39,10 +39,6 @@ struct RegistryCredentials {
 };
 Expected<RegistryCredentials> parse_registry_auth(std::string_view auth);
 
-// One path segment, RFC 3986: unreserved bytes as they are, every other
-// byte as %XX ("a/b c" is "a%2Fb%20c"): subjects may hold any character.
-std::string escape_path_segment(std::string_view text);
-
 // Paths under the base URL.
 std::string schema_by_id_path(int32_t id);  // "/schemas/ids/42"
 // "/subjects/S/versions/3"; `version` -1 is "latest".

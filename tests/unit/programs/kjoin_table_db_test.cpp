@@ -8,6 +8,7 @@
 
 #include "fakes.h"
 #include "helpers.h"
+#include "kjoin_table_run.h"
 #include "kpipe/programs/kjoin_internal.h"
 #include "kpipe/store/sql.h"
 
@@ -23,8 +24,8 @@ using kjoin_internal::JoinPlan;
 using kjoin_internal::TableSource;
 using test::TempDir;
 
-struct DbTableRun {
-  DbTableRun(const std::string& db, const std::string& table, Millis refresh) {
+struct DbTableRun : TableRun {
+  DbTableRun(const std::string& db, const std::string& table, Millis refresh) : TableRun(false) {
     plan.table = Target{TargetKind::kSqlite, db, table};
     plan.kind = &kjoin_internal::kDbTable;
     plan.refresh = refresh;
@@ -34,21 +35,6 @@ struct DbTableRun {
     REQUIRE(opened.ok());
     source = std::move(*opened);
   }
-  ~DbTableRun() { ::close(null_fd); }
-
-  std::string row(std::string_view key) const {
-    auto found = engine.find(key);
-    return found ? std::string(*found) : std::string("(none)");
-  }
-
-  JoinPlan plan;
-  JoinOptions options;
-  int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-  Output out{null_fd};
-  RecordingReporter reporter;
-  FakeClock clock{1795946400000};
-  Io io{out, reporter, clock, nullptr, "kjoin", nullptr};
-  JoinEngine engine{JoinMode::kLookup, false, 0, 0, clock};
   std::unique_ptr<TableSource> source;
 };
 

@@ -9,6 +9,7 @@
 
 #include "fakes.h"
 #include "helpers.h"
+#include "kjoin_table_run.h"
 #include "kpipe/programs/kjoin_internal.h"
 
 // kjoin's table in a file of NDJSON rows, on its own: read whole, its bad
@@ -21,8 +22,8 @@ using kjoin_internal::JoinPlan;
 using kjoin_internal::TableSource;
 using test::TempDir;
 
-struct FileTableRun {
-  explicit FileTableRun(const std::string& path) {
+struct FileTableRun : TableRun {
+  explicit FileTableRun(const std::string& path) : TableRun(false) {
     plan.table = Target{TargetKind::kFile, path, ""};
     plan.kind = &kjoin_internal::kFileTable;
     plan.table_key_slots.push_back(plan.table_fields.add(*FieldPath::parse(".id")));
@@ -37,22 +38,7 @@ struct FileTableRun {
     return *source;
   }
 
-  std::string row(std::string_view key) const {
-    auto found = engine.find(key);
-    return found ? std::string(*found) : std::string("(none)");
-  }
-
-  JoinPlan plan;
-  JoinOptions options;
-  int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-  Output out{null_fd};
-  RecordingReporter reporter;
-  FakeClock clock{1795946400000};
-  Io io{out, reporter, clock, nullptr, "kjoin", nullptr};
-  JoinEngine engine{JoinMode::kLookup, false, 0, 0, clock};
   std::unique_ptr<TableSource> source;
-
-  ~FileTableRun() { ::close(null_fd); }
 };
 
 TEST_CASE("kjoin file table: every row is found by its key, blank lines left out",

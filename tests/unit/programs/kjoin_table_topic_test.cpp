@@ -8,6 +8,7 @@
 
 #include "fake_log.h"
 #include "fakes.h"
+#include "kjoin_table_run.h"
 #include "kpipe/kafka/client.h"
 #include "kpipe/kafka/kafka_log.h"
 #include "kpipe/kafka/mock_cluster.h"
@@ -26,30 +27,17 @@ namespace {
 using kjoin_internal::JoinPlan;
 using kjoin_internal::TableSource;
 
-// What a table is read into and reports to, and how kjoin plans it.
-struct TableRun {
-  TableRun() {
-    plan.table = Target{TargetKind::kKafka, "users", ""};
-    plan.kind = &kjoin_internal::kTopicTable;
-  }
-  ~TableRun() { ::close(null_fd); }
-
-  std::string row(std::string_view key) const {
-    auto found = engine.find(key);
-    return found ? std::string(*found) : std::string("(none)");
-  }
-
-  RecordingReporter reporter;
-  JoinPlan plan;
-  int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-  Output out{null_fd};
-  FakeClock clock{1795946400000};
-  Io io{out, reporter, clock, nullptr, "kjoin", nullptr};
-  JoinEngine engine{JoinMode::kLookup, true, 0, 0, clock};
-};
+// A topic's table: kjoin plans it so.
+void plan_topic(TableRun& run) {
+  run.plan.table = Target{TargetKind::kKafka, "users", ""};
+  run.plan.kind = &kjoin_internal::kTopicTable;
+}
 
 struct TopicTableRun : TableRun {
-  TopicTableRun() { log.add("users", 1); }
+  TopicTableRun() : TableRun(true) {
+    plan_topic(*this);
+    log.add("users", 1);
+  }
 
   void produce(std::optional<std::string> key, std::optional<std::string> value) {
     log.append("users", 0, std::move(key), std::move(value), 1000);
@@ -159,7 +147,8 @@ TEST_CASE("kjoin topic table: a topic that is not there is a usage error naming 
 
 // As kjoin opens --table kafka:TOPIC.
 struct KafkaTableRun : TableRun {
-  KafkaTableRun() {
+  KafkaTableRun() : TableRun(true) {
+    plan_topic(*this);
     auto m = MockCluster::create(1, reporter);
     REQUIRE(m.ok());
     mock = std::move(*m);
@@ -171,7 +160,6 @@ struct KafkaTableRun : TableRun {
   Expected<std::unique_ptr<TableSource>> open() { return plan.kind->open(plan, options, io); }
 
   std::unique_ptr<MockCluster> mock;
-  JoinOptions options;
 };
 
 TEST_CASE("kjoin topic table on Kafka: read through a consumer, its settings shared with --dlq",

@@ -104,15 +104,6 @@ TEST_CASE("parse_registry_auth: user and password, the password may hold ':'", "
   CHECK(e.error().message == "registry credentials must be 'user:password'");
 }
 
-TEST_CASE("escape_path_segment: subjects may hold any byte", "[registry]") {
-  CHECK(escape_path_segment("orders-value") == "orders-value");
-  CHECK(escape_path_segment("money.proto") == "money.proto");
-  CHECK(escape_path_segment("a/b c") == "a%2Fb%20c");
-  CHECK(escape_path_segment("100%?#") == "100%25%3F%23");
-  CHECK(escape_path_segment("caf\xc3\xa9") == "caf%C3%A9");
-  CHECK(escape_path_segment("") == "");
-}
-
 TEST_CASE("registry paths", "[registry]") {
   CHECK(schema_by_id_path(42) == "/schemas/ids/42");
   CHECK(subject_version_path("orders-value", -1) == "/subjects/orders-value/versions/latest");

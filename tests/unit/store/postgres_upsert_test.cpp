@@ -30,6 +30,18 @@ std::string fresh_table(Database& db, const std::string& name) {
   return name;
 }
 
+// The first column of each row `stmt` gives, a line each.
+std::string lines_of(Statement& stmt) {
+  std::string out;
+  for (;;) {
+    auto row = stmt.step();
+    REQUIRE(row.ok());
+    if (!*row) break;
+    out.append(stmt.column_text(0)).append("\n");
+  }
+  return out;
+}
+
 std::string column_types(Database& db, const std::string& table) {
   auto stmt = db.prepare(
       "SELECT column_name || ' ' || data_type || CASE WHEN is_nullable = 'NO' THEN ' not null' "
@@ -37,14 +49,7 @@ std::string column_types(Database& db, const std::string& table) {
       "ordinal_position");
   REQUIRE(stmt.ok());
   stmt->bind_text(1, table);
-  std::string out;
-  for (;;) {
-    auto row = stmt->step();
-    REQUIRE(row.ok());
-    if (!*row) break;
-    out.append(stmt->column_text(0)).append("\n");
-  }
-  return out;
+  return lines_of(*stmt);
 }
 
 // The rows as PostgreSQL prints them, in key order.
@@ -52,14 +57,7 @@ std::string rows_as_text(Database& db, const std::string& table, const std::stri
   auto stmt = db.prepare(fmt::format("SELECT concat_ws('|', {}) FROM {} ORDER BY 1", columns,
                                      quote_identifier(table)));
   REQUIRE(stmt.ok());
-  std::string out;
-  for (;;) {
-    auto row = stmt->step();
-    REQUIRE(row.ok());
-    if (!*row) break;
-    out.append(stmt->column_text(0)).append("\n");
-  }
-  return out;
+  return lines_of(*stmt);
 }
 
 }  // namespace
