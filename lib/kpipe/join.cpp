@@ -529,6 +529,11 @@ Millis PendingQueue::oldest() const {
   return oldest;
 }
 
+Millis PendingQueue::needed_from(Millis disorder) const {
+  if (newest_ == kMinTime) return kMinTime;
+  return std::min(newest_ - disorder, oldest());
+}
+
 void PendingQueue::take_changes(StateChanges& out) {
   if (!added_.empty()) {
     for (const PendingRecord& r : records_) {

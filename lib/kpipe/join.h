@@ -212,6 +212,13 @@ class PendingQueue final : public Snapshottable {
   // The oldest event time waiting (kMaxTime when none): versions it may
   // need are not pruned.
   Millis oldest() const;
+  // A record of the queue's partition was read at `time`, waiting or not.
+  void read(Millis time) { newest_ = std::max(newest_, time); }
+  // The oldest event time the partition's records may still need a
+  // version for: its newest time read less the stream's disorder, or a
+  // record waiting; kMinTime until it has read one, for a partition just
+  // taken over may be far behind the others (kpipe(7), MANY INSTANCES).
+  Millis needed_from(Millis disorder) const;
 
   void take_changes(StateChanges& out) override;
   // Takes "q/" entries only: a data_error for any other.
@@ -223,6 +230,7 @@ class PendingQueue final : public Snapshottable {
   std::deque<PendingRecord> records_;
   size_t bytes_ = 0;
   uint64_t next_seq_ = 1;
+  Millis newest_ = kMinTime;            // not saved: a restored queue waits for its first record
   std::unordered_set<uint64_t> added_;  // since take_changes
   std::vector<uint64_t> removed_;
 };

@@ -374,6 +374,7 @@ class JoinStage final : public ParsingStage {
                                   "records waiting for the table");
     if (!found) return found.take_error();
     auto& queue = static_cast<PendingQueue&>(**found);
+    queue.read(time);
     if (queue.empty() && controls_.empty() && engine_.table_passed(time))
       return emit_as_of(line, values, key, time, out);
     queue.hold(time, line.number, line.input, line.text, ++arrivals_);
@@ -575,9 +576,8 @@ class JoinStage final : public ParsingStage {
   // The same over an instance's queues, one per partition: each in its
   // order, and a control line held once every record before it is out.
   Status release_slices(Output& out, bool all) {
-    if (!has_waiting()) return {};
     Millis watermark = engine_.table_watermark();
-    while (true) {
+    while (has_waiting()) {
       uint64_t barrier = controls_.empty() ? UINT64_MAX : controls_.front().arrival;
       Status status;
       bool before = false;  // a record from before the barrier still waits
@@ -595,10 +595,12 @@ class JoinStage final : public ParsingStage {
       out.write_line(controls_.front().text);
       controls_.pop_front();
     }
+    // Each partition's records keep what they may need by the partition's
+    // own time: one taken over may be far behind those read here before.
     if (engine_.prune_due()) {
       Millis bound = stream_newest_ - plan_.stream_disorder;
       state_.for_each_slice([&](const TopicPartition&, Snapshottable& e) {
-        bound = std::min(bound, static_cast<PendingQueue&>(e).oldest());
+        bound = std::min(bound, static_cast<PendingQueue&>(e).needed_from(plan_.stream_disorder));
       });
       engine_.maybe_prune(bound);
     }

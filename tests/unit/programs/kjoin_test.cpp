@@ -364,7 +364,9 @@ struct InstanceTable {
   std::unique_ptr<MockCluster> mock;
   KafkaOptions kafka;
 
-  InstanceTable() {
+  // Versions of u1 as (time, value): by default "a" from 1000, "b" from 3000.
+  explicit InstanceTable(const std::vector<std::pair<Millis, std::string>>& versions = {
+                             {1000, R"({"n":"a"})"}, {3000, R"({"n":"b"})"}}) {
     auto m = MockCluster::create(1, reporter);
     REQUIRE(m.ok());
     mock = std::move(*m);
@@ -375,8 +377,8 @@ struct InstanceTable {
     SystemClock clock;
     auto producer = Producer::create(*config, reporter, clock);
     REQUIRE(producer.ok());
-    REQUIRE((*producer)->write("users", 0, "u1", R"({"n":"a"})", {}, 1000).ok());
-    REQUIRE((*producer)->write("users", 0, "u1", R"({"n":"b"})", {}, 3000).ok());
+    for (const auto& [time, value] : versions)
+      REQUIRE((*producer)->write("users", 0, "u1", value, {}, time).ok());
     REQUIRE((*producer)->flush(10 * kSecond).ok());
   }
 
@@ -436,6 +438,30 @@ TEST_CASE("kjoin: an instance keeps the records waiting per partition, and hands
                   "restored 1 records waiting for the table of 'kjoin' for events [1] from "
                   "checkpoint 1 in '" +
                       o.state + "'") != second.reporter.infos.end());
+}
+
+// A partition taken over may be far behind those the instance read
+// before: the versions its records need are kept until it has read one
+// (found by join_instances, as of, with the table pruned by the time of
+// the instance's other partitions).
+TEST_CASE("kjoin: an instance keeps the versions a partition that has read nothing may need",
+          "[kjoin]") {
+  // More versions than a prune waits for (1024): "v1" from 1000, "v2"
+  // from 2000, and so on.
+  std::vector<std::pair<Millis, std::string>> versions;
+  for (int i = 1; i <= 1100; ++i) versions.emplace_back(i * 1000, fmt::format(R"({{"n":{}}})", i));
+  InstanceTable table(versions);
+  TempDir dir;
+  JoinOptions o = table.options(dir);
+  o.watermark = "10s";
+  REQUIRE(claim(o.state, {0, 1}) == std::vector<int64_t>{1, 1});
+  std::string both = partitions_line(PartitionEvent::Kind::kAssigned, {{0, 1}, {1, 1}});
+  // Partition 0 is read to 1,200 s first, past the table (its record
+  // waits, and the versions before 1,190 s are no longer needed by it);
+  // partition 1 then starts at 1.5 s, and needs the version from 1 s.
+  Result r = run_tool(o, both + event(0, 0, 1'200'000) + event(1, 0, 1500), dir);
+  REQUIRE(r.status.ok());
+  CHECK(r.out == both + event(1, 0, 1500, R"({"n":1})") + event(0, 0, 1'200'000, R"({"n":1100})"));
 }
 
 // The entries a store holds for a stage's partition.
