@@ -96,11 +96,18 @@ Expected<std::optional<Checkpoint>> parse_checkpoint(std::string_view line) {
       const JsonValue* partition = o.find("partition");
       const JsonValue* offset = o.find("offset");
       if (topic == nullptr || topic->type != JsonType::kString || partition == nullptr ||
-          !partition->is_integer || offset == nullptr || !offset->is_integer)
+          !partition->is_integer || offset == nullptr)
         return data_error("checkpoint line: each offset needs 'topic', 'partition' and 'offset'");
+      // An offset is a number, a Kinesis sequence number a string (kpipe(7), LOGS).
+      auto position = Position::from_json(*offset);
+      if (!position)
+        return data_error(
+            "checkpoint line: 'offset' must be an integer or a string of a sequence number's "
+            "digits");
       if (partition->integer < INT32_MIN || partition->integer > INT32_MAX)
         return data_error("checkpoint line: partition {} is out of range", partition->integer);
-      PartitionOffset po{topic->str, static_cast<int32_t>(partition->integer), offset->integer};
+      PartitionOffset po{topic->str, static_cast<int32_t>(partition->integer),
+                         std::move(*position)};
       KPIPE_TRY(read_epoch(o, "checkpoint", po.epoch));
       c.offsets.push_back(std::move(po));
     }
@@ -134,7 +141,7 @@ void append_checkpoint(std::string& out, const Checkpoint& c) {
     out.append(",\"partition\":");
     append_int(out, o.partition);
     out.append(",\"offset\":");
-    append_int(out, o.offset);
+    o.offset.append_json(out);
     append_epoch(out, o.epoch);
     out.push_back('}');
   }

@@ -111,7 +111,7 @@ void append_entry_ndjson(std::string& out, const DlqEntry& e) {
     out.append(",\"source_partition\":");
     append_int(out, e.source->partition);
     out.append(",\"source_offset\":");
-    append_int(out, e.source->offset);
+    e.source->offset.append_json(out);
   } else {
     out.append("null,\"source_partition\":null,\"source_offset\":null");
   }
@@ -323,7 +323,7 @@ OwnedRecord encode_dead_letter(const DeadLetter& d, EnvelopeReader& reader) {
   if (d.source) {
     add(dlq_header::kSourceTopic, d.source->topic);
     add(dlq_header::kSourcePartition, std::to_string(d.source->partition));
-    add(dlq_header::kSourceOffset, std::to_string(d.source->offset));
+    add(dlq_header::kSourceOffset, d.source->offset.text());
   }
   if (!d.input.empty()) add(dlq_header::kInput, d.input);
   if (d.line > 0) add(dlq_header::kLine, std::to_string(d.line));
@@ -385,7 +385,7 @@ DlqEntry decode_dead_letter(const RecordView& r) {
   }
   if (topic && partition && offset) {
     auto p = parse_number<int32_t>(*partition);
-    auto o = parse_number<int64_t>(*offset);
+    auto o = Position::from_text(*offset);
     if (p && o) e.source = SourcePosition{std::string(*topic), *p, *o};
   }
   if (value_kind == "record") {

@@ -97,7 +97,7 @@ void EnvelopeWriter::append(std::string& out, const RecordView& r) {
   out.append(",\"partition\":");
   append_int(out, r.partition);
   out.append(",\"offset\":");
-  append_int(out, r.offset);
+  r.offset.append_json(out);
   out.append(",\"timestamp\":");
   if (r.timestamp >= 0) {
     append_int(out, r.timestamp);
@@ -207,9 +207,14 @@ Status EnvelopeReader::read(std::string_view line, EnvelopeRecord& out) {
       return data_error("field 'partition' is out of range");
     out.partition = static_cast<int32_t>(**partition);
   }
-  auto offset = integer_field(values_[kOffset], "offset");
-  if (!offset) return offset.take_error();
-  out.offset = *offset;
+  // An offset, or a Kinesis sequence number as a string (kpipe(7), LOGS).
+  const JsonField& offset = values_[kOffset];
+  if (offset.type != JsonType::kMissing && offset.type != JsonType::kNull) {
+    out.offset = Position::from_json(offset);
+    if (!out.offset)
+      return data_error(
+          "field 'offset' is not an integer or a string of a sequence number's digits");
+  }
   auto timestamp = integer_field(values_[kTimestamp], "timestamp");
   if (!timestamp) return timestamp.take_error();
   out.timestamp = *timestamp;
@@ -327,10 +332,12 @@ std::optional<SourcePosition> source_position(std::string_view padded_line) {
   std::vector<JsonField> v;
   if (!reader.read(padded_line, fields, v).ok()) return std::nullopt;
   if (v[0].type != JsonType::kString || v[1].type != JsonType::kNumber || !v[1].is_integer ||
-      v[2].type != JsonType::kNumber || !v[2].is_integer || v[1].integer < INT32_MIN ||
-      v[1].integer > INT32_MAX)
+      v[1].integer < INT32_MIN || v[1].integer > INT32_MAX)
     return std::nullopt;
-  return SourcePosition{std::string(v[0].str), static_cast<int32_t>(v[1].integer), v[2].integer};
+  auto offset = Position::from_json(v[2]);
+  if (!offset) return std::nullopt;
+  return SourcePosition{std::string(v[0].str), static_cast<int32_t>(v[1].integer),
+                        std::move(*offset)};
 }
 
 std::optional<std::string_view> record_key_bytes(const JsonField& f, std::string& buffer) {

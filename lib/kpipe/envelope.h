@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kpipe/json.h"
+#include "kpipe/position.h"
 #include "kpipe/status.h"
 
 namespace kpipe {
@@ -23,7 +24,7 @@ struct Header {
 struct RecordView {
   std::string_view topic;
   int32_t partition = -1;
-  int64_t offset = -1;
+  Position offset = -1;
   int64_t timestamp = -1;  // epoch ms; -1 when the record has none
   std::optional<std::string_view> key;
   std::optional<std::string_view> value;  // nullopt: a tombstone
@@ -67,7 +68,7 @@ class EnvelopeWriter {
 struct EnvelopeRecord {
   std::optional<std::string> topic;
   std::optional<int32_t> partition;
-  std::optional<int64_t> offset;
+  std::optional<Position> offset;
   std::optional<int64_t> timestamp;
   std::optional<std::string> key;
   std::optional<std::string> value;  // nullopt: a tombstone
@@ -121,10 +122,10 @@ Status check_producible_timestamp(std::optional<int64_t> timestamp);
 struct SourcePosition {
   std::string topic;
   int32_t partition = -1;
-  int64_t offset = -1;
+  Position offset = -1;
 };
 // Best effort: nullopt unless the line is a JSON object with a string
-// "topic", an integer "partition" and an integer "offset".
+// "topic", an integer "partition" and an "offset" (position.h).
 std::optional<SourcePosition> source_position(std::string_view padded_line);
 
 }  // namespace kpipe

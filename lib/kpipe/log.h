@@ -7,8 +7,8 @@
 // offsets, the group's lag; transactions) are interfaces of their own, so
 // that a program asks for them and a backend without them offers none.
 //
-// Positions are 64-bit integers here, as Kafka's offsets are; a program
-// never computes one from another: the backend says where a partition
+// Positions (position.h) are Kafka's offsets or Kinesis's sequence
+// numbers; a program never computes one from another: the backend says where a partition
 // resumes after each record (LogEvent::resume), and where it starts
 // (LogStart).
 #pragma once
@@ -55,7 +55,7 @@ struct LogEvent {
   RecordView record;
   // Where reading the partition resumes after this event: the position
   // that a checkpoint, a commit or a restart keeps (Kafka: the next offset).
-  int64_t resume = 0;
+  Position resume;
 };
 
 // A log's partitions, their bounds, and positions by time. Each call is
@@ -78,8 +78,8 @@ class LogMetadata {
   virtual Expected<std::vector<LogBounds>> bounds(const std::vector<TopicPartition>& parts) = 0;
   // For each partition, the first position whose record's time is at or
   // after `times[i]`; the upper bound when there is none.
-  virtual Expected<std::vector<int64_t>> positions_at(const std::vector<TopicPartition>& parts,
-                                                      const std::vector<Millis>& times) = 0;
+  virtual Expected<std::vector<Position>> positions_at(const std::vector<TopicPartition>& parts,
+                                                       const std::vector<Millis>& times) = 0;
   // The time of the record at each position; nullopt where there is none.
   virtual Expected<std::vector<std::optional<Millis>>> timestamps_at(
       const std::vector<PartitionOffset>& at) = 0;

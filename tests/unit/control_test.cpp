@@ -79,12 +79,38 @@ TEST_CASE("parse_checkpoint: errors", "[control]") {
   for (const char* entry :
        {R"({"partition":0,"offset":1})", R"({"topic":"t","offset":1})",
         R"({"topic":"t","partition":0})", R"({"topic":1,"partition":0,"offset":1})",
-        R"({"topic":"t","partition":"0","offset":1})",
-        R"({"topic":"t","partition":0,"offset":1.5})", R"(["t",0,1])", "null"}) {
+        R"({"topic":"t","partition":"0","offset":1})", R"(["t",0,1])", "null"}) {
     INFO(entry);
     CHECK(parse_error(std::string(R"({"$kpipe":"checkpoint","id":1,"offsets":[)") + entry + "]}") ==
           "checkpoint line: each offset needs 'topic', 'partition' and 'offset'");
   }
+  // An offset is an integer; a Kinesis position a string (kpipe(7), LOGS).
+  for (const char* offset : {"1.5", R"("x")", R"("007")", R"("-1")", "true", R"("@")", R"("@x")"}) {
+    INFO(offset);
+    CHECK(
+        parse_error(fmt::format(
+            R"({{"$kpipe":"checkpoint","id":1,"offsets":[{{"topic":"t","partition":0,"offset":{}}}]}})",
+            offset)) ==
+        "checkpoint line: 'offset' must be an integer or a string of a sequence number's digits");
+  }
+}
+
+TEST_CASE("parse_checkpoint: a Kinesis position travels as a string, digit for digit",
+          "[control]") {
+  const std::string seq = "49590338271490256608559692538361571095921575989136588898";
+  std::string line =
+      R"({"$kpipe":"checkpoint","id":3,"at":1,"offsets":[{"topic":"s","partition":7,"offset":")" +
+      seq + R"("},{"topic":"s","partition":8,"offset":"@1764412345123"}]})";
+  auto c = parse_checkpoint(line);
+  REQUIRE(c.ok());
+  REQUIRE(*c);
+  REQUIRE((*c)->offsets.size() == 2);
+  CHECK((*c)->offsets[0].offset == *Position::sequence(seq));
+  CHECK((*c)->offsets[1].offset == Position::arrived_at(1764412345123));
+  std::string again;
+  append_checkpoint(again, **c);
+  CHECK(again.find("\"offset\":\"" + seq + "\"") != std::string::npos);
+  CHECK(again.find("\"offset\":\"@1764412345123\"") != std::string::npos);
 }
 
 TEST_CASE("parse_checkpoint: a partition outside int32 is refused, not wrapped", "[control]") {

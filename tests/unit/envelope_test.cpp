@@ -301,9 +301,12 @@ TEST_CASE("EnvelopeReader: headers in order, repeated names, null and binary val
 TEST_CASE("EnvelopeReader: errors for wrong types", "[envelope]") {
   CHECK(read_error(R"({"partition":"0","value":1})") == "field 'partition' is not an integer");
   CHECK(read_error(R"({"partition":1.5,"value":1})") == "field 'partition' is not an integer");
-  CHECK(read_error(R"({"offset":"7","value":1})") == "field 'offset' is not an integer");
-  CHECK(read_error(R"({"offset":18446744073709551615,"value":1})") ==
-        "field 'offset' is not an integer");
+  // A string is a Kinesis sequence number's digits (kpipe(7), LOGS).
+  for (const char* offset : {R"("x7")", R"("07")", "18446744073709551615", "1.5", "true"}) {
+    INFO(offset);
+    CHECK(read_error(fmt::format(R"({{"offset":{},"value":1}})", offset)) ==
+          "field 'offset' is not an integer or a string of a sequence number's digits");
+  }
   CHECK(read_error(R"({"timestamp":"2026-01-01T00:00:00Z","value":1})") ==
         "field 'timestamp' is not an integer");
   CHECK(read_error(R"({"key":5,"value":1})") == "field 'key' is a number, not a string or null");

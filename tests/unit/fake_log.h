@@ -86,9 +86,9 @@ class FakeLog final : public LogReader {
     }
     return out;
   }
-  Expected<std::vector<int64_t>> positions_at(const std::vector<TopicPartition>& parts,
-                                              const std::vector<Millis>& times) override {
-    std::vector<int64_t> out;
+  Expected<std::vector<Position>> positions_at(const std::vector<TopicPartition>& parts,
+                                               const std::vector<Millis>& times) override {
+    std::vector<Position> out;
     for (size_t i = 0; i < parts.size(); ++i) {
       const Partition& p = parts_.at(parts[i]);
       auto it = std::find_if(p.records.begin(), p.records.end(),
@@ -118,7 +118,7 @@ class FakeLog final : public LogReader {
     for (const auto& a : parts) {
       TopicPartition tp{a.topic, a.partition};
       const Partition& p = parts_.at(tp);
-      int64_t from = a.offset;
+      int64_t from = a.offset.offset();
       if (from == LogStart::kEarliest)
         from = p.records.empty() ? p.next_position : p.records.front().position;
       if (from == LogStart::kLatest) from = p.next_position;
@@ -145,7 +145,7 @@ class FakeLog final : public LogReader {
         e.record.key = r.key ? std::optional<std::string_view>(*r.key) : std::nullopt;
         e.record.value = r.value ? std::optional<std::string_view>(*r.value) : std::nullopt;
         e.resume = r.position + 1;
-        cursor.from = e.resume;
+        cursor.from = r.position + 1;
         cursor.caught_up = false;
         ++sent;
         KPIPE_TRY(handler(e));

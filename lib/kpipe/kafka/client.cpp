@@ -94,7 +94,8 @@ rd_kafka_topic_partition_list_t* to_list(const std::vector<TopicPartition>& part
 rd_kafka_topic_partition_list_t* to_list(const std::vector<PartitionOffset>& parts) {
   auto* list = rd_kafka_topic_partition_list_new(static_cast<int>(parts.size()));
   for (const auto& p : parts)
-    rd_kafka_topic_partition_list_add(list, p.topic.c_str(), p.partition)->offset = p.offset;
+    rd_kafka_topic_partition_list_add(list, p.topic.c_str(), p.partition)->offset =
+        p.offset.offset();
   return list;
 }
 

@@ -46,8 +46,8 @@ class KafkaClient : public virtual LogMetadata {
   // look offsets up by time (librdkafka's mock, kbroker) are searched by
   // reading record timestamps: a binary search, which assumes timestamps
   // grow with offsets as they do for CreateTime from one producer.
-  Expected<std::vector<int64_t>> positions_at(const std::vector<TopicPartition>& parts,
-                                              const std::vector<Millis>& times) override;
+  Expected<std::vector<Position>> positions_at(const std::vector<TopicPartition>& parts,
+                                               const std::vector<Millis>& times) override;
 
   // The timestamp of the record at each offset (nullopt where there is no
   // record: past the end, or deleted), read with one small fetch per

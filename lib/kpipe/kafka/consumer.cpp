@@ -233,7 +233,7 @@ Status Consumer::subscribe(const std::vector<std::string>& topics, AssignHandler
       Status s = state->on_assign ? state->on_assign(parts) : Status();
       if (!s.ok() && state->pending.ok()) state->pending = s;
       for (int i = 0; i < list->cnt; ++i)
-        list->elems[i].offset = parts[static_cast<size_t>(i)].offset;
+        list->elems[i].offset = parts[static_cast<size_t>(i)].offset.offset();
       if (cooperative) {
         keep(rd_kafka_incremental_assign(rk, list));
       } else {

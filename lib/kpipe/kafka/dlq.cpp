@@ -70,7 +70,7 @@ Status read_until_end(Consumer& consumer, const std::string& topic,
       progress = true;
       if (e.kind == LogEvent::Kind::kRecord && e.record.offset < it->second)
         KPIPE_TRY(fn(e.record));
-      if (e.record.offset + (e.kind == LogEvent::Kind::kRecord ? 1 : 0) >= it->second)
+      if (e.record.offset.offset() + (e.kind == LogEvent::Kind::kRecord ? 1 : 0) >= it->second)
         end.erase(it);
       return {};
     }));
@@ -169,7 +169,7 @@ Expected<std::vector<DlqEntry>> KafkaDlq::read(size_t max) {
         return {};
       }
       out.push_back(decode_dead_letter(e.record));
-      done = e.record.offset + 1 >= end;
+      done = e.record.offset.offset() + 1 >= end;
       return {};
     }));
     if (done) {
@@ -266,9 +266,9 @@ class GroupLedger final : public ReplayLedger {
       if (entries->empty()) break;
       for (DlqEntry& e : *entries) {
         auto& reads = reads_[e.position->partition];
-        bool pass =
-            found_.count({e.position->partition, e.position->offset}) > 0 || !filter_.matches(e);
-        reads.push_back({e.position->offset, pass});
+        bool pass = found_.count({e.position->partition, e.position->offset.offset()}) > 0 ||
+                    !filter_.matches(e);
+        reads.push_back({e.position->offset.offset(), pass});
         if (pass) continue;
         std::string id = prefix_ + e.id_text();
         out.push_back({std::move(e), std::move(id)});
@@ -423,7 +423,7 @@ class TopicDeadLetters final : public DeadLetters {
           stopped[p] = true;
           continue;
         }
-        cut[p] = e.position->offset + 1;
+        cut[p] = e.position->offset.offset() + 1;
         ++count[p];
       }
     }
@@ -548,7 +548,7 @@ class KafkaTarget final : public ReplayTarget {
         producer_->positions_at(parts_, std::vector<Millis>(parts_.size(), LogStart::kLatest));
     if (!ends) return ends.take_error();
     std::map<int32_t, int64_t> high;
-    for (size_t i = 0; i < parts_.size(); ++i) high[parts_[i].partition] = (*ends)[i];
+    for (size_t i = 0; i < parts_.size(); ++i) high[parts_[i].partition] = (*ends)[i].offset();
     return format_mark(high);
   }
 

@@ -217,12 +217,13 @@ Expected<std::vector<LogBounds>> KafkaClient::bounds(const std::vector<TopicPart
   return out;
 }
 
-Expected<std::vector<int64_t>> KafkaClient::positions_at(const std::vector<TopicPartition>& parts,
-                                                         const std::vector<Millis>& times) {
+Expected<std::vector<Position>> KafkaClient::positions_at(const std::vector<TopicPartition>& parts,
+                                                          const std::vector<Millis>& times) {
   auto found = ask_offsets(parts, times, "cannot look up offsets by time");
   if (!found) return found.take_error();
   std::vector<int64_t> out = *found;
-  if (std::none_of(out.begin(), out.end(), [](int64_t o) { return o < 0; })) return out;
+  if (std::none_of(out.begin(), out.end(), [](int64_t o) { return o < 0; }))
+    return std::vector<Position>(out.begin(), out.end());
   auto marks = bounds(parts);
   if (!marks) return marks.take_error();
   // "No record at or after T" is the broker's answer only if the last
@@ -237,7 +238,7 @@ Expected<std::vector<int64_t>> KafkaClient::positions_at(const std::vector<Topic
       last.push_back({parts[i].topic, parts[i].partition, (*marks)[i].high - 1});
     }
   }
-  if (unsure.empty()) return out;
+  if (unsure.empty()) return std::vector<Position>(out.begin(), out.end());
   auto last_ts = timestamps_at(last);
   if (!last_ts) return last_ts.take_error();
   for (size_t k = 0; k < unsure.size(); ++k) {
@@ -256,7 +257,7 @@ Expected<std::vector<int64_t>> KafkaClient::positions_at(const std::vector<Topic
     }
     out[i] = lo;
   }
-  return out;
+  return std::vector<Position>(out.begin(), out.end());
 }
 
 Expected<std::vector<std::optional<Millis>>> KafkaClient::timestamps_at(

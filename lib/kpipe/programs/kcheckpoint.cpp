@@ -87,7 +87,7 @@ void append_offset_json(std::string& out, const StoredOffset& s) {
   out.append(",\"partition\":");
   append_int(out, s.partition);
   out.append(",\"offset\":");
-  append_int(out, s.offset);
+  s.offset.append_json(out);
   out.append(",\"checkpoint\":");
   append_int(out, s.checkpoint);
   out.append(",\"committed_at\":\"");
@@ -545,7 +545,7 @@ Status run_checkpoint_show(const CheckpointOptions& o, Io& io) {
   }
   TextTable t({"TOPIC", "PARTITION", "OFFSET", "CHECKPOINT", "COMMITTED-AT"});
   for (const auto& s : *offsets)
-    t.add_row({s.topic, std::to_string(s.partition), std::to_string(s.offset),
+    t.add_row({s.topic, std::to_string(s.partition), s.offset.text(),
                s.checkpoint > 0 ? std::to_string(s.checkpoint) : "-",
                format_rfc3339(s.committed_at)});
   io.out.write(t.render());
@@ -673,7 +673,7 @@ Status run_checkpoint_reset(const CheckpointOptions& o, Io& io) {
   if (o.execute) KPIPE_TRY((*store)->lock_offsets());
   auto stored = (*store)->offsets();
   if (!stored) return stored.take_error();
-  std::map<TopicPartition, int64_t> current;
+  std::map<TopicPartition, Position> current;
   for (const auto& s : *stored) current[{s.topic, s.partition}] = s.offset;
 
   auto log = KafkaLog::open(o.kafka, io.env_brokers, io.reporter, io.clock);
@@ -700,7 +700,7 @@ Status run_checkpoint_reset(const CheckpointOptions& o, Io& io) {
     return usage_error("nothing to reset: the state holds no offsets; name topics with -t");
   auto marks = metadata.bounds(parts);
   if (!marks) return marks.take_error();
-  std::vector<int64_t> at_time(parts.size(), 0);
+  std::vector<Position> at_time(parts.size(), 0);
   if (spec.kind == ResetSpec::Kind::kTime) {
     auto found = metadata.positions_at(parts, std::vector<Millis>(parts.size(), spec.value));
     if (!found) return found.take_error();
@@ -711,9 +711,11 @@ Status run_checkpoint_reset(const CheckpointOptions& o, Io& io) {
   std::string& out = io.out.buffer();
   for (size_t i = 0; i < parts.size(); ++i) {
     auto it = current.find(parts[i]);
+    // Kafka's offsets, computed from the log's bounds.
     std::optional<int64_t> cur =
-        it == current.end() ? std::nullopt : std::optional<int64_t>(it->second);
-    int64_t target = reset_target(spec, cur, (*marks)[i].low, (*marks)[i].high, at_time[i]);
+        it == current.end() ? std::nullopt : std::optional<int64_t>(it->second.offset());
+    int64_t target =
+        reset_target(spec, cur, (*marks)[i].low, (*marks)[i].high, at_time[i].offset());
     plan.push_back({parts[i].topic, parts[i].partition, target});
     if (*table) {
       t.add_row({parts[i].topic, std::to_string(parts[i].partition),

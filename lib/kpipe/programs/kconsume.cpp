@@ -72,14 +72,14 @@ Expected<EndPosition> parse_end_position(std::string_view text, Millis now) {
   return p;
 }
 
-int64_t resolve_end(const EndPosition& until, int64_t offset_for_time) {
+Position resolve_end(const EndPosition& until, const Position& position_for_time) {
   switch (until.kind) {
     case EndPosition::Kind::kNone:
       return kNoEnd;
     case EndPosition::Kind::kOffset:
       return until.value;
     case EndPosition::Kind::kTime:
-      return std::max<int64_t>(offset_for_time, 0);
+      return std::max(position_for_time, Position(0));
   }
   return kNoEnd;
 }
@@ -185,7 +185,7 @@ class ConsumeLoop {
   }
 
   // Where the state file says a partition resumes, if it knows.
-  std::optional<int64_t> saved_position(const TopicPartition& tp) const {
+  std::optional<Position> saved_position(const TopicPartition& tp) const {
     if (!checkpoints_) return std::nullopt;
     return checkpoints_->saved_position(tp);
   }
@@ -196,14 +196,15 @@ class ConsumeLoop {
     for (const auto& p : parts) tps.push_back({p.topic, p.partition});
     auto marks = log_.bounds(tps);
     if (!marks) return marks.take_error();
-    std::vector<int64_t> by_time(parts.size(), 0);
+    std::vector<Position> by_time(parts.size(), 0);
     if (from_.kind == StartPosition::Kind::kTime) {
       auto found = log_.positions_at(tps, std::vector<Millis>(tps.size(), from_.value));
       if (!found) return found.take_error();
       by_time = *found;
     }
     for (size_t i = 0; i < parts.size(); ++i)
-      parts[i].offset = resolve_start(from_, (*marks)[i].low, (*marks)[i].high, by_time[i]);
+      parts[i].offset =
+          resolve_start(from_, (*marks)[i].low, (*marks)[i].high, by_time[i].offset());
     return {};
   }
 
@@ -477,7 +478,7 @@ class ConsumeLoop {
   struct Written {
     uint64_t end;
     ConsumePosition* position;
-    int64_t next;
+    Position next;
   };
 
   // Checkpoints, commits and --stats, between records.
@@ -549,8 +550,11 @@ class ConsumeLoop {
       if (pos.ended) continue;
       auto end = log_.lag_hint(tp.topic, tp.partition);
       if (!end) return;  // not known for every partition yet: say nothing
-      int64_t stop = std::min(*end, pos.end);
-      if (stop > pos.next) left += static_cast<uint64_t>(stop - pos.next);
+      // Records are counted between offsets only: a Kinesis shard's sequence
+      // numbers are not consecutive.
+      if (!pos.next.is_offset()) return;
+      int64_t stop = std::min(*end, pos.end.offset());
+      if (stop > pos.next.offset()) left += static_cast<uint64_t>(stop - pos.next.offset());
     }
     counters_.left = left;
   }
@@ -599,7 +603,7 @@ class ConsumeLoop {
     if (!marks) return marks.take_error();
     // With a state store, its positions are the truth the group mirrors
     // (kbroker's mock keeps no offsets a transaction commits).
-    std::map<TopicPartition, int64_t> stored;
+    std::map<TopicPartition, Position> stored;
     if (state_ != nullptr) {
       auto offsets = state_->offsets();
       if (!offsets) return offsets.take_error();
@@ -611,7 +615,8 @@ class ConsumeLoop {
       // what its pipeline commits of them is its own business.
       if (positions_.contains(tps[i])) continue;
       int64_t at = (*committed)[i].value_or((*marks)[i].low);
-      if (auto it = stored.find(tps[i]); it != stored.end()) at = std::max(at, it->second);
+      // A consumer group's (Kafka's): its positions are offsets.
+      if (auto it = stored.find(tps[i]); it != stored.end()) at = std::max(at, it->second.offset());
       if (at < (*marks)[i].high)
         behind.push_back(fmt::format("{} [{}] at offset {} of {}", tps[i].topic, tps[i].partition,
                                      at, (*marks)[i].high));

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kpipe/kafka/config.h"
+#include "kpipe/position.h"
 #include "kpipe/schema_options.h"
 #include "kpipe/stage/io.h"
 #include "kpipe/time.h"
@@ -61,14 +62,14 @@ struct EndPosition {
   int64_t value = 0;  // the offset or the time
 };
 // The end of a partition without --until.
-constexpr int64_t kNoEnd = std::numeric_limits<int64_t>::max();
+constexpr int64_t kNoEnd = Position::kMax;
 // Empty: no end. The times are --from's.
 Expected<EndPosition> parse_end_position(std::string_view text, Millis now);
 
 // The offset a partition ends before, by --until: the offset given, or for
 // a time the broker's first offset at or after it (its high watermark at
 // the time of asking when there is none).
-int64_t resolve_end(const EndPosition& until, int64_t offset_for_time);
+Position resolve_end(const EndPosition& until, const Position& position_for_time);
 
 // "0,2-5" -> {0, 2, 3, 4, 5}, sorted and unique.
 Expected<std::vector<int32_t>> parse_partition_list(std::string_view text);

@@ -156,7 +156,7 @@ Status ConsumeCheckpoints::claim(std::vector<PartitionOffset>& parts) {
   return {};
 }
 
-std::optional<int64_t> ConsumeCheckpoints::saved_position(const TopicPartition& tp) const {
+std::optional<Position> ConsumeCheckpoints::saved_position(const TopicPartition& tp) const {
   auto it = saved_.find(tp);
   if (it == saved_.end()) return std::nullopt;
   return it->second;

@@ -47,7 +47,7 @@ class ConsumeCheckpoints {
   // its stored position where there is one.
   Status claim(std::vector<PartitionOffset>& parts);
   // Where the state store says a partition resumes, if it knows.
-  std::optional<int64_t> saved_position(const TopicPartition& tp) const;
+  std::optional<Position> saved_position(const TopicPartition& tp) const;
 
   // The intervals start now (steady time).
   void start(Millis now) {
@@ -104,7 +104,7 @@ class ConsumeCheckpoints {
   int64_t mirrored_ = 0;
   int64_t settled_ = 0;  // the checkpoint settle() last awaited
   bool written_since_ = false;
-  std::map<TopicPartition, int64_t> saved_;
+  std::map<TopicPartition, Position> saved_;
 };
 
 }  // namespace kpipe

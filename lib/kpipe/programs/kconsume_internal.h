@@ -39,14 +39,14 @@ constexpr Millis kTransactionHoldWait = 75 * kSecond;
 
 // Where kconsume is in one partition it holds.
 struct ConsumePosition {
-  int64_t next = 0;  // the next offset to read
+  Position next;  // where reading resumes (Kafka: the next offset)
   bool at_end = false;
-  int64_t end = kNoEnd;  // --until: the offset it ends before
-  bool ended = false;    // at --until's end: nothing more is written
+  Position end = kNoEnd;  // --until: the position it ends before
+  bool ended = false;     // at --until's end: nothing more is written
   bool paused = false;
-  int64_t read = -1;       // the offset after the last record the reader has read
-  int64_t committed = -1;  // the offset last committed
-  int64_t epoch = 0;       // an instance's: the epoch it owns the partition at
+  Position read = -1;       // where the reader resumes after the last record it has read
+  Position committed = -1;  // the position last committed
+  int64_t epoch = 0;        // an instance's: the epoch it owns the partition at
 };
 
 }  // namespace kpipe

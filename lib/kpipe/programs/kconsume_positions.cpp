@@ -14,7 +14,7 @@ Status ConsumePositions::resolve_ends(const std::vector<PartitionOffset>& parts,
   for (const auto& p : parts)
     if (ends_.count({p.topic, p.partition}) == 0) fresh.push_back({p.topic, p.partition});
   if (fresh.empty()) return {};
-  std::vector<int64_t> by_time(fresh.size(), 0);
+  std::vector<Position> by_time(fresh.size(), 0);
   if (until_.kind == EndPosition::Kind::kTime) {
     auto found = lookup(fresh, until_.value);
     if (!found) return found.take_error();
@@ -44,14 +44,14 @@ void ConsumePositions::forget(const TopicPartition& tp) {
   last_ = positions_.end();
 }
 
-void ConsumePositions::at_partition_end(ConsumePosition& pos, int64_t offset) {
+void ConsumePositions::at_partition_end(ConsumePosition& pos, const Position& offset) {
   pos.at_end = true;
   // Past the last record of a transactional topic come its commit
   // markers, and aborted records a read_committed consumer skips: the
   // end's offset is past them all, so that what is committed (and
   // checkpointed) leaves no lag of markers behind. Not past --until's end,
   // though: the next run goes on from there.
-  int64_t at = std::min(offset, pos.end);
+  const Position& at = std::min(offset, pos.end);
   if (at > pos.next) {
     pos.next = at;
     if (skipped_) skipped_(pos);

@@ -24,7 +24,7 @@ class ConsumePositions {
   // Each partition's first offset at or after `at`, or its high watermark
   // when there is none (LogMetadata::positions_at).
   using OffsetsForTime =
-      std::function<Expected<std::vector<int64_t>>(const std::vector<TopicPartition>&, Millis at)>;
+      std::function<Expected<std::vector<Position>>(const std::vector<TopicPartition>&, Millis at)>;
 
   explicit ConsumePositions(EndPosition until) : until_(until) {}
   ConsumePositions(const ConsumePositions&) = delete;
@@ -40,7 +40,7 @@ class ConsumePositions {
   // --until: each partition's end, resolved once, at its first assignment.
   Status resolve_ends(const std::vector<PartitionOffset>& parts, const OffsetsForTime& lookup);
   // The end resolve_ends() gave `tp`.
-  int64_t end_of(const TopicPartition& tp) const { return ends_.at(tp); }
+  const Position& end_of(const TopicPartition& tp) const { return ends_.at(tp); }
 
   // Reads `p` from its offset on, at its epoch (anew, if it is held).
   void track(const PartitionOffset& p);
@@ -63,7 +63,7 @@ class ConsumePositions {
   // A record at `offset` of `pos`'s partition was fetched, after which
   // the partition resumes at `resume` (LogEvent): false if it is past
   // --until's end, and so never written.
-  bool read(ConsumePosition& pos, int64_t offset, int64_t resume) {
+  bool read(ConsumePosition& pos, const Position& offset, const Position& resume) {
     if (offset >= pos.end) {
       reach_end(pos);
       return false;
@@ -76,7 +76,7 @@ class ConsumePositions {
     return true;
   }
   // The fetcher reached the end of `pos`'s partition, at `offset`.
-  void at_partition_end(ConsumePosition& pos, int64_t offset);
+  void at_partition_end(ConsumePosition& pos, const Position& offset);
   // A partition at its --until end.
   void reach_end(ConsumePosition& pos);
   // The partitions to pause since the last call, marked paused; nothing if
@@ -99,7 +99,7 @@ class ConsumePositions {
  private:
   EndPosition until_;
   // --until: where each partition ends, resolved at its first assignment.
-  std::map<TopicPartition, int64_t> ends_;
+  std::map<TopicPartition, Position> ends_;
   bool ended_since_pause_ = false;  // a partition reached its end since take_ended()
   Map positions_;
   Map::iterator last_ = positions_.end();

@@ -86,11 +86,13 @@ class TopicTable final : public TableSource {
     return log_->poll(wait, 10'000, [&](const LogEvent& e) -> Status {
       ++events_;
       const RecordView& r = e.record;
+      // A kafka: table's positions are offsets.
+      int64_t resume = e.resume.offset();
       if (e.kind != LogEvent::Kind::kRecord) {
-        position_[r.partition] = std::max(position_[r.partition], e.resume);
+        position_[r.partition] = std::max(position_[r.partition], resume);
         return {};
       }
-      position_[r.partition] = e.resume;
+      position_[r.partition] = resume;
       return apply(engine, e);
     });
   }
@@ -100,7 +102,7 @@ class TopicTable final : public TableSource {
     const RecordView& r = e.record;
     if (!r.key) {
       KPIPE_TRY(skip_bad(r, "the record has no key"));
-      engine.skip(r.partition, e.resume);
+      engine.skip(r.partition, e.resume.offset());
       return {};
     }
     Millis time = r.timestamp;
@@ -111,7 +113,7 @@ class TopicTable final : public TableSource {
       auto row = rows_.read(rows_.pad(envelope_), false);
       if (!row) {
         KPIPE_TRY(skip_bad(r, row.error().message));
-        engine.skip(r.partition, e.resume);
+        engine.skip(r.partition, e.resume.offset());
         return {};
       }
       time = row->time;
@@ -123,7 +125,7 @@ class TopicTable final : public TableSource {
       value_.pop_back();
       value = value_;
     }
-    engine.apply(*r.key, time, value, r.partition, e.resume);
+    engine.apply(*r.key, time, value, r.partition, e.resume.offset());
     return {};
   }
 

@@ -185,7 +185,7 @@ class Sampler {
     std::map<TopicPartition, std::vector<EndOffsetSeen>> timelines;
     if (options_.no_fetch) {
       for (const auto& p : lagging) {
-        auto seen = history_->end_offsets_around({p.topic, p.partition}, p.offset);
+        auto seen = history_->end_offsets_around({p.topic, p.partition}, p.offset.offset());
         if (!seen) return seen.take_error();
         timelines[{p.topic, p.partition}] = std::move(*seen);
       }
@@ -327,7 +327,10 @@ class Sampler {
       PartitionReading r;
       r.topic = o.topic;
       r.partition = o.partition;
-      r.committed = o.offset;
+      if (!o.offset.is_offset())
+        return failure("{} [{}] is kept at {}, not at a Kafka offset: klag counts Kafka's lag",
+                       o.topic, o.partition, o.offset);
+      r.committed = o.offset.offset();
       r.committed_at = o.committed_at;
       readings.push_back(std::move(r));
     }

@@ -74,6 +74,14 @@ const std::vector<const char*> kMigrationTexts = {
     "CREATE UNIQUE INDEX dead_letters_pending_payload ON dead_letters"
     "  (stage, source_topic, source_partition, source_offset, payload_hash)"
     "  WHERE source_topic IS NOT NULL AND replayed_at IS NULL;",
+    // v4 (kpipe(7), LOGS): a Kinesis sequence number, beyond any integer
+    // column, kept as text beside source_offset (0 then); '' for a Kafka
+    // offset, so that the unique index compares it as it does the rest.
+    "ALTER TABLE dead_letters ADD COLUMN source_sequence TEXT NOT NULL DEFAULT '';"
+    "DROP INDEX dead_letters_pending_payload;"
+    "CREATE UNIQUE INDEX dead_letters_pending_position ON dead_letters"
+    "  (stage, source_topic, source_partition, source_offset, source_sequence, payload_hash)"
+    "  WHERE source_topic IS NOT NULL AND replayed_at IS NULL;",
 };
 
 std::vector<std::string> migrations(Dialect dialect) {
@@ -192,7 +200,7 @@ Where where_for(Dialect dialect, const DlqFilter& f) {
 
 constexpr std::string_view kColumns =
     "id, at, stage, reason, input, line, source_topic, source_partition, source_offset, failures, "
-    "replayed_at";
+    "replayed_at, source_sequence";
 
 DlqEntry read_entry(const Statement& s, bool with_payload) {
   DlqEntry e;
@@ -205,12 +213,15 @@ DlqEntry read_entry(const Statement& s, bool with_payload) {
   auto topic = s.column_optional_text(6);
   auto partition = s.column_optional_int(7);
   auto offset = s.column_optional_int(8);
+  // A sequence number where kpipe wrote one; the offset otherwise.
+  auto sequence = Position::sequence(s.column_text(11));
   if (topic && partition && offset)
-    e.source = SourcePosition{*topic, static_cast<int32_t>(*partition), *offset};
+    e.source = SourcePosition{*topic, static_cast<int32_t>(*partition),
+                              sequence ? std::move(*sequence) : Position(*offset)};
   e.failures = s.column_int(9);
   e.replayed_at = s.column_optional_int(10);
   e.replayed = e.replayed_at.has_value();
-  if (with_payload) e.payload = s.column_text(11);
+  if (with_payload) e.payload = s.column_text(12);
   return e;
 }
 
@@ -282,9 +293,10 @@ Status DlqStore::add(const std::vector<DeadLetter>& letters) {
   KPIPE_TRY(prepare_once(
       *db_, insert_,
       "INSERT INTO dead_letters (at, stage, reason, input, line, source_topic, source_partition,"
-      " source_offset, payload, payload_hash)"
-      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
-      " ON CONFLICT (stage, source_topic, source_partition, source_offset, payload_hash)"
+      " source_offset, payload, payload_hash, source_sequence)"
+      " VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"
+      " ON CONFLICT (stage, source_topic, source_partition, source_offset, source_sequence,"
+      "   payload_hash)"
       "   WHERE source_topic IS NOT NULL AND replayed_at IS NULL"
       " DO UPDATE SET at = excluded.at, reason = excluded.reason, input = excluded.input,"
       "   line = excluded.line, failures = dead_letters.failures + 1"));
@@ -295,11 +307,13 @@ Status DlqStore::add(const std::vector<DeadLetter>& letters) {
     s.bind(1, d.at).bind_text(2, d.stage).bind_text(3, d.reason).bind_text(4, d.input);
     s.bind(5, static_cast<int64_t>(d.line));
     if (d.source) {
+      const Position& at = d.source->offset;
       s.bind_text(6, d.source->topic)
           .bind(7, static_cast<int64_t>(d.source->partition))
-          .bind(8, d.source->offset);
+          .bind(8, at.offset())
+          .bind_text(11, at.digits());
     } else {
-      s.bind_null(6).bind_null(7).bind_null(8);
+      s.bind_null(6).bind_null(7).bind_null(8).bind_text(11, "");
     }
     s.bind_blob(9, d.payload).bind(10, payload_hash(d.payload));
     KPIPE_TRY(s.run());
@@ -412,6 +426,7 @@ Expected<int64_t> DlqStore::reset_replayed(const DlqFilter& filter, int64_t max_
             " AND n.stage = dead_letters.stage AND n.source_topic = dead_letters.source_topic"
             " AND n.source_partition = dead_letters.source_partition"
             " AND n.source_offset = dead_letters.source_offset"
+            " AND n.source_sequence = dead_letters.source_sequence"
             " AND n.payload_hash = dead_letters.payload_hash"
             " AND (n.replayed_at IS NULL OR n.id > dead_letters.id))"
           : "");

@@ -76,9 +76,9 @@ const std::vector<const char*> kMigrationTexts = {
     "ALTER TABLE checkpoint_offsets ADD COLUMN seal {int};"
     "ALTER TABLE stage_snapshots ADD COLUMN seal {int};"
     "{seal_function}"
-    "UPDATE offsets SET seal = {seal_offsets};"
+    "UPDATE offsets SET seal = {seal_offsets_v3};"
     "UPDATE checkpoints SET seal = {seal_checkpoints};"
-    "UPDATE checkpoint_offsets SET seal = {seal_checkpoint_offsets};"
+    "UPDATE checkpoint_offsets SET seal = {seal_checkpoint_offsets_v3};"
     "UPDATE stage_snapshots SET seal = {seal_stage_snapshots};"
     // role: 'kconsume' or 'stage:NAME'; run: random per process.
     "CREATE TABLE kpipe_runs ("
@@ -125,6 +125,15 @@ const std::vector<const char*> kMigrationTexts = {
     "  host TEXT NOT NULL,"
     "  started_at {int} NOT NULL"
     ");",
+    // v7 (kpipe(7), LOGS): a Kinesis sequence number, a decimal beyond any
+    // integer column, kept as text beside "offset" (0 then). The seals now
+    // cover it: rows sealed as they were are sealed anew, and a row changed
+    // outside kpipe before stays unsealed.
+    "ALTER TABLE offsets ADD COLUMN sequence TEXT;"
+    "ALTER TABLE checkpoint_offsets ADD COLUMN sequence TEXT;"
+    "UPDATE offsets SET seal = {seal_offsets} WHERE seal = {seal_offsets_v3};"
+    "UPDATE checkpoint_offsets SET seal = {seal_checkpoint_offsets} "
+    "WHERE seal = {seal_checkpoint_offsets_v3};",
 };
 
 // What each table's seal covers, in verify's words; every statement that
@@ -136,10 +145,10 @@ struct SealedTable {
   const char* row;      // how verify names a row: an SQL expression
 };
 const SealedTable kSealedTables[] = {
-    {"offsets", "topic, partition, \"offset\", checkpoint, committed_at",
+    {"offsets", "topic, partition, \"offset\", checkpoint, committed_at, sequence",
      "topic || '/' || partition"},
     {"checkpoints", "id, emitted_at, completed_at, completed_by", "id"},
-    {"checkpoint_offsets", "checkpoint, topic, partition, \"offset\"",
+    {"checkpoint_offsets", "checkpoint, topic, partition, \"offset\", sequence",
      "checkpoint || ' ' || topic || '/' || partition"},
     {"stage_snapshots", "stage, checkpoint, saved_at, entries, bytes",
      "stage || ' ' || checkpoint"},
@@ -155,21 +164,46 @@ constexpr const char* kPostgresSealFunction =
     " $$ SELECT ('x' || left(md5(array_to_string(v, E'\\x1f', E'\\x1e')), 16))::bit(64)::bigint "
     "$$;";
 
+// The seal of a row of `columns` ("a, b, c").
+std::string seal_of(Dialect dialect, std::string_view columns) {
+  std::vector<std::string_view> args;
+  for (;;) {
+    size_t comma = columns.find(", ");
+    args.push_back(columns.substr(0, comma));
+    if (comma == std::string_view::npos) break;
+    columns.remove_prefix(comma + 2);
+  }
+  return seal_call(dialect, args);
+}
+
 // The seal of a table's row, of its own columns (a migration's UPDATE).
 std::string seal_columns(Dialect dialect, const char* table) {
   for (const auto& t : kSealedTables) {
-    if (std::string_view(t.table) != table) continue;
-    std::vector<std::string_view> args;
-    std::string_view columns = t.columns;
-    for (;;) {
-      size_t comma = columns.find(", ");
-      args.push_back(columns.substr(0, comma));
-      if (comma == std::string_view::npos) break;
-      columns.remove_prefix(comma + 2);
-    }
-    return seal_call(dialect, args);
+    if (std::string_view(t.table) == table) return seal_of(dialect, t.columns);
   }
   return {};
+}
+
+// A position in two columns (kpipe(7), LOGS): a Kafka offset in "offset",
+// a Kinesis position (a sequence number's digits, "@" and a time) in
+// sequence, with "offset" 0.
+void bind_position(Statement& stmt, int offset, int sequence, const Position& p) {
+  if (!p.is_offset()) {
+    stmt.bind(offset, int64_t{0}).bind_text(sequence, p.text());
+  } else {
+    stmt.bind(offset, p.offset()).bind_null(sequence);
+  }
+}
+
+// The columns `offset` and `offset + 1` ("offset", sequence) of `table`.
+Expected<Position> column_position(const Statement& stmt, int offset, std::string_view table) {
+  if (stmt.column_type(offset + 1) == Statement::Type::kNull)
+    return Position(stmt.column_int(offset));
+  auto p = Position::from_string(stmt.column_text(offset + 1));
+  if (!p)
+    return failure("{}: sequence '{}' is not a Kinesis position (changed outside kpipe?)", table,
+                   stmt.column_text(offset + 1));
+  return std::move(*p);
 }
 
 std::vector<std::string> migrations(Dialect dialect) {
@@ -180,6 +214,10 @@ std::vector<std::string> migrations(Dialect dialect) {
        {"without_rowid", pg ? "" : " WITHOUT ROWID"},
        {"seal_function", pg ? kPostgresSealFunction : ""},
        {"seal_offsets", seal_columns(dialect, "offsets")},
+       // The seals before v7's sequence column.
+       {"seal_offsets_v3",
+        seal_of(dialect, "topic, partition, \"offset\", checkpoint, committed_at")},
+       {"seal_checkpoint_offsets_v3", seal_of(dialect, "checkpoint, topic, partition, \"offset\"")},
        {"seal_checkpoints", seal_columns(dialect, "checkpoints")},
        {"seal_checkpoint_offsets", seal_columns(dialect, "checkpoint_offsets")},
        {"seal_stage_snapshots", seal_columns(dialect, "stage_snapshots")}});
@@ -636,8 +674,9 @@ Expected<std::vector<PartitionClaim>> StateStore::claim(std::vector<TopicPartiti
       "epoch = partition_owners.epoch + 1, run = excluded.run, pid = excluded.pid, "
       "host = excluded.host, claimed_at = excluded.claimed_at RETURNING epoch");
   if (!take) return take.take_error();
-  auto position =
-      db_->prepare("SELECT \"offset\", checkpoint FROM offsets WHERE topic = ? AND partition = ?");
+  auto position = db_->prepare(
+      "SELECT \"offset\", sequence, checkpoint FROM offsets WHERE topic = ? AND "
+      "partition = ?");
   if (!position) return position.take_error();
   // The stages whose entries may hold the partition's.
   std::vector<std::string> stages;
@@ -675,8 +714,10 @@ Expected<std::vector<PartitionClaim>> StateStore::claim(std::vector<TopicPartiti
     auto found = position->step();
     if (!found) return found.take_error();
     if (*found) {
-      c.offset = position->column_int(0);
-      c.checkpoint = position->column_int(1);
+      auto at = column_position(*position, 0, "offsets");
+      if (!at) return at.take_error();
+      c.offset = std::move(*at);
+      c.checkpoint = position->column_int(2);
     }
     position->reset();
     // A position set by hand (kcheckpoint reset) moves where the partition
@@ -708,10 +749,10 @@ Expected<std::vector<PartitionClaim>> StateStore::claim(std::vector<TopicPartiti
 Status StateStore::store_offsets(int64_t id, const std::vector<PartitionOffset>& offsets,
                                  Millis now, Stale stale) {
   auto off = db_->prepare(fmt::format(
-      "INSERT INTO checkpoint_offsets (checkpoint, topic, partition, \"offset\", seal) "
-      "VALUES (?1, ?2, ?3, ?4, {}) ON CONFLICT (checkpoint, topic, partition) DO UPDATE SET "
-      "\"offset\" = excluded.\"offset\", seal = excluded.seal",
-      seal_call(db_->dialect(), {"?1", "?2", "?3", "?4"})));
+      "INSERT INTO checkpoint_offsets (checkpoint, topic, partition, \"offset\", sequence, seal) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, {}) ON CONFLICT (checkpoint, topic, partition) DO UPDATE SET "
+      "\"offset\" = excluded.\"offset\", sequence = excluded.sequence, seal = excluded.seal",
+      seal_call(db_->dialect(), {"?1", "?2", "?3", "?4", "?5"})));
   if (!off) return off.take_error();
   auto pos = prepare_position();
   if (!pos) return pos.take_error();
@@ -730,10 +771,8 @@ Status StateStore::store_offsets(int64_t id, const std::vector<PartitionOffset>&
             "checkpoint {} arrived after checkpoint {} completed partition {} [{}]: ids must grow",
             id, before, o.topic, o.partition);
     }
-    off->bind(1, id)
-        .bind_text(2, o.topic)
-        .bind(3, static_cast<int64_t>(o.partition))
-        .bind(4, o.offset);
+    off->bind(1, id).bind_text(2, o.topic).bind(3, static_cast<int64_t>(o.partition));
+    bind_position(*off, 4, 5, o.offset);
     KPIPE_TRY(off->run());
     KPIPE_TRY(put_position(*pos, o, id, now));
   }
@@ -875,36 +914,38 @@ Status StateStore::complete_in_transaction(const Checkpoint& c, std::string_view
 
 Expected<std::vector<StoredOffset>> StateStore::offsets() {
   auto stmt = db_->prepare(
-      "SELECT topic, partition, \"offset\", checkpoint, committed_at FROM offsets ORDER BY "
-      "topic, partition");
+      "SELECT topic, partition, \"offset\", sequence, checkpoint, committed_at FROM offsets "
+      "ORDER BY topic, partition");
   if (!stmt) return stmt.take_error();
   std::vector<StoredOffset> out;
   for (;;) {
     auto row = stmt->step();
     if (!row) return row.take_error();
     if (!*row) break;
+    auto at = column_position(*stmt, 2, "offsets");
+    if (!at) return at.take_error();
     out.push_back({std::string(stmt->column_text(0)), static_cast<int32_t>(stmt->column_int(1)),
-                   stmt->column_int(2), stmt->column_int(3), stmt->column_int(4)});
+                   std::move(*at), stmt->column_int(4), stmt->column_int(5)});
   }
   return out;
 }
 
 Expected<Statement> StateStore::prepare_position() {
   return db_->prepare(fmt::format(
-      "INSERT INTO offsets (topic, partition, \"offset\", checkpoint, committed_at, seal) VALUES "
-      "(?1, ?2, ?3, ?4, ?5, {}) ON CONFLICT(topic, partition) DO UPDATE SET \"offset\" = "
+      "INSERT INTO offsets (topic, partition, \"offset\", checkpoint, committed_at, sequence, "
+      "seal) "
+      "VALUES "
+      "(?1, ?2, ?3, ?4, ?5, ?6, {}) ON CONFLICT(topic, partition) DO UPDATE SET \"offset\" = "
       "excluded.\"offset\", checkpoint = excluded.checkpoint, committed_at = "
-      "excluded.committed_at, seal = excluded.seal",
-      seal_call(db_->dialect(), {"?1", "?2", "?3", "?4", "?5"})));
+      "excluded.committed_at, sequence = excluded.sequence, seal = excluded.seal",
+      seal_call(db_->dialect(), {"?1", "?2", "?3", "?4", "?5", "?6"})));
 }
 
 Status StateStore::put_position(Statement& pos, const PartitionOffset& o, int64_t checkpoint,
                                 Millis now) {
-  pos.bind_text(1, o.topic)
-      .bind(2, static_cast<int64_t>(o.partition))
-      .bind(3, o.offset)
-      .bind(4, checkpoint)
-      .bind(5, now);
+  pos.bind_text(1, o.topic).bind(2, static_cast<int64_t>(o.partition));
+  pos.bind(4, checkpoint).bind(5, now);
+  bind_position(pos, 3, 6, o.offset);
   return pos.run();
 }
 
@@ -1300,7 +1341,8 @@ Expected<std::vector<std::string>> StateStore::verify() {
            "JOIN checkpoints c ON c.id = o.checkpoint "
            "LEFT JOIN checkpoint_offsets k ON k.checkpoint = o.checkpoint AND k.topic = o.topic "
            "AND k.partition = o.partition "
-           "WHERE o.checkpoint > 0 AND k.\"offset\" IS DISTINCT FROM o.\"offset\" "
+           "WHERE o.checkpoint > 0 AND (k.\"offset\" IS DISTINCT FROM o.\"offset\" "
+           "OR k.sequence IS DISTINCT FROM o.sequence) "
            "ORDER BY o.topic, o.partition",
            "offsets: rows that disagree with their checkpoint", [](Statement& stmt) {
              return fmt::format("offsets: row {} disagrees with checkpoint {}, which stored it",

@@ -27,7 +27,7 @@ namespace kpipe {
 struct StoredOffset {
   std::string topic;
   int32_t partition = 0;
-  int64_t offset = 0;      // the next offset to read
+  Position offset;         // where reading resumes (Kafka: the next offset)
   int64_t checkpoint = 0;  // the checkpoint that stored it (0: set by hand)
   Millis committed_at = 0;
 };
@@ -53,7 +53,7 @@ struct CheckpointRecord {
 struct PartitionClaim {
   TopicPartition partition;
   int64_t epoch = 0;
-  std::optional<int64_t> offset;  // the stored position, if any
+  std::optional<Position> offset;  // the stored position, if any
   int64_t checkpoint = 0;         // the checkpoint that stored it (0: none, or set by hand)
 };
 

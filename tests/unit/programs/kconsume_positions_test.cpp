@@ -20,9 +20,9 @@ EndPosition until_offset(int64_t offset) {
 }
 
 // A lookup by time that must not be asked.
-Expected<std::vector<int64_t>> no_lookup(const std::vector<TopicPartition>&, Millis) {
+Expected<std::vector<Position>> no_lookup(const std::vector<TopicPartition>&, Millis) {
   FAIL("a lookup by time without --until @TIME");
-  return std::vector<int64_t>{};
+  return std::vector<Position>{};
 }
 
 // Tracks `parts` from their offsets, their --until ends resolved first.
@@ -54,7 +54,7 @@ TEST_CASE("kconsume positions: a record moves its partition to the offset after 
 
 TEST_CASE("kconsume positions: the end of a partition passes transaction markers, not --until",
           "[consume]") {
-  std::vector<int64_t> skipped;
+  std::vector<Position> skipped;
   ConsumePositions positions{until_offset(20)};
   positions.on_skipped([&](ConsumePosition& pos) { skipped.push_back(pos.next); });
   track_all(positions, {{"t", 0, 3}, {"t", 1, 0}});
@@ -65,7 +65,7 @@ TEST_CASE("kconsume positions: the end of a partition passes transaction markers
   CHECK(p.at_end);
   CHECK(p.next == 7);
   CHECK_FALSE(p.ended);
-  CHECK(skipped == std::vector<int64_t>{7});
+  CHECK(skipped == std::vector<Position>{7});
   // An end no further than the position moves nothing.
   positions.at_partition_end(p, 7);
   CHECK(skipped.size() == 1);
@@ -73,7 +73,7 @@ TEST_CASE("kconsume positions: the end of a partition passes transaction markers
   positions.at_partition_end(p, 30);
   CHECK(p.next == 20);
   CHECK(p.ended);
-  CHECK(skipped == std::vector<int64_t>{7, 20});
+  CHECK(skipped == std::vector<Position>{7, 20});
   // A record after the end was seen clears it.
   ConsumePosition& q = *positions.find("t", 1);
   positions.at_partition_end(q, 0);
@@ -84,7 +84,7 @@ TEST_CASE("kconsume positions: the end of a partition passes transaction markers
 
 TEST_CASE("kconsume positions: --until ends a partition at its last record, or past it",
           "[consume]") {
-  std::vector<int64_t> skipped;
+  std::vector<Position> skipped;
   ConsumePositions positions{until_offset(10)};
   positions.on_skipped([&](ConsumePosition& pos) { skipped.push_back(pos.next); });
   track_all(positions, {{"t", 0, 8}, {"t", 1, 8}, {"t", 2, 8}});
@@ -105,7 +105,7 @@ TEST_CASE("kconsume positions: --until ends a partition at its last record, or p
   CHECK_FALSE(positions.read(b, 12, 13));
   CHECK(b.ended);
   CHECK(b.next == 10);
-  CHECK(skipped == std::vector<int64_t>{10});
+  CHECK(skipped == std::vector<Position>{10});
 
   // Paused once, the partitions that ended since the last time.
   auto ended = positions.take_ended();
@@ -160,10 +160,10 @@ TEST_CASE("kconsume positions: --until @TIME asks the broker once per partition"
   ConsumePositions positions{at};
   std::vector<std::vector<TopicPartition>> asked;
   auto lookup = [&](const std::vector<TopicPartition>& tps,
-                    Millis when) -> Expected<std::vector<int64_t>> {
+                    Millis when) -> Expected<std::vector<Position>> {
     CHECK(when == 1795947330123);
     asked.push_back(tps);
-    std::vector<int64_t> out;
+    std::vector<Position> out;
     for (const auto& tp : tps) out.push_back(tp.partition == 0 ? 42 : -1);
     return out;
   };
@@ -179,7 +179,7 @@ TEST_CASE("kconsume positions: --until @TIME asks the broker once per partition"
   REQUIRE(positions.resolve_ends({{"t", 1, 0}}, lookup).ok());
   CHECK(asked.size() == 2);
   // A lookup that fails fails the resolution.
-  auto failing = [](const std::vector<TopicPartition>&, Millis) -> Expected<std::vector<int64_t>> {
+  auto failing = [](const std::vector<TopicPartition>&, Millis) -> Expected<std::vector<Position>> {
     return failure("broker out of reach");
   };
   Status s = positions.resolve_ends({{"t", 3, 0}}, failing);

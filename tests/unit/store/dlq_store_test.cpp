@@ -41,7 +41,7 @@ TEST_CASE("DlqStore: a new store is a 0600 file at the newest schema version", "
   struct stat st;
   REQUIRE(::stat(path.c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0600);
-  CHECK(*(*store)->db().schema_version("dlq") == 3);
+  CHECK(*(*store)->db().schema_version("dlq") == 4);
   CHECK((*store)->path() == path);
   CHECK(dead_letter_rows(path).empty());
 }
@@ -478,7 +478,7 @@ TEST_CASE("a store written by schema v1 is migrated with its entries", "[dlq_sto
             .ok());
   }
   auto store = open_store(path, DlqStore::Mode::kExisting);
-  CHECK(*store->db().schema_version("dlq") == 3);
+  CHECK(*store->db().schema_version("dlq") == 4);
   auto got = all(*store);
   REQUIRE(got.size() == 1);
   CHECK(got[0].payload == "\x00\xff"s);
@@ -529,7 +529,7 @@ TEST_CASE("a store written by schema v2 is migrated: pending entries merge by li
                 .ok());
   }
   auto store = open_store(path, DlqStore::Mode::kExisting);
-  CHECK(*store->db().schema_version("dlq") == 3);
+  CHECK(*store->db().schema_version("dlq") == 4);
   CHECK(*store->store_id() == "00112233445566ff");
   auto got = all(*store);
   REQUIRE(got.size() == 3);

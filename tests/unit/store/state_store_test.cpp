@@ -362,7 +362,7 @@ TEST_CASE("a state file of schema version 2 is upgraded, its rows sealed as they
   REQUIRE_FALSE(old.ok());
   CHECK(old.error().message ==
         path +
-            ": the 'state' tables are at schema version 2, older than this program's (6); run the "
+            ": the 'state' tables are at schema version 2, older than this program's (7); run the "
             "pipeline or kcheckpoint commit on it once to upgrade them");
   {
     auto upgraded = file_store(path);
@@ -379,6 +379,74 @@ TEST_CASE("a state file of schema version 2 is upgraded, its rows sealed as they
   auto reread = StateStore::open_existing(path);
   REQUIRE(reread.ok());
   CHECK(problems(**reread).empty());
+}
+
+// Kinesis positions (kpipe(7), LOGS): digits no integer column holds, and
+// the time a shard was started at, kept exactly and sealed like offsets.
+TEST_CASE("a Kinesis shard's position is kept digit for digit, sealed, and claimed") {
+  test::TempDir dir;
+  std::string path = dir.file("p.db");
+  const std::string digits = "49590338271490256608559692538361571095921575989136588898";
+  const Position seq = *Position::sequence(digits);
+  {
+    auto store = file_store(path);
+    REQUIRE(store->record_emitted(1, 100).ok());
+    Checkpoint c{1, 100, {{"s", 7, seq}, {"s", 8, Position::arrived_at(1764412345123)}}, "", ""};
+    REQUIRE(store->complete(c, "kcheckpoint", 200).ok());
+    auto offsets = store->offsets();
+    REQUIRE(offsets.ok());
+    REQUIRE(offsets->size() == 2);
+    CHECK((*offsets)[0].offset == seq);
+    CHECK((*offsets)[0].offset.digits() == digits);
+    CHECK((*offsets)[1].offset == Position::arrived_at(1764412345123));
+    CHECK(problems(*store).empty());
+    auto claims = store->claim({{"s", 7}}, 300);
+    REQUIRE(claims.ok());
+    REQUIRE(claims->size() == 1);
+    CHECK((*claims)[0].offset == std::optional<Position>(seq));
+  }
+  // One digit changed by another program is a row changed outside kpipe.
+  foreign_sql(path,
+              "UPDATE checkpoint_offsets SET sequence = replace(sequence, '98', '99') "
+              "WHERE partition = 7");
+  auto store = StateStore::open_existing(path);
+  REQUIRE(store.ok());
+  auto found = problems(**store);
+  CHECK(mentions(found, "checkpoint_offsets: row 1 s/7 changed outside kpipe"));
+  CHECK(mentions(found, "offsets: row s/7 disagrees with checkpoint 1, which stored it"));
+  // A sequence that is no position is an error, never a silent 0.
+  foreign_sql(path, "UPDATE offsets SET sequence = 'x' WHERE partition = 7");
+  auto offsets = (*store)->offsets();
+  REQUIRE_FALSE(offsets.ok());
+  CHECK(offsets.error().message ==
+        "offsets: sequence 'x' is not a Kinesis position (changed outside kpipe?)");
+}
+
+TEST_CASE(
+    "a state file of schema version 6 is upgraded: its sealed rows sealed anew, a changed "
+    "one still reported") {
+  test::TempDir dir;
+  std::string path = dir.file("p.db");
+  {
+    auto store = file_store(path);
+    complete(*store, 1, 10);
+    // Back to version 6: no sequence column, and the seals of then (the
+    // store's own connection has kpipe_seal), one row then changed.
+    REQUIRE(store->db()
+                .exec("ALTER TABLE offsets DROP COLUMN sequence;"
+                      "ALTER TABLE checkpoint_offsets DROP COLUMN sequence;"
+                      "UPDATE offsets SET seal = kpipe_seal(topic, partition, offset, "
+                      "checkpoint, committed_at);"
+                      "UPDATE checkpoint_offsets SET seal = kpipe_seal(checkpoint, topic, "
+                      "partition, offset);"
+                      "UPDATE kpipe_schema SET version = 6 WHERE component = 'state'")
+                .ok());
+  }
+  foreign_sql(path, "UPDATE checkpoint_offsets SET offset = 11");
+  auto upgraded = file_store(path);
+  auto found = problems(*upgraded);
+  CHECK_FALSE(mentions(found, "offsets: row events/0 changed"));
+  CHECK(mentions(found, "checkpoint_offsets: row 1 events/0 changed outside kpipe"));
 }
 
 TEST_CASE("a stage's lock refuses a second holder, naming the state file and the pid") {
@@ -463,7 +531,7 @@ std::vector<std::string> column(StateStore& store, const std::string& sql) {
   return out;
 }
 
-std::optional<int64_t> stored_offset(StateStore& store, const TopicPartition& p) {
+std::optional<Position> stored_offset(StateStore& store, const TopicPartition& p) {
   auto offsets = store.offsets();
   REQUIRE(offsets.ok());
   for (const auto& o : *offsets)
@@ -562,6 +630,8 @@ TEST_CASE("a state file of schema version 3 starts the sequence past its checkpo
               "ALTER TABLE checkpoints DROP COLUMN ts_p01;"
               "ALTER TABLE checkpoints DROP COLUMN ts_min;"
               "DROP TABLE kpipe_instances;"
+              "ALTER TABLE offsets DROP COLUMN sequence;"
+              "ALTER TABLE checkpoint_offsets DROP COLUMN sequence;"
               "UPDATE kpipe_schema SET version = 3 WHERE component = 'state'");
   auto upgraded = file_store(path);
   auto id = upgraded->record_emitted(2);
