@@ -37,6 +37,14 @@ _kpipe_complete() {
     --from) COMPREPLY=($(compgen -W "earliest latest" -- "$cur")); return ;;
     --isolation) COMPREPLY=($(compgen -W "read_committed read_uncommitted" -- "$cur")); return ;;
     --transactional-id) return ;;  # kproduce: a name of the user's choosing
+    -t | --topic)
+      # A topic's name, or kconsume's and kproduce's Kinesis stream.
+      case ${prog##*/} in
+        kconsume | kproduce) COMPREPLY=($(compgen -W "kinesis:" -- "$cur")); compopt -o nospace 2>/dev/null ;;
+      esac
+      return ;;
+    --region) return ;;            # an AWS region
+    --endpoint) COMPREPLY=($(compgen -W "https:// http://" -- "$cur")); compopt -o nospace 2>/dev/null; return ;;
     --instance) return ;;          # kconsume: an instance's name of the user's choosing
     --until) return ;;             # kconsume: an offset or @TIME; kdlq: a time
     --time-format) COMPREPLY=($(compgen -W "rfc3339 ms" -- "$cur")); return ;;

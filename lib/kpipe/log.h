@@ -50,6 +50,10 @@ struct LogEvent {
     kRecord,    // `record` was read
     kCaughtUp,  // the partition holds nothing more now (`record` names it)
     kClosed,    // the partition will never hold more (a closed Kinesis shard)
+    // A partition the log made while it was read (a Kinesis shard a split
+    // or a merge made), read from `resume` on once its parents are read to
+    // their end: the reader reads it without being assigned it.
+    kAdded,
   };
   Kind kind = Kind::kRecord;
   RecordView record;
@@ -85,6 +89,11 @@ class LogMetadata {
       const std::vector<PartitionOffset>& at) = 0;
   // The configuration's timeout, for the callers' own waits on the log.
   virtual Millis timeout() const = 0;
+  // Whether positions are consecutive numbers (Kafka's offsets): a program
+  // may count the records between two, and start N records before the
+  // end. A Kinesis shard's sequence numbers are not: they are kept and
+  // compared, never counted.
+  virtual bool consecutive_positions() const { return true; }
 };
 
 // Reads partitions it is given, or (GroupMembership) that a group assigns.

@@ -32,7 +32,7 @@ allowed() {
     store) echo "core store" ;;
     schema) echo "core schema" ;;
     programs) echo "core stage kafka kinesis store schema programs" ;;
-    cli) echo "core stage kafka cli" ;;
+    cli) echo "core stage kafka kinesis cli" ;;
     tools) echo "cli programs" ;;
   esac
 }
@@ -66,6 +66,9 @@ includers_of() {
   case $1 in
     kafka/mock_cluster.h) echo "lib/kpipe/kafka/mock_cluster.* lib/kpipe/programs/kbroker.*" ;;
     kafka/client.h | kafka/admin.h | kafka/dlq.h | kafka/internal.h) echo "lib/kpipe/kafka/*" ;;
+    kinesis/http.h | kinesis/kinesis_client.h | kinesis/stream_reader.h | kinesis/put_records.h | \
+      kinesis/shards.h | kinesis/aws_credentials.h)
+      echo "lib/kpipe/kinesis/*" ;;
   esac
 }
 

@@ -6,7 +6,10 @@ int main(int argc, char** argv) {
   kpipe::ConsumeOptions o;
   auto& app = program.app();
   program.add_kafka(o.kafka);
-  app.add_option("-t,--topic", o.topics, "Topic to consume (repeatable)")->required();
+  program.add_kinesis(o.kinesis);
+  app.add_option("-t,--topic", o.topics,
+                 "Topic to consume (repeatable), or kinesis:STREAM for a Kinesis stream")
+      ->required();
   app.add_option("-g,--group", o.group, "Join this consumer group and commit what was written");
   app.add_option("--from", o.from,
                  "Where to start without a committed offset: earliest, latest, OFFSET, -N, @TIME")

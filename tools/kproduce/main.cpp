@@ -6,7 +6,10 @@ int main(int argc, char** argv) {
   kpipe::ProduceOptions o;
   auto& app = program.app();
   program.add_kafka(o.kafka);
-  app.add_option("-t,--topic", o.topic, "Topic to produce to")->required();
+  program.add_kinesis(o.kinesis);
+  app.add_option("-t,--topic", o.topic,
+                 "Topic to produce to, or kinesis:STREAM for a Kinesis stream")
+      ->required();
   app.add_option("-k,--key", o.key, "Field path of the record key, e.g. .user_id")
       ->type_name("PATH");
   app.add_option_function<int64_t>(

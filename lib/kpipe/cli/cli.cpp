@@ -282,9 +282,23 @@ void Program::add_kafka(CLI::App& app, KafkaOptions& o) {
                  "$KPIPE_CONFIG, else ~/.config/kpipe/client.properties if present; 'none': no "
                  "file)")
       ->type_name("FILE");
-  app.add_option("--timeout", o.timeout, "How long to wait for a broker before failing")
+  app.add_option("--timeout", o.timeout,
+                 "How long to wait for a broker (or Kinesis) before failing")
       ->default_val("10s")
       ->type_name("D");
+}
+
+void Program::add_kinesis(KinesisOptions& o) {
+  app_.add_option("--region", o.region,
+                  "With kinesis:NAME, the AWS region (default: $AWS_REGION, $AWS_DEFAULT_REGION, "
+                  "the profile's)")
+      ->type_name("REGION");
+  app_.add_option("--endpoint", o.endpoint,
+                  "With kinesis:NAME, the Kinesis endpoint URL (default: "
+                  "$AWS_ENDPOINT_URL_KINESIS, $AWS_ENDPOINT_URL, AWS's)")
+      ->type_name("URL");
+  // AWS's variables and the home, read here as KPIPE_CONFIG is (add_kafka).
+  o.env = AwsEnvironment::from_process();
 }
 
 namespace {

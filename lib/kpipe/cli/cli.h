@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 
 #include "kpipe/kafka/config.h"
+#include "kpipe/kinesis/kinesis_log.h"
 #include "kpipe/report.h"
 #include "kpipe/schema_options.h"
 #include "kpipe/stage/filter.h"
@@ -70,6 +71,8 @@ class Program {
   void add_errors(ErrorOptions& o) { add_errors(app_, o); }
   void add_stats(StatsOptions& o) { add_stats(app_, o); }
   void add_kafka(KafkaOptions& o) { add_kafka(app_, o); }
+  // --region and --endpoint, for -t kinesis:NAME (and AWS's variables).
+  void add_kinesis(KinesisOptions& o);
   // A subcommand that gets -q/-v and the completion helper too.
   CLI::App* add_subcommand(const std::string& name, const std::string& description);
 

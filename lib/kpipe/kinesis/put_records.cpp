@@ -143,8 +143,8 @@ Status KinesisWriter::send(std::vector<PutEntry> batch) {
         last_message = o.error_message;
         again.push_back(std::move(batch[i]));
       } else {
-        Error e = failure("kinesis refused the record: {}{}", o.error_code,
-                          o.error_message.empty() ? "" : ": " + o.error_message);
+        Error e = data_error("kinesis refused the record: {}{}", o.error_code,
+                             o.error_message.empty() ? "" : ": " + o.error_message);
         if (on_delivery_) on_delivery_(batch[i].tag, &e);
       }
     }

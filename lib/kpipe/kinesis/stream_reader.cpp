@@ -69,7 +69,10 @@ Status StreamReader::open(Starts starts) {
     if (!answer) return answer.take_error();
     auto page = parse_list_shards(*answer);
     if (!page) return page.take_error();
-    for (const auto& s : page->shards) lineage_.add(s);
+    for (const auto& s : page->shards) {
+      lineage_.add(s);
+      listed_.insert(s.id);
+    }
     token = page->next_token;
   } while (!token.empty());
   return {};
@@ -81,8 +84,9 @@ Status StreamReader::renew(const Shard& shard, Cursor& cursor) {
   if (last != last_read_.end()) {
     start.kind = ShardStart::Kind::kAfterSequence;
     start.sequence = last->second;
-  } else {
-    start = starts_ ? starts_(shard) : ShardStart{};
+  } else if (starts_) {
+    auto given = starts_(shard);
+    if (given) start = std::move(*given);
   }
   auto answer = client_.call("GetShardIterator", shard_iterator_body(stream_, shard.id, start));
   if (!answer) return answer.take_error();
@@ -153,7 +157,24 @@ Status StreamReader::poll(const Handler& handler) {
   Millis earliest = std::numeric_limits<Millis>::max();
   bool called = false;
   for (const auto& id : lineage_.readable()) {
-    Cursor& cursor = cursors_[id];
+    if (paused_.count(id) != 0) continue;
+    auto [it, fresh] = cursors_.try_emplace(id);
+    Cursor& cursor = it->second;
+    if (fresh) {
+      // The first time: a shard not to be read is done at once; a child
+      // not listed at open() is announced.
+      const Shard& shard = lineage_.shards().at(id);
+      if (starts_ && !starts_(shard)) {
+        lineage_.finish(id);
+        continue;
+      }
+      if (listed_.count(id) == 0) {
+        Event added;
+        added.kind = Event::Kind::kAdded;
+        added.shard = &shard;
+        KPIPE_TRY(handler(added));
+      }
+    }
     if (cursor.due > now) {
       earliest = std::min(earliest, cursor.due);
       continue;
@@ -164,12 +185,17 @@ Status StreamReader::poll(const Handler& handler) {
     KPIPE_TRY(fetch(shard, cursor, handler));
     called = true;
   }
-  if (!called && earliest != std::numeric_limits<Millis>::max()) clock_.sleep_for(earliest - now);
+  // Nothing due: wait for the first that will be, or a call's interval
+  // when no shard is left to read.
+  if (!called)
+    clock_.sleep_for(earliest != std::numeric_limits<Millis>::max() ? earliest - now
+                                                                    : kGetRecordsInterval);
   return {};
 }
 
 bool StreamReader::caught_up(Millis since) const {
   for (const auto& id : lineage_.readable()) {
+    if (paused_.count(id) != 0) continue;
     auto it = cursors_.find(id);
     if (it == cursors_.end() || !it->second.at_tip || it->second.answered < since) return false;
   }

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -37,15 +38,19 @@ constexpr Millis kGetRecordsInterval = 200;
 class StreamReader {
  public:
   struct Event {
-    enum class Kind { kRecord, kCaughtUp, kClosed };
+    // kAdded: a shard listed after open() (a child a split or a merge
+    // made) is about to be read for the first time.
+    enum class Kind { kRecord, kCaughtUp, kClosed, kAdded };
     Kind kind = Kind::kRecord;
     const Shard* shard = nullptr;
     const KinesisRecord* record = nullptr;  // kRecord
   };
   using Handler = std::function<Status(const Event&)>;
   // Where each shard starts, the first time it is read (a child found
-  // later included): a checkpoint's sequence, or --from.
-  using Starts = std::function<ShardStart(const Shard&)>;
+  // later included): a checkpoint's sequence, or --from; nullopt for a
+  // shard not to be read at all (kconsume --partitions), which counts as
+  // read to its end for its children's sake.
+  using Starts = std::function<std::optional<ShardStart>(const Shard&)>;
 
   StreamReader(KinesisClient& client, std::string stream, Clock& clock);
 
@@ -62,6 +67,8 @@ class StreamReader {
   // (kconsume -e), as its last answer at or after `since` (steady time)
   // said: records written before `since` have all been read.
   bool caught_up(Millis since = 0) const;
+  // Stops reading the shard (kconsume --until): it is no longer polled.
+  void pause(const std::string& id) { paused_.insert(id); }
   const ShardLineage& lineage() const { return lineage_; }
   // The last sequence read of each shard.
   const std::map<std::string, std::string>& last_read() const { return last_read_; }
@@ -84,6 +91,8 @@ class StreamReader {
   Starts starts_;
   ShardLineage lineage_;
   std::map<std::string, Cursor> cursors_;
+  std::set<std::string> listed_;  // the shards open() listed
+  std::set<std::string> paused_;
   std::map<std::string, std::string> last_read_;
   uint64_t calls_ = 0;
   uint64_t renewed_ = 0;

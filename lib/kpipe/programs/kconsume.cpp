@@ -192,6 +192,27 @@ class ConsumeLoop {
 
   // Start offsets for partitions, by --from.
   Status resolve(std::vector<PartitionOffset>& parts) {
+    // A Kinesis shard starts at its trim horizon, or at a time: the time
+    // --from names, or for latest the time it was started, so that a
+    // restart before its first record reads from there (kpipe(7), LOGS).
+    if (!log_.consecutive_positions()) {
+      for (auto& p : parts) {
+        switch (from_.kind) {
+          case StartPosition::Kind::kEarliest:
+            p.offset = LogStart::kEarliest;
+            break;
+          case StartPosition::Kind::kLatest:
+            p.offset = Position::arrived_at(io_.clock.now());
+            break;
+          case StartPosition::Kind::kTime:
+            p.offset = Position::arrived_at(from_.value);
+            break;
+          default:  // refused by run_consume
+            return usage_error("--from: a Kinesis shard has no offsets");
+        }
+      }
+      return {};
+    }
     std::vector<TopicPartition> tps;
     for (const auto& p : parts) tps.push_back({p.topic, p.partition});
     auto marks = log_.bounds(tps);
@@ -369,16 +390,21 @@ class ConsumeLoop {
       ConsumePosition* pos = positions_.find(e.record.topic, e.record.partition);
       // A closed partition (a Kinesis shard after a split or a merge) is
       // at its end for good; Kafka's never close.
+      if (e.kind == LogEvent::Kind::kAdded) return added(e);
       if (e.kind != LogEvent::Kind::kRecord) {
         if (pos == nullptr || pos->ended) return {};
         positions_.at_partition_end(*pos, e.resume);
+        // Read to its end for good, it holds no event time back any more.
+        if (e.kind == LogEvent::Kind::kClosed)
+          announce(PartitionEvent::Kind::kRevoked,
+                   {{std::string(e.record.topic), e.record.partition, e.resume}});
         return {};
       }
       // A record from a partition no longer ours (a rebalance raced the
       // prefetch queue) is left for its new owner; one past --until's end
       // (fetched before the partition was paused) is never written.
       if (pos == nullptr || pos->ended) return {};
-      if (!positions_.read(*pos, e.record.offset, e.resume)) return {};
+      if (!positions_.read(*pos, e.record.offset, e.resume, e.record.timestamp)) return {};
       const RecordView* record = &e.record;
       bool written = true;
       if (decoder_ != nullptr) {
@@ -511,6 +537,20 @@ class ConsumeLoop {
       fill_counters();
       ticker_.tick_now(counters_);
     }
+    return {};
+  }
+
+  // A partition the log made while it was read (a Kinesis shard a split or
+  // a merge made): read from its start on, announced, and checkpointed as
+  // the others.
+  Status added(const LogEvent& e) {
+    PartitionOffset p{std::string(e.record.topic), e.record.partition, e.resume};
+    if (positions_.contains({p.topic, p.partition})) return {};
+    KPIPE_TRY(resolve_ends({p}));
+    positions_.track(p);
+    io_.reporter.info(
+        fmt::format("{} [{}]: a new shard, read after its parents", p.topic, p.partition));
+    announce(PartitionEvent::Kind::kAssigned, {p});
     return {};
   }
 
@@ -758,9 +798,51 @@ Status run_consume(const ConsumeOptions& options, Io& io) {
                      });
 }
 
-Status run_consume(const ConsumeOptions& options, Io& io, const ReaderOpener& open) {
-  if (options.topics.empty()) return usage_error("at least one topic is required: -t TOPIC");
-  for (const auto& topic : options.topics) KPIPE_TRY(check_topic_name(topic));
+namespace {
+
+// What a Kinesis stream cannot do that a Kafka topic can (kpipe(7), LOGS).
+Status check_kinesis_options(const ConsumeOptions& options, const StartPosition& from,
+                             const EndPosition& until) {
+  if (options.topics.size() != 1)
+    return usage_error("-t kinesis:NAME: kconsume reads one Kinesis stream, not {} topics",
+                       options.topics.size());
+  if (!options.group.empty())
+    return usage_error(
+        "-g: a Kinesis stream has no consumer groups: one kconsume reads every shard, and "
+        "--state keeps where each is");
+  if (!options.isolation.empty())
+    return usage_error("--isolation: a Kinesis stream has no transactions");
+  if (from.kind == StartPosition::Kind::kOffset || from.kind == StartPosition::Kind::kFromEnd)
+    return usage_error("--from {}: a Kinesis shard has no offsets: use earliest, latest or @TIME",
+                       options.from);
+  if (until.kind == EndPosition::Kind::kOffset)
+    return usage_error("--until {}: a Kinesis shard has no offsets: use @TIME", options.until);
+  return {};
+}
+
+Status consume_from(const ConsumeOptions& options, Io& io, OpenedReader& reader,
+                    const StartPosition& from, const EndPosition& until, std::vector<int32_t> only,
+                    Millis commit_interval, StatsSettings stats, StateStore* state,
+                    Millis checkpoint_interval, bool instance, const KafkaConfig& config,
+                    const KafkaLog* kafka);
+
+}  // namespace
+
+Status run_consume(const ConsumeOptions& given, Io& io, const ReaderOpener& open) {
+  if (given.topics.empty()) return usage_error("at least one topic is required: -t TOPIC");
+  // -t kinesis:NAME: the stream's name is the records' topic.
+  bool kinesis = std::any_of(given.topics.begin(), given.topics.end(),
+                             [](const std::string& t) { return is_kinesis_target(t); });
+  ConsumeOptions kinesis_options;
+  if (kinesis) {
+    kinesis_options = given;
+    auto name = parse_kinesis_target(given.topics.front());
+    if (!name) return name.take_error();
+    kinesis_options.topics.front() = name->name;
+  } else {
+    for (const auto& topic : given.topics) KPIPE_TRY(check_topic_name(topic));
+  }
+  const ConsumeOptions& options = kinesis ? kinesis_options : given;
   if (options.count < 0 || (options.count_given && options.count == 0))
     return usage_error("-c: the count must be at least 1");
   auto format = parse_choice("--format", options.format, {"envelope", "value"});
@@ -770,6 +852,7 @@ Status run_consume(const ConsumeOptions& options, Io& io, const ReaderOpener& op
   if (!from) return from.take_error();
   auto until = parse_end_position(options.until, io.clock.now());
   if (!until) return until.take_error();
+  if (kinesis) KPIPE_TRY(check_kinesis_options(given, *from, *until));
   std::vector<int32_t> only;
   if (!options.partitions.empty()) {
     if (!options.group.empty())
@@ -839,6 +922,16 @@ Status run_consume(const ConsumeOptions& options, Io& io, const ReaderOpener& op
     append_instance_line(io.out.buffer(), {instance_name, options.group, state->pipeline_name()});
     KPIPE_TRY(io.out.flush());
   }
+  if (kinesis) {
+    auto stream = KinesisLog::open(options.kinesis, given.topics.front(), options.kafka.timeout,
+                                   io.reporter, io.clock);
+    if (!stream) return stream.take_error();
+    auto reader = stream->reader();
+    if (!reader) return reader.take_error();
+    return consume_from(options, io, *reader, *from, *until, std::move(only), *commit_interval,
+                        std::move(*stats), state.get(), *checkpoint_interval, instance,
+                        KafkaConfig{}, nullptr);
+  }
   auto log = KafkaLog::open(options.kafka, io.env_brokers, io.reporter, io.clock);
   if (!log) return log.take_error();
   const KafkaConfig& config = log->config();
@@ -860,15 +953,29 @@ Status run_consume(const ConsumeOptions& options, Io& io, const ReaderOpener& op
         fmt::format("{}-{:08x}", instance_name,
                     static_cast<uint32_t>(XXH3_64bits(display_target(options.state).data(),
                                                       display_target(options.state).size())));
-  auto decoder = PayloadDecoder::open(options.schema, config);
-  if (!decoder) return decoder.take_error();
-  auto bad = make_bad_input_handler(options.errors, "kconsume", io, &*log);
-  if (!bad) return bad.take_error();
   auto reader = open(*log, settings);
   if (!reader) return reader.take_error();
-  ConsumeLoop loop(options, *reader, io, *from, *until, std::move(only), *commit_interval,
-                   std::move(*stats), state.get(), *checkpoint_interval, instance, **decoder,
-                   **bad);
+  return consume_from(options, io, *reader, *from, *until, std::move(only), *commit_interval,
+                      std::move(*stats), state.get(), *checkpoint_interval, instance, config,
+                      &*log);
+}
+
+namespace {
+
+// The loop over an opened reader: Kafka's or Kinesis's.
+Status consume_from(const ConsumeOptions& options, Io& io, OpenedReader& reader,
+                    const StartPosition& from, const EndPosition& until, std::vector<int32_t> only,
+                    Millis commit_interval, StatsSettings stats, StateStore* state,
+                    Millis checkpoint_interval, bool instance, const KafkaConfig& config,
+                    const KafkaLog* kafka) {
+  auto decoder = PayloadDecoder::open(options.schema, config);
+  if (!decoder) return decoder.take_error();
+  auto bad = kafka != nullptr
+                 ? make_bad_input_handler(options.errors, "kconsume", io, kafka)
+                 : make_bad_input_handler(options.errors, "kconsume", io, options.kafka);
+  if (!bad) return bad.take_error();
+  ConsumeLoop loop(options, reader, io, from, until, std::move(only), commit_interval,
+                   std::move(stats), state, checkpoint_interval, instance, **decoder, **bad);
   KPIPE_TRY(loop.complete_committed());
   KPIPE_TRY(loop.init_state());
   if (options.group.empty()) {
@@ -877,9 +984,11 @@ Status run_consume(const ConsumeOptions& options, Io& io, const ReaderOpener& op
     KPIPE_TRY(loop.start_group());
   }
   Status s = loop.run();
-  Status closed = reader->log->close();
+  Status closed = reader.log->close();
   KPIPE_TRY(s);
   return closed;
 }
+
+}  // namespace
 
 }  // namespace kpipe

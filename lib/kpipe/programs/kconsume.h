@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kpipe/kafka/config.h"
+#include "kpipe/kinesis/kinesis_log.h"
 #include "kpipe/position.h"
 #include "kpipe/schema_options.h"
 #include "kpipe/stage/io.h"
@@ -16,6 +17,7 @@ namespace kpipe {
 
 struct ConsumeOptions {
   KafkaOptions kafka;
+  KinesisOptions kinesis;  // for -t kinesis:NAME
   std::vector<std::string> topics;
   std::string group;
   std::string from = "earliest";  // earliest|latest|OFFSET|-N|@TIME

@@ -32,7 +32,7 @@ void ConsumePositions::track(const PartitionOffset& p) {
   pos.epoch = p.epoch;
   if (auto end = ends_.find(tp); end != ends_.end()) pos.end = end->second;
   // A partition that starts at or past its end contributes nothing.
-  if (pos.next >= pos.end) reach_end(pos);
+  if (reached(pos.next, pos.end)) reach_end(pos);
   last_ = positions_.end();
 }
 
@@ -56,7 +56,7 @@ void ConsumePositions::at_partition_end(ConsumePosition& pos, const Position& of
     pos.next = at;
     if (skipped_) skipped_(pos);
   }
-  if (offset >= pos.end) reach_end(pos);
+  if (reached(offset, pos.end)) reach_end(pos);
 }
 
 // Everything before the end has been read, so the position is the end
@@ -66,7 +66,9 @@ void ConsumePositions::at_partition_end(ConsumePosition& pos, const Position& of
 void ConsumePositions::reach_end(ConsumePosition& pos) {
   pos.ended = true;
   ended_since_pause_ = true;
-  if (pos.next >= pos.end) return;
+  // A Kinesis shard resumes after its last record: its time end is no
+  // position to move to.
+  if (pos.end.is_time() || pos.next >= pos.end) return;
   pos.next = pos.end;
   if (skipped_) skipped_(pos);
 }

@@ -60,11 +60,14 @@ class ConsumePositions {
     return last_ == positions_.end() ? nullptr : &last_->second;
   }
 
-  // A record at `offset` of `pos`'s partition was fetched, after which
-  // the partition resumes at `resume` (LogEvent): false if it is past
-  // --until's end, and so never written.
-  bool read(ConsumePosition& pos, const Position& offset, const Position& resume) {
-    if (offset >= pos.end) {
+  // A record at `offset` of `pos`'s partition, written at `timestamp`, was
+  // fetched, after which the partition resumes at `resume` (LogEvent):
+  // false if it is past --until's end, and so never written.
+  bool read(ConsumePosition& pos, const Position& offset, const Position& resume,
+            int64_t timestamp = -1) {
+    // A Kinesis shard's end is a time (its records' sequence numbers say
+    // nothing of it): the first record that arrived at or after it.
+    if (pos.end.is_time() ? timestamp >= pos.end.time() : offset >= pos.end) {
       reach_end(pos);
       return false;
     }
@@ -72,8 +75,15 @@ class ConsumePositions {
     pos.next = resume;
     // The last record before the end: the partition is done without
     // waiting for one past it, which may never come.
-    if (pos.next >= pos.end) reach_end(pos);
+    if (reached(pos.next, pos.end)) reach_end(pos);
     return true;
+  }
+  // Whether a partition that resumes at `at` is at its --until `end`: a
+  // Kinesis shard's time end is reached only by a record's time (read()),
+  // or by a start at or past it.
+  static bool reached(const Position& at, const Position& end) {
+    if (end.is_time()) return at.is_time() && at >= end;
+    return at >= end;
   }
   // The fetcher reached the end of `pos`'s partition, at `offset`.
   void at_partition_end(ConsumePosition& pos, const Position& offset);

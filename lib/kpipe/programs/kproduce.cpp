@@ -487,9 +487,35 @@ std::string default_transactional_id(std::string_view topic, std::string_view st
   return fmt::format("kpipe-{}-{:016x}", topic, XXH3_64bits(store.data(), store.size()));
 }
 
-Status run_produce(const ProduceOptions& options, Io& io) {
-  if (options.topic.empty()) return usage_error("a topic is required: -t TOPIC");
-  KPIPE_TRY(check_topic_name(options.topic));
+namespace {
+Status produce_to(const ProduceOptions& options, Io& io, OpenedWriter& opened,
+                  const std::optional<FieldPath>& key, StatsSettings stats, BadInputHandler& bad,
+                  PayloadWriter& payloads, StateStore* store);
+}  // namespace
+
+Status run_produce(const ProduceOptions& given, Io& io) {
+  if (given.topic.empty()) return usage_error("a topic is required: -t TOPIC");
+  // -t kinesis:NAME: records go to the stream by their partition key.
+  bool kinesis = is_kinesis_target(given.topic);
+  ProduceOptions kinesis_options;
+  if (kinesis) {
+    auto name = parse_kinesis_target(given.topic);
+    if (!name) return name.take_error();
+    kinesis_options = given;
+    kinesis_options.topic = name->name;
+    if (given.partition || given.keep_partition)
+      return usage_error(
+          "{}: a Kinesis record goes to the shard its partition key hashes to, not to a "
+          "partition: drop {}",
+          given.topic, given.partition ? "-p" : "--keep-partition");
+    if (given.transactional)
+      return usage_error(
+          "--transactional: a Kinesis stream has no transactions; its records are written at "
+          "least once");
+  } else {
+    KPIPE_TRY(check_topic_name(given.topic));
+  }
+  const ProduceOptions& options = kinesis ? kinesis_options : given;
   if (options.partition && (*options.partition < 0 || *options.partition > INT32_MAX))
     return usage_error("-p {}: a partition is a number from 0", *options.partition);
   if (options.keep_partition && !options.envelope)
@@ -511,6 +537,18 @@ Status run_produce(const ProduceOptions& options, Io& io) {
   }
   auto stats = parse_stats(options.stats, io.program);
   if (!stats) return stats.take_error();
+  if (kinesis) {
+    auto stream = KinesisLog::open(options.kinesis, given.topic, options.kafka.timeout, io.reporter,
+                                   io.clock);
+    if (!stream) return stream.take_error();
+    auto bad = make_bad_input_handler(options.errors, io.program, io, options.kafka);
+    if (!bad) return bad.take_error();
+    auto payloads = PayloadWriter::open(options.schema, KafkaConfig{}, options.topic);
+    if (!payloads) return payloads.take_error();
+    auto writer = stream->writer();
+    if (!writer) return writer.take_error();
+    return produce_to(options, io, *writer, key, std::move(*stats), **bad, **payloads, nullptr);
+  }
   auto log = KafkaLog::open(options.kafka, io.env_brokers, io.reporter, io.clock);
   if (!log) return log.take_error();
   const KafkaConfig& config = log->config();
@@ -558,6 +596,17 @@ Status run_produce(const ProduceOptions& options, Io& io) {
   }
   auto writer = log->writer(transactional_id);
   if (!writer) return writer.take_error();
+  return produce_to(options, io, *writer, key, std::move(*stats), **bad, **payloads, store.get());
+}
+
+namespace {
+
+// Lines in, records out through an opened writer: Kafka's (with a
+// transactional one's store) or Kinesis's.
+Status produce_to(const ProduceOptions& options, Io& io, OpenedWriter& opened,
+                  const std::optional<FieldPath>& key, StatsSettings stats, BadInputHandler& bad,
+                  PayloadWriter& payloads, StateStore* store) {
+  OpenedWriter* writer = &opened;
   // The topic, before a line is read, and alike in both modes (kproduce(1),
   // THE TOPIC): one the broker creates is waited for, so that the first
   // records (or, under --transactional, the first commit) do not wait for
@@ -574,10 +623,10 @@ Status run_produce(const ProduceOptions& options, Io& io) {
     transactions.emplace(options, *writer->transactions, *store, io);
     KPIPE_TRY(transactions->start());
   }
-  ProduceStage stage(options, *writer->log, key, **bad, transactions ? &*transactions : nullptr,
-                     io.stop, **payloads);
-  FilterSettings settings{options.input, std::move(*stats)};
-  Status run = run_filter(stage, settings, **bad, io);
+  ProduceStage stage(options, *writer->log, key, bad, transactions ? &*transactions : nullptr,
+                     io.stop, payloads);
+  FilterSettings settings{options.input, std::move(stats)};
+  Status run = run_filter(stage, settings, bad, io);
   // Whatever happened, wait for what was queued: a record either reaches
   // the broker or is accounted for, never dropped unnoticed. (After a
   // normal end, on_end has done this already.)
@@ -586,7 +635,7 @@ Status run_produce(const ProduceOptions& options, Io& io) {
   if (!run.ok() && transactions) (void)transactions->abort_open();
   if (run.ok()) {
     run = stage.settle();
-    if (run.ok()) run = (*bad)->sync();
+    if (run.ok()) run = bad.sync();
   }
   if (!run.ok() && stage.delivered_after_failure() > 0)
     io.reporter.warning(fmt::format(
@@ -611,5 +660,7 @@ Status run_produce(const ProduceOptions& options, Io& io) {
   io.reporter.info(fmt::format("produced {} records to '{}'", stage.produced(), options.topic));
   return {};
 }
+
+}  // namespace
 
 }  // namespace kpipe

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "kpipe/kafka/config.h"
+#include "kpipe/kinesis/kinesis_log.h"
 #include "kpipe/schema_options.h"
 #include "kpipe/stage/filter.h"
 
@@ -13,6 +14,7 @@ namespace kpipe {
 
 struct ProduceOptions {
   KafkaOptions kafka;
+  KinesisOptions kinesis;  // for -t kinesis:NAME
   std::string topic;
   std::string key;                   // a field path; empty: no key
   std::optional<int64_t> partition;  // -p; none: the partitioner decides

@@ -54,7 +54,7 @@ struct PartitionClaim {
   TopicPartition partition;
   int64_t epoch = 0;
   std::optional<Position> offset;  // the stored position, if any
-  int64_t checkpoint = 0;         // the checkpoint that stored it (0: none, or set by hand)
+  int64_t checkpoint = 0;          // the checkpoint that stored it (0: none, or set by hand)
 };
 
 struct SnapshotRecord {

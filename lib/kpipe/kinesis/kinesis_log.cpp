@@ -1,0 +1,435 @@
+#include "kpipe/kinesis/kinesis_log.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "kpipe/json.h"
+#include "kpipe/kinesis/aws_credentials.h"
+#include "kpipe/kinesis/http.h"
+#include "kpipe/kinesis/kinesis_client.h"
+#include "kpipe/kinesis/put_records.h"
+#include "kpipe/kinesis/shards.h"
+#include "kpipe/kinesis/stream_reader.h"
+
+namespace kpipe {
+
+bool is_kinesis_target(std::string_view target) {
+  return target.starts_with(kKinesisPrefix);
+}
+
+Expected<KinesisStreamName> parse_kinesis_target(std::string_view target) {
+  std::string_view rest = target.substr(std::min(target.size(), kKinesisPrefix.size()));
+  KinesisStreamName out;
+  if (rest.starts_with("arn:")) {
+    // arn:PARTITION:kinesis:REGION:ACCOUNT:stream/NAME
+    std::vector<std::string_view> parts;
+    std::string_view s = rest;
+    for (int i = 0; i < 5; ++i) {
+      size_t colon = s.find(':');
+      if (colon == std::string_view::npos) break;
+      parts.push_back(s.substr(0, colon));
+      s.remove_prefix(colon + 1);
+    }
+    if (parts.size() != 5 || parts[2] != "kinesis" || parts[3].empty() || !s.starts_with("stream/"))
+      return usage_error(
+          "'{}': not a Kinesis stream's ARN (arn:aws:kinesis:REGION:ACCOUNT:stream/NAME)", target);
+    out.region = std::string(parts[3]);
+    rest = s.substr(7);
+  }
+  // The service's rule for a stream name: 1 to 128 of [a-zA-Z0-9_.-].
+  bool ok =
+      !rest.empty() && rest.size() <= 128 && std::all_of(rest.begin(), rest.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+               c == '_' || c == '.' || c == '-';
+      });
+  if (!ok)
+    return usage_error(
+        "'{}': a Kinesis stream's name is 1 to 128 letters, digits, '_', '.' and '-'", target);
+  out.name = std::string(rest);
+  return out;
+}
+
+class KinesisLogImpl {
+ public:
+  KinesisLogImpl(AwsSettings settings, std::string stream, std::unique_ptr<HttpTransport> http,
+                 CredentialSource credentials, Clock& clock, Millis timeout)
+      : settings_(std::move(settings)),
+        stream_(std::move(stream)),
+        http_(std::move(http)),
+        clock_(clock),
+        timeout_(timeout),
+        client_(settings_, std::move(credentials), *http_, clock, timeout) {}
+
+  const AwsSettings& settings() const { return settings_; }
+  const std::string& stream() const { return stream_; }
+  KinesisClient& client() { return client_; }
+  Clock& clock() { return clock_; }
+  Millis timeout() const { return timeout_; }
+
+  // Every shard of `name`, every page; nullopt when there is no such
+  // stream (`missing_ok`) or an error naming it.
+  Expected<std::optional<std::vector<Shard>>> shards(const std::string& name, bool missing_ok) {
+    std::vector<Shard> out;
+    std::string token;
+    do {
+      std::string body;
+      if (token.empty()) {
+        body = R"({"StreamName":)";
+        append_json_string(body, name);
+      } else {
+        body = R"({"NextToken":)";
+        append_json_string(body, token);
+      }
+      body += "}";
+      auto answer = client_.call("ListShards", body);
+      if (!answer) {
+        if (client_.last_error().type == "ResourceNotFoundException") {
+          if (missing_ok) return std::optional<std::vector<Shard>>();
+          return failure("kinesis stream '{}' does not exist (region {}, endpoint {})", name,
+                         settings_.region, settings_.endpoint);
+        }
+        return answer.take_error();
+      }
+      auto page = parse_list_shards(*answer);
+      if (!page) return page.take_error();
+      for (auto& s : page->shards) out.push_back(std::move(s));
+      token = page->next_token;
+    } while (!token.empty());
+    return std::optional<std::vector<Shard>>(std::move(out));
+  }
+
+ private:
+  AwsSettings settings_;
+  std::string stream_;
+  std::unique_ptr<HttpTransport> http_;
+  Clock& clock_;
+  Millis timeout_;
+  KinesisClient client_;
+};
+
+namespace {
+
+std::vector<int32_t> partitions_of(const std::vector<Shard>& shards) {
+  std::vector<int32_t> out;
+  for (const auto& s : shards) out.push_back(s.partition);
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+// What a reader and a writer of a stream both answer (LogMetadata).
+class KinesisMetadata : public virtual LogMetadata {
+ public:
+  explicit KinesisMetadata(std::shared_ptr<KinesisLogImpl> impl) : impl_(std::move(impl)) {}
+
+  Expected<std::vector<int32_t>> partitions(const std::string& name) override {
+    auto shards = impl_->shards(name, false);
+    if (!shards) return shards.take_error();
+    return partitions_of(**shards);
+  }
+  Expected<std::optional<std::vector<int32_t>>> existing_partitions(
+      const std::string& name) override {
+    auto shards = impl_->shards(name, true);
+    if (!shards) return shards.take_error();
+    if (!*shards) return std::optional<std::vector<int32_t>>();
+    return std::optional<std::vector<int32_t>>(partitions_of(**shards));
+  }
+  Expected<std::map<std::string, std::vector<int32_t>>> topic_partitions() override {
+    return failure("kinesis: every stream's shards are not listed; name the stream");
+  }
+  // A shard's bounds are sequence numbers with nothing between them to
+  // count: nothing asks a Kinesis log for them (consecutive_positions()).
+  Expected<std::vector<LogBounds>> bounds(const std::vector<TopicPartition>&) override {
+    return failure("kinesis stream '{}': a shard has no offsets to bound (kpipe(7), LOGS)",
+                   impl_->stream());
+  }
+  // A shard is read from a time as the service finds it (AT_TIMESTAMP):
+  // the position is the time itself until a record is read.
+  Expected<std::vector<Position>> positions_at(const std::vector<TopicPartition>& parts,
+                                               const std::vector<Millis>& times) override {
+    std::vector<Position> out;
+    for (size_t i = 0; i < parts.size(); ++i)
+      out.push_back(
+          Position::arrived_at(times[i] == LogStart::kLatest ? impl_->clock().now() : times[i]));
+    return out;
+  }
+  Expected<std::vector<std::optional<Millis>>> timestamps_at(
+      const std::vector<PartitionOffset>& at) override {
+    return std::vector<std::optional<Millis>>(at.size());
+  }
+  Millis timeout() const override { return impl_->timeout(); }
+  bool consecutive_positions() const override { return false; }
+
+ protected:
+  Status check_stream(const std::string& name) const {
+    if (name == impl_->stream()) return {};
+    return failure("kinesis: this reads and writes stream '{}', not '{}'", impl_->stream(), name);
+  }
+
+  std::shared_ptr<KinesisLogImpl> impl_;
+};
+
+Expected<ShardStart> shard_start(const Position& p, const Shard& shard) {
+  ShardStart start;
+  if (p.is_sequence()) {
+    start.kind = ShardStart::Kind::kAfterSequence;
+    start.sequence = p.digits();
+  } else if (p.is_time()) {
+    start.kind = ShardStart::Kind::kAtTimestamp;
+    start.time = p.time();
+  } else if (p.offset() == LogStart::kEarliest) {
+    start.kind = ShardStart::Kind::kTrimHorizon;
+  } else if (p.offset() == LogStart::kLatest) {
+    start.kind = ShardStart::Kind::kLatest;
+  } else {
+    return failure(
+        "{} of a Kinesis stream cannot start at offset {}: a shard is read after a "
+        "sequence number, or from a time (kpipe(7), LOGS)",
+        shard.id, p.offset());
+  }
+  return start;
+}
+
+class KinesisReader final : public KinesisMetadata, public LogReader {
+ public:
+  using KinesisMetadata::KinesisMetadata;
+
+  Status assign(const std::vector<PartitionOffset>& parts) override {
+    for (const auto& p : parts) {
+      KPIPE_TRY(check_stream(p.topic));
+      assigned_[p.partition] = p.offset;
+    }
+    reader_ = std::make_unique<StreamReader>(impl_->client(), impl_->stream(), impl_->clock());
+    KPIPE_TRY(reader_->open([this](const Shard& shard) -> std::optional<ShardStart> {
+      auto it = assigned_.find(shard.partition);
+      if (it == assigned_.end()) {
+        // Listed at the start and not assigned: not read. Made since (a
+        // split's or a merge's child): read from its start.
+        if (listed_.count(shard.id) != 0) return std::nullopt;
+        return ShardStart{};
+      }
+      auto start = shard_start(it->second, shard);
+      if (!start) {
+        start_error_ = start.take_error();
+        return std::nullopt;
+      }
+      return *start;
+    }));
+    for (const auto& [id, shard] : reader_->lineage().shards()) listed_.insert(id);
+    return {};
+  }
+
+  Status poll(Millis timeout, size_t max_events, const EventHandler& handler) override {
+    // A page of GetRecords is passed whole: max_events bounds Kafka's
+    // batches, a shard's page is at most what the service gives (10 MiB).
+    (void)max_events;
+    if (!reader_) {
+      impl_->clock().sleep_for(timeout);
+      return {};
+    }
+    LogEvent e;
+    Status s = reader_->poll([&](const StreamReader::Event& se) -> Status {
+      const Shard& shard = *se.shard;
+      e.record = RecordView();
+      e.record.topic = impl_->stream();
+      e.record.partition = shard.partition;
+      switch (se.kind) {
+        case StreamReader::Event::Kind::kRecord: {
+          const KinesisRecord& r = *se.record;
+          auto at = Position::sequence(r.sequence);
+          if (!at)
+            return failure("kinesis: {} of stream '{}' gave sequence number '{}', not a decimal",
+                           shard.id, impl_->stream(), r.sequence);
+          e.kind = LogEvent::Kind::kRecord;
+          e.record.offset = *at;
+          e.record.timestamp = r.arrival;
+          e.record.key = r.partition_key;
+          e.record.value = r.data;
+          // Kinesis resumes after the sequence number kept.
+          e.resume = std::move(*at);
+          return handler(e);
+        }
+        case StreamReader::Event::Kind::kAdded:
+          assigned_[shard.partition] = LogStart::kEarliest;
+          e.kind = LogEvent::Kind::kAdded;
+          e.resume = LogStart::kEarliest;
+          return handler(e);
+        case StreamReader::Event::Kind::kCaughtUp:
+        case StreamReader::Event::Kind::kClosed:
+          e.kind = se.kind == StreamReader::Event::Kind::kClosed ? LogEvent::Kind::kClosed
+                                                                 : LogEvent::Kind::kCaughtUp;
+          e.resume = resume_of(shard);
+          e.record.offset = e.resume;
+          return handler(e);
+      }
+      return {};
+    });
+    if (!start_error_.ok()) return std::exchange(start_error_, Status());
+    return s;
+  }
+
+  Status pause(const std::vector<TopicPartition>& parts) override {
+    if (!reader_) return {};
+    for (const auto& tp : parts)
+      for (const auto& [id, shard] : reader_->lineage().shards())
+        if (shard.partition == tp.partition) reader_->pause(id);
+    return {};
+  }
+
+  std::vector<TopicPartition> assignment() override {
+    std::vector<TopicPartition> out;
+    for (const auto& [p, at] : assigned_) out.push_back({impl_->stream(), p});
+    return out;
+  }
+
+  std::optional<int64_t> lag_hint(const std::string&, int32_t) override { return std::nullopt; }
+
+  Status close() override { return {}; }
+
+ private:
+  // Where a shard resumes: after its last record read, else where it was
+  // started.
+  Position resume_of(const Shard& shard) const {
+    auto last = reader_->last_read().find(shard.id);
+    if (last != reader_->last_read().end()) {
+      if (auto p = Position::sequence(last->second)) return *p;
+    }
+    auto it = assigned_.find(shard.partition);
+    return it == assigned_.end() ? Position(LogStart::kEarliest) : it->second;
+  }
+
+  std::map<int32_t, Position> assigned_;
+  std::set<std::string> listed_;
+  std::unique_ptr<StreamReader> reader_;
+  Status start_error_;
+};
+
+class KinesisLogWriter final : public KinesisMetadata, public LogWriter {
+ public:
+  explicit KinesisLogWriter(std::shared_ptr<KinesisLogImpl> impl)
+      : KinesisMetadata(impl),
+        writer_(impl->client(), impl->stream(), impl->clock(), impl->timeout()) {
+    writer_.set_delivery_handler([this](uint64_t tag, const Error* err) {
+      if (err == nullptr) {
+        ++delivered_;
+      } else {
+        ++failed_;
+        if (first_failure_.empty()) first_failure_ = err->message;
+      }
+      if (handler_) handler_(tag, err);
+    });
+  }
+
+  void set_delivery_handler(DeliveryHandler handler) override { handler_ = std::move(handler); }
+
+  Status write(const std::string& name, int32_t partition, std::optional<std::string_view> key,
+               std::optional<std::string_view> value, const std::vector<Header>& headers,
+               int64_t timestamp, uint64_t tag) override {
+    // The service stamps each record's arrival itself.
+    (void)timestamp;
+    KPIPE_TRY(check_stream(name));
+    if (partition >= 0)
+      return failure(
+          "kinesis: a record goes to the shard its partition key hashes to, not to "
+          "partition {}",
+          partition);
+    if (!headers.empty())
+      return data_error("a Kinesis record has no headers: drop them first (jq -c 'del(.headers)')");
+    if (!value) return data_error("a Kinesis record cannot be a tombstone (a null value)");
+    PutEntry entry;
+    if (key) {
+      entry.partition_key = std::string(*key);
+    } else {
+      // Kinesis needs a partition key: records without one are spread
+      // over the shards, as Kafka spreads records without a key.
+      entry.partition_key = fmt::format("kpipe-{}", unkeyed_++);
+    }
+    entry.data = std::string(*value);
+    entry.tag = tag;
+    return writer_.write(std::move(entry));
+  }
+
+  // Deliveries are known as each batch is sent (write, flush).
+  void poll(Millis wait) override { (void)wait; }
+
+  Status flush(Millis timeout) override {
+    (void)timeout;  // the writer's own, the log's --timeout
+    return writer_.flush();
+  }
+
+  Expected<std::vector<int32_t>> await_partitions(const std::string& name) override {
+    KPIPE_TRY(check_stream(name));
+    return partitions(name);
+  }
+
+  uint64_t delivered() const override { return delivered_; }
+  uint64_t failed() const override { return failed_; }
+  std::string first_failure() const override { return first_failure_; }
+
+ private:
+  KinesisWriter writer_;
+  DeliveryHandler handler_;
+  uint64_t delivered_ = 0;
+  uint64_t failed_ = 0;
+  uint64_t unkeyed_ = 0;
+  std::string first_failure_;
+};
+
+}  // namespace
+
+KinesisLog::KinesisLog(std::shared_ptr<KinesisLogImpl> impl) : impl_(std::move(impl)) {}
+KinesisLog::KinesisLog(KinesisLog&&) noexcept = default;
+KinesisLog& KinesisLog::operator=(KinesisLog&&) noexcept = default;
+KinesisLog::~KinesisLog() = default;
+
+Expected<KinesisLog> KinesisLog::open(const KinesisOptions& options, std::string_view target,
+                                      std::string_view timeout_text, Reporter& reporter,
+                                      Clock& clock) {
+  const AwsEnvironment& env = options.env;
+  (void)reporter;
+  auto name = parse_kinesis_target(target);
+  if (!name) return name.take_error();
+  if (!name->region.empty() && !options.region.empty() && name->region != options.region)
+    return usage_error("--region {}: the stream's ARN is in region {}", options.region,
+                       name->region);
+  std::string region = options.region.empty() ? name->region : options.region;
+  auto timeout = parse_duration(timeout_text);
+  if (!timeout) return usage_error("--timeout: {}", timeout.error().message);
+  if (*timeout <= 0) return usage_error("--timeout must be positive");
+  auto settings = resolve_aws_settings(region, options.endpoint, env, &read_text_file);
+  if (!settings) return settings.take_error();
+  std::shared_ptr<HttpTransport> http = make_curl_transport();
+  // The chain is walked when the first call needs credentials, and again
+  // before temporary ones expire (KinesisClient).
+  CredentialSource credentials = [env, s = *settings, http, &clock] {
+    return find_aws_credentials(env, s, *http, &read_text_file, clock);
+  };
+  auto impl =
+      std::make_shared<KinesisLogImpl>(std::move(*settings), name->name, make_curl_transport(),
+                                       std::move(credentials), clock, *timeout);
+  return KinesisLog(std::move(impl));
+}
+
+const std::string& KinesisLog::stream() const {
+  return impl_->stream();
+}
+
+const AwsSettings& KinesisLog::settings() const {
+  return impl_->settings();
+}
+
+Expected<OpenedReader> KinesisLog::reader() const {
+  OpenedReader out;
+  out.log = std::make_unique<KinesisReader>(impl_);
+  return out;
+}
+
+Expected<OpenedWriter> KinesisLog::writer() const {
+  OpenedWriter out;
+  out.log = std::make_unique<KinesisLogWriter>(impl_);
+  return out;
+}
+
+}  // namespace kpipe

@@ -1,0 +1,70 @@
+// Amazon Kinesis Data Streams as a log (kpipe(7), LOGS): the one door the
+// programs open for `-t kinesis:NAME`, as KafkaLog is for Kafka. A stream
+// is a topic, its shards partitions (by the number a shard's id ends
+// with), a record's position its sequence number, kept as text. Reading
+// follows the shards' lineage (a child after its parents, StreamReader);
+// writing goes in PutRecords batches (KinesisWriter). Kinesis has no
+// consumer groups and no transactions: OpenedReader and OpenedWriter carry
+// none, and a program that needs one says so.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "kpipe/kinesis/aws_config.h"
+#include "kpipe/log.h"
+#include "kpipe/report.h"
+#include "kpipe/status.h"
+#include "kpipe/time.h"
+
+namespace kpipe {
+
+// `-t kinesis:NAME` or `-t kinesis:arn:aws:kinesis:REGION:ACCOUNT:stream/NAME`.
+struct KinesisStreamName {
+  std::string name;
+  std::string region;  // from an ARN; empty otherwise
+};
+inline constexpr std::string_view kKinesisPrefix = "kinesis:";
+bool is_kinesis_target(std::string_view target);
+// The stream `target` names (after "kinesis:"); a usage error for a name
+// Kinesis would refuse or an ARN that is not a Kinesis stream's.
+Expected<KinesisStreamName> parse_kinesis_target(std::string_view target);
+
+// What the command line says of Kinesis (--region, --endpoint), and the
+// environment AWS's conventions read (the cli layer fills it in).
+struct KinesisOptions {
+  std::string region;
+  std::string endpoint;
+  AwsEnvironment env;
+};
+
+class KinesisLogImpl;
+
+class KinesisLog {
+ public:
+  // Resolves the region, the endpoint and the credentials by AWS's
+  // conventions (aws_config.h, aws_credentials.h) for the stream `target`
+  // names; asks nothing of the stream yet. Each call is retried until
+  // `timeout` (--timeout) has passed.
+  static Expected<KinesisLog> open(const KinesisOptions& options, std::string_view target,
+                                   std::string_view timeout, Reporter& reporter, Clock& clock);
+  KinesisLog(KinesisLog&&) noexcept;
+  KinesisLog& operator=(KinesisLog&&) noexcept;
+  ~KinesisLog();
+
+  const std::string& stream() const;
+  const AwsSettings& settings() const;
+  // A reader of the stream's shards. It reads one stream: assign() refuses
+  // partitions of another name.
+  Expected<OpenedReader> reader() const;
+  // A writer to the stream.
+  Expected<OpenedWriter> writer() const;
+
+ private:
+  explicit KinesisLog(std::shared_ptr<KinesisLogImpl> impl);
+  std::shared_ptr<KinesisLogImpl> impl_;
+};
+
+}  // namespace kpipe
