@@ -67,7 +67,7 @@ includers_of() {
     kafka/mock_cluster.h) echo "lib/kpipe/kafka/mock_cluster.* lib/kpipe/programs/kbroker.*" ;;
     kafka/client.h | kafka/admin.h | kafka/dlq.h | kafka/internal.h) echo "lib/kpipe/kafka/*" ;;
     kinesis/http.h | kinesis/kinesis_client.h | kinesis/stream_reader.h | kinesis/put_records.h | \
-      kinesis/shards.h | kinesis/aws_credentials.h)
+      kinesis/shards.h | kinesis/aws_credentials.h | kinesis/kinesis_log_internal.h)
       echo "lib/kpipe/kinesis/*" ;;
   esac
 }

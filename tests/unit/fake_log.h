@@ -33,6 +33,9 @@ class FakeLog final : public LogReader {
     std::vector<Record> records;
     int64_t next_position = 0;  // the position the next record appended takes
     bool closed = false;
+    // Made by a split of this one (a Kinesis child shard): not listed, and
+    // read as added once its parent is closed and read to its end.
+    std::optional<int32_t> parent;
   };
 
   // Positions start at `first` and grow by `step`.
@@ -51,6 +54,12 @@ class FakeLog final : public LogReader {
     p.next_position += step_;
     return p.records.back().position;
   }
+  // A partition that `parent`'s closing makes (a Kinesis split's child).
+  void add_child(const std::string& name, int32_t partition, int32_t parent) {
+    Partition& p = shared_->parts[{name, partition}];
+    p.next_position = first_;
+    p.parent = parent;
+  }
   // No record will come after the last (a closed Kinesis shard).
   void close_partition(const std::string& name, int32_t partition) {
     parts_.at({name, partition}).closed = true;
@@ -62,7 +71,7 @@ class FakeLog final : public LogReader {
   Expected<std::vector<int32_t>> partitions(const std::string& name) override {
     std::vector<int32_t> out;
     for (const auto& [tp, p] : parts_)
-      if (tp.topic == name) out.push_back(tp.partition);
+      if (tp.topic == name && !p.parent) out.push_back(tp.partition);
     if (out.empty()) return failure("topic '{}' does not exist", name);
     return out;
   }
@@ -136,6 +145,13 @@ class FakeLog final : public LogReader {
       e.record = RecordView();
       e.record.topic = tp.topic;
       e.record.partition = tp.partition;
+      if (cursor.added) {
+        cursor.added = false;
+        e.kind = LogEvent::Kind::kAdded;
+        e.resume = LogStart::kEarliest;
+        ++sent;
+        KPIPE_TRY(handler(e));
+      }
       for (const auto& r : p.records) {
         if (sent >= max_events) return {};
         if (r.position < cursor.from) continue;
@@ -161,6 +177,12 @@ class FakeLog final : public LogReader {
         e.kind = LogEvent::Kind::kClosed;
         ++sent;
         KPIPE_TRY(handler(e));
+        // Its children are read now, from their start.
+        for (const auto& [child, c] : parts_)
+          if (child.topic == tp.topic && c.parent == tp.partition && !reading_.count(child))
+            reading_[child] =
+                Cursor{c.records.empty() ? c.next_position : c.records.front().position, false,
+                       false, true};
       } else if (!p.closed && !cursor.caught_up) {
         cursor.caught_up = true;
         e.kind = LogEvent::Kind::kCaughtUp;
@@ -194,6 +216,7 @@ class FakeLog final : public LogReader {
     int64_t from = 0;
     bool caught_up = false;
     bool closed = false;
+    bool added = false;  // to announce before its first record
   };
   struct Shared {
     std::map<TopicPartition, Partition> parts;

@@ -9,6 +9,7 @@
 #include "kpipe/kinesis/aws_credentials.h"
 #include "kpipe/kinesis/http.h"
 #include "kpipe/kinesis/kinesis_client.h"
+#include "kpipe/kinesis/kinesis_log_internal.h"
 #include "kpipe/kinesis/put_records.h"
 #include "kpipe/kinesis/shards.h"
 #include "kpipe/kinesis/stream_reader.h"
@@ -53,7 +54,7 @@ Expected<KinesisStreamName> parse_kinesis_target(std::string_view target) {
 
 class KinesisLogImpl {
  public:
-  KinesisLogImpl(AwsSettings settings, std::string stream, std::unique_ptr<HttpTransport> http,
+  KinesisLogImpl(AwsSettings settings, std::string stream, std::shared_ptr<HttpTransport> http,
                  CredentialSource credentials, Clock& clock, Millis timeout)
       : settings_(std::move(settings)),
         stream_(std::move(stream)),
@@ -103,7 +104,7 @@ class KinesisLogImpl {
  private:
   AwsSettings settings_;
   std::string stream_;
-  std::unique_ptr<HttpTransport> http_;
+  std::shared_ptr<HttpTransport> http_;
   Clock& clock_;
   Millis timeout_;
   KinesisClient client_;
@@ -202,22 +203,19 @@ class KinesisReader final : public KinesisMetadata, public LogReader {
       assigned_[p.partition] = p.offset;
     }
     reader_ = std::make_unique<StreamReader>(impl_->client(), impl_->stream(), impl_->clock());
-    KPIPE_TRY(reader_->open([this](const Shard& shard) -> std::optional<ShardStart> {
+    KPIPE_TRY(reader_->open([this](const Shard& shard) -> StreamReader::Plan {
+      // A shard not assigned (a split's or a merge's child, made since
+      // the caller listed the shards) is read from its start, added: the
+      // caller pauses it if it wants none of it.
       auto it = assigned_.find(shard.partition);
-      if (it == assigned_.end()) {
-        // Listed at the start and not assigned: not read. Made since (a
-        // split's or a merge's child): read from its start.
-        if (listed_.count(shard.id) != 0) return std::nullopt;
-        return ShardStart{};
-      }
+      if (it == assigned_.end()) return {ShardStart{}, true};
       auto start = shard_start(it->second, shard);
       if (!start) {
         start_error_ = start.take_error();
-        return std::nullopt;
+        return {std::nullopt, false};
       }
-      return *start;
+      return {*start, false};
     }));
-    for (const auto& [id, shard] : reader_->lineage().shards()) listed_.insert(id);
     return {};
   }
 
@@ -301,7 +299,6 @@ class KinesisReader final : public KinesisMetadata, public LogReader {
   }
 
   std::map<int32_t, Position> assigned_;
-  std::set<std::string> listed_;
   std::unique_ptr<StreamReader> reader_;
   Status start_error_;
 };
@@ -388,7 +385,6 @@ Expected<KinesisLog> KinesisLog::open(const KinesisOptions& options, std::string
                                       std::string_view timeout_text, Reporter& reporter,
                                       Clock& clock) {
   const AwsEnvironment& env = options.env;
-  (void)reporter;
   auto name = parse_kinesis_target(target);
   if (!name) return name.take_error();
   if (!name->region.empty() && !options.region.empty() && name->region != options.region)
@@ -402,14 +398,30 @@ Expected<KinesisLog> KinesisLog::open(const KinesisOptions& options, std::string
   if (!settings) return settings.take_error();
   std::shared_ptr<HttpTransport> http = make_curl_transport();
   // The chain is walked when the first call needs credentials, and again
-  // before temporary ones expire (KinesisClient).
-  CredentialSource credentials = [env, s = *settings, http, &clock] {
-    return find_aws_credentials(env, s, *http, &read_text_file, clock);
+  // before temporary ones expire (KinesisClient); STS and the metadata
+  // service have a connection of their own.
+  // -v says where they came from (never what they are), once.
+  auto said = std::make_shared<bool>(false);
+  CredentialSource credentials = [env, s = *settings, http, &clock, &reporter, said,
+                                  stream = name->name]() -> Expected<AwsCredentials> {
+    auto found = find_aws_credentials(env, s, *http, &read_text_file, clock);
+    if (found && !*said) {
+      *said = true;
+      reporter.info(fmt::format("kinesis stream '{}' in {} at {}, credentials from {}", stream,
+                                s.region, s.endpoint, found->source));
+    }
+    return found;
   };
-  auto impl =
-      std::make_shared<KinesisLogImpl>(std::move(*settings), name->name, make_curl_transport(),
-                                       std::move(credentials), clock, *timeout);
-  return KinesisLog(std::move(impl));
+  return make_kinesis_log(std::move(*settings), name->name, make_curl_transport(),
+                          std::move(credentials), clock, *timeout);
+}
+
+KinesisLog make_kinesis_log(AwsSettings settings, std::string stream,
+                            std::shared_ptr<HttpTransport> http, CredentialSource credentials,
+                            Clock& clock, Millis timeout) {
+  return KinesisLog(std::make_shared<KinesisLogImpl>(std::move(settings), std::move(stream),
+                                                     std::move(http), std::move(credentials), clock,
+                                                     timeout));
 }
 
 const std::string& KinesisLog::stream() const {

@@ -8,6 +8,7 @@
 // none, and a program that needs one says so.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,6 +42,9 @@ struct KinesisOptions {
 };
 
 class KinesisLogImpl;
+class HttpTransport;
+struct AwsCredentials;
+using CredentialSource = std::function<Expected<AwsCredentials>()>;
 
 class KinesisLog {
  public:
@@ -63,6 +67,8 @@ class KinesisLog {
   Expected<OpenedWriter> writer() const;
 
  private:
+  friend KinesisLog make_kinesis_log(AwsSettings, std::string, std::shared_ptr<HttpTransport>,
+                                     CredentialSource, Clock&, Millis);
   explicit KinesisLog(std::shared_ptr<KinesisLogImpl> impl);
   std::shared_ptr<KinesisLogImpl> impl_;
 };

@@ -11,10 +11,6 @@ namespace kpipe {
 
 namespace {
 
-// As many records as one call may return: the service caps a call at
-// 10 MiB or 10,000 records.
-constexpr int kGetRecordsLimit = 10000;
-
 std::string stream_field(std::string_view stream) {
   std::string out = R"({"StreamName":)";
   append_json_string(out, stream);
@@ -69,10 +65,7 @@ Status StreamReader::open(Starts starts) {
     if (!answer) return answer.take_error();
     auto page = parse_list_shards(*answer);
     if (!page) return page.take_error();
-    for (const auto& s : page->shards) {
-      lineage_.add(s);
-      listed_.insert(s.id);
-    }
+    for (const auto& s : page->shards) lineage_.add(s);
     token = page->next_token;
   } while (!token.empty());
   return {};
@@ -85,8 +78,8 @@ Status StreamReader::renew(const Shard& shard, Cursor& cursor) {
     start.kind = ShardStart::Kind::kAfterSequence;
     start.sequence = last->second;
   } else if (starts_) {
-    auto given = starts_(shard);
-    if (given) start = std::move(*given);
+    auto plan = starts_(shard);
+    if (plan.start) start = std::move(*plan.start);
   }
   auto answer = client_.call("GetShardIterator", shard_iterator_body(stream_, shard.id, start));
   if (!answer) return answer.take_error();
@@ -142,7 +135,10 @@ Status StreamReader::fetch(const Shard& shard, Cursor& cursor, const Handler& ha
     return handler(event);
   }
   cursor.iterator = std::move(*page->next_iterator);
-  bool tip = page->millis_behind == 0;
+  // At the tip: the service says 0 ms behind, and the page is not full (a
+  // full page may have left records behind: kinesalite says 0 of every
+  // page).
+  bool tip = page->millis_behind == 0 && page->records.size() < kGetRecordsLimit;
   if (tip && !cursor.at_tip) {
     cursor.at_tip = true;
     event.kind = Event::Kind::kCaughtUp;
@@ -160,15 +156,16 @@ Status StreamReader::poll(const Handler& handler) {
     if (paused_.count(id) != 0) continue;
     auto [it, fresh] = cursors_.try_emplace(id);
     Cursor& cursor = it->second;
-    if (fresh) {
-      // The first time: a shard not to be read is done at once; a child
-      // not listed at open() is announced.
+    if (fresh && starts_) {
+      // The first time: a shard not to be read is done at once; one the
+      // caller did not know is announced.
       const Shard& shard = lineage_.shards().at(id);
-      if (starts_ && !starts_(shard)) {
+      Plan plan = starts_(shard);
+      if (!plan.start) {
         lineage_.finish(id);
         continue;
       }
-      if (listed_.count(id) == 0) {
+      if (plan.added) {
         Event added;
         added.kind = Event::Kind::kAdded;
         added.shard = &shard;

@@ -32,14 +32,18 @@ struct ShardStart {
 std::string shard_iterator_body(std::string_view stream, std::string_view shard,
                                 const ShardStart& start);
 
+// As many records as one call asks for: the service caps a call at 10 MiB
+// or 10,000 records.
+constexpr size_t kGetRecordsLimit = 10000;
+
 // The service allows 5 GetRecords calls a second per shard.
 constexpr Millis kGetRecordsInterval = 200;
 
 class StreamReader {
  public:
   struct Event {
-    // kAdded: a shard listed after open() (a child a split or a merge
-    // made) is about to be read for the first time.
+    // kAdded: a shard the caller was not given (a child a split or a
+    // merge made) is about to be read for the first time.
     enum class Kind { kRecord, kCaughtUp, kClosed, kAdded };
     Kind kind = Kind::kRecord;
     const Shard* shard = nullptr;
@@ -47,10 +51,15 @@ class StreamReader {
   };
   using Handler = std::function<Status(const Event&)>;
   // Where each shard starts, the first time it is read (a child found
-  // later included): a checkpoint's sequence, or --from; nullopt for a
-  // shard not to be read at all (kconsume --partitions), which counts as
-  // read to its end for its children's sake.
-  using Starts = std::function<std::optional<ShardStart>(const Shard&)>;
+  // later included): a checkpoint's sequence, or --from; `added` for a
+  // shard the caller did not know (announced with kAdded before it is
+  // read); no start for a shard not to be read at all, which counts as read
+  // to its end for its children's sake.
+  struct Plan {
+    std::optional<ShardStart> start = ShardStart{};
+    bool added = false;
+  };
+  using Starts = std::function<Plan(const Shard&)>;
 
   StreamReader(KinesisClient& client, std::string stream, Clock& clock);
 
@@ -91,7 +100,6 @@ class StreamReader {
   Starts starts_;
   ShardLineage lineage_;
   std::map<std::string, Cursor> cursors_;
-  std::set<std::string> listed_;  // the shards open() listed
   std::set<std::string> paused_;
   std::map<std::string, std::string> last_read_;
   uint64_t calls_ = 0;

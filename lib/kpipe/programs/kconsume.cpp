@@ -546,6 +546,9 @@ class ConsumeLoop {
   Status added(const LogEvent& e) {
     PartitionOffset p{std::string(e.record.topic), e.record.partition, e.resume};
     if (positions_.contains({p.topic, p.partition})) return {};
+    // Not one of --partitions: not read.
+    if (!only_.empty() && !std::binary_search(only_.begin(), only_.end(), p.partition))
+      return log_.pause({{p.topic, p.partition}});
     KPIPE_TRY(resolve_ends({p}));
     positions_.track(p);
     io_.reporter.info(

@@ -13,6 +13,13 @@
 
 namespace kpipe {
 
+// The API operation a request calls ("ListShards"): its X-Amz-Target's.
+inline std::string amz_operation(const HttpRequest& r) {
+  for (const auto& [k, v] : r.headers)
+    if (k == "X-Amz-Target") return v.substr(v.find('.') + 1);
+  return "";
+}
+
 class FakeHttp final : public HttpTransport {
  public:
   struct Answer {

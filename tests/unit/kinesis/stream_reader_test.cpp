@@ -22,12 +22,6 @@
 namespace kpipe {
 namespace {
 
-std::string target(const HttpRequest& r) {
-  for (const auto& [k, v] : r.headers)
-    if (k == "X-Amz-Target") return v.substr(v.find('.') + 1);
-  return "";
-}
-
 HttpResponse records(std::vector<std::pair<std::string, std::string>> seq_data, const char* next,
                      int behind, const char* children = nullptr) {
   std::string body = R"({"Records":[)";
@@ -74,7 +68,7 @@ TEST_CASE("kinesis stream reader: pages of shards, a renewed iterator, a closed 
   http.answers.push_back(HttpResponse{
       200, R"({"Shards":[{"ShardId":"shardId-000000000001","ParentShardId":"shardId-000000000000",
     "SequenceNumberRange":{"StartingSequenceNumber":"10"}}],"NextToken":null})"});
-  REQUIRE(reader.open([](const Shard&) { return ShardStart{}; }).ok());
+  REQUIRE(reader.open([](const Shard&) { return StreamReader::Plan{}; }).ok());
   CHECK(http.sent[1].body == R"({"NextToken":"t2"})");
   CHECK(reader.lineage().readable() == std::vector<std::string>{"shardId-000000000000"});
 
@@ -115,7 +109,7 @@ TEST_CASE("kinesis stream reader: pages of shards, a renewed iterator, a closed 
   CHECK(reader.last_read() == std::map<std::string, std::string>{{"shardId-000000000000", "3"}});
 
   std::vector<std::string> calls;
-  for (const auto& r : http.sent) calls.push_back(target(r));
+  for (const auto& r : http.sent) calls.push_back(amz_operation(r));
   CHECK(calls == std::vector<std::string>{"ListShards", "ListShards", "GetShardIterator",
                                           "GetRecords", "GetRecords", "GetShardIterator",
                                           "GetRecords", "GetShardIterator", "GetRecords"});
@@ -123,6 +117,39 @@ TEST_CASE("kinesis stream reader: pages of shards, a renewed iterator, a closed 
   CHECK(
       http.sent[5].body ==
       R"({"StreamName":"s","ShardId":"shardId-000000000000","ShardIteratorType":"AFTER_SEQUENCE_NUMBER","StartingSequenceNumber":"2"})");
+}
+
+// kinesalite answers every page "0 ms behind", full ones too: a full page
+// is never the tip (kconsume -e once ended after one page a shard).
+TEST_CASE("kinesis stream reader: a full page is not the tip, whatever it says",
+          "[kinesis][stream_reader]") {
+  FakeHttp http;
+  FakeClock clock(1796465730000);
+  KinesisClient client(test_settings(), test_keys(), http, clock, 10 * kSecond);
+  StreamReader reader(client, "s", clock);
+  http.answers.push_back(HttpResponse{200, R"({"Shards":[{"ShardId":"shardId-000000000000",
+    "SequenceNumberRange":{"StartingSequenceNumber":"1"}}]})"});
+  REQUIRE(reader.open([](const Shard&) { return StreamReader::Plan{}; }).ok());
+  std::vector<std::pair<std::string, std::string>> full;
+  for (size_t i = 1; i <= kGetRecordsLimit; ++i) full.emplace_back(std::to_string(i), "x");
+  size_t read = 0, tips = 0;
+  auto handler = [&](const StreamReader::Event& e) -> Status {
+    if (e.kind == StreamReader::Event::Kind::kRecord) ++read;
+    if (e.kind == StreamReader::Event::Kind::kCaughtUp) ++tips;
+    return {};
+  };
+  http.answers.push_back(HttpResponse{200, R"({"ShardIterator":"i"})"});
+  http.answers.push_back(records(full, "i2", 0));
+  REQUIRE(reader.poll(handler).ok());
+  CHECK(read == kGetRecordsLimit);
+  CHECK(tips == 0);
+  CHECK_FALSE(reader.caught_up());
+  http.answers.push_back(records({{"10001", "y"}}, "i3", 0));
+  clock.advance(kGetRecordsInterval);
+  REQUIRE(reader.poll(handler).ok());
+  CHECK(read == kGetRecordsLimit + 1);
+  CHECK(tips == 1);
+  CHECK(reader.caught_up());
 }
 
 TEST_CASE(
@@ -142,7 +169,7 @@ TEST_CASE(
   };
   write(0, 300);
   StreamReader reader(client, stream, clock);
-  REQUIRE(reader.open([](const Shard&) { return ShardStart{}; }).ok());
+  REQUIRE(reader.open([](const Shard&) { return StreamReader::Plan{}; }).ok());
   std::map<std::string, std::vector<int>> by_key;
   size_t closed = 0;
   auto handler = [&](const StreamReader::Event& e) -> Status {

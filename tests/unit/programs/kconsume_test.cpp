@@ -566,6 +566,34 @@ TEST_CASE("kconsume over any log: records with the log's positions, every partit
   CHECK(FakeLogRun::values(run.consume(o)) == "[0,1] [0,2] [1,1] [1,2] ");
 }
 
+// A Kinesis split: partition 0 closes, and its child 2 is read after it.
+TEST_CASE("kconsume over any log: a partition the log adds is announced, read and checkpointed",
+          "[consume][log]") {
+  FakeLogRun run;
+  run.log.close_partition("t", 0);
+  run.log.add_child("t", 2, 0);
+  run.log.append("t", 2, std::nullopt, "[2,0]", kBase + 5000);
+  ConsumeOptions o;
+  o.state = run.state;
+  auto lines = run.consume(o);
+  CHECK(FakeLogRun::values(lines) == "[0,0] [0,1] [0,2] [1,0] [1,1] [1,2] [2,0] ");
+  std::vector<std::string> controls;
+  for (const auto& l : lines)
+    if (l.starts_with(R"({"$kpipe":"partitions")")) controls.push_back(l);
+  CHECK(
+      controls ==
+      std::vector<std::string>{
+          R"({"$kpipe":"partitions","event":"assigned","partitions":[{"topic":"t","partition":0},{"topic":"t","partition":1}]})",
+          R"({"$kpipe":"partitions","event":"revoked","partitions":[{"topic":"t","partition":0}]})",
+          R"({"$kpipe":"partitions","event":"assigned","partitions":[{"topic":"t","partition":2}]})"});
+  std::optional<Checkpoint> last;
+  for (const auto& l : lines)
+    if (auto c = parse_checkpoint(l); c.ok() && *c) last = **c;
+  REQUIRE(last);
+  // The closed parent is kept too, at its end.
+  CHECK(last->offsets == std::vector<PartitionOffset>{{"t", 0, 130}, {"t", 1, 130}, {"t", 2, 110}});
+}
+
 TEST_CASE(
     "kconsume over any log: a checkpoint keeps where the log says to resume, and a restart "
     "resumes there",

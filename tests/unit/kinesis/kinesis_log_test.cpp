@@ -1,0 +1,229 @@
+#include "kpipe/kinesis/kinesis_log.h"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "fake_http.h"
+#include "fakes.h"
+#include "kpipe/json.h"
+#include "kpipe/kinesis/kinesis_log_internal.h"
+#include "local_kinesis.h"
+
+// Kinesis as a log (kpipe(7), LOGS): a target names a stream or its ARN;
+// a reader reads the shards it is given from their positions (a sequence
+// number, the trim horizon, a time), passes records at their sequence
+// numbers, a child shard made since as a partition added, and a closed
+// shard as closed; a writer refuses what a Kinesis record cannot be.
+
+namespace kpipe {
+namespace {
+
+HttpResponse page(const std::string& records, const char* next, int behind,
+                  const char* children = nullptr) {
+  std::string body = R"({"Records":[)" + records + R"(],"NextShardIterator":)" +
+                     (next ? "\"" + std::string(next) + "\"" : std::string("null")) +
+                     R"(,"MillisBehindLatest":)" + std::to_string(behind);
+  if (children != nullptr) body += R"(,"ChildShards":)" + std::string(children);
+  return {200, body + "}"};
+}
+
+std::string record(const std::string& seq, const std::string& key, const std::string& data) {
+  std::string b64;
+  append_base64(b64, data);
+  return R"({"SequenceNumber":")" + seq + R"(","PartitionKey":")" + key + R"(","Data":")" + b64 +
+         R"(","ApproximateArrivalTimestamp":1764412345.5})";
+}
+
+// ListShards' answer: these shards, open, none a child.
+HttpResponse shards(std::initializer_list<const char*> ids) {
+  std::string body = R"({"Shards":[)";
+  for (const char* id : ids) {
+    if (body.back() != '[') body += ",";
+    body += fmt::format(
+        R"({{"ShardId":"{}","SequenceNumberRange":{{"StartingSequenceNumber":"1"}}}})", id);
+  }
+  return {200, body + "]}"};
+}
+
+struct Fixture {
+  std::shared_ptr<FakeHttp> http = std::make_shared<FakeHttp>();
+  FakeClock clock{1796465730000};
+  KinesisLog log = make_kinesis_log(test_settings(), "s", http, test_keys(), clock, 10 * kSecond);
+};
+
+// Each event as a line: "record 0 @SEQ key=value resume SEQ", "added 2 resume -2", ...
+std::vector<std::string> poll_all(LogReader& reader, int polls) {
+  std::vector<std::string> seen;
+  for (int i = 0; i < polls; ++i) {
+    Status s = reader.poll(0, 100, [&](const LogEvent& e) -> Status {
+      const char* kind = e.kind == LogEvent::Kind::kRecord   ? "record"
+                         : e.kind == LogEvent::Kind::kAdded  ? "added"
+                         : e.kind == LogEvent::Kind::kClosed ? "closed"
+                                                             : "tip";
+      std::string line = fmt::format("{} {} {}", kind, e.record.partition, e.resume);
+      if (e.kind == LogEvent::Kind::kRecord)
+        line += fmt::format(" {}={} at {}", *e.record.key, *e.record.value, e.record.timestamp);
+      seen.push_back(line);
+      return {};
+    });
+    REQUIRE(s.ok());
+  }
+  return seen;
+}
+
+}  // namespace
+
+TEST_CASE("kinesis log: a target names a stream, or a stream's ARN and its region",
+          "[kinesis][kinesis_log]") {
+  auto plain = parse_kinesis_target("kinesis:user-events");
+  REQUIRE(plain.ok());
+  CHECK(plain->name == "user-events");
+  CHECK(plain->region.empty());
+  auto arn = parse_kinesis_target("kinesis:arn:aws:kinesis:eu-west-1:123456789012:stream/clicks_2");
+  REQUIRE(arn.ok());
+  CHECK(arn->name == "clicks_2");
+  CHECK(arn->region == "eu-west-1");
+  CHECK(is_kinesis_target("kinesis:x"));
+  CHECK_FALSE(is_kinesis_target("events"));
+  for (const char* bad :
+       {"kinesis:", "kinesis:a b", "kinesis:a/b", "kinesis:arn:aws:sqs:eu-west-1:1:queue/x",
+        "kinesis:arn:aws:kinesis:eu-west-1:1:table/x"}) {
+    INFO(bad);
+    auto p = parse_kinesis_target(bad);
+    REQUIRE_FALSE(p.ok());
+    CHECK(p.error().status == ExitStatus::kUsage);
+  }
+  CHECK_FALSE(parse_kinesis_target("kinesis:" + std::string(129, 'a')).ok());
+}
+
+TEST_CASE("kinesis log: a reader starts each shard where it is given, reads a child as added",
+          "[kinesis][kinesis_log]") {
+  Fixture f;
+  auto opened = f.log.reader();
+  REQUIRE(opened.ok());
+  LogReader& reader = *opened->log;
+  CHECK_FALSE(reader.consecutive_positions());
+  CHECK(opened->group == nullptr);
+  CHECK(opened->offsets == nullptr);
+  f.http->answers.push_back(shards({"shardId-000000000000", "shardId-000000000001"}));
+  REQUIRE(reader
+              .assign({{"s", 0,
+                        *Position::sequence(
+                            "49590338271490256608559692538361571095921575989136588898")},
+                       {"s", 1, Position::arrived_at(1764412345123)}})
+              .ok());
+  // Poll 1: shard 0 after its sequence number, two records, then closed
+  // with its child 2; shard 1 from its time, at its tip at once.
+  f.http->answers.push_back(HttpResponse{200, R"({"ShardIterator":"i0"})"});
+  f.http->answers.push_back(
+      page(record("49590338271490256608559692538361571095921575989136588899", "k1", "a") + "," +
+               record("49590338271490256608559692538361571095921575989136588900", "k2", "b"),
+           nullptr, 0,
+           R"([{"ShardId":"shardId-000000000002","ParentShards":["shardId-000000000000"]}])"));
+  f.http->answers.push_back(HttpResponse{200, R"({"ShardIterator":"i1"})"});
+  f.http->answers.push_back(page("", "i1b", 0));
+  // Poll 2: shard 1 not due yet; the child, added, from its trim horizon.
+  f.http->answers.push_back(HttpResponse{200, R"({"ShardIterator":"i2"})"});
+  f.http->answers.push_back(page(record("5", "k1", "c"), "i2b", 0));
+  auto seen = poll_all(reader, 2);
+  CHECK(seen == std::vector<std::string>{
+                    "record 0 49590338271490256608559692538361571095921575989136588899 k1=a at "
+                    "1764412345500",
+                    "record 0 49590338271490256608559692538361571095921575989136588900 k2=b at "
+                    "1764412345500",
+                    "closed 0 49590338271490256608559692538361571095921575989136588900",
+                    "tip 1 @1764412345123", "added 2 -2", "record 2 5 k1=c at 1764412345500",
+                    "tip 2 5"});
+  std::vector<std::string> bodies;
+  for (const auto& r : f.http->sent)
+    if (amz_operation(r) == "GetShardIterator") bodies.push_back(r.body);
+  CHECK(
+      bodies ==
+      std::vector<std::string>{
+          R"({"StreamName":"s","ShardId":"shardId-000000000000","ShardIteratorType":"AFTER_SEQUENCE_NUMBER","StartingSequenceNumber":"49590338271490256608559692538361571095921575989136588898"})",
+          R"({"StreamName":"s","ShardId":"shardId-000000000001","ShardIteratorType":"AT_TIMESTAMP","Timestamp":1764412345.123})",
+          R"({"StreamName":"s","ShardId":"shardId-000000000002","ShardIteratorType":"TRIM_HORIZON"})"});
+  std::vector<TopicPartition> parts = reader.assignment();
+  CHECK(parts == std::vector<TopicPartition>{{"s", 0}, {"s", 1}, {"s", 2}});
+}
+
+// A shard made between the caller's listing and assign(): read as added,
+// never skipped.
+TEST_CASE("kinesis log: a shard the reader was not given is read as added",
+          "[kinesis][kinesis_log]") {
+  Fixture f;
+  auto opened = f.log.reader();
+  REQUIRE(opened.ok());
+  f.http->answers.push_back(shards({"shardId-000000000000", "shardId-000000000004"}));
+  REQUIRE(opened->log->assign({{"s", 0, LogStart::kEarliest}}).ok());
+  f.http->answers.push_back(HttpResponse{200, R"({"ShardIterator":"i0"})"});
+  f.http->answers.push_back(page("", "i0b", 0));
+  f.http->answers.push_back(HttpResponse{200, R"({"ShardIterator":"i4"})"});
+  f.http->answers.push_back(page(record("7", "k", "x"), "i4b", 0));
+  CHECK(poll_all(*opened->log, 1) == std::vector<std::string>{"tip 0 -2", "added 4 -2",
+                                                              "record 4 7 k=x at 1764412345500",
+                                                              "tip 4 7"});
+}
+
+TEST_CASE("kinesis log: a shard cannot start at an offset, nor a reader read another stream",
+          "[kinesis][kinesis_log]") {
+  Fixture f;
+  auto opened = f.log.reader();
+  REQUIRE(opened.ok());
+  Status other = opened->log->assign({{"t", 0, LogStart::kEarliest}});
+  REQUIRE_FALSE(other.ok());
+  CHECK(other.error().message == "kinesis: this reads and writes stream 's', not 't'");
+  f.http->answers.push_back(shards({"shardId-000000000000"}));
+  REQUIRE(opened->log->assign({{"s", 0, 17}}).ok());
+  Status s = opened->log->poll(0, 100, [](const LogEvent&) { return Status(); });
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().message ==
+        "shardId-000000000000 of a Kinesis stream cannot start at offset 17: a shard is read "
+        "after a sequence number, or from a time (kpipe(7), LOGS)");
+}
+
+TEST_CASE("kinesis log: a writer keys each record, and refuses what a record cannot hold",
+          "[kinesis][kinesis_log]") {
+  Fixture f;
+  auto opened = f.log.writer();
+  REQUIRE(opened.ok());
+  LogWriter& writer = *opened->log;
+  CHECK(opened->transactions == nullptr);
+  std::vector<Header> headers{{"h", std::string_view("v")}};
+  Status with_headers = writer.write("s", -1, "k", "v", headers, 0, 1);
+  REQUIRE_FALSE(with_headers.ok());
+  CHECK(with_headers.error().status == ExitStatus::kDataError);
+  Status tombstone = writer.write("s", -1, "k", std::nullopt, {}, 0, 2);
+  REQUIRE_FALSE(tombstone.ok());
+  CHECK(tombstone.error().status == ExitStatus::kDataError);
+  CHECK(tombstone.error().message == "a Kinesis record cannot be a tombstone (a null value)");
+  CHECK_FALSE(writer.write("s", 3, "k", "v", {}, 0, 3).ok());
+  CHECK_FALSE(writer.write("t", -1, "k", "v", {}, 0, 3).ok());
+
+  std::vector<uint64_t> delivered;
+  writer.set_delivery_handler([&](uint64_t tag, const Error* err) {
+    CHECK(err == nullptr);
+    delivered.push_back(tag);
+  });
+  REQUIRE(writer.write("s", -1, "user-1", R"({"n":1})", {}, 0, 10).ok());
+  REQUIRE(writer.write("s", -1, std::nullopt, R"({"n":2})", {}, 0, 11).ok());
+  REQUIRE(writer.write("s", -1, std::nullopt, R"({"n":3})", {}, 0, 12).ok());
+  f.http->answers.push_back(HttpResponse{200, R"({"FailedRecordCount":0,"Records":[
+    {"SequenceNumber":"1","ShardId":"shardId-000000000000"},
+    {"SequenceNumber":"2","ShardId":"shardId-000000000001"},
+    {"SequenceNumber":"3","ShardId":"shardId-000000000000"}]})"});
+  REQUIRE(writer.flush(kSecond).ok());
+  CHECK(delivered == std::vector<uint64_t>{10, 11, 12});
+  CHECK(writer.delivered() == 3);
+  REQUIRE(f.http->sent.size() == 1);
+  CHECK(amz_operation(f.http->sent[0]) == "PutRecords");
+  // Records without a key get keys of their own, so that they spread.
+  const std::string& body = f.http->sent[0].body;
+  CHECK(body.find(R"("PartitionKey":"user-1")") != std::string::npos);
+  CHECK(body.find(R"("PartitionKey":"kpipe-0")") != std::string::npos);
+  CHECK(body.find(R"("PartitionKey":"kpipe-1")") != std::string::npos);
+}
+
+}  // namespace kpipe
