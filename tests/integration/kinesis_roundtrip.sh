@@ -26,9 +26,10 @@ AWS=(--endpoint "$KINESIS" --region us-east-1)
 N=2000 USERS=40
 
 stream_json() { jq -nc --arg s "$STREAM" '{StreamName: $s}'; }
-open_shards() { kinesis_api DescribeStreamSummary "$(stream_json)" |
+# status: the stream's StreamStatus and its open shards, "ACTIVE 4".
+status() { kinesis_api DescribeStreamSummary "$(stream_json)" |
   jq -r '.StreamDescriptionSummary | "\(.StreamStatus) \(.OpenShardCount)"'; }
-is_active() { [[ $(open_shards) == "ACTIVE $1" ]]; }
+is_active() { [[ $(status) == "ACTIVE $1" ]]; }
 kinesis_api CreateStream "$(jq -nc --arg s "$STREAM" '{StreamName: $s, ShardCount: 4}')" >/dev/null
 wait_for "$STREAM to be ACTIVE with 4 shards" 30 is_active 4
 
