@@ -242,23 +242,29 @@ delete_stream kp1
 
 # The figures: medians of the runs; CPU per record less start-up too.
 awk -v n="$records" '
-  { wall[$1] = wall[$1] " " $2; cpu[$1] = cpu[$1] " " ($3 + $4); if ($5 > rss[$1]) rss[$1] = $5 }
+  {
+    c = $3 + $4; wall[$1] = wall[$1] " " $2; cpu[$1] = cpu[$1] " " c
+    if (!($1 in lo) || c < lo[$1]) lo[$1] = c
+    if (c > hi[$1]) hi[$1] = c
+    if ($5 > rss[$1]) rss[$1] = $5
+  }
   function median(list,   v, k, i, j, t) {
     k = split(list, v, " ")
     for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
     return v[int((k + 1) / 2)]
   }
   END {
-    printf "%-15s %9s %9s %12s %17s %8s\n", "", "wall", "CPU", "CPU/record", "less start-up", "max RSS"
+    printf "%-15s %9s %9s %15s %12s %17s %8s\n", "", "wall", "CPU", "CPU runs", "CPU/record", "less start-up", "max RSS"
     split("kproduce boto3-produce kconsume boto3-consume", names, " ")
     for (i = 1; i <= 4; i++) {
       p = names[i]; c = median(cpu[p]); c0 = median(cpu[p "-0"])
       per[p] = c / n * 1e6; net[p] = (c - c0) / n * 1e6
-      printf "%-15s %8.2fs %8.3fs %10.2fus %15.2fus %6.0fMB\n", p, median(wall[p]), c, per[p], net[p], rss[p] / 1024
+      printf "%-15s %8.2fs %8.3fs %6.3f-%6.3fs %10.2fus %15.2fus %6.0fMB\n", p, median(wall[p]), c, lo[p], hi[p], per[p], net[p], rss[p] / 1024
     }
     for (i = 1; i <= 4; i++) {
       p = names[i]
-      printf "%-15s %8.2fs %8.3fs (start-up alone: empty input, empty stream) %6.0fMB\n", p "-0", median(wall[p "-0"]), median(cpu[p "-0"]), rss[p "-0"] / 1024
+      q = p "-0"
+      printf "%-15s %8.2fs %8.3fs %6.3f-%6.3fs (start-up alone: empty input and stream) %6.0fMB\n", q, median(wall[q]), median(cpu[q]), lo[q], hi[q], rss[q] / 1024
     }
     printf "produce: boto3 / kproduce CPU per record %.1fx (%.1fx less start-up); target 5x\n", per["boto3-produce"] / per["kproduce"], net["boto3-produce"] / net["kproduce"]
     printf "consume: boto3 / kconsume CPU per record %.1fx (%.1fx less start-up); target 5x\n", per["boto3-consume"] / per["kconsume"], net["boto3-consume"] / net["kconsume"]
