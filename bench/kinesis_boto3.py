@@ -116,7 +116,10 @@ def main():
     c = sub.add_parser("consume")
     c.add_argument("stream")
     args = parser.parse_args()
-    produce(args) if args.command == "produce" else consume(args)
+    if args.command == "produce":
+        produce(args)
+    else:
+        consume(args)
 
 
 if __name__ == "__main__":
