@@ -133,17 +133,20 @@ run_case() {
   { echo "--- $CASE: $program"; cat "$WORK/err"; } >>"$WORK/all.err"
 }
 
-# roundtrip: kproduce writes one record, {"f": CASE}, and kconsume -e
-# reads back every record the cases wrote so far; each says what it did
-# (-v), and nothing else.
+# roundtrip SOURCE: kproduce writes one record, {"f": CASE}, and kconsume -e
+# reads back every record the cases wrote so far; each says (-v) where its
+# credentials came from, SOURCE, never what they are, and what it did.
 WRITTEN=()
 roundtrip() {
+  local found="kinesis stream '$STREAM' in $REGION at $PROXY, credentials from $1"
   jq -nc --arg f "$CASE" '{f: $f}' >"$WORK/$CASE.ndjson"
   run_case 0 kproduce -k .f "$WORK/$CASE.ndjson"
-  assert_eq "$(cat "$WORK/err")" "kproduce: produced 1 records to '$STREAM'" "case $CASE: kproduce's stderr"
+  assert_eq "$(cat "$WORK/err")" "kproduce: $found"$'\n'"kproduce: produced 1 records to '$STREAM'" \
+    "case $CASE: kproduce's stderr"
   WRITTEN+=("$CASE")
   run_case 0 kconsume -e
-  assert_eq "$(cat "$WORK/err")" "kconsume: consumed ${#WRITTEN[@]} records" "case $CASE: kconsume's stderr"
+  assert_eq "$(cat "$WORK/err")" "kconsume: $found"$'\n'"kconsume: consumed ${#WRITTEN[@]} records" \
+    "case $CASE: kconsume's stderr"
   assert_eq "$(jq -r .value.f "$WORK/out" | sort | paste -sd ' ')" \
     "$(printf '%s\n' "${WRITTEN[@]}" | sort | paste -sd ' ')" "case $CASE: the records read back"
 }
@@ -180,7 +183,7 @@ one_line_error() {
 # --- 1. the environment's keys, with a session token -----------------------------
 begin_case environment AWS_REGION=$REGION AWS_ACCESS_KEY_ID=$ENV_KEY \
   AWS_SECRET_ACCESS_KEY="$ENV_SECRET" AWS_SESSION_TOKEN="$ENV_TOKEN"
-roundtrip
+roundtrip environment
 signed_with "$ENV_KEY" "$ENV_TOKEN"
 
 # --- 2. a profile of the shared files: keys and token from the credentials
@@ -189,7 +192,7 @@ signed_with "$ENV_KEY" "$ENV_TOKEN"
 begin_case profile AWS_PROFILE=kpipe-test AWS_SHARED_CREDENTIALS_FILE="$WORK/credentials" \
   AWS_CONFIG_FILE="$WORK/config" AWS_WEB_IDENTITY_TOKEN_FILE="$WORK/web-identity-token" \
   AWS_ROLE_ARN=$ROLE_ARN AWS_ENDPOINT_URL_STS="$STS" AWS_EC2_METADATA_SERVICE_ENDPOINT="$IMDS"
-roundtrip
+roundtrip "profile 'kpipe-test'"
 signed_with "$PROFILE_KEY" "$PROFILE_TOKEN"
 not_asked sts imds
 
@@ -200,7 +203,7 @@ begin_case environment-over-profile AWS_REGION=$REGION AWS_ACCESS_KEY_ID=$ENV_KE
   AWS_SECRET_ACCESS_KEY="$ENV_SECRET" AWS_PROFILE=kpipe-test AWS_SHARED_CREDENTIALS_FILE="$WORK/credentials" \
   AWS_CONFIG_FILE="$WORK/config" AWS_WEB_IDENTITY_TOKEN_FILE="$WORK/web-identity-token" \
   AWS_ROLE_ARN=$ROLE_ARN AWS_ENDPOINT_URL_STS="$STS" AWS_EC2_METADATA_SERVICE_ENDPOINT="$IMDS"
-roundtrip
+roundtrip environment
 signed_with "$ENV_KEY" -
 not_asked sts imds
 
@@ -210,7 +213,7 @@ not_asked sts imds
 begin_case web-identity AWS_REGION=$REGION AWS_WEB_IDENTITY_TOKEN_FILE="$WORK/web-identity-token" \
   AWS_ROLE_ARN=$ROLE_ARN AWS_ROLE_SESSION_NAME=kpipe-test-session AWS_ENDPOINT_URL_STS="$STS" \
   AWS_EC2_METADATA_SERVICE_ENDPOINT="$IMDS"
-roundtrip
+roundtrip "web identity (role '$ROLE_ARN')"
 signed_with "$STS_KEY" "$STS_TOKEN"
 not_asked imds
 want=$(jq -nc --arg r "$ROLE_ARN" --arg t "$WEB_TOKEN" '{path: "/", content_type: "application/x-www-form-urlencoded",
@@ -222,7 +225,7 @@ assert_eq "$(jq -c . "$WORK/sts.log")" "$want"$'\n'"$want" "case $CASE: what STS
 # session is named by kpipe.
 begin_case web-identity-endpoint-url AWS_REGION=$REGION AWS_WEB_IDENTITY_TOKEN_FILE="$WORK/web-identity-token" \
   AWS_ROLE_ARN=$ROLE_ARN AWS_ENDPOINT_URL="$STS"
-roundtrip
+roundtrip "web identity (role '$ROLE_ARN')"
 signed_with "$STS_KEY" "$STS_TOKEN"
 assert_eq "$(jq -r '"\(.role_arn) \(.token) \(.session | test("^kpipe-[0-9]+$"))"' "$WORK/sts.log" | sort -u)" \
   "$ROLE_ARN $WEB_TOKEN true" "case $CASE: what STS was sent (role, token, a session name of kpipe's)"
@@ -231,7 +234,7 @@ assert_eq "$(jq -r '"\(.role_arn) \(.token) \(.session | test("^kpipe-[0-9]+$"))
 # token first (PUT, with its TTL), then the role, then its keys, each GET
 # with the token (the stand-in refuses one without); once by each program.
 begin_case instance-role AWS_REGION=$REGION AWS_EC2_METADATA_SERVICE_ENDPOINT="$IMDS"
-roundtrip
+roundtrip "instance role '$IMDS_ROLE'"
 signed_with "$IMDS_KEY" "$IMDS_TOKEN"
 jq -c --arg t "$METADATA_TOKEN" 'if .method == "GET" then .token |= (if . == $t then "TOKEN" else . end) else . end' \
   "$WORK/imds.log" >"$WORK/imds.got"
