@@ -674,7 +674,16 @@ Status run_checkpoint_reset(const CheckpointOptions& o, Io& io) {
   auto stored = (*store)->offsets();
   if (!stored) return stored.take_error();
   std::map<TopicPartition, Position> current;
-  for (const auto& s : *stored) current[{s.topic, s.partition}] = s.offset;
+  for (const auto& s : *stored) {
+    // A reset computes offsets from a Kafka topic's bounds: a Kinesis
+    // shard has none (kpipe(7), LOGS).
+    if (!s.offset.is_offset())
+      return failure(
+          "{} [{}] is kept at a Kinesis position ({}): reset moves Kafka offsets; give the state "
+          "another kcheckpoint import, or start kconsume with another --from and a new state",
+          s.topic, s.partition, s.offset);
+    current[{s.topic, s.partition}] = s.offset;
+  }
 
   auto log = KafkaLog::open(o.kafka, io.env_brokers, io.reporter, io.clock);
   if (!log) return log.take_error();
@@ -785,9 +794,12 @@ Status run_checkpoint_import(const CheckpointOptions& o, Io& io) {
     if (Status named = check_topic_name(v[0].str); !named.ok()) return where(named.error().message);
     if (v[1].type != JsonType::kNumber || !v[1].is_integer || v[1].integer < 0)
       return where("field 'partition' is missing or not a non-negative integer");
-    if (v[2].type != JsonType::kNumber || !v[2].is_integer || v[2].integer < 0)
-      return where("field 'offset' is missing or not a non-negative integer");
-    offsets.push_back({std::string(v[0].str), static_cast<int32_t>(v[1].integer), v[2].integer});
+    // An offset, or a Kinesis position as export writes one (kpipe(7), LOGS).
+    auto at = Position::from_json(v[2]);
+    if (!at || (at->is_offset() && at->offset() < 0))
+      return where(
+          "field 'offset' is missing, or neither a non-negative integer nor a Kinesis position");
+    offsets.push_back({std::string(v[0].str), static_cast<int32_t>(v[1].integer), std::move(*at)});
   }
   KPIPE_TRY((*store)->set_offsets(offsets, io.clock.now()));
   io.reporter.info(fmt::format("imported {} offsets", offsets.size()));
