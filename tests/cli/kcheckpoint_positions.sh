@@ -46,3 +46,8 @@ run 0 kcheckpoint export --state s.db
 run 1 kcheckpoint reset --state s.db --to-earliest -b 127.0.0.1:1
 expect_stderr "kcheckpoint: error: user-events [0] is kept at a Kinesis position ($seq): reset moves Kafka offsets; give the state another kcheckpoint import, or start kconsume with another --from and a new state
 "
+for group in --to-group --from-group; do
+  run 1 kcheckpoint sync --state s.db "$group" g -b 127.0.0.1:1
+  expect_stderr "kcheckpoint: error: user-events [0] is kept at a Kinesis position ($seq): sync copies Kafka offsets to and from a consumer group
+"
+done

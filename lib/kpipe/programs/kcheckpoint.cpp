@@ -638,6 +638,20 @@ Status run_checkpoint_history(const CheckpointOptions& o, Io& io) {
   return {};
 }
 
+namespace {
+
+// Kafka's offsets only (reset, sync): a state that keeps a Kinesis shard's
+// position is refused before any broker is asked (kpipe(7), LOGS).
+Status check_kafka_offsets(const std::vector<StoredOffset>& stored, std::string_view why) {
+  for (const auto& s : stored)
+    if (!s.offset.is_offset())
+      return failure("{} [{}] is kept at a Kinesis position ({}): {}", s.topic, s.partition,
+                     s.offset, why);
+  return {};
+}
+
+}  // namespace
+
 Status run_checkpoint_reset(const CheckpointOptions& o, Io& io) {
   int kinds = o.to_earliest + o.to_latest + !o.to_datetime.empty() + !o.by_duration.empty() +
               o.shift_by.has_value() + o.to_offset.has_value();
@@ -674,16 +688,12 @@ Status run_checkpoint_reset(const CheckpointOptions& o, Io& io) {
   auto stored = (*store)->offsets();
   if (!stored) return stored.take_error();
   std::map<TopicPartition, Position> current;
-  for (const auto& s : *stored) {
-    // A reset computes offsets from a Kafka topic's bounds: a Kinesis
-    // shard has none (kpipe(7), LOGS).
-    if (!s.offset.is_offset())
-      return failure(
-          "{} [{}] is kept at a Kinesis position ({}): reset moves Kafka offsets; give the state "
-          "another kcheckpoint import, or start kconsume with another --from and a new state",
-          s.topic, s.partition, s.offset);
-    current[{s.topic, s.partition}] = s.offset;
-  }
+  // A reset computes offsets from a Kafka topic's bounds: a Kinesis shard
+  // has none.
+  KPIPE_TRY(check_kafka_offsets(*stored,
+                                "reset moves Kafka offsets; give the state another kcheckpoint "
+                                "import, or start kconsume with another --from and a new state"));
+  for (const auto& s : *stored) current[{s.topic, s.partition}] = s.offset;
 
   auto log = KafkaLog::open(o.kafka, io.env_brokers, io.reporter, io.clock);
   if (!log) return log.take_error();
@@ -813,6 +823,11 @@ Status run_checkpoint_sync(const CheckpointOptions& o, Io& io) {
   if (!store) return store.take_error();
   // --from-group rewrites the offsets, as reset does.
   if (!o.from_group.empty()) KPIPE_TRY((*store)->lock_offsets());
+  {
+    auto kept = (*store)->offsets();
+    if (!kept) return kept.take_error();
+    KPIPE_TRY(check_kafka_offsets(*kept, "sync copies Kafka offsets to and from a consumer group"));
+  }
   auto log = KafkaLog::open(o.kafka, io.env_brokers, io.reporter, io.clock);
   if (!log) return log.take_error();
   const std::string& group = o.to_group.empty() ? o.from_group : o.to_group;
