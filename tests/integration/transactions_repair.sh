@@ -64,6 +64,9 @@ head -1 "$WORK/lines" >&3
 started() { grep -q "transactional id" "$WORK/run3.err"; }
 wait_for "kproduce to start its transactions" 60 started
 coproc LOCK { sqlite3 "$S"; }
+# Bash unsets LOCK_PID once it has reaped the coprocess, which may be
+# before the wait below (found by a fresh run: "LOCK_PID: unbound variable").
+lock_pid=$LOCK_PID
 echo 'BEGIN EXCLUSIVE; SELECT 1;' >&"${LOCK[1]}"
 read -r -t 30 locked <&"${LOCK[0]}" || fail "could not lock the state file"
 tail -n +2 "$WORK/lines" >&3
@@ -72,7 +75,7 @@ status=0
 wait "$producer" || status=$?
 echo 'ROLLBACK;' >&"${LOCK[1]}"
 exec {LOCK[1]}>&-
-wait "$LOCK_PID" 2>/dev/null || true
+wait "$lock_pid" 2>/dev/null || true
 assert_eq "$status" 1 "kproduce's exit status when the store is locked"
 grep -q "^kproduce: error: .*locked" "$WORK/run3.err" || fail "kproduce did not say why: $(cat "$WORK/run3.err")"
 assert_eq "$(completed)" "$before" "the store's newest complete checkpoint"
