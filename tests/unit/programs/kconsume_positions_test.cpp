@@ -227,3 +227,46 @@ TEST_CASE("kconsume positions: a partition taken away and assigned again starts 
   CHECK(q->committed == -1);
   CHECK(positions.size() == 1);
 }
+
+// A Kinesis shard's --until @TIME (kpipe(7), LOGS): its sequence numbers
+// say nothing of time, so a record's arrival time ends it; a shard kept at
+// a time past the end is done at once; a shard's sequence number never
+// counts as past a time end, nor moves to it.
+TEST_CASE("kconsume positions: a Kinesis shard ends at its first record at or after --until",
+          "[consume]") {
+  EndPosition until;
+  until.kind = EndPosition::Kind::kTime;
+  until.value = 5000;
+  ConsumePositions positions{until};
+  std::vector<PartitionOffset> parts{{"s", 0, LogStart::kEarliest},
+                                     {"s", 1, *Position::sequence("49590338271490256608")},
+                                     {"s", 2, Position::arrived_at(6000)}};
+  // The log's answer for the time: the time itself (KinesisLog).
+  REQUIRE(positions
+              .resolve_ends(parts,
+                            [](const std::vector<TopicPartition>& tps,
+                               Millis at) -> Expected<std::vector<Position>> {
+                              return std::vector<Position>(tps.size(), Position::arrived_at(at));
+                            })
+              .ok());
+  for (const auto& p : parts) positions.track(p);
+  ConsumePosition& zero = positions[{"s", 0}];
+  ConsumePosition& one = positions[{"s", 1}];
+  CHECK_FALSE(zero.ended);
+  CHECK_FALSE(one.ended);            // a sequence number is no time: not past the end
+  CHECK(positions[{"s", 2}].ended);  // started at 6 s, past the end at 5 s
+  const Position a = *Position::sequence("49590338271490256609");
+  const Position b = *Position::sequence("49590338271490256610");
+  CHECK(positions.read(zero, a, a, 4999));
+  CHECK(zero.next == a);
+  CHECK_FALSE(zero.ended);
+  CHECK_FALSE(positions.read(zero, b, b, 5000));  // arrived at the end: not written
+  CHECK(zero.ended);
+  CHECK(zero.next == a);  // resumes after the last record written, not at the time
+  // At its tip before the end: at its end for -e, not at --until's.
+  positions.at_partition_end(one, one.next);
+  CHECK(one.at_end);
+  CHECK_FALSE(one.ended);
+  CHECK_FALSE(positions.finished(false));
+  CHECK(positions.finished(true));
+}
