@@ -75,6 +75,17 @@ TEST_CASE("Position: ordered by value within a kind, marks around the rest", "[p
   CHECK(seq("9" + std::string(55, '0')) < seq("1" + std::string(56, '0')));
   CHECK(seq(kSequence) < seq("49590338271490256608559692538361571095921575989136588899"));
   CHECK(seq(kSequence) == seq(kSequence));
+  // Sequence numbers a shard gave, one after the other (the Kinesis
+  // layer's compare_sequence, which Position replaced).
+  const Position a = seq("49656789012345678901234567890123456789012345678901234562");
+  const Position b = seq("49656789012345678901234567890123456789012345678901234563");
+  CHECK(a < b);
+  CHECK(b > a);
+  CHECK((a <=> a) == std::strong_ordering::equal);
+  CHECK(seq("9") < seq("10"));
+  // Digits with leading zeros are no sequence number the service gives.
+  CHECK_FALSE(Position::sequence("0010"));
+  CHECK_FALSE(Position::sequence("000"));
   CHECK(Position::arrived_at(5) < Position::arrived_at(6));
   // None yet (a negative offset) before everything, no end after everything.
   CHECK(Position(-1) < seq("0"));

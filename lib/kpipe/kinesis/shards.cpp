@@ -119,14 +119,6 @@ Expected<RecordsPage> parse_get_records(std::string_view json) {
   return page;
 }
 
-int compare_sequence(std::string_view a, std::string_view b) {
-  while (a.size() > 1 && a.front() == '0') a.remove_prefix(1);
-  while (b.size() > 1 && b.front() == '0') b.remove_prefix(1);
-  if (a.size() != b.size()) return a.size() < b.size() ? -1 : 1;
-  int c = a.compare(b);
-  return c < 0 ? -1 : (c > 0 ? 1 : 0);
-}
-
 void ShardLineage::add(const Shard& shard) {
   shards_[shard.id] = shard;
 }

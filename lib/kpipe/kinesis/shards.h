@@ -58,9 +58,6 @@ struct RecordsPage {
 };
 Expected<RecordsPage> parse_get_records(std::string_view json);
 
-// Compares two sequence numbers (decimal digits) by value.
-int compare_sequence(std::string_view a, std::string_view b);
-
 // Which shards may be read now. A shard whose parents are not (or no
 // longer) listed is a root: the stream trimmed them away, or it began with
 // it. A shard is finished when read to its end (its last page had no next

@@ -83,18 +83,6 @@ TEST_CASE("kinesis shards: GetRecords, its records, and a closed shard's last pa
         "kinesis GetRecords: record 1: Data is not base64");
 }
 
-TEST_CASE("kinesis shards: sequence numbers compare by value, beyond 64 bits",
-          "[kinesis][shards]") {
-  const std::string a = "49656789012345678901234567890123456789012345678901234562";
-  const std::string b = "49656789012345678901234567890123456789012345678901234563";
-  CHECK(compare_sequence(a, b) == -1);
-  CHECK(compare_sequence(b, a) == 1);
-  CHECK(compare_sequence(a, a) == 0);
-  CHECK(compare_sequence("9", "10") == -1);
-  CHECK(compare_sequence("0010", "9") == 1);
-  CHECK(compare_sequence("0", "000") == 0);
-}
-
 TEST_CASE("kinesis shards: children are read after their parents, across a split and a merge",
           "[kinesis][shards]") {
   ShardLineage lineage;
