@@ -15,13 +15,7 @@ source "$(dirname "$0")/lib.sh"
 [[ $KPIPE_TEST_STORE == postgres ]] || command -v sqlite3 >/dev/null || { echo "SKIP: no sqlite3"; exit 77; }
 KINESIS=$(kinesis_endpoint)
 STREAM="kpipe-$RUN_ID"
-# Region, endpoint and keys from the environment and the options alone,
-# whatever the machine's ~/.aws says (kinesis-mock checks no signature).
-unset AWS_PROFILE AWS_SESSION_TOKEN AWS_DEFAULT_REGION AWS_ENDPOINT_URL AWS_ENDPOINT_URL_KINESIS \
-  AWS_WEB_IDENTITY_TOKEN_FILE AWS_ROLE_ARN
-export AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=secret AWS_REGION=us-east-1 \
-  AWS_CONFIG_FILE="$WORK/aws-config" AWS_SHARED_CREDENTIALS_FILE="$WORK/aws-credentials" \
-  AWS_EC2_METADATA_DISABLED=true
+kinesis_client_env
 S=$(store pipeline)
 CLEAN=$(store clean)
 seed=${KPIPE_CRASH_SEED:-$RANDOM}

@@ -14,15 +14,7 @@
 source "$(dirname "$0")/lib.sh"
 KINESIS=$(kinesis_endpoint)
 STREAM="kpipe-$RUN_ID"
-# Region, endpoint and keys as AWS's conventions find them: here from the
-# environment and the options alone, whatever the machine's ~/.aws says.
-# kinesis-mock checks no signature: any keys do (kinesis_api's included).
-unset AWS_PROFILE AWS_SESSION_TOKEN AWS_DEFAULT_REGION AWS_ENDPOINT_URL AWS_ENDPOINT_URL_KINESIS \
-  AWS_WEB_IDENTITY_TOKEN_FILE AWS_ROLE_ARN
-export AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=secret AWS_REGION=us-east-1 \
-  AWS_CONFIG_FILE="$WORK/aws-config" AWS_SHARED_CREDENTIALS_FILE="$WORK/aws-credentials" \
-  AWS_EC2_METADATA_DISABLED=true
-AWS=(--endpoint "$KINESIS" --region us-east-1)
+kinesis_client_env
 N=2000 USERS=40
 
 stream_json() { jq -nc --arg s "$STREAM" '{StreamName: $s}'; }

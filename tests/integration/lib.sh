@@ -334,6 +334,19 @@ kinesis_endpoint() {
   cat "$state/url"
 }
 
+# kinesis_client_env: kpipe's programs find region, endpoint and keys
+# from the environment and the options alone, whatever the machine's
+# ~/.aws says (kinesis-mock checks no signature: any keys do, kinesis_api's
+# included). Sets AWS, the options that name the local Kinesis.
+kinesis_client_env() {
+  unset AWS_PROFILE AWS_SESSION_TOKEN AWS_DEFAULT_REGION AWS_ENDPOINT_URL AWS_ENDPOINT_URL_KINESIS \
+    AWS_WEB_IDENTITY_TOKEN_FILE AWS_ROLE_ARN
+  export AWS_ACCESS_KEY_ID=AKIDEXAMPLE AWS_SECRET_ACCESS_KEY=secret AWS_REGION=us-east-1 \
+    AWS_CONFIG_FILE="$WORK/aws-config" AWS_SHARED_CREDENTIALS_FILE="$WORK/aws-credentials" \
+    AWS_EC2_METADATA_DISABLED=true
+  AWS=(--endpoint "$KINESIS" --region us-east-1)
+}
+
 # kinesis_api ACTION JSON: one Kinesis API call (Kinesis_20131202.ACTION)
 # to $KINESIS, the endpoint, signed with SigV4 by curl itself, as kpipe
 # signs (kinesis-mock wants a signature but checks none: any keys do).
