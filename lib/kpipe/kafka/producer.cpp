@@ -35,12 +35,19 @@ namespace {
 Error delivery_error(rd_kafka_t* rk, const rd_kafka_message_t* m, const Producer::State& state) {
   std::string topic = m->rkt != nullptr ? rd_kafka_topic_name(m->rkt) : "";
   if (auto refused = authorization_error(m->err, state.access(topic))) return *refused;
-  // Records queued when the producer failed for good fail with it.
+  // Records queued when the producer failed for good fail with it: those
+  // written after it as __FATAL; those already queued are purged by
+  // librdkafka (rd_kafka_set_fatal_error0), which says only 'Purged in
+  // queue'. Either way the reason is the failure's (an idempotent
+  // producer's id refused by the cluster's ACLs, say).
   char fatal[256];
-  if (m->err == RD_KAFKA_RESP_ERR__FATAL)
-    if (auto refused =
-            authorization_error(rd_kafka_fatal_error(rk, fatal, sizeof fatal), state.access(topic)))
-      return *refused;
+  if (m->err == RD_KAFKA_RESP_ERR__FATAL || m->err == RD_KAFKA_RESP_ERR__PURGE_QUEUE ||
+      m->err == RD_KAFKA_RESP_ERR__PURGE_INFLIGHT) {
+    rd_kafka_resp_err_t fatal_code = rd_kafka_fatal_error(rk, fatal, sizeof fatal);
+    if (auto refused = authorization_error(fatal_code, state.access(topic))) return *refused;
+    if (fatal_code != RD_KAFKA_RESP_ERR_NO_ERROR)
+      return failure("producer failed: {}", state.solo_config.redact(fatal));
+  }
   if (m->err == RD_KAFKA_RESP_ERR__UNKNOWN_PARTITION && m->rkt != nullptr)
     return data_error("topic '{}' has no partition {}", rd_kafka_topic_name(m->rkt), m->partition);
   if (is_record_fault(m->err))
