@@ -10,6 +10,7 @@
 
 #include "kpipe/choices.h"
 #include "kpipe/json.h"
+#include "kpipe/log.h"
 #include "kpipe/text_table.h"
 
 namespace kpipe {
@@ -17,7 +18,24 @@ namespace kpipe {
 namespace {
 
 int64_t lag_of(const PartitionPoint& p) {
-  return std::max<int64_t>(0, p.end - *p.committed);
+  return p.lag;
+}
+
+// A lag as the reasons name it: records, or a Kinesis shard's time.
+std::string lag_text(const PartitionPoint& p, int64_t lag) {
+  if (p.by_time) return format_duration(lag);
+  return std::to_string(lag);
+}
+
+// What the reasons call a partition's position.
+const char* position_word(const PartitionPoint& p) {
+  return p.by_time ? "position" : "offset";
+}
+
+// The lag at or below which a partition is OK: --allowed-lag counts
+// records, and a Kinesis shard has none to count (klag(1), Kinesis).
+int64_t allowed(const PartitionPoint& p, const RuleSettings& rules) {
+  return p.by_time ? 0 : rules.allowed_lag;
 }
 
 std::string where(const PartitionSample& p) {
@@ -29,13 +47,15 @@ std::string where(const PartitionSample& p) {
 std::string offset_text(const PartitionPoint& p) {
   switch (p.assumed) {
     case Uncommitted::kEarliest:
+      if (p.by_time) return "the shard's start (nothing committed)";
       return fmt::format("{} (nothing committed: the log start)", *p.committed);
     case Uncommitted::kLatest:
+      if (p.by_time) return "the shard's end (nothing committed)";
       return fmt::format("{} (nothing committed: the log end)", *p.committed);
     case Uncommitted::kIgnore:
       break;
   }
-  return std::to_string(*p.committed);
+  return p.committed->text();
 }
 
 double millis_to_seconds(Millis ms) {
@@ -145,12 +165,15 @@ std::string GroupSelector::describe() const {
   return out;
 }
 
-std::optional<int64_t> PartitionSample::position() const {
+std::optional<Position> PartitionSample::position() const {
   if (committed) return committed;
   switch (assumed) {
     case Uncommitted::kEarliest:
-      return start;
+      if (by_time) return Position(LogStart::kEarliest);
+      if (start) return *start;
+      return std::nullopt;
     case Uncommitted::kLatest:
+      if (by_time) return Position(LogStart::kLatest);
       return end;
     case Uncommitted::kIgnore:
       break;
@@ -159,13 +182,21 @@ std::optional<int64_t> PartitionSample::position() const {
 }
 
 std::optional<int64_t> PartitionSample::lag() const {
+  if (by_time) return std::nullopt;
   auto from = position();
   if (!from) return std::nullopt;
-  return std::max<int64_t>(0, end - *from);
+  return std::max<int64_t>(0, end - from->offset());
+}
+
+std::optional<int64_t> PartitionSample::judged_lag() const {
+  if (!by_time) return lag();
+  if (!position()) return std::nullopt;
+  return lag_seconds ? std::llround(*lag_seconds * 1000.0) : 0;
 }
 
 std::optional<int64_t> read_offset(const PartitionReading& r, Uncommitted uncommitted) {
-  std::optional<int64_t> from = r.committed;
+  std::optional<int64_t> from;
+  if (r.committed) from = r.committed->offset();
   if (!from && uncommitted == Uncommitted::kEarliest) from = r.start;
   if (!from || *from >= r.end) return std::nullopt;
   // Below the log start, the record is gone: the oldest one left is the
@@ -225,12 +256,18 @@ LagSample LagEngine::sample(const LagSubject& subject, std::optional<int64_t> me
   for (const auto& r : readings) {
     PartitionSample p{r.topic, r.partition, r.committed, r.end, r.committed_at, std::nullopt};
     p.start = r.start;
+    p.by_time = r.by_time;
     if (!r.committed) p.assumed = uncommitted_;
     // Where the lag counts from; lag in seconds of an assumed position is
     // that of its record, as for a committed one.
     auto from = p.position();
-    if (from) {
-      if (*from >= r.end) {
+    if (from && r.by_time) {
+      // A Kinesis shard: as old as the first record after its position;
+      // caught up without one, and from its end (kLatest).
+      bool behind = r.record_timestamp && p.assumed != Uncommitted::kLatest;
+      p.lag_seconds = behind ? millis_to_seconds(s.at - *r.record_timestamp) : 0.0;
+    } else if (from) {
+      if (from->offset() >= r.end) {
         p.lag_seconds = 0.0;
       } else if (r.record_timestamp) {
         p.lag_seconds = millis_to_seconds(s.at - *r.record_timestamp);
@@ -241,7 +278,7 @@ LagSample LagEngine::sample(const LagSubject& subject, std::optional<int64_t> me
         std::vector<EndOffsetSeen> points;
         if (found != timelines.end()) points = found->second;
         points.push_back({r.end, s.at, s.at});
-        auto produced = estimate_produce_time(std::move(points), *from);
+        auto produced = estimate_produce_time(std::move(points), from->offset());
         if (produced) p.lag_seconds = millis_to_seconds(s.at - *produced);
       }
     }
@@ -266,7 +303,7 @@ std::optional<PartitionVerdict> judge_partition(const std::vector<PartitionPoint
   const PartitionPoint& latest = *v.back();
   size_t n = std::min(std::max<size_t>(rules.window, 1), v.size());
   size_t first = v.size() - n;
-  if (lag_of(latest) <= rules.allowed_lag) return verdict;
+  if (lag_of(latest) <= allowed(latest, rules)) return verdict;
   for (size_t i = first; i < v.size(); ++i)
     if (lag_of(*v[i]) == 0) return verdict;
   if (n < 2) return verdict;
@@ -277,11 +314,11 @@ std::optional<PartitionVerdict> judge_partition(const std::vector<PartitionPoint
     if (*v[i]->committed >= *v[i - 1]->committed) continue;
     verdict.status = LagStatus::kRewind;
     verdict.reason = fmt::format(
-        "the {}offset went back from {} to {}",
+        "the {}{} went back from {} to {}",
         v[i]->assumed == Uncommitted::kIgnore && v[i - 1]->assumed == Uncommitted::kIgnore
             ? "committed "
             : "",
-        offset_text(*v[i - 1]), offset_text(*v[i]));
+        position_word(*v[i]), offset_text(*v[i - 1]), offset_text(*v[i]));
     return verdict;
   }
 
@@ -295,8 +332,9 @@ std::optional<PartitionVerdict> judge_partition(const std::vector<PartitionPoint
     Millis span = latest.at - oldest.at;
     if (before_too) {
       std::string base =
-          fmt::format("offset {} has not moved for longer than the window ({}), lag {}",
-                      offset_text(latest), over, lag_of(latest));
+          fmt::format("{} {} has not moved for longer than the window ({}), lag {}",
+                      position_word(latest), offset_text(latest), over,
+                      lag_text(latest, lag_of(latest)));
       if (latest.committed_at) {
         Millis quiet = latest.at - *latest.committed_at;
         if (quiet > span) {
@@ -320,8 +358,9 @@ std::optional<PartitionVerdict> judge_partition(const std::vector<PartitionPoint
       }
     }
     verdict.status = LagStatus::kStall;
-    verdict.reason = fmt::format("offset {} did not move in {} while lag stayed above 0 (now {})",
-                                 offset_text(latest), over, lag_of(latest));
+    verdict.reason = fmt::format("{} {} did not move in {} while lag stayed above 0 (now {})",
+                                 position_word(latest), offset_text(latest), over,
+                                 lag_text(latest, lag_of(latest)));
     return verdict;
   }
 
@@ -329,8 +368,9 @@ std::optional<PartitionVerdict> judge_partition(const std::vector<PartitionPoint
     if (lag_of(*v[i]) < lag_of(*v[i - 1])) return verdict;
   verdict.status = LagStatus::kWarn;
   verdict.reason =
-      fmt::format("the offset moved from {} to {} in {} but the lag never decreased ({} to {})",
-                  offset_text(oldest), offset_text(latest), over, lag_of(oldest), lag_of(latest));
+      fmt::format("the {} moved from {} to {} in {} but the lag never decreased ({} to {})",
+                  position_word(latest), offset_text(oldest), offset_text(latest), over,
+                  lag_text(oldest, lag_of(oldest)), lag_text(latest, lag_of(latest)));
   return verdict;
 }
 
@@ -345,9 +385,14 @@ GroupReport LagEngine::report(const std::vector<LagSample>& history) const {
   std::map<TopicPartition, std::vector<PartitionPoint>> points;
   for (const auto& s : history)
     for (const auto& p : s.partitions)
-      points[{p.topic, p.partition}].push_back({s.at, p.position(), p.end, p.committed_at,
-                                                p.is_assumed() ? p.assumed : Uncommitted::kIgnore});
+      points[{p.topic, p.partition}].push_back({s.at, p.position(), p.judged_lag().value_or(0),
+                                                p.committed_at,
+                                                p.is_assumed() ? p.assumed : Uncommitted::kIgnore,
+                                                p.by_time});
   bool judged = false;
+  r.by_time = !latest.partitions.empty() &&
+              std::all_of(latest.partitions.begin(), latest.partitions.end(),
+                          [](const PartitionSample& p) { return p.by_time; });
   for (const auto& p : latest.partitions) {
     PartitionReport pr;
     pr.sample = p;
@@ -397,10 +442,12 @@ std::vector<LagStatus> LagEngine::statuses(const std::vector<LagSample>& history
   struct Track {
     TopicPartition key;
     // The last `ring` points, at n % ring.
-    std::vector<int64_t> offset, lag;
+    std::vector<Position> offset;
+    std::vector<int64_t> lag;
     std::vector<Millis> at;
     std::vector<size_t> sample;          // the index in `history` of each point
     std::optional<Millis> committed_at;  // the newest point's
+    bool by_time = false;                // a Kinesis shard: lag in ms, none allowed
     size_t n = 0;                        // points so far
     // The newest point (1-based; 0: none) with a zero lag, with an offset
     // below the one before it, other than it, and with a lag below it.
@@ -441,7 +488,7 @@ std::vector<LagStatus> LagEngine::statuses(const std::vector<LagSample>& history
       auto position = p.position();
       if (!position) continue;
       Track& track = tracks[t];
-      int64_t lag = std::max<int64_t>(0, p.end - *position);
+      int64_t lag = *p.judged_lag();
       size_t k = track.n % ring;
       size_t number = track.n + 1;
       if (track.n > 0) {
@@ -456,6 +503,7 @@ std::vector<LagStatus> LagEngine::statuses(const std::vector<LagSample>& history
       track.at[k] = s.at;
       track.sample[k] = i;
       track.committed_at = p.committed_at;
+      track.by_time = p.by_time;
       track.n = number;
     }
     size_t lowest = depth == 0 || i + 1 < depth ? 0 : i + 1 - depth;
@@ -469,7 +517,7 @@ std::vector<LagStatus> LagEngine::statuses(const std::vector<LagSample>& history
       while (count < std::min(n, ring) && track.sample[(n - 1 - count) % ring] >= lowest) ++count;
       if (count == 0) continue;  // no offset to judge
       const size_t latest = (n - 1) % ring;
-      if (track.lag[latest] <= rules_.allowed_lag) continue;
+      if (track.lag[latest] <= (track.by_time ? 0 : rules_.allowed_lag)) continue;
       size_t judged = std::min(window, count);
       size_t first = n - judged + 1;  // the window's oldest point, 1-based
       if (track.zero >= first || judged < 2) continue;

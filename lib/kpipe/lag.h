@@ -15,6 +15,7 @@
 
 #include "kpipe/latency.h"
 #include "kpipe/partition.h"
+#include "kpipe/position.h"
 #include "kpipe/status.h"
 #include "kpipe/time.h"
 
@@ -80,10 +81,15 @@ class GroupSelector {
 };
 
 // One partition as one sample saw it.
+//
+// A Kinesis shard's lag is in time alone (`by_time`, klag(1), Kinesis): its
+// sequence numbers count no records and its end is not known without
+// reading to it, so it has no lag in records, its `end` and `start` mean
+// nothing, and Burrow's rules judge its lag in milliseconds instead.
 struct PartitionSample {
   std::string topic;
   int32_t partition = 0;
-  std::optional<int64_t> committed;    // none: nothing committed here yet
+  std::optional<Position> committed;   // none: nothing committed here yet
   int64_t end = 0;                     // the log end offset (high watermark)
   std::optional<Millis> committed_at;  // when it was committed (state files know)
   std::optional<double> lag_seconds;   // measured or estimated; none: unknown
@@ -91,14 +97,20 @@ struct PartitionSample {
   // nowhere). Meaningless where an offset is committed.
   Uncommitted assumed = Uncommitted::kIgnore;
   std::optional<int64_t> start = std::nullopt;  // the log start offset, when read
+  bool by_time = false;                         // a Kinesis shard
 
   // Whether the lag counts from an assumed offset, not a committed one.
   bool is_assumed() const { return !committed && assumed != Uncommitted::kIgnore; }
-  // The offset the lag counts from: the committed one, else the assumed
-  // one; none: no lag to tell.
-  std::optional<int64_t> position() const;
-  // Records behind the end; none without a position.
+  // The position the lag counts from: the committed one, else the assumed
+  // one (a Kinesis shard's: its start or, for kLatest, the time it was
+  // sampled); none: no lag to tell.
+  std::optional<Position> position() const;
+  // Records behind the end; none without a position, and for a Kinesis
+  // shard.
   std::optional<int64_t> lag() const;
+  // The lag Burrow's rules judge: in records, or a Kinesis shard's in
+  // milliseconds (0 while unknown). None without a position.
+  std::optional<int64_t> judged_lag() const;
 };
 
 struct LagSample {
@@ -132,19 +144,23 @@ std::optional<Millis> estimate_produce_time(std::vector<EndOffsetSeen> points, i
 struct PartitionReading {
   std::string topic;
   int32_t partition = 0;
-  std::optional<int64_t> committed;
+  std::optional<Position> committed;
   int64_t end = 0;
   std::optional<Millis> committed_at;
   // The timestamp of the first record at or after the committed offset
   // (without one, at the offset read_offset() gives), when it was fetched.
+  // A Kinesis shard's: the arrival time of the first record after its
+  // position (without one, from its start), none when there is none yet.
   std::optional<Millis> record_timestamp;
   std::optional<int64_t> start = std::nullopt;  // the log start offset (low watermark)
+  bool by_time = false;                         // a Kinesis shard (PartitionSample)
 };
 
 // The offset whose record's timestamp is the partition's lag in seconds:
 // the committed one (the log start where retention deleted it), or
 // without one the log start when `uncommitted` is kEarliest; none when no
 // record is behind (caught up, kLatest, kIgnore) or the start is unknown.
+// A Kafka partition's only.
 std::optional<int64_t> read_offset(const PartitionReading& r, Uncommitted uncommitted);
 
 struct RuleSettings {
@@ -166,6 +182,9 @@ struct GroupReport {
   std::optional<int64_t> members;
   std::string group_state;
   std::vector<PartitionReport> partitions;
+  // A Kinesis stream's (PartitionSample::by_time): no lag in records, so
+  // total_lag is none to show.
+  bool by_time = false;
   int64_t total_lag = 0;
   // The part of total_lag on partitions without a committed offset, and
   // how many of them were counted so.
@@ -222,10 +241,13 @@ struct PartitionPoint {
   // The committed offset, or the assumed one (PartitionSample::position)
   // where `assumed` is not kIgnore: judged alike, since a consumer would
   // read from there, but named so in the reasons.
-  std::optional<int64_t> committed;
-  int64_t end = 0;
+  std::optional<Position> committed;
+  // The lag judged (PartitionSample::judged_lag): records, or for a
+  // Kinesis shard (`by_time`) milliseconds.
+  int64_t lag = 0;
   std::optional<Millis> committed_at;
   Uncommitted assumed = Uncommitted::kIgnore;
+  bool by_time = false;
 };
 
 struct PartitionVerdict {

@@ -7,6 +7,7 @@
 
 #include "kpipe/choices.h"
 #include "kpipe/json.h"
+#include "kpipe/log.h"
 #include "kpipe/text_table.h"
 
 namespace kpipe {
@@ -38,6 +39,7 @@ struct TopicTotals {
   int64_t assumed_partitions = 0;
   std::set<Uncommitted> assumed = {};
   std::vector<int64_t> recent_lags = {};  // the partitions', summed, aligned on the latest
+  bool by_time = true;                    // every partition a Kinesis shard: no lag in records
 };
 
 std::vector<TopicTotals> topic_totals(const GroupReport& r) {
@@ -46,6 +48,7 @@ std::vector<TopicTotals> topic_totals(const GroupReport& r) {
     if (out.empty() || out.back().topic != p.sample.topic) out.push_back({p.sample.topic});
     TopicTotals& t = out.back();
     ++t.partitions;
+    t.by_time = t.by_time && p.sample.by_time;
     if (auto lag = p.sample.lag()) t.lag += *lag;
     if (p.sample.lag_seconds && (!t.lag_seconds || *p.sample.lag_seconds > *t.lag_seconds))
       t.lag_seconds = p.sample.lag_seconds;
@@ -63,6 +66,15 @@ std::vector<TopicTotals> topic_totals(const GroupReport& r) {
     for (size_t i = 0; i < mine.size(); ++i) t.recent_lags[skip + i] += mine[i];
   }
   return out;
+}
+
+// A position as the table shows it: an offset, a Kinesis sequence number,
+// or where a Kinesis shard not yet read from starts, in Kinesis's words.
+std::string position_cell(const PartitionSample& p, const Position& at) {
+  if (p.by_time && at == Position(LogStart::kEarliest)) return "TRIM_HORIZON";
+  if (p.by_time && at == Position(LogStart::kLatest)) return "LATEST";
+  if (at.is_time()) return "AT_TIMESTAMP " + format_rfc3339(at.time());
+  return at.text();
 }
 
 std::string seconds_cell(std::optional<double> s) {
@@ -111,14 +123,21 @@ void write_ndjson(std::string& out, const GroupReport& r, Granularity granularit
     out.append(",\"partition\":");
     append_int(out, p.partition);
     out.append(",\"committed\":");
-    append_optional_int(out, p.committed);
+    if (p.committed)
+      p.committed->append_json(out);
+    else
+      out.append("null");
     if (p.is_assumed()) {
       out.append(",\"assumed\":\"");
       out.append(uncommitted_name(p.assumed));
       out.push_back('"');
     }
+    // A Kinesis shard's end is not known (PartitionSample).
     out.append(",\"end\":");
-    append_int(out, p.end);
+    if (p.by_time)
+      out.append("null");
+    else
+      append_int(out, p.end);
     out.append(",\"lag\":");
     append_optional_int(out, p.lag());
     out.append(",\"lag_seconds\":");
@@ -144,7 +163,10 @@ void write_ndjson(std::string& out, const GroupReport& r, Granularity granularit
       append_int(out, t.assumed_partitions);
     }
     out.append(",\"lag\":");
-    append_int(out, t.lag);
+    if (t.by_time)
+      out.append("null");
+    else
+      append_int(out, t.lag);
     out.append(",\"lag_seconds\":");
     append_optional_double(out, t.lag_seconds);
     if (granularity == Granularity::kTopic) {
@@ -159,7 +181,10 @@ void write_ndjson(std::string& out, const GroupReport& r, Granularity granularit
   out.append("\",\"partitions\":");
   append_int(out, static_cast<int64_t>(r.partitions.size()));
   out.append(",\"lag\":");
-  append_int(out, r.total_lag);
+  if (r.by_time)
+    out.append("null");
+  else
+    append_int(out, r.total_lag);
   out.append(",\"lag_seconds\":");
   append_optional_double(out, r.max_lag_seconds);
   out.append(",\"status\":");
@@ -230,14 +255,14 @@ std::string render_table(const std::vector<GroupReport>& reports, bool trend,
         std::vector<std::string> row = {r.subject.name,
                                         t.topic,
                                         count,
-                                        std::to_string(t.lag),
+                                        t.by_time ? "-" : std::to_string(t.lag),
                                         seconds_cell(t.lag_seconds),
                                         t.status ? lag_status_name(*t.status) : "-"};
         if (trend) row.push_back(sparkline(t.recent_lags));
         rows.push_back(std::move(row));
       }
       rows.push_back({r.subject.name, "TOTAL", std::to_string(r.partitions.size()),
-                      std::to_string(r.total_lag), seconds_cell(r.max_lag_seconds),
+                      r.by_time ? "-" : std::to_string(r.total_lag), seconds_cell(r.max_lag_seconds),
                       lag_status_name(r.status)});
     } else {
       size_t t = 0;
@@ -248,7 +273,7 @@ std::string render_table(const std::vector<GroupReport>& reports, bool trend,
         // An assumed offset is shown where the committed one would be,
         // marked, and explained under the table.
         auto from = p.position();
-        std::string current = from ? std::to_string(*from) : "-";
+        std::string current = from ? position_cell(p, *from) : "-";
         if (p.is_assumed()) {
           current += '*';
           assumed.insert(p.assumed);
@@ -257,7 +282,7 @@ std::string render_table(const std::vector<GroupReport>& reports, bool trend,
                                         p.topic,
                                         std::to_string(p.partition),
                                         current,
-                                        std::to_string(p.end),
+                                        p.by_time ? "-" : std::to_string(p.end),
                                         lag ? std::to_string(*lag) : "-",
                                         seconds_cell(p.lag_seconds),
                                         pr.status ? lag_status_name(*pr.status) : "-"};
@@ -267,12 +292,14 @@ std::string render_table(const std::vector<GroupReport>& reports, bool trend,
             i + 1 == r.partitions.size() || r.partitions[i + 1].sample.topic != p.topic;
         if (topic_ends && totals.size() > 1) {
           const TopicTotals& tt = totals[t];
-          rows.push_back({r.subject.name, tt.topic, "TOTAL", "", "", std::to_string(tt.lag),
+          rows.push_back({r.subject.name, tt.topic, "TOTAL", "", "",
+                          tt.by_time ? "-" : std::to_string(tt.lag),
                           seconds_cell(tt.lag_seconds), ""});
         }
         if (topic_ends) ++t;
       }
-      rows.push_back({r.subject.name, "TOTAL", "", "", "", std::to_string(r.total_lag),
+      rows.push_back({r.subject.name, "TOTAL", "", "", "",
+                      r.by_time ? "-" : std::to_string(r.total_lag),
                       seconds_cell(r.max_lag_seconds), lag_status_name(r.status)});
     }
     if (r.stop_without_members)
@@ -367,14 +394,18 @@ std::vector<Row> rows_of(const std::vector<GroupReport>& reports, Granularity gr
   for (const auto& r : reports) {
     for (const auto& pr : r.partitions) {
       const PartitionSample& p = pr.sample;
+      // A Kinesis shard has its lag in seconds alone: a sequence number
+      // is no float, and it has no end to show (PartitionSample).
+      std::optional<int64_t> committed;
+      if (p.committed && !p.by_time) committed = p.committed->offset();
       Row row{&r,
               p.topic,
               p.partition,
               as_double(p.lag()),
               p.lag_seconds,
-              as_double(p.committed),
-              static_cast<double>(p.end),
-              as_double(p.start)};
+              as_double(committed),
+              p.by_time ? std::nullopt : std::optional<double>(static_cast<double>(p.end)),
+              p.by_time ? std::nullopt : as_double(p.start)};
       bool same_topic = !rows.empty() && rows.back().report == &r && rows.back().topic == p.topic;
       if (granularity == Granularity::kPartition || !same_topic) {
         if (granularity == Granularity::kTopic) row.partition.reset();
@@ -494,6 +525,7 @@ void write_prometheus(std::string& out, const std::vector<GroupReport>& reports,
   };
   per_group("kpipe_consumer_group_lag", "Records behind, summed over the partitions.",
             [](const GroupReport& r) -> std::optional<double> {
+              if (r.by_time) return std::nullopt;
               return static_cast<double>(r.total_lag);
             });
   per_group("kpipe_consumer_group_lag_seconds", "The largest lag in seconds of the partitions.",

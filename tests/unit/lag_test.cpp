@@ -5,6 +5,7 @@
 
 #include <set>
 
+#include "kpipe/log.h"
 #include "lag_fixtures.h"
 
 using namespace kpipe;
@@ -18,7 +19,7 @@ std::vector<PartitionPoint> points(const std::vector<std::pair<int64_t, int64_t>
   std::vector<PartitionPoint> out;
   Millis at = kT0;
   for (const auto& [c, e] : committed_end) {
-    out.push_back({at, c, e, std::nullopt});
+    out.push_back({at, c, std::max<int64_t>(0, e - c), std::nullopt});
     at += kMinute;
   }
   return out;
@@ -569,4 +570,102 @@ TEST_CASE("LagEngine::statuses: report()'s verdict after each sample, from the l
   CHECK(seen.size() == std::size(kLagStatuses));
   FakeClock c(kT0);
   CHECK(LagEngine(c, window(3)).statuses({}, 30).empty());
+}
+
+namespace {
+
+// A Kinesis shard's reading (klag(1), Kinesis): its position, and the
+// arrival time of the first record after it, none when caught up.
+PartitionReading shard_reading(int32_t shard, std::optional<std::string> sequence,
+                               std::optional<Millis> next_arrival) {
+  PartitionReading r;
+  r.topic = "clicks";
+  r.partition = shard;
+  if (sequence) r.committed = *Position::sequence(*sequence);
+  r.record_timestamp = next_arrival;
+  r.by_time = true;
+  return r;
+}
+
+const std::string kSeq1 = "49590338271490256608559692538361571095921575989136588898";
+const std::string kSeq2 = "49590338271490256608559692540925702759324208523137515618";
+
+}  // namespace
+
+TEST_CASE("a Kinesis shard's lag is in time: none in records, its sequence number kept whole",
+          "[lag][kinesis]") {
+  FakeClock clock(kT0);
+  LagEngine engine(clock, {});
+  LagSample s = engine.sample({LagSubject::Kind::kState, "p.db"}, std::nullopt, "",
+                              {shard_reading(0, kSeq1, kT0 - 90 * kSecond),
+                               shard_reading(1, kSeq2, std::nullopt), shard_reading(2, {}, kT0 - kMinute)});
+  REQUIRE(s.partitions.size() == 3);
+  const PartitionSample& behind = s.partitions[0];
+  CHECK(behind.committed->digits() == kSeq1);
+  CHECK(*behind.lag_seconds == 90.0);
+  CHECK_FALSE(behind.lag());
+  CHECK(*behind.judged_lag() == 90'000);
+  // Nothing after its position: caught up.
+  CHECK(*s.partitions[1].lag_seconds == 0.0);
+  CHECK(*s.partitions[1].judged_lag() == 0);
+  // Never committed on (a child shard not read yet): from its start, as
+  // --uncommitted earliest says.
+  CHECK(s.partitions[2].is_assumed());
+  CHECK(*s.partitions[2].position() == Position(LogStart::kEarliest));
+  CHECK(*s.partitions[2].lag_seconds == 60.0);
+
+  // --uncommitted latest: such a shard counts as caught up.
+  LagEngine latest(clock, {}, Uncommitted::kLatest);
+  LagSample l = latest.sample({LagSubject::Kind::kState, "p.db"}, std::nullopt, "",
+                              {shard_reading(2, {}, kT0 - kMinute)});
+  CHECK(*l.partitions[0].lag_seconds == 0.0);
+
+  // The report has no lag in records to total.
+  GroupReport r = engine.report({s});
+  CHECK(r.by_time);
+  CHECK(*r.max_lag_seconds == 90.0);
+}
+
+TEST_CASE("Burrow's rules judge a Kinesis shard by its lag in time and its sequence numbers",
+          "[lag][kinesis][rules]") {
+  auto shard = [](Millis at, const std::string& seq, int64_t lag_ms) {
+    PartitionPoint p;
+    p.at = at;
+    p.committed = *Position::sequence(seq);
+    p.lag = lag_ms;
+    p.by_time = true;
+    return p;
+  };
+  // Unmoved while the oldest unread record ages: STALL, said in time.
+  std::vector<PartitionPoint> stalled = {shard(kT0, kSeq1, 1000), shard(kT0 + kMinute, kSeq1, 61'000),
+                                         shard(kT0 + 2 * kMinute, kSeq1, 121'000)};
+  auto v = judge_partition(stalled, std::nullopt, window(10, 500'000));
+  REQUIRE(v);
+  // --allowed-lag counts records: a shard behind is never within it.
+  CHECK(v->status == LagStatus::kStall);
+  CHECK(v->reason == "position " + kSeq1 +
+                         " did not move in 3 samples over 2m while lag stayed above 0 (now 2m1s)");
+  // Moving on while the lag grows: WARN; then one lower lag: OK.
+  std::vector<PartitionPoint> slow = {shard(kT0, kSeq1, 1000), shard(kT0 + kMinute, kSeq2, 5000)};
+  CHECK(judge(slow, std::nullopt) == LagStatus::kWarn);
+  slow.push_back(shard(kT0 + 2 * kMinute, kSeq2 + "0", 2000));
+  CHECK(judge(slow, std::nullopt) == LagStatus::kOk);
+  // A sequence number lower than the one before: REWIND, by value, not
+  // as text ("9" < "10").
+  std::vector<PartitionPoint> back = {shard(kT0, kSeq2, 1000), shard(kT0 + kMinute, kSeq1, 2000)};
+  CHECK(judge(back, std::nullopt) == LagStatus::kRewind);
+  std::vector<PartitionPoint> longer = {shard(kT0, "9", 1000), shard(kT0 + kMinute, "10", 2000)};
+  CHECK(judge(longer, std::nullopt) == LagStatus::kWarn);
+
+  // statuses() agrees with report() over the same samples.
+  FakeClock clock(kT0);
+  LagEngine engine(clock, {});
+  std::vector<LagSample> history;
+  for (int i = 0; i < 3; ++i) {
+    clock.set(kT0 + i * kMinute);
+    history.push_back(engine.sample({LagSubject::Kind::kState, "p.db"}, std::nullopt, "",
+                                    {shard_reading(0, kSeq1, kT0 - kSecond)}));
+  }
+  CHECK(engine.report(history).status == LagStatus::kStall);
+  CHECK(engine.statuses(history, 0).back() == LagStatus::kStall);
 }

@@ -200,7 +200,7 @@ class Sampler {
         // (or assumed) offset and the end is transaction markers (and
         // aborted records), not lag (klag(1), Lag in seconds). Its end is
         // then the end of its records.
-        int64_t from = r.committed ? *r.committed : *r.start;
+        int64_t from = r.committed ? r.committed->offset() : *r.start;
         if (ends[k] && *ends[k] >= r.end && lagging[k].offset == from) r.end = from;
       }
     }

@@ -42,6 +42,11 @@ const std::vector<std::string> kMigrations = {
     "ALTER TABLE lag_partitions ADD COLUMN assumed TEXT"
     "  CHECK (assumed IN ('earliest', 'latest'));"
     "ALTER TABLE lag_partitions ADD COLUMN log_start INTEGER;",
+    // v3: Kinesis shards (PartitionSample::by_time), whose positions are
+    // no integers: `position` holds one as Position::text() writes it
+    // (committed stays NULL), and end_offset is 0.
+    "ALTER TABLE lag_partitions ADD COLUMN by_time INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE lag_partitions ADD COLUMN position TEXT;",
 };
 
 const char* kind_text(LagSubject::Kind k) {
@@ -59,7 +64,8 @@ Uncommitted assumed_of(std::optional<std::string> text) {
 // columns, then a row of them into its struct.
 constexpr const char* kSampleColumns = "id, at, members, group_state";
 constexpr const char* kPartitionColumns =
-    "topic, partition, committed, end_offset, lag_seconds, committed_at, assumed, log_start";
+    "topic, partition, committed, end_offset, lag_seconds, committed_at, assumed, log_start, "
+    "by_time, position";
 
 // A row of kSampleColumns; returns its id.
 int64_t read_sample(Statement& row, const LagSubject& subject, LagSample& s) {
@@ -74,7 +80,12 @@ int64_t read_sample(Statement& row, const LagSubject& subject, LagSample& s) {
 void read_partition(Statement& row, int first, PartitionSample& p) {
   p.topic = row.column_text(first);
   p.partition = static_cast<int32_t>(row.column_int(first + 1));
-  p.committed = row.column_optional_int(first + 2);
+  p.by_time = row.column_int(first + 8) != 0;
+  if (p.by_time) {
+    if (auto text = row.column_optional_text(first + 9)) p.committed = Position::from_text(*text);
+  } else if (auto offset = row.column_optional_int(first + 2)) {
+    p.committed = *offset;
+  }
   p.end = row.column_int(first + 3);
   if (row.column_type(first + 4) != Statement::Type::kNull)
     p.lag_seconds = row.column_double(first + 4);
@@ -121,14 +132,18 @@ Status LagHistory::append(const LagSample& s, Millis keep) {
   head->reset();
   auto row = db_->prepare(
       "INSERT INTO lag_partitions (sample, topic, partition, committed, end_offset, lag_seconds, "
-      "committed_at, at, assumed, log_start)"
-      " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+      "committed_at, at, assumed, log_start, by_time, position)"
+      " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (!row) return row.take_error();
   for (const auto& p : s.partitions) {
     row->bind(1, id)
         .bind_text(2, p.topic)
-        .bind(3, static_cast<int64_t>(p.partition))
-        .bind(4, p.committed);
+        .bind(3, static_cast<int64_t>(p.partition));
+    if (p.committed && !p.by_time) {
+      row->bind(4, p.committed->offset());
+    } else {
+      row->bind_null(4);
+    }
     row->bind(5, p.end);
     if (p.lag_seconds) {
       row->bind(6, *p.lag_seconds);
@@ -141,7 +156,12 @@ Status LagHistory::append(const LagSample& s, Millis keep) {
     } else {
       row->bind_null(9);
     }
-    row->bind(10, p.start);
+    row->bind(10, p.start).bind(11, static_cast<int64_t>(p.by_time ? 1 : 0));
+    if (p.committed && p.by_time) {
+      row->bind_text(12, p.committed->text());
+    } else {
+      row->bind_null(12);
+    }
     KPIPE_TRY(row->run());
   }
   if (keep > 0) {

@@ -274,3 +274,27 @@ TEST_CASE("LagHistory::all gives back every sample of a subject, oldest first", 
   REQUIRE(none);
   CHECK(none->empty());
 }
+
+TEST_CASE("LagHistory keeps a Kinesis shard's sequence number whole", "[lag_history]") {
+  auto h = memory_history();
+  const std::string seq = "49590338271490256608559692538361571095921575989136588898";
+  LagSample s = sample(kT0, 10, 100);
+  s.partitions.clear();
+  PartitionSample shard{"clicks", 3, *Position::sequence(seq), 0, kT0 - 1000, 2.5};
+  shard.by_time = true;
+  s.partitions.push_back(shard);
+  PartitionSample started{"clicks", 4, Position::arrived_at(kT0 - 5000), 0, kT0 - 1000, 0.0};
+  started.by_time = true;
+  s.partitions.push_back(started);
+  REQUIRE(h->append(s, 0).ok());
+  auto back = h->recent(kGroup, 1);
+  REQUIRE(back);
+  REQUIRE(back->size() == 1);
+  const auto& parts = back->front().partitions;
+  REQUIRE(parts.size() == 2);
+  CHECK(parts[0].by_time);
+  CHECK(parts[0].committed->digits() == seq);
+  CHECK(*parts[0].lag_seconds == 2.5);
+  CHECK_FALSE(parts[0].lag());
+  CHECK(*parts[1].committed == Position::arrived_at(kT0 - 5000));
+}
