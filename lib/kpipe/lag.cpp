@@ -331,10 +331,9 @@ std::optional<PartitionVerdict> judge_partition(const std::vector<PartitionPoint
     bool before_too = first > 0 && *v[first - 1]->committed == *oldest.committed;
     Millis span = latest.at - oldest.at;
     if (before_too) {
-      std::string base =
-          fmt::format("{} {} has not moved for longer than the window ({}), lag {}",
-                      position_word(latest), offset_text(latest), over,
-                      lag_text(latest, lag_of(latest)));
+      std::string base = fmt::format("{} {} has not moved for longer than the window ({}), lag {}",
+                                     position_word(latest), offset_text(latest), over,
+                                     lag_text(latest, lag_of(latest)));
       if (latest.committed_at) {
         Millis quiet = latest.at - *latest.committed_at;
         if (quiet > span) {
@@ -385,14 +384,13 @@ GroupReport LagEngine::report(const std::vector<LagSample>& history) const {
   std::map<TopicPartition, std::vector<PartitionPoint>> points;
   for (const auto& s : history)
     for (const auto& p : s.partitions)
-      points[{p.topic, p.partition}].push_back({s.at, p.position(), p.judged_lag().value_or(0),
-                                                p.committed_at,
-                                                p.is_assumed() ? p.assumed : Uncommitted::kIgnore,
-                                                p.by_time});
+      points[{p.topic, p.partition}].push_back(
+          {s.at, p.position(), p.judged_lag().value_or(0), p.committed_at,
+           p.is_assumed() ? p.assumed : Uncommitted::kIgnore, p.by_time});
   bool judged = false;
-  r.by_time = !latest.partitions.empty() &&
-              std::all_of(latest.partitions.begin(), latest.partitions.end(),
-                          [](const PartitionSample& p) { return p.by_time; });
+  r.by_time =
+      !latest.partitions.empty() && std::all_of(latest.partitions.begin(), latest.partitions.end(),
+                                                [](const PartitionSample& p) { return p.by_time; });
   for (const auto& p : latest.partitions) {
     PartitionReport pr;
     pr.sample = p;

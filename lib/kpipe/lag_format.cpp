@@ -262,8 +262,8 @@ std::string render_table(const std::vector<GroupReport>& reports, bool trend,
         rows.push_back(std::move(row));
       }
       rows.push_back({r.subject.name, "TOTAL", std::to_string(r.partitions.size()),
-                      r.by_time ? "-" : std::to_string(r.total_lag), seconds_cell(r.max_lag_seconds),
-                      lag_status_name(r.status)});
+                      r.by_time ? "-" : std::to_string(r.total_lag),
+                      seconds_cell(r.max_lag_seconds), lag_status_name(r.status)});
     } else {
       size_t t = 0;
       for (size_t i = 0; i < r.partitions.size(); ++i) {
@@ -293,8 +293,8 @@ std::string render_table(const std::vector<GroupReport>& reports, bool trend,
         if (topic_ends && totals.size() > 1) {
           const TopicTotals& tt = totals[t];
           rows.push_back({r.subject.name, tt.topic, "TOTAL", "", "",
-                          tt.by_time ? "-" : std::to_string(tt.lag),
-                          seconds_cell(tt.lag_seconds), ""});
+                          tt.by_time ? "-" : std::to_string(tt.lag), seconds_cell(tt.lag_seconds),
+                          ""});
         }
         if (topic_ends) ++t;
       }

@@ -402,7 +402,8 @@ TEST_CASE("a Kinesis stream's shards: sequence numbers whole, lag in seconds alo
   const std::string seq = "49590338271490256608559692538361571095921575989136588898";
   FakeClock clock(kT0);
   LagEngine engine(clock, {});
-  PartitionReading behind{"clicks", 0, *Position::sequence(seq), 0, kT0 - kMinute, kT0 - 90 * kSecond};
+  PartitionReading behind{"clicks",          0, *Position::sequence(seq), 0, kT0 - kMinute,
+                          kT0 - 90 * kSecond};
   behind.by_time = true;
   PartitionReading unread{"clicks", 1, std::nullopt, 0, std::nullopt, kT0 - 30 * kSecond};
   unread.by_time = true;
@@ -410,17 +411,18 @@ TEST_CASE("a Kinesis stream's shards: sequence numbers whole, lag in seconds alo
       {engine.sample({LagSubject::Kind::kState, "p.db"}, std::nullopt, "", {behind, unread})});
   std::string out;
   write_ndjson(out, r);
-  CHECK(out ==
-        "{\"state\":\"p.db\",\"topic\":\"clicks\",\"partition\":0,\"committed\":\"" + seq +
-            "\",\"end\":null,\"lag\":null,\"lag_seconds\":90,\"committed_at\":\"2026-11-29T09:59:"
-            "00.000Z\",\"status\":\"OK\"}\n"
-            "{\"state\":\"p.db\",\"topic\":\"clicks\",\"partition\":1,\"committed\":null,"
-            "\"assumed\":\"earliest\",\"end\":null,\"lag\":null,\"lag_seconds\":30,\"status\":"
-            "\"OK\"}\n"
-            "{\"state\":\"p.db\",\"topic\":\"clicks\",\"partitions\":2,\"lag\":null,\"lag_seconds\":"
-            "90}\n"
-            "{\"state\":\"p.db\",\"at\":\"2026-11-29T10:00:00.000Z\",\"partitions\":2,\"lag\":null,"
-            "\"lag_seconds\":90,\"status\":\"OK\"}\n");
+  CHECK(
+      out ==
+      "{\"state\":\"p.db\",\"topic\":\"clicks\",\"partition\":0,\"committed\":\"" + seq +
+          "\",\"end\":null,\"lag\":null,\"lag_seconds\":90,\"committed_at\":\"2026-11-29T09:59:"
+          "00.000Z\",\"status\":\"OK\"}\n"
+          "{\"state\":\"p.db\",\"topic\":\"clicks\",\"partition\":1,\"committed\":null,"
+          "\"assumed\":\"earliest\",\"end\":null,\"lag\":null,\"lag_seconds\":30,\"status\":"
+          "\"OK\"}\n"
+          "{\"state\":\"p.db\",\"topic\":\"clicks\",\"partitions\":2,\"lag\":null,\"lag_seconds\":"
+          "90}\n"
+          "{\"state\":\"p.db\",\"at\":\"2026-11-29T10:00:00.000Z\",\"partitions\":2,\"lag\":null,"
+          "\"lag_seconds\":90,\"status\":\"OK\"}\n");
   std::string table = render_table({r}, false, Granularity::kPartition);
   CHECK(table.find(" " + seq + " ") != std::string::npos);
   CHECK(table.find("TRIM_HORIZON*") != std::string::npos);
@@ -428,7 +430,8 @@ TEST_CASE("a Kinesis stream's shards: sequence numbers whole, lag in seconds alo
   CHECK(table.find("p.db   TOTAL") != std::string::npos);
   std::string metrics;
   write_prometheus(metrics, {r}, {});
-  CHECK(metrics.find("kpipe_consumer_lag_seconds{state=\"p.db\",topic=\"clicks\",partition=\"0\"} 90") !=
+  CHECK(metrics.find(
+            "kpipe_consumer_lag_seconds{state=\"p.db\",topic=\"clicks\",partition=\"0\"} 90") !=
         std::string::npos);
   // A sequence number is no float: no offset series, nor a lag in records.
   CHECK(metrics.find("kpipe_consumer_committed_offset{") == std::string::npos);

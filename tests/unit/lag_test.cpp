@@ -596,9 +596,10 @@ TEST_CASE("a Kinesis shard's lag is in time: none in records, its sequence numbe
           "[lag][kinesis]") {
   FakeClock clock(kT0);
   LagEngine engine(clock, {});
-  LagSample s = engine.sample({LagSubject::Kind::kState, "p.db"}, std::nullopt, "",
-                              {shard_reading(0, kSeq1, kT0 - 90 * kSecond),
-                               shard_reading(1, kSeq2, std::nullopt), shard_reading(2, {}, kT0 - kMinute)});
+  LagSample s =
+      engine.sample({LagSubject::Kind::kState, "p.db"}, std::nullopt, "",
+                    {shard_reading(0, kSeq1, kT0 - 90 * kSecond),
+                     shard_reading(1, kSeq2, std::nullopt), shard_reading(2, {}, kT0 - kMinute)});
   REQUIRE(s.partitions.size() == 3);
   const PartitionSample& behind = s.partitions[0];
   CHECK(behind.committed->digits() == kSeq1);
@@ -637,7 +638,8 @@ TEST_CASE("Burrow's rules judge a Kinesis shard by its lag in time and its seque
     return p;
   };
   // Unmoved while the oldest unread record ages: STALL, said in time.
-  std::vector<PartitionPoint> stalled = {shard(kT0, kSeq1, 1000), shard(kT0 + kMinute, kSeq1, 61'000),
+  std::vector<PartitionPoint> stalled = {shard(kT0, kSeq1, 1000),
+                                         shard(kT0 + kMinute, kSeq1, 61'000),
                                          shard(kT0 + 2 * kMinute, kSeq1, 121'000)};
   auto v = judge_partition(stalled, std::nullopt, window(10, 500'000));
   REQUIRE(v);

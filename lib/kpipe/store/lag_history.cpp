@@ -136,9 +136,7 @@ Status LagHistory::append(const LagSample& s, Millis keep) {
       " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   if (!row) return row.take_error();
   for (const auto& p : s.partitions) {
-    row->bind(1, id)
-        .bind_text(2, p.topic)
-        .bind(3, static_cast<int64_t>(p.partition));
+    row->bind(1, id).bind_text(2, p.topic).bind(3, static_cast<int64_t>(p.partition));
     if (p.committed && !p.by_time) {
       row->bind(4, p.committed->offset());
     } else {

@@ -33,9 +33,7 @@ TEST_CASE("Producer: records queued when the cluster refuses the producer id fai
   // The first request for a producer id is answered with an error to ask
   // again (after half a second), the second with the refusal: the records
   // are queued meanwhile, waiting for the id.
-  REQUIRE((*mock)
-              ->push_request_errors(kInitProducerId, 1, "COORDINATOR_NOT_AVAILABLE")
-              .ok());
+  REQUIRE((*mock)->push_request_errors(kInitProducerId, 1, "COORDINATOR_NOT_AVAILABLE").ok());
   REQUIRE((*mock)->push_request_errors(kInitProducerId, 1, "CLUSTER_AUTHORIZATION_FAILED").ok());
   auto producer = Producer::create(*config, reporter, clock);
   REQUIRE(producer.ok());
@@ -47,8 +45,7 @@ TEST_CASE("Producer: records queued when the cluster refuses the producer id fai
     else
       errors.push_back(err->message);
   });
-  for (int i = 0; i < 3; ++i)
-    REQUIRE((*producer)->write("out", 0, std::nullopt, "{}", {}, 0).ok());
+  for (int i = 0; i < 3; ++i) REQUIRE((*producer)->write("out", 0, std::nullopt, "{}", {}, 0).ok());
   (void)(*producer)->flush(10'000);
 
   CHECK(acknowledged == 0);
