@@ -444,4 +444,41 @@ Expected<OpenedWriter> KinesisLog::writer() const {
   return out;
 }
 
+Expected<std::vector<KinesisLog::ShardNext>> KinesisLog::next_arrivals(
+    const std::map<int32_t, Position>& from) const {
+  auto listed = impl_->shards(impl_->stream(), false);
+  if (!listed) return listed.take_error();
+  const std::vector<Shard>& shards = **listed;
+  std::set<std::string> parents_of_read;
+  for (const auto& s : shards) {
+    if (from.count(s.partition) == 0) continue;
+    parents_of_read.insert(s.parent);
+    parents_of_read.insert(s.adjacent_parent);
+  }
+  std::vector<ShardNext> out;
+  for (const auto& s : shards) {
+    ShardNext next{s.partition, std::nullopt};
+    auto at = from.find(s.partition);
+    if (at == from.end() && s.closed() && parents_of_read.count(s.id) != 0) {
+      out.push_back(next);
+      continue;
+    }
+    ShardStart start;  // a shard not read yet: from its start
+    if (at != from.end()) {
+      auto given = shard_start(at->second, s);
+      if (!given) return given.take_error();
+      start = std::move(*given);
+    }
+    if (start.kind != ShardStart::Kind::kLatest) {
+      auto arrival = first_arrival(impl_->client(), impl_->stream(), s, start, impl_->clock());
+      if (!arrival) return arrival.take_error();
+      next.arrival = *arrival;
+    }
+    out.push_back(next);
+  }
+  std::sort(out.begin(), out.end(),
+            [](const ShardNext& a, const ShardNext& b) { return a.partition < b.partition; });
+  return out;
+}
+
 }  // namespace kpipe

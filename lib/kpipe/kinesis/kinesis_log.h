@@ -9,6 +9,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -65,6 +66,20 @@ class KinesisLog {
   Expected<OpenedReader> reader() const;
   // A writer to the stream.
   Expected<OpenedWriter> writer() const;
+
+  // What klag reads of a shard (klag(1), Kinesis).
+  struct ShardNext {
+    int32_t partition = 0;
+    // The arrival time of the first record after the shard's position;
+    // none when there is none yet.
+    std::optional<Millis> arrival;
+  };
+  // Each shard the stream lists, with the first record after `from`'s
+  // position for it (a record or two read per shard, never the backlog).
+  // A shard not in `from` is read from its start, but for a closed one
+  // with a child in `from`: its reader has gone past it, since a child is
+  // read only after its parents (StreamReader), and it has none.
+  Expected<std::vector<ShardNext>> next_arrivals(const std::map<int32_t, Position>& from) const;
 
  private:
   friend KinesisLog make_kinesis_log(AwsSettings, std::string, std::shared_ptr<HttpTransport>,

@@ -71,6 +71,44 @@ Status StreamReader::open(Starts starts) {
   return {};
 }
 
+namespace {
+
+// GetShardIterator's answer: the iterator, or an error naming the shard.
+Expected<std::string> iterator_of(std::string_view answer, const Shard& shard,
+                                  const std::string& stream) {
+  simdjson::dom::parser parser;
+  std::string_view iterator;
+  if (parser.parse(answer).get_object()["ShardIterator"].get(iterator) != simdjson::SUCCESS ||
+      iterator.empty())
+    return failure("kinesis GetShardIterator: no iterator for {} of stream '{}'", shard.id, stream);
+  return std::string(iterator);
+}
+
+}  // namespace
+
+Expected<std::optional<Millis>> first_arrival(KinesisClient& client, const std::string& stream,
+                                              const Shard& shard, const ShardStart& start,
+                                              Clock& clock) {
+  auto answer = client.call("GetShardIterator", shard_iterator_body(stream, shard.id, start));
+  if (!answer) return answer.take_error();
+  auto iterator = iterator_of(*answer, shard, stream);
+  if (!iterator) return iterator.take_error();
+  std::string next = std::move(*iterator);
+  for (bool first = true;; first = false) {
+    if (!first) clock.sleep_for(kGetRecordsInterval);
+    std::string body = R"({"ShardIterator":)";
+    append_json_string(body, next);
+    body += R"(,"Limit":1})";
+    auto got = client.call("GetRecords", body);
+    if (!got) return got.take_error();
+    auto page = parse_get_records(*got);
+    if (!page) return page.take_error();
+    if (!page->records.empty()) return std::optional<Millis>(page->records.front().arrival);
+    if (!page->next_iterator || page->millis_behind == 0) return std::optional<Millis>();
+    next = std::move(*page->next_iterator);
+  }
+}
+
 Status StreamReader::renew(const Shard& shard, Cursor& cursor) {
   ShardStart start;
   auto last = last_read_.find(shard.id);
@@ -83,13 +121,9 @@ Status StreamReader::renew(const Shard& shard, Cursor& cursor) {
   }
   auto answer = client_.call("GetShardIterator", shard_iterator_body(stream_, shard.id, start));
   if (!answer) return answer.take_error();
-  simdjson::dom::parser parser;
-  std::string_view iterator;
-  if (parser.parse(*answer).get_object()["ShardIterator"].get(iterator) != simdjson::SUCCESS ||
-      iterator.empty())
-    return failure("kinesis GetShardIterator: no iterator for {} of stream '{}'", shard.id,
-                   stream_);
-  cursor.iterator = std::string(iterator);
+  auto iterator = iterator_of(*answer, shard, stream_);
+  if (!iterator) return iterator.take_error();
+  cursor.iterator = std::move(*iterator);
   return {};
 }
 

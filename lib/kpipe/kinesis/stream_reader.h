@@ -39,6 +39,16 @@ constexpr size_t kGetRecordsLimit = 10000;
 // The service allows 5 GetRecords calls a second per shard.
 constexpr Millis kGetRecordsInterval = 200;
 
+// The arrival time of the first record of `shard` from `start` on: none
+// when there is none yet (the shard is at its tip, or closed and read to
+// its end). klag's lag in seconds of a shard (klag(1), Kinesis): a record
+// or two read, never the backlog. Pages the service answers empty while
+// still behind (a stretch of the shard with no record) are read past, at
+// the rate it allows.
+Expected<std::optional<Millis>> first_arrival(KinesisClient& client, const std::string& stream,
+                                              const Shard& shard, const ShardStart& start,
+                                              Clock& clock);
+
 class StreamReader {
  public:
   struct Event {

@@ -9,6 +9,7 @@
 #include "fakes.h"
 #include "kpipe/json.h"
 #include "kpipe/kinesis/kinesis_log_internal.h"
+#include "kpipe/kinesis/stream_reader.h"
 #include "local_kinesis.h"
 
 // Kinesis as a log (kpipe(7), LOGS): a target names a stream or its ARN;
@@ -224,6 +225,59 @@ TEST_CASE("kinesis log: a writer keys each record, and refuses what a record can
   CHECK(body.find(R"("PartitionKey":"user-1")") != std::string::npos);
   CHECK(body.find(R"("PartitionKey":"kpipe-0")") != std::string::npos);
   CHECK(body.find(R"("PartitionKey":"kpipe-1")") != std::string::npos);
+}
+
+}  // namespace kpipe
+
+namespace kpipe {
+
+// klag's reading (klag(1), Kinesis): one record after each shard's
+// position, past pages the service answers empty while still behind; a
+// shard not given is read from its start, unless it is a closed parent of
+// one given.
+TEST_CASE("kinesis log: the first record after each shard's position, for klag",
+          "[kinesis][kinesis_log]") {
+  Fixture f;
+  f.http->answers.push_back(HttpResponse{
+      200,
+      R"({"Shards":[{"ShardId":"shardId-000000000000","SequenceNumberRange":{"StartingSequenceNumber":"1","EndingSequenceNumber":"9"}},)"
+      R"({"ShardId":"shardId-000000000001","ParentShardId":"shardId-000000000000","SequenceNumberRange":{"StartingSequenceNumber":"10"}},)"
+      R"({"ShardId":"shardId-000000000002","SequenceNumberRange":{"StartingSequenceNumber":"11"}},)"
+      R"({"ShardId":"shardId-000000000003","SequenceNumberRange":{"StartingSequenceNumber":"12"}}]})"});
+  // Shard 1, after its sequence number: an empty page 5 s behind, then
+  // the record.
+  f.http->answers.push_back(HttpResponse{200, R"({"ShardIterator":"i1"})"});
+  f.http->answers.push_back(page("", "i1b", 5000));
+  f.http->answers.push_back(page(record("21", "k", "x"), "i1c", 4000));
+  // Shard 2, given: at its tip.
+  f.http->answers.push_back(HttpResponse{200, R"({"ShardIterator":"i2"})"});
+  f.http->answers.push_back(page("", "i2b", 0));
+  // Shard 3, not given: from its trim horizon.
+  f.http->answers.push_back(HttpResponse{200, R"({"ShardIterator":"i3"})"});
+  f.http->answers.push_back(page(record("30", "k", "y"), "i3b", 100));
+  Millis before = f.clock.steady();
+  auto next = f.log.next_arrivals(
+      {{1, *Position::sequence("20")}, {2, Position::arrived_at(1764412340000)}});
+  REQUIRE(next.ok());
+  REQUIRE(next->size() == 4);
+  // Shard 0, closed, the parent of shard 1: read past, nothing asked.
+  CHECK((*next)[0].partition == 0);
+  CHECK_FALSE((*next)[0].arrival);
+  CHECK(*(*next)[1].arrival == 1764412345500);
+  CHECK_FALSE((*next)[2].arrival);
+  CHECK(*(*next)[3].arrival == 1764412345500);
+  // The second call on shard 1 waited for the service's rate.
+  CHECK(f.clock.steady() - before == kGetRecordsInterval);
+  std::vector<std::string> bodies;
+  for (const auto& r : f.http->sent)
+    if (amz_operation(r) == "GetShardIterator") bodies.push_back(r.body);
+  CHECK(
+      bodies ==
+      std::vector<std::string>{
+          R"({"StreamName":"s","ShardId":"shardId-000000000001","ShardIteratorType":"AFTER_SEQUENCE_NUMBER","StartingSequenceNumber":"20"})",
+          R"({"StreamName":"s","ShardId":"shardId-000000000002","ShardIteratorType":"AT_TIMESTAMP","Timestamp":1764412340.000})",
+          R"({"StreamName":"s","ShardId":"shardId-000000000003","ShardIteratorType":"TRIM_HORIZON"})"});
+  CHECK(f.http->answers.empty());
 }
 
 }  // namespace kpipe
