@@ -38,9 +38,9 @@ _kpipe_complete() {
     --isolation) COMPREPLY=($(compgen -W "read_committed read_uncommitted" -- "$cur")); return ;;
     --transactional-id) return ;;  # kproduce: a name of the user's choosing
     -t | --topic)
-      # A topic's name, or kconsume's and kproduce's Kinesis stream.
+      # A topic's name, or a Kinesis stream (kconsume, kproduce, klag).
       case ${prog##*/} in
-        kconsume | kproduce) COMPREPLY=($(compgen -W "kinesis:" -- "$cur")); compopt -o nospace 2>/dev/null ;;
+        kconsume | kproduce | klag) COMPREPLY=($(compgen -W "kinesis:" -- "$cur")); compopt -o nospace 2>/dev/null ;;
       esac
       return ;;
     --region) return ;;            # an AWS region

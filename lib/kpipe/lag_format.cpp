@@ -309,12 +309,13 @@ std::string render_table(const std::vector<GroupReport>& reports, bool trend,
           subject_text(r.subject)));
     if (r.latency)
       notes.push_back(fmt::format(
-          "end to end: {}: checkpoint {}: p99 {} (p50 {}, max {}) from the Kafka timestamps of "
-          "its {} records to its completion",
+          "end to end: {}: checkpoint {}: p99 {} (p50 {}, max {}) from the {} of its {} records "
+          "to its completion",
           r.subject.name, r.latency_checkpoint,
           format_duration(std::max<Millis>(r.latency->p99, 0)),
           format_duration(std::max<Millis>(r.latency->p50, 0)),
-          format_duration(std::max<Millis>(r.latency->max, 0)), r.latency->records));
+          format_duration(std::max<Millis>(r.latency->max, 0)),
+          r.by_time ? "arrival times" : "Kafka timestamps", r.latency->records));
   }
   if (!assumed.empty()) align_marked(rows, marked, header[marked]);
   TextTable table(header);

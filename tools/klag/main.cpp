@@ -48,8 +48,10 @@ int main(int argc, char** argv) {
     program.add_plot(*a, o.plot, "the lag over the whole history");
   }
   program.add_kafka(o.kafka);
+  program.add_kinesis(o.kinesis);
   app.add_option("-t,--topic", o.topics,
-                 "Only this topic (repeatable; default: every topic the group consumes)")
+                 "Only this topic (repeatable; default: every topic the group consumes), or "
+                 "kinesis:NAME, a Kinesis stream's shards with --state")
       ->type_name("TOPIC");
   app.add_option("--uncommitted", o.uncommitted,
                  "A partition without a committed offset counts from: earliest (its log start), "

@@ -459,10 +459,7 @@ Expected<std::vector<KinesisLog::ShardNext>> KinesisLog::next_arrivals(
   for (const auto& s : shards) {
     ShardNext next{s.partition, std::nullopt};
     auto at = from.find(s.partition);
-    if (at == from.end() && s.closed() && parents_of_read.count(s.id) != 0) {
-      out.push_back(next);
-      continue;
-    }
+    if (at == from.end() && s.closed() && parents_of_read.count(s.id) != 0) continue;
     ShardStart start;  // a shard not read yet: from its start
     if (at != from.end()) {
       auto given = shard_start(at->second, s);

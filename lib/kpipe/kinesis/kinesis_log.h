@@ -77,8 +77,8 @@ class KinesisLog {
   // Each shard the stream lists, with the first record after `from`'s
   // position for it (a record or two read per shard, never the backlog).
   // A shard not in `from` is read from its start, but for a closed one
-  // with a child in `from`: its reader has gone past it, since a child is
-  // read only after its parents (StreamReader), and it has none.
+  // with a child in `from`, which is left out: its reader has gone past
+  // it, since a child is read only after its parents (StreamReader).
   Expected<std::vector<ShardNext>> next_arrivals(const std::map<int32_t, Position>& from) const;
 
  private:

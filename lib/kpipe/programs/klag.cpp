@@ -40,8 +40,40 @@ struct Settings {
   // The groups named, or the state file; a pattern's groups, and every
   // group's with --all-groups, are known once the cluster is asked.
   std::vector<LagSubject> subjects;
+  // -t kinesis:NAME: the stream whose shards a state file's positions are
+  // in (klag(1), Kinesis); empty for Kafka.
+  std::string stream;
   size_t depth() const { return std::max(rules.window + 1, kTrendSamples); }
 };
+
+// -t kinesis:NAME: a Kinesis stream, read with a state file's positions.
+// Its lag is in time alone (PartitionSample::by_time), so what counts
+// records cannot be asked of it.
+Status resolve_stream(const LagOptions& o, Settings& s) {
+  size_t streams = std::count_if(o.topics.begin(), o.topics.end(),
+                                 [](const std::string& t) { return is_kinesis_target(t); });
+  if (streams == 0) return {};
+  if (streams != o.topics.size() || streams > 1)
+    return usage_error("-t kinesis:NAME reads one Kinesis stream: give it alone");
+  auto name = parse_kinesis_target(o.topics.front());
+  if (!name) return name.take_error();
+  if (o.state.empty() || o.status_only)
+    return usage_error(
+        "a Kinesis stream has no consumer groups: its lag is that of a pipeline's --state STORE");
+  if (o.no_fetch)
+    return usage_error(
+        "--no-fetch estimates from end offsets, which a Kinesis shard has none of: its lag is "
+        "read from the shard");
+  if (o.max_lag)
+    return usage_error(
+        "--max-lag counts records, which a Kinesis shard's sequence numbers do not: give "
+        "--max-lag-seconds");
+  if (o.allowed_lag != 0)
+    return usage_error(
+        "--allowed-lag counts records, which a Kinesis shard's sequence numbers do not");
+  s.stream = name->name;
+  return {};
+}
 
 Expected<Settings> resolve(const LagOptions& o, const Io& io) {
   Settings s;
@@ -81,6 +113,7 @@ Expected<Settings> resolve(const LagOptions& o, const Io& io) {
       return usage_error(
           "--metric-names kafka_exporter labels consumer groups, not a state file: give -g");
   }
+  KPIPE_TRY(resolve_stream(o, s));
   auto uncommitted = parse_uncommitted(o.uncommitted);
   if (!uncommitted) return uncommitted.take_error();
   s.uncommitted = *uncommitted;
@@ -126,6 +159,14 @@ Expected<Settings> resolve(const LagOptions& o, const Io& io) {
     return usage_error(
         "--no-fetch estimates the lag in seconds from the end offsets of --history FILE: give one");
   return s;
+}
+
+// A state's position read as a Kafka offset that is not one: the user
+// has left out -t kinesis:NAME.
+Error not_kafka_offset(const StoredOffset& p) {
+  return failure(
+      "{} [{}] is kept at {}, not at a Kafka offset: for a Kinesis stream, give -t kinesis:{}",
+      p.topic, p.partition, p.offset, p.topic);
 }
 
 // Where one subject's offsets come from, and the broker behind them.
@@ -205,6 +246,40 @@ class Sampler {
       }
     }
     return engine_.sample(subject_, members, std::move(group_state), readings, timelines);
+  }
+
+  // A state file's positions on a Kinesis stream: each shard's lag is the
+  // age of the first record after its position (klag(1), Kinesis).
+  Expected<LagSample> sample(const KinesisLog& log) {
+    std::vector<PartitionReading> readings;
+    KPIPE_TRY(read_state(readings, log.stream()));
+    std::map<int32_t, Position> from;
+    std::map<int32_t, size_t> index;
+    for (size_t i = 0; i < readings.size(); ++i) {
+      readings[i].by_time = true;
+      if (readings[i].committed) from[readings[i].partition] = *readings[i].committed;
+      index[readings[i].partition] = i;
+    }
+    auto next = log.next_arrivals(from);
+    if (!next) return next.take_error();
+    // A shard the state has no position on (a child not read yet) counts
+    // as --uncommitted says; one the stream no longer lists (expired) has
+    // nothing left to read.
+    for (const auto& n : *next) {
+      auto it = index.find(n.partition);
+      if (it != index.end()) {
+        readings[it->second].record_timestamp = n.arrival;
+        continue;
+      }
+      PartitionReading r;
+      r.topic = log.stream();
+      r.partition = n.partition;
+      r.record_timestamp = n.arrival;
+      r.by_time = true;
+      readings.push_back(std::move(r));
+    }
+    warn_uncommitted(readings);
+    return engine_.sample(subject_, std::nullopt, "", readings);
   }
 
   const LagSubject& subject() const { return subject_; }
@@ -313,7 +388,9 @@ class Sampler {
     return {};
   }
 
-  Status read_state(std::vector<PartitionReading>& readings) {
+  // `stream`: a Kinesis stream's shards, whose positions are sequence
+  // numbers; empty: Kafka's partitions, at offsets.
+  Status read_state(std::vector<PartitionReading>& readings, const std::string& stream = {}) {
     if (!store_) {
       auto store = StateStore::open(options_.state);
       if (!store) return store.take_error();
@@ -322,22 +399,24 @@ class Sampler {
     auto offsets = store_->offsets();
     if (!offsets) return offsets.take_error();
     std::set<std::string> wanted(options_.topics.begin(), options_.topics.end());
+    if (!stream.empty()) wanted = {stream};
     for (const auto& o : *offsets) {
       if (!wanted.empty() && !wanted.count(o.topic)) continue;
       PartitionReading r;
       r.topic = o.topic;
       r.partition = o.partition;
-      if (!o.offset.is_offset())
-        return failure("{} [{}] is kept at {}, not at a Kafka offset: klag counts Kafka's lag",
-                       o.topic, o.partition, o.offset);
-      r.committed = o.offset.offset();
+      if (stream.empty() && !o.offset.is_offset()) return not_kafka_offset(o);
+      r.committed = o.offset;
       r.committed_at = o.committed_at;
       readings.push_back(std::move(r));
     }
     if (readings.empty())
       return failure(
           "state file '{}' holds no offsets{}: no checkpoint of the pipeline is complete yet",
-          subject_.name, wanted.empty() ? "" : fmt::format(" on {}", topic_list()));
+          subject_.name,
+          !stream.empty()  ? fmt::format(" on Kinesis stream '{}'", stream)
+          : wanted.empty() ? ""
+                           : fmt::format(" on {}", topic_list()));
     return {};
   }
 
@@ -374,7 +453,9 @@ class Sampler {
       if (ids.size() > 10) list += ",...";
       const char* counted = "shown as -";
       if (engine_.uncommitted() == Uncommitted::kEarliest)
-        counted = "counted from the log start offset (--uncommitted earliest)";
+        counted = readings.front().by_time
+                      ? "counted from the shard's start (--uncommitted earliest)"
+                      : "counted from the log start offset (--uncommitted earliest)";
       if (engine_.uncommitted() == Uncommitted::kLatest)
         counted = "counted as caught up (--uncommitted latest)";
       io_.reporter.warning(fmt::format(
@@ -511,6 +592,19 @@ Status run_status(const Settings& s, const LagOptions& o, LagEngine& engine, Io&
   return alert_status(reports, s.alerts);
 }
 
+// A state file read without -t kinesis:NAME keeps Kafka offsets: one that
+// keeps a Kinesis stream's positions is said so before any broker is
+// looked for (the user has forgotten -t, and has none to give).
+Status check_kafka_state(const LagOptions& o) {
+  auto store = StateStore::open(o.state);
+  if (!store) return store.take_error();
+  auto offsets = (*store)->offsets();
+  if (!offsets) return offsets.take_error();
+  for (const auto& p : *offsets)
+    if (!p.offset.is_offset()) return not_kafka_offset(p);
+  return {};
+}
+
 }  // namespace
 
 Status run_lag(const LagOptions& o, Io& io) {
@@ -525,8 +619,20 @@ Status run_lag(const LagOptions& o, Io& io) {
     if (::stat(o.state.c_str(), &st) != 0)
       return failure("state file '{}' does not exist", o.state);
   }
-  auto log = KafkaLog::open(o.kafka, io.env_brokers, io.reporter, io.clock);
-  if (!log) return log.take_error();
+  // A Kinesis stream, or else Kafka.
+  std::optional<KinesisLog> kinesis;
+  std::optional<KafkaLog> kafka;
+  if (!s.stream.empty()) {
+    auto opened =
+        KinesisLog::open(o.kinesis, o.topics.front(), o.kafka.timeout, io.reporter, io.clock);
+    if (!opened) return opened.take_error();
+    kinesis.emplace(std::move(*opened));
+  } else {
+    if (!o.state.empty()) KPIPE_TRY(check_kafka_state(o));
+    auto opened = KafkaLog::open(o.kafka, io.env_brokers, io.reporter, io.clock);
+    if (!opened) return opened.take_error();
+    kafka.emplace(std::move(*opened));
+  }
   std::unique_ptr<LagHistory> history;
   if (!o.history.empty()) {
     auto opened = LagHistory::open(o.history);
@@ -540,7 +646,7 @@ Status run_lag(const LagOptions& o, Io& io) {
   auto subjects = [&]() -> Expected<std::vector<LagSubject>> {
     if (!s.groups.lists()) return s.subjects;
     if (!admin) {
-      auto made = log->group_directory();
+      auto made = kafka->group_directory();
       if (!made) return made.take_error();
       admin = std::move(*made);
     }
@@ -579,7 +685,7 @@ Status run_lag(const LagOptions& o, Io& io) {
         slot = std::make_unique<Sampler>(o, subject, listed, engine, history.get(), io);
       }
       Sampler& sampler = *slot;
-      auto sample = sampler.sample(*log);
+      auto sample = kinesis ? sampler.sample(*kinesis) : sampler.sample(*kafka);
       if (!sample && sampler.listed() && sampler.empty()) {
         // A listed group with nothing to show (one that only ever
         // described itself, or whose offsets expired) is no error.

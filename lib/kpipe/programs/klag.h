@@ -9,12 +9,14 @@
 #include <vector>
 
 #include "kpipe/kafka/config.h"
+#include "kpipe/kinesis/kinesis_log.h"
 #include "kpipe/stage/io.h"
 
 namespace kpipe {
 
 struct LagOptions {
   KafkaOptions kafka;
+  KinesisOptions kinesis;  // -t kinesis:NAME with --state (klag(1), Kinesis)
   // -g, repeatable: a group's name, or a pattern its names must match
   // (GroupSelector, kpipe/lag.h).
   std::vector<std::string> groups;
