@@ -42,12 +42,20 @@ run 0 kcheckpoint export --state s.db
   fail "a refused import changed the state"
 
 # reset computes Kafka offsets from a topic's bounds: a state holding a
-# Kinesis position is refused at once, before any broker is asked.
+# Kinesis position is refused at once, before any broker is asked, unless
+# the stream is named (integration/kinesis: kinesis_reset).
 run 1 kcheckpoint reset --state s.db --to-earliest -b 127.0.0.1:1
-expect_stderr "kcheckpoint: error: user-events [0] is kept at a Kinesis position ($seq): reset moves Kafka offsets; give the state another kcheckpoint import, or start kconsume with another --from and a new state
+expect_stderr "kcheckpoint: error: user-events [0] is kept at a Kinesis position ($seq): a Kinesis stream's shards are reset with -t kinesis:NAME
+"
+# What counts records is refused for a stream, before it is asked.
+run 2 kcheckpoint reset --state s.db --shift-by -5 -t kinesis:user-events
+expect_stderr "kcheckpoint: error: --shift-by and --to-offset count records, which a Kinesis shard's sequence numbers do not: give --to-earliest, --to-latest, --to-datetime or --by-duration
+"
+run 2 kcheckpoint reset --state s.db --to-earliest -t kinesis:user-events -t events
+expect_stderr "kcheckpoint: error: -t kinesis:NAME resets one Kinesis stream's shards: give it alone
 "
 for group in --to-group --from-group; do
   run 1 kcheckpoint sync --state s.db "$group" g -b 127.0.0.1:1
-  expect_stderr "kcheckpoint: error: user-events [0] is kept at a Kinesis position ($seq): sync copies Kafka offsets to and from a consumer group
+  expect_stderr "kcheckpoint: error: user-events [0] is kept at a Kinesis position ($seq): sync copies offsets to and from a Kafka consumer group, and Kinesis has none
 "
 done

@@ -52,12 +52,16 @@ int main(int argc, char** argv) {
   reset->add_option("--shift-by", o.shift_by, "Move each offset by N (negative: back)")
       ->type_name("N");
   reset->add_option("--to-offset", o.to_offset, "Reset to offset N")->type_name("N");
-  reset->add_option("-t,--topic", o.topics, "Only TOPIC, or TOPIC:PARTITIONS like events:0,2-5")
+  reset
+      ->add_option("-t,--topic", o.topics,
+                   "Only TOPIC, or TOPIC:PARTITIONS like events:0,2-5; kinesis:NAME[:SHARDS], "
+                   "a Kinesis stream's shards")
       ->type_name("TOPIC");
   reset->add_flag("--dry-run", o.dry_run, "Print the plan only (the default)");
   reset->add_flag("--execute", o.execute, "Apply the plan");
   format(reset);
   program.add_kafka(*reset, o.kafka);
+  program.add_kinesis(*reset, o.kinesis);
   sub("export", "The offsets as NDJSON, for import", kpipe::run_checkpoint_export);
   program.add_inputs(
       *sub("import", "Set offsets from NDJSON lines of export", kpipe::run_checkpoint_import),

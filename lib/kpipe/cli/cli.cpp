@@ -288,14 +288,14 @@ void Program::add_kafka(CLI::App& app, KafkaOptions& o) {
       ->type_name("D");
 }
 
-void Program::add_kinesis(KinesisOptions& o) {
-  app_.add_option("--region", o.region,
-                  "With kinesis:NAME, the AWS region (default: $AWS_REGION, $AWS_DEFAULT_REGION, "
-                  "the profile's)")
+void Program::add_kinesis(CLI::App& app, KinesisOptions& o) {
+  app.add_option("--region", o.region,
+                 "With kinesis:NAME, the AWS region (default: $AWS_REGION, $AWS_DEFAULT_REGION, "
+                 "the profile's)")
       ->type_name("REGION");
-  app_.add_option("--endpoint", o.endpoint,
-                  "With kinesis:NAME, the Kinesis endpoint URL (default: "
-                  "$AWS_ENDPOINT_URL_KINESIS, $AWS_ENDPOINT_URL, AWS's)")
+  app.add_option("--endpoint", o.endpoint,
+                 "With kinesis:NAME, the Kinesis endpoint URL (default: "
+                 "$AWS_ENDPOINT_URL_KINESIS, $AWS_ENDPOINT_URL, AWS's)")
       ->type_name("URL");
   // AWS's variables and the home, read here as KPIPE_CONFIG is (add_kafka).
   o.env = AwsEnvironment::from_process();

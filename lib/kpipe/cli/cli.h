@@ -72,7 +72,8 @@ class Program {
   void add_stats(StatsOptions& o) { add_stats(app_, o); }
   void add_kafka(KafkaOptions& o) { add_kafka(app_, o); }
   // --region and --endpoint, for -t kinesis:NAME (and AWS's variables).
-  void add_kinesis(KinesisOptions& o);
+  void add_kinesis(CLI::App& app, KinesisOptions& o);
+  void add_kinesis(KinesisOptions& o) { add_kinesis(app_, o); }
   // A subcommand that gets -q/-v and the completion helper too.
   CLI::App* add_subcommand(const std::string& name, const std::string& description);
 

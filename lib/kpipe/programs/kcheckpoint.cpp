@@ -472,17 +472,27 @@ class CommitStage final : public LineStage {
 struct Scope {
   std::string topic;
   std::vector<int32_t> partitions;  // empty: all
+  bool kinesis = false;             // kinesis:NAME[:SHARDS]: a stream's shards
 };
 
 Expected<std::vector<Scope>> parse_scopes(const std::vector<std::string>& specs) {
   std::vector<Scope> out;
   for (const auto& spec : specs) {
     Scope s;
-    size_t colon = spec.find(':');
-    s.topic = spec.substr(0, colon);
+    std::string_view rest = spec;
+    if (is_kinesis_target(rest)) {
+      s.kinesis = true;
+      rest.remove_prefix(kKinesisPrefix.size());
+    }
+    size_t colon = rest.find(':');
+    s.topic = std::string(rest.substr(0, colon));
     if (s.topic.empty()) return usage_error("-t '{}': the topic is missing", spec);
+    if (s.kinesis) {
+      auto name = parse_kinesis_target(std::string(kKinesisPrefix) + s.topic);
+      if (!name) return name.take_error();
+    }
     if (colon != std::string::npos) {
-      auto parts = parse_partition_list(std::string_view(spec).substr(colon + 1));
+      auto parts = parse_partition_list(rest.substr(colon + 1));
       if (!parts) return parts.take_error();
       s.partitions = std::move(*parts);
     }
@@ -640,6 +650,77 @@ Status run_checkpoint_history(const CheckpointOptions& o, Io& io) {
 
 namespace {
 
+// kcheckpoint reset -t kinesis:NAME: each shard of the stream to its trim
+// horizon, or to the first record at or after a time (the position a
+// shard started at a time keeps until it gives a record: kpipe(7), LOGS).
+// A sequence number counts no records, so nothing moves by a count.
+// Sequence numbers are not computed: where a shard resumes is the service's
+// to find, when kconsume next reads it.
+Status reset_kinesis(const CheckpointOptions& o, const ResetSpec& spec, const Scope& scope,
+                     StateStore& store, const std::vector<StoredOffset>& stored, bool table,
+                     Io& io) {
+  if (spec.kind == ResetSpec::Kind::kShift || spec.kind == ResetSpec::Kind::kOffset)
+    return usage_error(
+        "--shift-by and --to-offset count records, which a Kinesis shard's sequence numbers do "
+        "not: give --to-earliest, --to-latest, --to-datetime or --by-duration");
+  auto log = KinesisLog::open(o.kinesis, std::string(kKinesisPrefix) + scope.topic, o.kafka.timeout,
+                              io.reporter, io.clock);
+  if (!log) return log.take_error();
+  auto reader = log->reader();
+  if (!reader) return reader.take_error();
+  LogMetadata& metadata = *reader->log;
+  auto ids = metadata.partitions(log->stream());
+  if (!ids) return ids.take_error();
+  std::vector<TopicPartition> parts;
+  for (int32_t p : *ids)
+    if (scope.partitions.empty() ||
+        std::binary_search(scope.partitions.begin(), scope.partitions.end(), p))
+      parts.push_back({log->stream(), p});
+  if (parts.empty())
+    return usage_error("nothing to reset: stream '{}' has none of those shards", log->stream());
+  std::vector<Position> targets(parts.size(), Position(LogStart::kEarliest));
+  if (spec.kind != ResetSpec::Kind::kEarliest) {
+    Millis at = spec.kind == ResetSpec::Kind::kLatest ? LogStart::kLatest : spec.value;
+    auto found = metadata.positions_at(parts, std::vector<Millis>(parts.size(), at));
+    if (!found) return found.take_error();
+    targets = std::move(*found);
+  }
+  std::map<TopicPartition, Position> current;
+  for (const auto& s : stored) current[{s.topic, s.partition}] = s.offset;
+  std::vector<PartitionOffset> plan;
+  TextTable t({"TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"});
+  std::string& out = io.out.buffer();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    auto it = current.find(parts[i]);
+    plan.push_back({parts[i].topic, parts[i].partition, targets[i]});
+    if (table) {
+      t.add_row({parts[i].topic, std::to_string(parts[i].partition),
+                 it == current.end() ? "-" : it->second.text(), targets[i].text()});
+      continue;
+    }
+    out.append("{\"topic\":");
+    append_json_string(out, parts[i].topic);
+    out.append(",\"partition\":");
+    append_int(out, parts[i].partition);
+    out.append(",\"current\":");
+    if (it == current.end())
+      out.append("null");
+    else
+      it->second.append_json(out);
+    out.append(",\"offset\":");
+    targets[i].append_json(out);
+    out.append("}\n");
+  }
+  if (table) io.out.write(t.render());
+  if (!o.execute) {
+    io.reporter.warning("dry run: nothing changed; add --execute to apply this plan");
+    return {};
+  }
+  KPIPE_TRY(store.set_offsets(plan, io.clock.now()));
+  io.reporter.info(fmt::format("reset {} shards", plan.size()));
+  return {};
+}
+
 // Kafka's offsets only (reset, sync): a state that keeps a Kinesis shard's
 // position is refused before any broker is asked (kpipe(7), LOGS).
 Status check_kafka_offsets(const std::vector<StoredOffset>& stored, std::string_view why) {
@@ -687,12 +768,18 @@ Status run_checkpoint_reset(const CheckpointOptions& o, Io& io) {
   if (o.execute) KPIPE_TRY((*store)->lock_offsets());
   auto stored = (*store)->offsets();
   if (!stored) return stored.take_error();
+  size_t streams = std::count_if(scopes->begin(), scopes->end(),
+                                 [](const Scope& scope) { return scope.kinesis; });
+  if (streams > 0) {
+    if (streams != scopes->size() || streams > 1)
+      return usage_error("-t kinesis:NAME resets one Kinesis stream's shards: give it alone");
+    return reset_kinesis(o, spec, scopes->front(), **store, *stored, *table, io);
+  }
   std::map<TopicPartition, Position> current;
   // A reset computes offsets from a Kafka topic's bounds: a Kinesis shard
-  // has none.
-  KPIPE_TRY(check_kafka_offsets(*stored,
-                                "reset moves Kafka offsets; give the state another kcheckpoint "
-                                "import, or start kconsume with another --from and a new state"));
+  // has none, and is reset by its stream's name.
+  KPIPE_TRY(
+      check_kafka_offsets(*stored, "a Kinesis stream's shards are reset with -t kinesis:NAME"));
   for (const auto& s : *stored) current[{s.topic, s.partition}] = s.offset;
 
   auto log = KafkaLog::open(o.kafka, io.env_brokers, io.reporter, io.clock);
@@ -826,7 +913,8 @@ Status run_checkpoint_sync(const CheckpointOptions& o, Io& io) {
   {
     auto kept = (*store)->offsets();
     if (!kept) return kept.take_error();
-    KPIPE_TRY(check_kafka_offsets(*kept, "sync copies Kafka offsets to and from a consumer group"));
+    KPIPE_TRY(check_kafka_offsets(
+        *kept, "sync copies offsets to and from a Kafka consumer group, and Kinesis has none"));
   }
   auto log = KafkaLog::open(o.kafka, io.env_brokers, io.reporter, io.clock);
   if (!log) return log.take_error();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kpipe/kafka/config.h"
+#include "kpipe/kinesis/kinesis_log.h"
 #include "kpipe/stage/filter.h"
 #include "kpipe/store/state_store.h"
 
@@ -35,6 +36,7 @@ struct CheckpointOptions {
   // sync
   std::string to_group, from_group;
   KafkaOptions kafka;
+  KinesisOptions kinesis;  // reset -t kinesis:NAME
 };
 
 Status run_checkpoint_commit(const CheckpointOptions& o, Io& io);
