@@ -86,8 +86,16 @@ class StreamReader {
   // (kconsume -e), as its last answer at or after `since` (steady time)
   // said: records written before `since` have all been read.
   bool caught_up(Millis since = 0) const;
-  // Stops reading the shard (kconsume --until): it is no longer polled.
-  void pause(const std::string& id) { paused_.insert(id); }
+  // Stops reading the shard (kconsume --until, or a shard --partitions
+  // leaves out): it is no longer polled, and counts as read to its end
+  // for its children's sake, so that a child asked for is read rather
+  // than waiting forever for a parent nobody reads. (Past --until, a
+  // parent's children hold only later records: each is paused in turn at
+  // its first.)
+  void pause(const std::string& id) {
+    paused_.insert(id);
+    lineage_.finish(id);
+  }
   const ShardLineage& lineage() const { return lineage_; }
   // The last sequence read of each shard.
   const std::map<std::string, std::string>& last_read() const { return last_read_; }

@@ -215,3 +215,37 @@ TEST_CASE(
 }
 
 }  // namespace kpipe
+
+namespace kpipe {
+
+// kconsume --partitions 2 on a stream whose shard 2 is the child of shard 0:
+// shard 0, left out, is paused, and its child is read all the same.
+TEST_CASE("kinesis stream reader: a paused parent does not hold its child back",
+          "[kinesis][stream_reader]") {
+  FakeHttp http;
+  FakeClock clock(1796465730000);
+  KinesisClient client(test_settings(), test_keys(), http, clock, 10 * kSecond);
+  StreamReader reader(client, "s", clock);
+  http.answers.push_back(HttpResponse{200, R"({"Shards":[
+    {"ShardId":"shardId-000000000000","SequenceNumberRange":{"StartingSequenceNumber":"1","EndingSequenceNumber":"5"}},
+    {"ShardId":"shardId-000000000002","ParentShardId":"shardId-000000000000","SequenceNumberRange":{"StartingSequenceNumber":"6"}}]})"});
+  REQUIRE(reader.open([](const Shard&) { return StreamReader::Plan{}; }).ok());
+  CHECK(reader.lineage().readable() == std::vector<std::string>{"shardId-000000000000"});
+  reader.pause("shardId-000000000000");
+  std::vector<std::string> read;
+  auto handler = [&](const StreamReader::Event& e) -> Status {
+    if (e.kind == StreamReader::Event::Kind::kRecord) read.push_back(e.record->sequence);
+    return {};
+  };
+  http.answers.push_back(HttpResponse{200, R"({"ShardIterator":"i2"})"});
+  http.answers.push_back(records({{"7", "x"}}, "i2b", 0));
+  REQUIRE(reader.poll(handler).ok());
+  CHECK(read == std::vector<std::string>{"7"});
+  std::vector<std::string> shards_read;
+  for (const auto& r : http.sent)
+    if (amz_operation(r) == "GetShardIterator") shards_read.push_back(r.body);
+  REQUIRE(shards_read.size() == 1);
+  CHECK(shards_read[0].find("shardId-000000000002") != std::string::npos);
+}
+
+}  // namespace kpipe
