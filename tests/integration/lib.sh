@@ -390,15 +390,32 @@ wait_for() {
 }
 
 # wait_stopped DESCRIPTION SECONDS SESSION: until no process of SESSION
-# runs, or fails the test after SECONDS naming the programs still running.
+# runs, or fails the test after SECONDS naming the programs still running,
+# each one's threads' stacks on standard error first where gdb is there
+# (a hang in CI is then told by its output alone).
 wait_stopped() {
   local what=$1 limit=$2 session=$3
   local deadline=$((SECONDS + limit))
   while ps -o stat= -s "$session" | grep -qv '^Z'; do
-    ((SECONDS < deadline)) ||
+    if ((SECONDS >= deadline)); then
+      show_stacks "$session"
       fail "timed out after ${limit}s waiting for $what; still running: $(ps -o comm= -s "$session" | grep -v '^bash$' | tr '\n' ' ')"
+    fi
     sleep 0.05
   done
+}
+
+# show_stacks SESSION: the stacks of SESSION's programs (not its shells),
+# the first frames of each thread, on standard error; nothing without gdb.
+show_stacks() {
+  command -v gdb >/dev/null || return 0
+  local pid comm
+  while read -r pid comm; do
+    [[ $comm != bash ]] || continue
+    echo "--- $comm (pid $pid):" >&2
+    timeout 20 gdb -batch -p "$pid" -ex 'thread apply all bt 12' 2>/dev/null |
+      grep -E '^(Thread|#)' | cut -c1-160 | head -80 >&2 || true
+  done < <(ps -o pid=,comm= -s "$1")
 }
 
 # --- crash tests ------------------------------------------------------------------
@@ -633,7 +650,7 @@ orphans() {
 no_orphans() { (($(orphans) == 0)) && (($(sql "$S" "SELECT COUNT(*) FROM partition_owners") == $1)); }
 stop() {
   kill -TERM "$(instance_pid "$1")" 2>/dev/null || true
-  wait_for "instance $1 to stop" 60 gone "$1"
+  wait_stopped "instance $1 to stop" 60 "${sessions[$1]}"
 }
 kill_instance() {
   kill -KILL -- "-${sessions[$1]}" 2>/dev/null || true
