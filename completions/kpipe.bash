@@ -59,13 +59,13 @@ _kpipe_complete() {
     --each) COMPREPLY=($(compgen -c -- "$cur")); return ;;  # kcheckpoint commit: a command
     --dlq | --state | --db | --table)
       # A file, or a PostgreSQL server (kpipe(7), STORES); --dlq also a topic,
-      # kjoin's --table a topic or an SQLite file's table (kjoin(1)).
+      # kjoin's --table a topic, a Kinesis stream or an SQLite file's table (kjoin(1)).
       # kupsert's --table is a table's name: files, as before.
       w=postgresql://
       [[ $prev == --dlq ]] && w+=" kafka:"
       if [[ $prev == --table ]]; then
         [[ ${prog##*/} == kjoin ]] || { COMPREPLY=($(compgen -f -- "$cur")); return; }
-        w+=" kafka: sqlite:"
+        w+=" kafka: kinesis: sqlite:"
       fi
       COMPREPLY=($(compgen -f -- "$cur") $(compgen -W "$w" -- "$cur"))
       [[ ${#COMPREPLY[@]} -eq 1 && (${COMPREPLY[0]} == *: || ${COMPREPLY[0]} == *://) ]] &&

@@ -371,7 +371,7 @@ void JoinEngine::touch(std::string_view key) {
 }
 
 bool JoinEngine::apply(std::string_view key, Millis time, std::optional<std::string_view> row,
-                       int32_t partition, int64_t next_offset) {
+                       int32_t partition, const Position& next) {
   bool replaced = false;
   if (mode_ == JoinMode::kLookup) {
     replaced = row ? lookup_.put(key, *row) : lookup_.erase(key);
@@ -382,12 +382,12 @@ bool JoinEngine::apply(std::string_view key, Millis time, std::optional<std::str
   touch(key);
   if (partition < 0) return replaced;
   watermark_.on_record(partition, time, clock_.steady());
-  skip(partition, next_offset);
+  skip(partition, next);
   return replaced;
 }
 
-void JoinEngine::skip(int32_t partition, int64_t next_offset) {
-  offsets_[partition] = next_offset;
+void JoinEngine::skip(int32_t partition, const Position& next) {
+  offsets_[partition] = next;
   if (tracking_) offsets_changed_.insert(partition);
 }
 
@@ -440,6 +440,8 @@ void JoinEngine::take_changes(StateChanges& out) {
   dirty_.clear();
   for (int32_t p : offsets_changed_) {
     std::optional<Millis> newest = watermark_.newest(p);
+    // A Kafka offset's digits as before; a sequence number's digits, or
+    // "@" and a time (Position::text).
     out.put.emplace_back(fmt::format("o/{}", p), newest
                                                      ? fmt::format("{},{}", offsets_.at(p), *newest)
                                                      : fmt::format("{},", offsets_.at(p)));
@@ -472,12 +474,15 @@ Status JoinEngine::restore_entry(std::string_view key, std::string_view value) {
   }
   if (prefix == "o") {
     int32_t partition = 0;
-    int64_t offset = 0;
     std::string_view text = value;
     std::string_view id = rest;
     auto [end, ec] = std::from_chars(id.data(), id.data() + id.size(), partition);
     if (ec != std::errc() || end != id.data() + id.size()) return bad();
-    if (!take_number(text, offset, ',')) return bad();
+    size_t comma = text.find(',');
+    if (comma == std::string_view::npos) return bad();
+    std::optional<Position> offset = Position::from_text(text.substr(0, comma));
+    if (!offset) return bad();
+    text.remove_prefix(comma + 1);
     std::optional<Millis> newest;
     if (!text.empty()) {
       Millis t = 0;
@@ -486,7 +491,7 @@ Status JoinEngine::restore_entry(std::string_view key, std::string_view value) {
       newest = t;
     }
     if (!persist_rows_) return {};
-    offsets_[partition] = offset;
+    offsets_[partition] = *offset;
     watermark_.restore(partition, newest, clock_.steady());
     return {};
   }

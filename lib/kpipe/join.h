@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kpipe/json.h"
+#include "kpipe/position.h"
 #include "kpipe/snapshot.h"
 #include "kpipe/status.h"
 #include "kpipe/time.h"
@@ -167,6 +168,9 @@ class TableWatermark {
   void on_record(int32_t partition, Millis time, Millis now);
   // For a restored partition: its newest time, as if just read.
   void restore(int32_t partition, std::optional<Millis> newest, Millis now);
+  // A partition that will give nothing more (a Kinesis shard read to its
+  // end, closed by a split or a merge) holds the watermark no longer.
+  void remove_partition(int32_t partition) { partitions_.erase(partition); }
   std::optional<Millis> newest(int32_t partition) const;
   // kMaxTime when nothing holds it back; kMinTime while a partition has
   // read nothing.
@@ -250,15 +254,16 @@ class JoinEngine final : public Snapshottable {
 
   JoinMode mode() const { return mode_; }
   // A table record; `row` nullopt: a tombstone. `partition`: the table's
-  // partition, for the watermark and the offsets (-1 for a table read
-  // whole); `next_offset` the offset to read the partition from after it.
+  // partition, for the watermark and the positions (-1 for a table read
+  // whole); `next` the position to read the partition from after it (a
+  // Kafka offset, or a Kinesis sequence number: kpipe(7), LOGS).
   // Returns whether it replaced a row of the same key (lookup) or of the
   // same key and time (as of): an update in a topic, a duplicate in a
   // table read whole.
   bool apply(std::string_view key, Millis time, std::optional<std::string_view> row,
-             int32_t partition, int64_t next_offset);
-  // A table record that is no row (it has no key): only the offset moves.
-  void skip(int32_t partition, int64_t next_offset);
+             int32_t partition, const Position& next);
+  // A table record that is no row (it has no key): only the position moves.
+  void skip(int32_t partition, const Position& next);
   // Whether take_changes() is ever called (the stage has --state): else
   // nothing is kept for it. Turned off, what it kept is forgotten: an
   // instance saves no table (kpipe(7), MANY INSTANCES).
@@ -267,9 +272,11 @@ class JoinEngine final : public Snapshottable {
   // apply() on an engine of the same mode.
   void replace_table(JoinEngine& fresh);
   void add_partition(int32_t partition) { watermark_.add_partition(partition, clock_.steady()); }
+  // A table partition read to its end for good (TableWatermark).
+  void close_partition(int32_t partition) { watermark_.remove_partition(partition); }
   // Where to read each table partition from, as saved (partitions never
   // read are missing).
-  const std::map<int32_t, int64_t>& offsets() const { return offsets_; }
+  const std::map<int32_t, Position>& offsets() const { return offsets_; }
   void set_whole(bool whole) { watermark_.set_whole(whole); }
 
   // Lookup: the newest row of `key`.
@@ -324,7 +331,7 @@ class JoinEngine final : public Snapshottable {
   LookupTable lookup_;
   VersionedTable versions_;
   TableWatermark watermark_;
-  std::map<int32_t, int64_t> offsets_;
+  std::map<int32_t, Position> offsets_;
   std::set<int32_t> offsets_changed_;
   PendingQueue pending_;
   std::unordered_set<std::string> dirty_;  // table keys changed since take_changes

@@ -51,6 +51,12 @@ Target parse_target(std::string_view text) {
 
 Expected<Target> parse_table_target(std::string_view text, std::string_view shown) {
   if (text.empty()) return usage_error("--table: empty");
+  if (text.starts_with(kKinesisTargetPrefix)) {
+    // The stream as written: the Kinesis layer reads a name or an ARN.
+    if (text.size() == kKinesisTargetPrefix.size())
+      return usage_error("--table kinesis:STREAM: the stream is missing");
+    return Target{TargetKind::kKinesis, std::string(text), ""};
+  }
   Target t = parse_target(text);
   switch (t.kind) {
     case TargetKind::kKafka:
@@ -67,6 +73,7 @@ Expected<Target> parse_table_target(std::string_view text, std::string_view show
     }
     case TargetKind::kFile:
     case TargetKind::kSqlite:
+    case TargetKind::kKinesis:
       break;
   }
   if (!text.starts_with(kSqlitePrefix)) return t;

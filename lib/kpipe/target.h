@@ -18,6 +18,7 @@ enum class TargetKind {
   kSqlite,    // kjoin's sqlite:FILE:TABLE
   kPostgres,  // postgresql:// or postgres:// (a URI), postgresql: or postgres: (a conninfo)
   kKafka,     // kafka:TOPIC
+  kKinesis,   // kjoin's kinesis:STREAM (or a stream's ARN after kinesis:)
 };
 
 struct Target {
@@ -30,6 +31,8 @@ struct Target {
 };
 
 inline constexpr std::string_view kKafkaTargetPrefix = "kafka:";
+// As the Kinesis layer names a stream (kinesis/kinesis_log.h).
+inline constexpr std::string_view kKinesisTargetPrefix = "kinesis:";
 
 // Whether a target names a PostgreSQL database rather than a file.
 bool is_postgres_target(std::string_view target);
@@ -46,8 +49,8 @@ bool is_kafka_target(std::string_view target);
 // take (an empty text, a missing topic) in its own words.
 Target parse_target(std::string_view text);
 
-// kjoin's --table: FILE, kafka:TOPIC, sqlite:FILE:TABLE or a PostgreSQL
-// target then #TABLE. `shown` is the text as a message may show it (a
+// kjoin's --table: FILE, kafka:TOPIC, kinesis:STREAM, sqlite:FILE:TABLE or
+// a PostgreSQL target then #TABLE. `shown` is the text as a message may show it (a
 // PostgreSQL password left out: the store layer's display_target).
 Expected<Target> parse_table_target(std::string_view text, std::string_view shown);
 

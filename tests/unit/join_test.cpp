@@ -692,7 +692,7 @@ TEST_CASE("JoinEngine: lookup rows, tombstones and the table's watermark", "[joi
   CHECK_FALSE(e.find("a"));
   CHECK(e.rows() == 1);
   e.skip(0, 10);
-  CHECK(e.offsets() == std::map<int32_t, int64_t>{{0, 10}});
+  CHECK(e.offsets() == std::map<int32_t, Position>{{0, 10}});
   // A table read whole has no partitions: no offsets, no watermark.
   e.apply("c", 0, "rowC", -1, 0);
   CHECK(*e.find("c") == "rowC");
@@ -754,7 +754,7 @@ TEST_CASE("JoinEngine: apply says whether it replaced a row", "[join]") {
     e.add_partition(0);
     CHECK_FALSE(e.apply("k", 10, "v1", 0, 1));
     CHECK(e.apply("k", 20, "v2", 0, 2));
-    CHECK(e.offsets() == std::map<int32_t, int64_t>{{0, 2}});
+    CHECK(e.offsets() == std::map<int32_t, Position>{{0, 2}});
   }
   SECTION("as of: the same key and time") {
     JoinEngine e(JoinMode::kAsOf, true, 0, 0, clock);
@@ -1150,6 +1150,46 @@ TEST_CASE("JoinEngine: tracking turned off forgets what changed (an instance sav
   e.take_changes(none);
   CHECK(none.empty());
   CHECK(e.rows() == 2);
+}
+
+// A Kinesis stream as the table (kjoin(1), Tables): each shard's position is
+// a sequence number, kept digit for digit (or "@" and a time, before the
+// shard gives a record); an offset saved by an older kjoin reads back as
+// one.
+TEST_CASE("JoinEngine: a table shard's sequence number is saved and restored whole", "[join]") {
+  FakeClock clock;
+  const std::string seq = "49590338271490256608559692538361571095921575989136588898";
+  JoinEngine e(JoinMode::kLookup, true, 0, 0, clock);
+  e.set_tracking(true);
+  e.apply("a", 100, R"({"a":1})", 3, *Position::sequence(seq));
+  e.skip(4, Position::arrived_at(1764412345123));
+  Store store;
+  StateChanges c = store.take(e);
+  CHECK(puts_of(c).at("o/3") == seq + ",100");
+  CHECK(puts_of(c).at("o/4") == "@1764412345123,");
+  JoinEngine back(JoinMode::kLookup, true, 0, 0, clock);
+  store.restore(back);
+  CHECK(back.offsets() == std::map<int32_t, Position>{{3, *Position::sequence(seq)},
+                                                      {4, Position::arrived_at(1764412345123)}});
+  JoinEngine old(JoinMode::kLookup, true, 0, 0, clock);
+  REQUIRE(old.restore_entry("o/0", "13,130").ok());
+  CHECK(old.offsets() == std::map<int32_t, Position>{{0, 13}});
+  CHECK_FALSE(old.restore_entry("o/0", "x13,130").ok());
+  CHECK_FALSE(old.restore_entry("o/0", "13").ok());
+}
+
+// A shard closed and read to its end holds the table's watermark no
+// longer; the others still do.
+TEST_CASE("JoinEngine: a closed table partition holds the watermark no longer", "[join]") {
+  FakeClock clock;
+  JoinEngine e(JoinMode::kAsOf, true, 0, 0, clock);
+  e.add_partition(0);
+  e.add_partition(1);
+  e.apply("a", 100, "a", 0, 1);
+  e.apply("b", 500, "b", 1, 1);
+  CHECK(e.table_watermark() == 100);
+  e.close_partition(0);
+  CHECK(e.table_watermark() == 500);
 }
 
 }  // namespace

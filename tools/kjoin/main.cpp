@@ -6,7 +6,8 @@ int main(int argc, char** argv) {
   kpipe::JoinOptions o;
   auto& app = program.app();
   app.add_option("--table", o.table,
-                 "The table: kafka:TOPIC, FILE.ndjson, sqlite:FILE:TABLE or postgresql://...#TABLE")
+                 "The table: kafka:TOPIC, kinesis:STREAM, FILE.ndjson, sqlite:FILE:TABLE or "
+                 "postgresql://...#TABLE")
       ->required()
       ->type_name("SOURCE");
   // One value per option: `--key .id FILE` names an input, not a second key.
@@ -52,6 +53,7 @@ int main(int argc, char** argv) {
   program.add_inputs(o.input);
   program.add_errors(o.errors);
   program.add_kafka(o.kafka);
+  program.add_kinesis(o.kinesis);
   program.add_stats(o.stats);
   return program.run(argc, argv, [&](kpipe::Io& io) { return kpipe::run_join(o, io); });
 }

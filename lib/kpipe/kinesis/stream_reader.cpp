@@ -173,7 +173,11 @@ Status StreamReader::fetch(const Shard& shard, Cursor& cursor, const Handler& ha
   // full page may have left records behind: kinesalite says 0 of every
   // page).
   bool tip = page->millis_behind == 0 && page->records.size() < kGetRecordsLimit;
-  if (tip && !cursor.at_tip) {
+  // Said on reaching the tip, and again after records read up to it (as
+  // librdkafka says a partition's end after each batch that reaches it):
+  // a reader that waits for the tip (kjoin's table) sees it whenever it
+  // began waiting.
+  if (tip && (!cursor.at_tip || !page->records.empty())) {
     cursor.at_tip = true;
     event.kind = Event::Kind::kCaughtUp;
     return handler(event);

@@ -78,8 +78,9 @@ class StreamReader {
   Status open(Starts starts);
   // One GetRecords for each shard that may be read and is due, then
   // waits (on the clock) until the next is due when none was. Passes each
-  // record, and each shard that is caught up (no record, at the tip) or
-  // closed (read to its end, its children now readable).
+  // record, and each shard that is caught up (at the tip: on reaching it,
+  // and after records read up to it) or closed (read to its end, its
+  // children now readable).
   Status poll(const Handler& handler);
 
   // Every readable shard is at its tip, none waits for a parent

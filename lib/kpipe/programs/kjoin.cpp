@@ -82,6 +82,8 @@ const TableKind& table_kind(TargetKind kind) {
   switch (kind) {
     case TargetKind::kKafka:
       return kjoin_internal::kTopicTable;
+    case TargetKind::kKinesis:
+      return kjoin_internal::kStreamTable;
     case TargetKind::kSqlite:
     case TargetKind::kPostgres:
       return kjoin_internal::kDbTable;

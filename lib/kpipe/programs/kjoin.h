@@ -8,12 +8,14 @@
 #include <vector>
 
 #include "kpipe/kafka/config.h"
+#include "kpipe/kinesis/kinesis_log.h"
 #include "kpipe/stage/filter.h"
 
 namespace kpipe {
 
 struct JoinOptions {
-  std::string table;  // kafka:TOPIC, FILE, sqlite:FILE:TABLE, postgresql://...#TABLE
+  // kafka:TOPIC, kinesis:STREAM, FILE, sqlite:FILE:TABLE, postgresql://...#TABLE
+  std::string table;
   std::vector<std::string> table_keys;  // --table-key: paths (FILE) or columns (SQL)
   std::vector<std::string> keys;        // --key: the stream's paths
   std::string as;                       // --as PATH
@@ -29,7 +31,8 @@ struct JoinOptions {
   std::string name;
   InputOptions input;
   ErrorOptions errors;
-  KafkaOptions kafka;  // for --table kafka:TOPIC and --dlq kafka:TOPIC
+  KafkaOptions kafka;      // for --table kafka:TOPIC and --dlq kafka:TOPIC
+  KinesisOptions kinesis;  // for --table kinesis:STREAM
   StatsOptions stats;
 };
 

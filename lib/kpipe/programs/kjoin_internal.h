@@ -53,9 +53,10 @@ struct TableKind {
                                                  Io& io) = nullptr;
 };
 
-extern const TableKind kFileTable;   // kjoin_table_file.cpp
-extern const TableKind kTopicTable;  // kjoin_table_topic.cpp
-extern const TableKind kDbTable;     // kjoin_table_db.cpp
+extern const TableKind kFileTable;    // kjoin_table_file.cpp
+extern const TableKind kTopicTable;   // kjoin_table_topic.cpp
+extern const TableKind kStreamTable;  // kjoin_table_topic.cpp: a Kinesis stream
+extern const TableKind kDbTable;      // kjoin_table_db.cpp
 
 // What the command line says, checked and compiled once.
 struct JoinPlan {

@@ -1,22 +1,28 @@
-// kjoin's table in a Kafka topic, read to its end and then followed (kjoin(1), Tables).
+// kjoin's table in a Kafka topic or a Kinesis stream, read to its end and then
+// followed (kjoin(1), Tables).
 #include "kpipe/programs/kjoin_internal.h"
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "kpipe/envelope.h"
 #include "kpipe/kafka/kafka_log.h"
+#include "kpipe/kinesis/kinesis_log.h"
 
 namespace kpipe::kjoin_internal {
 
 namespace {
 
 // A topic read as a table: each record's key is the table's key, the
-// newest value wins, a tombstone deletes (kjoin(1), TABLES).
+// newest value wins, a tombstone deletes (kjoin(1), TABLES). A Kinesis
+// stream's shards are its partitions, a record's partition key its key.
 class TopicTable final : public TableSource {
  public:
-  TopicTable(const JoinPlan& plan, LogOpener open, std::string where, const KafkaLog* kafka, Io& io)
+  TopicTable(const JoinPlan& plan, std::string topic, LogOpener open, std::string where,
+             const KafkaLog* kafka, Io& io)
       : plan_(plan),
+        topic_(std::move(topic)),
         open_(std::move(open)),
         where_(std::move(where)),
         kafka_(kafka),
@@ -35,15 +41,18 @@ class TopicTable final : public TableSource {
     auto opened = open_();
     if (!opened) return opened.take_error();
     log_ = std::move(*opened);
-    const std::string& topic = plan_.table.location;
+    const std::string& topic = topic_;
     // A topic that is not there was named wrongly, as a file or an SQL
     // table would be (kjoin(1), Table problems).
     auto partitions = log_->existing_partitions(topic);
     if (!partitions) return partitions.take_error();
-    if (!*partitions) return usage_error("--table: there is no topic '{}' at {}", topic, where_);
+    if (!*partitions)
+      return usage_error("--table: there is no {} '{}' at {}", kinesis() ? "stream" : "topic",
+                         topic, where_);
     std::vector<PartitionOffset> assign;
     for (int32_t p : **partitions) {
       engine.add_partition(p);
+      shards_.insert(p);
       auto saved = engine.offsets().find(p);
       assign.push_back(
           {topic, p, saved == engine.offsets().end() ? LogStart::kEarliest : saved->second});
@@ -54,22 +63,28 @@ class TopicTable final : public TableSource {
   }
 
   // Reads until every partition is at the high watermark it had when
-  // this began.
+  // this began; a Kinesis stream, whose shards have none, until every
+  // shard is at its tip or closed and read to its end.
   Status catch_up(JoinEngine& engine) override {
-    auto marks = log_->bounds(parts_);
-    if (!marks) return marks.take_error();
     std::map<int32_t, int64_t> end;
-    for (size_t i = 0; i < parts_.size(); ++i) end[parts_[i].partition] = (*marks)[i].high;
+    if (!kinesis()) {
+      auto marks = log_->bounds(parts_);
+      if (!marks) return marks.take_error();
+      for (size_t i = 0; i < parts_.size(); ++i) end[parts_[i].partition] = (*marks)[i].high;
+    }
     Millis last_progress = io_.clock.steady();
     while (true) {
       bool done = true;
       for (const auto& [p, high] : end) {
         auto at = engine.offsets().find(p);
         auto seen = position_.find(p);
-        int64_t pos = std::max(at == engine.offsets().end() ? -1 : at->second,
-                               seen == position_.end() ? -1 : seen->second);
+        int64_t pos = std::max(at == engine.offsets().end() ? -1 : at->second.offset(),
+                               seen == position_.end() ? -1 : seen->second.offset());
         if (pos < high && high > 0) done = false;
       }
+      if (kinesis())
+        for (int32_t p : shards_)
+          if (at_tip_.count(p) == 0 && closed_.count(p) == 0) done = false;
       if (done) return {};
       if (io_.stop != nullptr && io_.stop->load()) return {};
       size_t before = events_;
@@ -77,8 +92,8 @@ class TopicTable final : public TableSource {
       Millis now = io_.clock.steady();
       if (events_ != before) last_progress = now;
       if (now - last_progress > log_->timeout())
-        return failure("reading table topic '{}' to its end made no progress within {}",
-                       plan_.table.location, format_duration(log_->timeout()));
+        return failure("reading table {} '{}' to its end made no progress within {}",
+                       kinesis() ? "stream" : "topic", topic_, format_duration(log_->timeout()));
     }
   }
 
@@ -86,14 +101,28 @@ class TopicTable final : public TableSource {
     return log_->poll(wait, 10'000, [&](const LogEvent& e) -> Status {
       ++events_;
       const RecordView& r = e.record;
-      // A kafka: table's positions are offsets.
-      int64_t resume = e.resume.offset();
-      if (e.kind != LogEvent::Kind::kRecord) {
-        position_[r.partition] = std::max(position_[r.partition], resume);
-        return {};
+      switch (e.kind) {
+        case LogEvent::Kind::kRecord:
+          at_tip_.erase(r.partition);
+          position_[r.partition] = e.resume;
+          return apply(engine, e);
+        case LogEvent::Kind::kAdded:
+          // A shard a split or a merge made: it holds the watermark from now.
+          shards_.insert(r.partition);
+          engine.add_partition(r.partition);
+          return {};
+        case LogEvent::Kind::kClosed:
+          // Read to its end for good: it holds the watermark no longer.
+          closed_.insert(r.partition);
+          engine.close_partition(r.partition);
+          break;
+        default:
+          at_tip_.insert(r.partition);
+          break;
       }
-      position_[r.partition] = resume;
-      return apply(engine, e);
+      auto& at = position_[r.partition];
+      at = std::max(at, e.resume);
+      return {};
     });
   }
 
@@ -102,7 +131,7 @@ class TopicTable final : public TableSource {
     const RecordView& r = e.record;
     if (!r.key) {
       KPIPE_TRY(skip_bad(r, "the record has no key"));
-      engine.skip(r.partition, e.resume.offset());
+      engine.skip(r.partition, e.resume);
       return {};
     }
     Millis time = r.timestamp;
@@ -113,7 +142,7 @@ class TopicTable final : public TableSource {
       auto row = rows_.read(rows_.pad(envelope_), false);
       if (!row) {
         KPIPE_TRY(skip_bad(r, row.error().message));
-        engine.skip(r.partition, e.resume.offset());
+        engine.skip(r.partition, e.resume);
         return {};
       }
       time = row->time;
@@ -125,7 +154,7 @@ class TopicTable final : public TableSource {
       value_.pop_back();
       value = value_;
     }
-    engine.apply(*r.key, time, value, r.partition, e.resume.offset());
+    engine.apply(*r.key, time, value, r.partition, e.resume);
     return {};
   }
 
@@ -133,8 +162,9 @@ class TopicTable final : public TableSource {
   // the count at exit (at_exit).
   Status skip_bad(const RecordView& r, std::string_view why) {
     uint64_t before = skipped_;
-    KPIPE_TRY(bad_row(fmt::format("table topic '{}': partition {} offset {}: {}",
-                                  plan_.table.location, r.partition, r.offset, why)));
+    KPIPE_TRY(
+        bad_row(fmt::format("table {} '{}': partition {} offset {}: {}",
+                            kinesis() ? "stream" : "topic", topic_, r.partition, r.offset, why)));
     if (before == 0 && skipped_ == 1)
       io_.reporter.warning(fmt::format(
           "left out a bad table row ({}): {}",
@@ -143,6 +173,7 @@ class TopicTable final : public TableSource {
   }
 
   const JoinPlan& plan_;
+  std::string topic_;  // the topic, or the stream's name
   LogOpener open_;
   std::string where_;  // the log, as errors name it
   const KafkaLog* kafka_;
@@ -152,8 +183,13 @@ class TopicTable final : public TableSource {
   EnvelopeWriter writer_;
   std::string envelope_;
   std::string value_;
+  bool kinesis() const { return !log_->consecutive_positions(); }
+
   std::vector<TopicPartition> parts_;
-  std::map<int32_t, int64_t> position_;  // the next offset each partition reads
+  std::map<int32_t, Position> position_;  // where each partition reads on
+  // A Kinesis stream's shards: every one known, those at their tip (since
+  // their last record), and those closed and read to their end.
+  std::set<int32_t> shards_, at_tip_, closed_;
   size_t events_ = 0;
 };
 
@@ -174,13 +210,33 @@ Expected<std::unique_ptr<TableSource>> open_topic_table(const JoinPlan& plan,
   return make_topic_table(plan, std::move(open), std::move(where), log.get(), io);
 }
 
+// A Kinesis stream as the table (kinesis:NAME, or a stream's ARN).
+Expected<std::unique_ptr<TableSource>> open_stream_table(const JoinPlan& plan,
+                                                         const JoinOptions& options, Io& io) {
+  auto opened = KinesisLog::open(options.kinesis, plan.table.location, options.kafka.timeout,
+                                 io.reporter, io.clock);
+  if (!opened) return opened.take_error();
+  auto log = std::make_shared<KinesisLog>(std::move(*opened));
+  std::string where = fmt::format("{} ({})", log->settings().endpoint, log->settings().region);
+  std::string stream = log->stream();
+  LogOpener open = [log]() -> Expected<std::unique_ptr<LogReader>> {
+    auto reader = log->reader();
+    if (!reader) return reader.take_error();
+    return std::move(reader->log);
+  };
+  return std::unique_ptr<TableSource>(std::make_unique<TopicTable>(
+      plan, std::move(stream), std::move(open), std::move(where), nullptr, io));
+}
+
 }  // namespace
 
 std::unique_ptr<TableSource> make_topic_table(const JoinPlan& plan, LogOpener open,
                                               std::string where, const KafkaLog* kafka, Io& io) {
-  return std::make_unique<TopicTable>(plan, std::move(open), std::move(where), kafka, io);
+  return std::make_unique<TopicTable>(plan, plan.table.location, std::move(open), std::move(where),
+                                      kafka, io);
 }
 
 const TableKind kTopicTable{.keyed_by_record = true, .open = &open_topic_table};
+const TableKind kStreamTable{.keyed_by_record = true, .open = &open_stream_table};
 
 }  // namespace kpipe::kjoin_internal

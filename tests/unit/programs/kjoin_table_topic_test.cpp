@@ -74,7 +74,7 @@ TEST_CASE("kjoin topic table: read to its end, the newest value wins, a tombston
   CHECK(t.row("u2") == "(none)");
   // Kept with the rows: where the partition resumes after its last record
   // (at 140), as the log says, not where its next record will be (150).
-  CHECK(t.engine.offsets() == std::map<int32_t, int64_t>{{0, 141}});
+  CHECK(t.engine.offsets() == std::map<int32_t, Position>{{0, 141}});
   const std::string first =
       "left out a bad table row (--on-error skip): table topic 'users': partition 0 offset 140: "
       "the record has no key";
@@ -101,7 +101,7 @@ TEST_CASE("kjoin topic table: a restored table resumes where its saved positions
   t.produce("u1", R"({"n":"a"})");
   t.produce("u1", R"({"n":"b"})");
   REQUIRE(t.open()->load(t.engine).ok());
-  CHECK(t.engine.offsets() == std::map<int32_t, int64_t>{{0, 111}});
+  CHECK(t.engine.offsets() == std::map<int32_t, Position>{{0, 111}});
   // The rows saved and restored (as at a checkpoint and a restart): a
   // second load reads only what came after.
   t.produce("u2", R"({"n":"c"})");
@@ -109,7 +109,7 @@ TEST_CASE("kjoin topic table: a restored table resumes where its saved positions
   REQUIRE(t.open()->load(t.engine).ok());
   CHECK(t.row("u1") == R"({"n":"restored"})");
   CHECK(t.row("u2") == R"({"n":"c"})");
-  CHECK(t.engine.offsets() == std::map<int32_t, int64_t>{{0, 121}});
+  CHECK(t.engine.offsets() == std::map<int32_t, Position>{{0, 121}});
 }
 
 TEST_CASE("kjoin topic table: a closed partition is read to its end",
@@ -179,7 +179,7 @@ TEST_CASE("kjoin topic table on Kafka: read through a consumer, its settings sha
   CHECK((*source)->kafka_log()->config().brokers() == t.mock->bootstraps());
   REQUIRE((*source)->load(t.engine).ok());
   CHECK(t.row("u1") == R"({"n":"a"})");
-  CHECK(t.engine.offsets() == std::map<int32_t, int64_t>{{0, 1}});
+  CHECK(t.engine.offsets() == std::map<int32_t, Position>{{0, 1}});
 }
 
 TEST_CASE("kjoin topic table on Kafka: a topic that is not there is a usage error",
