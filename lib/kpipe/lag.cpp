@@ -55,7 +55,7 @@ std::string offset_text(const PartitionPoint& p) {
     case Uncommitted::kIgnore:
       break;
   }
-  return p.committed->text();
+  return position_text(*p.committed, p.by_time);
 }
 
 double millis_to_seconds(Millis ms) {
@@ -63,6 +63,13 @@ double millis_to_seconds(Millis ms) {
 }
 
 }  // namespace
+
+std::string position_text(const Position& at, bool by_time) {
+  if (by_time && at == Position(LogStart::kEarliest)) return "TRIM_HORIZON";
+  if (by_time && at == Position(LogStart::kLatest)) return "LATEST";
+  if (at.is_time()) return "AT_TIMESTAMP " + format_rfc3339(at.time());
+  return at.text();
+}
 
 std::string subject_text(const LagSubject& s) {
   return fmt::format("{} '{}'", s.kind_name(), s.name);

@@ -113,6 +113,11 @@ struct PartitionSample {
   std::optional<int64_t> judged_lag() const;
 };
 
+// A position as klag shows it: an offset or a sequence number as it is;
+// where a Kinesis shard not yet read from starts in Kinesis's words
+// (TRIM_HORIZON, LATEST, AT_TIMESTAMP and the time).
+std::string position_text(const Position& at, bool by_time);
+
 struct LagSample {
   LagSubject subject;
   Millis at = 0;

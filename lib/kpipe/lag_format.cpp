@@ -7,7 +7,6 @@
 
 #include "kpipe/choices.h"
 #include "kpipe/json.h"
-#include "kpipe/log.h"
 #include "kpipe/text_table.h"
 
 namespace kpipe {
@@ -66,15 +65,6 @@ std::vector<TopicTotals> topic_totals(const GroupReport& r) {
     for (size_t i = 0; i < mine.size(); ++i) t.recent_lags[skip + i] += mine[i];
   }
   return out;
-}
-
-// A position as the table shows it: an offset, a Kinesis sequence number,
-// or where a Kinesis shard not yet read from starts, in Kinesis's words.
-std::string position_cell(const PartitionSample& p, const Position& at) {
-  if (p.by_time && at == Position(LogStart::kEarliest)) return "TRIM_HORIZON";
-  if (p.by_time && at == Position(LogStart::kLatest)) return "LATEST";
-  if (at.is_time()) return "AT_TIMESTAMP " + format_rfc3339(at.time());
-  return at.text();
 }
 
 std::string seconds_cell(std::optional<double> s) {
@@ -273,7 +263,7 @@ std::string render_table(const std::vector<GroupReport>& reports, bool trend,
         // An assumed offset is shown where the committed one would be,
         // marked, and explained under the table.
         auto from = p.position();
-        std::string current = from ? position_cell(p, *from) : "-";
+        std::string current = from ? position_text(*from, p.by_time) : "-";
         if (p.is_assumed()) {
           current += '*';
           assumed.insert(p.assumed);
