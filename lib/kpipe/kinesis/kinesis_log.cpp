@@ -52,6 +52,22 @@ Expected<KinesisStreamName> parse_kinesis_target(std::string_view target) {
   return out;
 }
 
+Expected<std::string> parse_explicit_hash_key(std::string_view digits) {
+  // 2^128 - 1, the top of the hash key space the shards' ranges cut up.
+  constexpr std::string_view kMax = "340282366920938463463374607431768211455";
+  std::string_view shown = digits.size() > 48 ? digits.substr(0, 45) : digits;
+  auto refuse = [&] {
+    return data_error("'{}{}' is not a decimal integer from 0 to 2^128-1", shown,
+                      shown.size() < digits.size() ? "..." : "");
+  };
+  if (digits.empty() ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return refuse();
+  std::string_view n = digits.substr(std::min(digits.find_first_not_of('0'), digits.size() - 1));
+  if (n.size() > kMax.size() || (n.size() == kMax.size() && n > kMax)) return refuse();
+  return std::string(n);
+}
+
 class KinesisLogImpl {
  public:
   KinesisLogImpl(AwsSettings settings, std::string stream, std::shared_ptr<HttpTransport> http,
@@ -303,7 +319,7 @@ class KinesisReader final : public KinesisMetadata, public LogReader {
   Status start_error_;
 };
 
-class KinesisLogWriter final : public KinesisMetadata, public LogWriter {
+class KinesisLogWriter final : public KinesisMetadata, public LogWriter, public HashPlacement {
  public:
   explicit KinesisLogWriter(std::shared_ptr<KinesisLogImpl> impl)
       : KinesisMetadata(impl),
@@ -326,26 +342,15 @@ class KinesisLogWriter final : public KinesisMetadata, public LogWriter {
                int64_t timestamp, uint64_t tag) override {
     // The service stamps each record's arrival itself.
     (void)timestamp;
-    KPIPE_TRY(check_stream(name));
-    if (partition >= 0)
-      return failure(
-          "kinesis: a record goes to the shard its partition key hashes to, not to "
-          "partition {}",
-          partition);
-    if (!headers.empty())
-      return data_error("a Kinesis record has no headers: drop them first (jq -c 'del(.headers)')");
-    if (!value) return data_error("a Kinesis record cannot be a tombstone (a null value)");
-    PutEntry entry;
-    if (key) {
-      entry.partition_key = std::string(*key);
-    } else {
-      // Kinesis needs a partition key: records without one are spread
-      // over the shards, as Kafka spreads records without a key.
-      entry.partition_key = fmt::format("kpipe-{}", unkeyed_++);
-    }
-    entry.data = std::string(*value);
-    entry.tag = tag;
-    return writer_.write(std::move(entry));
+    return put(name, partition, key, value, headers, {}, tag);
+  }
+
+  Status write_hashed(const std::string& name, std::optional<std::string_view> key,
+                      std::optional<std::string_view> value, const std::vector<Header>& headers,
+                      std::string_view hash_key, uint64_t tag) override {
+    auto hash = parse_explicit_hash_key(hash_key);
+    if (!hash) return data_error("the explicit hash key {}", hash.error().message);
+    return put(name, -1, key, value, headers, std::move(*hash), tag);
   }
 
   // Deliveries are known as each batch is sent (write, flush).
@@ -366,6 +371,33 @@ class KinesisLogWriter final : public KinesisMetadata, public LogWriter {
   std::string first_failure() const override { return first_failure_; }
 
  private:
+  // `hash_key`: the record's ExplicitHashKey, "" for its key's hash.
+  Status put(const std::string& name, int32_t partition, std::optional<std::string_view> key,
+             std::optional<std::string_view> value, const std::vector<Header>& headers,
+             std::string hash_key, uint64_t tag) {
+    KPIPE_TRY(check_stream(name));
+    if (partition >= 0)
+      return failure(
+          "kinesis: a record goes to the shard its partition key hashes to, not to "
+          "partition {}",
+          partition);
+    if (!headers.empty())
+      return data_error("a Kinesis record has no headers: drop them first (jq -c 'del(.headers)')");
+    if (!value) return data_error("a Kinesis record cannot be a tombstone (a null value)");
+    PutEntry entry;
+    if (key) {
+      entry.partition_key = std::string(*key);
+    } else {
+      // Kinesis needs a partition key: records without one are spread
+      // over the shards, as Kafka spreads records without a key.
+      entry.partition_key = fmt::format("kpipe-{}", unkeyed_++);
+    }
+    entry.data = std::string(*value);
+    entry.explicit_hash_key = std::move(hash_key);
+    entry.tag = tag;
+    return writer_.write(std::move(entry));
+  }
+
   KinesisWriter writer_;
   DeliveryHandler handler_;
   uint64_t delivered_ = 0;
@@ -439,8 +471,10 @@ Expected<OpenedReader> KinesisLog::reader() const {
 }
 
 Expected<OpenedWriter> KinesisLog::writer() const {
+  auto writer = std::make_unique<KinesisLogWriter>(impl_);
   OpenedWriter out;
-  out.log = std::make_unique<KinesisLogWriter>(impl_);
+  out.hashing = writer.get();
+  out.log = std::move(writer);
   return out;
 }
 

@@ -34,6 +34,11 @@ bool is_kinesis_target(std::string_view target);
 // Kinesis would refuse or an ARN that is not a Kinesis stream's.
 Expected<KinesisStreamName> parse_kinesis_target(std::string_view target);
 
+// A record's ExplicitHashKey (kproduce --explicit-hash-key, HashPlacement
+// in log.h): `digits`, a decimal integer from 0 to 2^128-1, as the service
+// takes it (no leading zeros); a data_error naming it otherwise.
+Expected<std::string> parse_explicit_hash_key(std::string_view digits);
+
 // What the command line says of Kinesis (--region, --endpoint), and the
 // environment AWS's conventions read (the cli layer fills it in).
 struct KinesisOptions {

@@ -227,6 +227,69 @@ TEST_CASE("kinesis log: a writer keys each record, and refuses what a record can
   CHECK(body.find(R"("PartitionKey":"kpipe-1")") != std::string::npos);
 }
 
+TEST_CASE("kinesis log: an explicit hash key is a decimal from 0 to 2^128-1",
+          "[kinesis][kinesis_log]") {
+  CHECK(*parse_explicit_hash_key("0") == "0");
+  CHECK(*parse_explicit_hash_key("000") == "0");
+  CHECK(*parse_explicit_hash_key("0042") == "42");
+  CHECK(*parse_explicit_hash_key("340282366920938463463374607431768211455") ==
+        "340282366920938463463374607431768211455");
+  for (std::string_view bad :
+       {"", "-1", "1.5", " 1", "0x10", "abc", "340282366920938463463374607431768211456",
+        "1000000000000000000000000000000000000000"}) {
+    auto refused = parse_explicit_hash_key(bad);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().status == ExitStatus::kDataError);
+    CHECK(refused.error().message ==
+          fmt::format("'{}' is not a decimal integer from 0 to 2^128-1", bad));
+  }
+  // A long one is cut short in the message.
+  CHECK(parse_explicit_hash_key(std::string(100, '9')).error().message ==
+        std::string("'") + std::string(45, '9') +
+            "...' is not a decimal integer from 0 to 2^128-1");
+}
+
+TEST_CASE("kinesis log: a writer places a record by the hash key it is given, key unchanged",
+          "[kinesis][kinesis_log]") {
+  Fixture f;
+  auto opened = f.log.writer();
+  REQUIRE(opened.ok());
+  REQUIRE(opened->hashing != nullptr);
+  HashPlacement& hashing = *opened->hashing;
+  Status bad = hashing.write_hashed("s", "k", "v", {}, "2^64", 1);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().status == ExitStatus::kDataError);
+  CHECK(bad.error().message ==
+        "the explicit hash key '2^64' is not a decimal integer from 0 to 2^128-1");
+  CHECK(hashing.write_hashed("s", "k", std::nullopt, {}, "1", 2).error().status ==
+        ExitStatus::kDataError);
+  CHECK_FALSE(hashing.write_hashed("t", "k", "v", {}, "1", 3).ok());
+
+  std::vector<uint64_t> delivered;
+  opened->log->set_delivery_handler([&](uint64_t tag, const Error* err) {
+    CHECK(err == nullptr);
+    delivered.push_back(tag);
+  });
+  REQUIRE(
+      hashing.write_hashed("s", "user-1", "a", {}, "00170141183460469231731687303715884105728", 10)
+          .ok());
+  REQUIRE(hashing.write_hashed("s", std::nullopt, "b", {}, "0", 11).ok());
+  REQUIRE(opened->log->write("s", -1, "user-1", "c", {}, 0, 12).ok());
+  f.http->answers.push_back(HttpResponse{200, R"({"FailedRecordCount":0,"Records":[
+    {"SequenceNumber":"1","ShardId":"shardId-000000000001"},
+    {"SequenceNumber":"2","ShardId":"shardId-000000000000"},
+    {"SequenceNumber":"3","ShardId":"shardId-000000000000"}]})"});
+  REQUIRE(opened->log->flush(kSecond).ok());
+  CHECK(delivered == std::vector<uint64_t>{10, 11, 12});
+  REQUIRE(f.http->sent.size() == 1);
+  CHECK(
+      f.http->sent[0].body ==
+      R"({"StreamName":"s","Records":[)"
+      R"({"Data":"YQ==","PartitionKey":"user-1","ExplicitHashKey":"170141183460469231731687303715884105728"},)"
+      R"({"Data":"Yg==","PartitionKey":"kpipe-0","ExplicitHashKey":"0"},)"
+      R"({"Data":"Yw==","PartitionKey":"user-1"}]})");
+}
+
 }  // namespace kpipe
 
 namespace kpipe {
