@@ -37,6 +37,7 @@ _kpipe_complete() {
     --from) COMPREPLY=($(compgen -W "earliest latest" -- "$cur")); return ;;
     --isolation) COMPREPLY=($(compgen -W "read_committed read_uncommitted" -- "$cur")); return ;;
     --transactional-id) return ;;  # kproduce: a name of the user's choosing
+    --explicit-hash-key) return ;; # kproduce: a field path, as -k's
     -t | --topic)
       # A topic's name, or a Kinesis stream (kconsume, kproduce, klag).
       case ${prog##*/} in
