@@ -166,7 +166,8 @@ class StdoutTarget final : public ReplayTarget {
   }
   Status flush(std::vector<uint64_t>&) override { return {}; }
   Expected<std::string> mark() override { return std::string(); }
-  Expected<std::set<std::string>> delivered_since(const std::string&, const std::string&) override {
+  Expected<std::set<std::string>> delivered_since(const std::string&, const std::string&,
+                                                  const std::vector<ReplayItem>&) override {
     return std::set<std::string>();
   }
 
