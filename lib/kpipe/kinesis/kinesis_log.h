@@ -47,7 +47,12 @@ struct KinesisOptions {
   AwsEnvironment env;
 };
 
+// How much earlier than this machine's clock says a replay's mark is
+// set: the service stamps arrivals by its own clock, which may be behind.
+inline constexpr Millis kReplayMarkSkew = kSecond;
+
 class KinesisLogImpl;
+class ReplayTarget;
 class HttpTransport;
 struct AwsCredentials;
 using CredentialSource = std::function<Expected<AwsCredentials>()>;
@@ -85,6 +90,16 @@ class KinesisLog {
   // with a child in `from`, which is left out: its reader has gone past
   // it, since a child is read only after its parents (StreamReader).
   Expected<std::vector<ShardNext>> next_arrivals(const std::map<int32_t, Position>& from) const;
+
+  // The stream as kdlq replay's target (--to kinesis:STREAM, kdlq(1)): an
+  // entry goes as the record it came from (replay_record), its key the
+  // partition key (the entry's replay id when it has none), its headers
+  // and timestamp dropped, which a Kinesis record cannot hold. Its records
+  // carry no replay id: a batch's mark is the time just before it is sent
+  // (kReplayMarkSkew earlier), and an in-doubt entry counts as delivered
+  // when a record with exactly its partition key and bytes arrived since.
+  // An error if the stream does not exist.
+  Expected<std::unique_ptr<ReplayTarget>> replay_target() const;
 
  private:
   friend KinesisLog make_kinesis_log(AwsSettings, std::string, std::shared_ptr<HttpTransport>,
