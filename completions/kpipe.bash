@@ -45,6 +45,7 @@ _kpipe_complete() {
       esac
       return ;;
     --region) return ;;            # an AWS region
+    --to) COMPREPLY=($(compgen -W "kafka: kinesis:" -- "$cur")); compopt -o nospace 2>/dev/null; return ;;
     --endpoint) COMPREPLY=($(compgen -W "https:// http://" -- "$cur")); compopt -o nospace 2>/dev/null; return ;;
     --instance) return ;;          # kconsume: an instance's name of the user's choosing
     --until) return ;;             # kconsume: an offset or @TIME; kdlq: a time
