@@ -9,7 +9,8 @@
 # PutRecords' answer, then the test kills the replay: no sleep, no race)
 # leaves the batch in doubt; the next replay finds its records in the
 # stream by their partition key and bytes, marks them replayed, and sends
-# only the rest: every entry once. --to kinesis: with a Kafka dead-letter
+# only the rest: every entry once. A stream that does not exist is an
+# error before anything is marked. --to kinesis: with a Kafka dead-letter
 # topic, which cannot say which entries a killed replay left in doubt, is
 # a usage error in one line.
 source "$(dirname "$0")/lib.sh"
@@ -113,6 +114,13 @@ got "$KILLED" >"$WORK/got"
 assert_files_equal "$WORK/got" "$WORK/want"
 expect_exit 0 kdlq stats --dlq "$HELD" --format ndjson
 assert_eq "$(jq -c '[.count, .pending]' "$WORK/out")" "[14,0]" "the store after the settled replay"
+
+# --- a stream that does not exist is said so, in one line, before anything is sent --
+expect_exit 1 kdlq replay --dlq "$HELD" --to "kinesis:$STREAM-missing" "${AWS[@]}" --again
+assert_eq "$(lines "$WORK/err")" 1 "lines of the diagnostic ($(cat "$WORK/err"))"
+assert_contains "$WORK/err" "kdlq: error: replay target 'kinesis:$STREAM-missing': kinesis stream '$STREAM-missing' does not exist"
+expect_exit 0 kdlq stats --dlq "$HELD" --format ndjson
+assert_eq "$(jq -c '[.count, .pending]' "$WORK/out")" "[14,0]" "the store after a replay to no stream"
 
 # --- a Kafka dead-letter topic cannot be replayed into a stream ---------------------
 expect_exit 2 kdlq replay --dlq kafka:dead --to "kinesis:$STREAM" -b 127.0.0.1:1 "${AWS[@]}"

@@ -3,9 +3,10 @@
 // is a topic, its shards partitions (by the number a shard's id ends
 // with), a record's position its sequence number, kept as text. Reading
 // follows the shards' lineage (a child after its parents, StreamReader);
-// writing goes in PutRecords batches (KinesisWriter). Kinesis has no
-// consumer groups and no transactions: OpenedReader and OpenedWriter carry
-// none, and a program that needs one says so.
+// writing goes in PutRecords batches (KinesisWriter), a record placed by
+// its partition key or by an explicit hash key (OpenedWriter::hashing).
+// Kinesis has no consumer groups and no transactions: OpenedReader and
+// OpenedWriter carry none, and a program that needs one says so.
 #pragma once
 
 #include <functional>
