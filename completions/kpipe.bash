@@ -37,6 +37,7 @@ _kpipe_complete() {
     --from) COMPREPLY=($(compgen -W "earliest latest" -- "$cur")); return ;;
     --isolation) COMPREPLY=($(compgen -W "read_committed read_uncommitted" -- "$cur")); return ;;
     --transactional-id) return ;;  # kproduce: a name of the user's choosing
+    --explicit-hash-key) return ;; # kproduce: a field path, as -k's
     -t | --topic)
       # A topic's name, or a Kinesis stream (kconsume, kproduce, klag).
       case ${prog##*/} in
@@ -44,6 +45,7 @@ _kpipe_complete() {
       esac
       return ;;
     --region) return ;;            # an AWS region
+    --to) COMPREPLY=($(compgen -W "kafka: kinesis:" -- "$cur")); compopt -o nospace 2>/dev/null; return ;;
     --endpoint) COMPREPLY=($(compgen -W "https:// http://" -- "$cur")); compopt -o nospace 2>/dev/null; return ;;
     --instance) return ;;          # kconsume: an instance's name of the user's choosing
     --until) return ;;             # kconsume: an offset or @TIME; kdlq: a time

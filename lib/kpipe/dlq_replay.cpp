@@ -2,6 +2,8 @@
 
 #include <charconv>
 
+#include "kpipe/line.h"
+
 namespace kpipe {
 
 namespace {
@@ -11,6 +13,25 @@ bool stop_requested(const ReplaySettings& s) {
 }
 
 }  // namespace
+
+OwnedRecord replay_record(const DlqEntry& entry, EnvelopeReader& reader) {
+  if (entry.record) return *entry.record;
+  OwnedRecord r;
+  if (entry.source) {
+    std::string padded = entry.payload;
+    padded.append(kJsonPadding, '\0');
+    EnvelopeRecord env;
+    if (reader.read(std::string_view(padded.data(), entry.payload.size()), env).ok()) {
+      r.key = std::move(env.key);
+      r.value = std::move(env.value);
+      r.headers = std::move(env.headers);
+      r.timestamp = env.timestamp.value_or(0);
+      return r;
+    }
+  }
+  r.value = entry.payload;
+  return r;
+}
 
 Expected<ReplayReport> run_replay(ReplayLedger& ledger, ReplayTarget& target,
                                   const ReplaySettings& settings) {
@@ -27,7 +48,18 @@ Expected<ReplayReport> run_replay(ReplayLedger& ledger, ReplayTarget& target,
           d.target, d.target);
   }
   for (const auto& d : *doubts) {
-    auto found = target.delivered_since(d.mark, ledger.id_prefix());
+    std::vector<ReplayItem> entries;
+    if (target.finds_by_content()) {
+      auto known = ledger.in_doubt_entries(d);
+      if (!known) return known.take_error();
+      if (!*known)
+        return failure(
+            "'{}' is searched for an interrupted replay's records by their content, and this "
+            "store keeps no list of the entries it left in doubt",
+            where);
+      entries = std::move(**known);
+    }
+    auto found = target.delivered_since(d.mark, ledger.id_prefix(), entries);
     if (!found) return found.take_error();
     auto settled = ledger.settle(d, *found);
     if (!settled) return settled.take_error();

@@ -13,7 +13,11 @@
 // marked. A replay killed in between leaves the batch in doubt, and the
 // next one settles it by reading the target from those offsets for the
 // kpipe.replay.id header each replayed record carries: what is there is
-// marked replayed, the rest is sent again.
+// marked replayed, the rest is sent again. A Kinesis record has no
+// headers: a replay into a stream keeps the time it was about to send a
+// batch as its mark, and the next one reads the stream from there for
+// records holding exactly an in-doubt entry's partition key and bytes,
+// which the ledger gives it (in_doubt_entries).
 #pragma once
 
 #include <atomic>
@@ -25,6 +29,7 @@
 #include <vector>
 
 #include "kpipe/dlq_entry.h"
+#include "kpipe/envelope.h"
 #include "kpipe/status.h"
 #include "kpipe/time.h"
 
@@ -51,9 +56,15 @@ class ReplayTarget {
   virtual Status flush(std::vector<uint64_t>& delivered) = 0;
   // Where the target ends now (its end offsets), as text for the ledger.
   virtual Expected<std::string> mark() = 0;
-  // The replay ids starting with `prefix` found in the target after `mark`.
-  virtual Expected<std::set<std::string>> delivered_since(const std::string& mark,
-                                                          const std::string& prefix) = 0;
+  // Whether its records carry no replay id, so that delivered_since finds
+  // an entry by what its record holds: it needs the entries in doubt.
+  virtual bool finds_by_content() const { return false; }
+  // The replay ids starting with `prefix` found in the target after
+  // `mark`. `in_doubt`: the entries of the batch, for a target that
+  // finds_by_content() (empty for the others).
+  virtual Expected<std::set<std::string>> delivered_since(
+      const std::string& mark, const std::string& prefix,
+      const std::vector<ReplayItem>& in_doubt) = 0;
 };
 
 class ReplayLedger {
@@ -69,6 +80,12 @@ class ReplayLedger {
     size_t index = 0;    // the ledger's own handle
   };
   virtual Expected<std::vector<InDoubt>> in_doubt() = 0;
+  // The entries of an in-doubt batch, payloads and replay ids included;
+  // nullopt when the ledger keeps a position, not which entries they were
+  // (a Kafka dead-letter topic's group).
+  virtual Expected<std::optional<std::vector<ReplayItem>>> in_doubt_entries(const InDoubt&) {
+    return std::optional<std::vector<ReplayItem>>();
+  }
   // Entries of the batch whose ids are in `delivered` are replayed, the
   // rest pending again. Returns how many were found delivered.
   virtual Expected<size_t> settle(const InDoubt& batch, const std::set<std::string>& delivered) = 0;
@@ -103,6 +120,11 @@ struct ReplayReport {
   bool target_closed = false;     // a downstream pipe closed
   bool stopped = false;           // SIGINT or SIGTERM
 };
+
+// What a replay produces for an entry (kReplayId aside): the record it
+// came from when the line was an envelope (a Kafka entry's record, or an
+// envelope line with a source position), else the line as the value.
+OwnedRecord replay_record(const DlqEntry& entry, EnvelopeReader& reader);
 
 Expected<ReplayReport> run_replay(ReplayLedger& ledger, ReplayTarget& target,
                                   const ReplaySettings& settings);

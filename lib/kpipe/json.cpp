@@ -1152,6 +1152,40 @@ void append_optional_int(std::string& out, std::optional<int64_t> v) {
   append_int(out, *v);
 }
 
+std::optional<std::string_view> json_integer_digits(std::string_view raw, std::string& buffer,
+                                                    size_t max_digits) {
+  bool negative = raw.starts_with('-');
+  if (negative) raw.remove_prefix(1);
+  size_t dot = raw.find('.'), e = raw.find_first_of("eE");
+  std::string_view whole = raw.substr(0, std::min(dot, e));
+  std::string_view fraction =
+      dot == std::string_view::npos ? std::string_view() : raw.substr(dot + 1, e - dot - 1);
+  int64_t exponent = 0;
+  if (e != std::string_view::npos) {
+    std::string_view x = raw.substr(e + 1);
+    bool down = x.starts_with('-');
+    if (x.starts_with('-') || x.starts_with('+')) x.remove_prefix(1);
+    for (char c : x) exponent = std::min<int64_t>(exponent * 10 + (c - '0'), 1000);
+    if (down) exponent = -exponent;
+  }
+  buffer.assign(whole);
+  buffer.append(fraction);
+  exponent -= static_cast<int64_t>(fraction.size());
+  buffer.erase(0, std::min(buffer.find_first_not_of('0'), buffer.size()));
+  if (buffer.empty()) {
+    buffer.assign(1, '0');
+    return std::string_view(buffer);
+  }
+  if (negative) return std::nullopt;
+  for (; exponent < 0; ++exponent) {
+    if (buffer.back() != '0') return std::nullopt;
+    buffer.pop_back();
+  }
+  if (buffer.size() + static_cast<size_t>(exponent) > max_digits) return std::nullopt;
+  buffer.append(static_cast<size_t>(exponent), '0');
+  return std::string_view(buffer);
+}
+
 void append_double(std::string& out, double v) {
   if (!std::isfinite(v)) {
     out.append("null");  // JSON has no NaN or infinity

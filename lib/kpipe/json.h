@@ -203,6 +203,13 @@ void append_optional_int(std::string& out, std::optional<int64_t> v);
 // a fraction ("3", not "3.0").
 void append_double(std::string& out, double v);
 
+// The digits of the integer a valid JSON number's text `raw` writes when
+// it is one from 0 (1e3 and 5.0 are; 1.5 and -1 are not), beyond 64 bits
+// too, written into `buffer` without leading zeros; nullopt otherwise, and
+// for one of over `max_digits` digits.
+std::optional<std::string_view> json_integer_digits(std::string_view raw, std::string& buffer,
+                                                    size_t max_digits = 40);
+
 void append_base64(std::string& out, std::string_view bytes);
 Expected<std::string> decode_base64(std::string_view text);
 

@@ -193,6 +193,22 @@ class LogTransactions {
   virtual Status abort_transaction() = 0;
 };
 
+// Records placed by a hash the writer is given instead of their key's
+// (Kinesis's ExplicitHashKey: each shard holds a range of the hashes
+// 0..2^128-1, and a record goes to the shard whose range holds its
+// hash). Only Kinesis has it; a Kafka writer offers none.
+class HashPlacement {
+ public:
+  virtual ~HashPlacement() = default;
+  // As LogWriter::write, the record placed by `hash_key`, a decimal
+  // integer from 0 to 2^128-1 (a data_error for anything else); its key
+  // stays its key.
+  virtual Status write_hashed(const std::string& name, std::optional<std::string_view> key,
+                              std::optional<std::string_view> value,
+                              const std::vector<Header>& headers, std::string_view hash_key,
+                              uint64_t tag = 0) = 0;
+};
+
 // A reader as its backend opens it, with the faces the backend adds on
 // the same object: with a Kafka group, its membership and its committed
 // offsets (null elsewhere).
@@ -202,10 +218,11 @@ struct OpenedReader {
   CommittedOffsets* offsets = nullptr;
 };
 
-// A writer, and its transactions where it has them.
+// A writer, and its transactions and hash placement where it has them.
 struct OpenedWriter {
   std::unique_ptr<LogWriter> log;
   LogTransactions* transactions = nullptr;
+  HashPlacement* hashing = nullptr;
 };
 
 // What the log says of a consumer group as a whole.

@@ -18,6 +18,9 @@ complete_words() {
   fail "kupsert --db pos: $(complete_words kupsert --db pos)"
 [[ $(complete_words kdedup --dlq kaf) == kafka: ]] ||
   fail "kdedup --dlq kaf: $(complete_words kdedup --dlq kaf)"
+# kdlq replay's targets: a topic or a Kinesis stream.
+[[ $(complete_words kdlq replay --to '') == $'kafka:\nkinesis:' ]] ||
+  fail "kdlq replay --to: $(complete_words kdlq replay --to '')"
 
 [[ $(complete_words kconsume --format '') == $'envelope\nvalue' ]] ||
   fail "kconsume --format: $(complete_words kconsume --format '')"

@@ -104,7 +104,7 @@ run 2 kdlq list
 expect_stderr "kdlq: error: --dlq is required; see 'kdlq list --help'
 "
 run 2 kdlq replay --dlq bad.db --to events
-expect_stderr "kdlq: error: --to 'events': expected kafka:TOPIC (without --to, entries go to standard output)
+expect_stderr "kdlq: error: --to 'events': expected kafka:TOPIC or kinesis:STREAM (without --to, entries go to standard output)
 "
 run 2 kdlq stats --dlq bad.db --by reasons
 expect_stderr "kdlq: error: unknown --by key 'reasons', did you mean 'reason'?

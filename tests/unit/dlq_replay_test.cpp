@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <map>
+#include <set>
 #include <string>
 
 #include "fakes.h"
@@ -23,6 +24,10 @@ class FakeTopic final : public ReplayTarget {
   size_t acks = SIZE_MAX;
   size_t close_after = SIZE_MAX;  // synchronous target: the pipe closes
   std::function<void()> on_send;
+  // A Kinesis stream's way: records keep no replay id, and an in-doubt
+  // entry is found by its payload.
+  bool by_content = false;
+  bool finds_by_content() const override { return by_content; }
 
   std::string describe() const override { return later_ ? "kafka:fake" : "<stdout>"; }
   bool acknowledges_later() const override { return later_; }
@@ -58,10 +63,22 @@ class FakeTopic final : public ReplayTarget {
     return {};
   }
   Expected<std::string> mark() override { return std::to_string(records.size()); }
-  Expected<std::set<std::string>> delivered_since(const std::string& mark,
-                                                  const std::string& prefix) override {
+  Expected<std::set<std::string>> delivered_since(
+      const std::string& mark, const std::string& prefix,
+      const std::vector<ReplayItem>& in_doubt) override {
     ++scans;
     std::set<std::string> out;
+    if (by_content) {
+      std::multimap<std::string, std::string> wanted;  // payload, replay id
+      for (const ReplayItem& item : in_doubt) wanted.emplace(item.entry.payload, item.replay_id);
+      for (size_t i = std::stoul(mark); i < records.size(); ++i) {
+        auto it = wanted.find(records[i].second);
+        if (it == wanted.end()) continue;
+        out.insert(it->second);
+        wanted.erase(it);
+      }
+      return out;
+    }
     for (size_t i = std::stoul(mark); i < records.size(); ++i)
       if (records[i].first.starts_with(prefix)) out.insert(records[i].first);
     return out;
@@ -166,6 +183,97 @@ TEST_CASE("a replay killed anywhere and run again delivers every entry exactly o
       }
     }
   }
+}
+
+TEST_CASE("a target found by content: a replay killed anywhere and run again, exactly once",
+          "[dlq_replay]") {
+  const size_t n = 7;
+  for (size_t batch : {1, 3, 10}) {
+    for (size_t arrivals = 0; arrivals <= n; ++arrivals) {
+      for (size_t acks = 0; acks <= arrivals; ++acks) {
+        INFO("batch " << batch << ", killed after " << arrivals << " arrived and " << acks
+                      << " acknowledged");
+        // Two entries hold each line: each replays as the same record,
+        // and each is found once.
+        auto store = memory_store(n);
+        FakeTopic topic;
+        topic.by_content = true;
+        topic.arrivals = arrivals;
+        topic.acks = acks;
+        auto first = replay(*store, topic, batch);
+        CHECK(first.ok() == (arrivals == n && acks == n));
+        topic.arrivals = topic.acks = SIZE_MAX;
+        size_t arrived = topic.arrived_count;
+        size_t acked = topic.acked_count;
+        auto second = replay(*store, topic, batch);
+        REQUIRE(second.ok());
+        CHECK(second->found_delivered == arrived - acked);
+        CHECK(second->replayed == n - arrived);
+        check_exactly_once(topic, n);
+        CHECK(pending(*store) == 0);
+        CHECK(store->in_doubt()->empty());
+      }
+    }
+  }
+}
+
+TEST_CASE("a target found by content: identical entries take a record each, the batch's own",
+          "[dlq_replay]") {
+  auto s = DlqStore::open(":memory:");
+  REQUIRE(s.ok());
+  DlqStore& store = **s;
+  std::vector<DeadLetter> letters(4);
+  for (auto& d : letters) {
+    d.stage = "kdedup";
+    d.reason = "line 1: late";
+    d.payload = "same line";
+  }
+  REQUIRE(store.add(letters).ok());
+  FakeTopic topic;
+  topic.by_content = true;
+  // Batch 1 (2 entries) delivered; batch 2: one arrived, none acknowledged.
+  topic.arrivals = 3;
+  topic.acks = 2;
+  REQUIRE_FALSE(replay(store, topic, 2).ok());
+  CHECK(pending(store) == 2);
+  topic.arrivals = topic.acks = SIZE_MAX;
+  auto second = replay(store, topic, 2);
+  REQUIRE(second.ok());
+  // The records of batch 1, before the mark, are not taken for batch 2's.
+  CHECK(second->found_delivered == 1);
+  CHECK(second->replayed == 1);
+  CHECK(topic.records.size() == 4);
+  CHECK(pending(store) == 0);
+}
+
+// A ledger that keeps a position, not which entries were in flight (a
+// Kafka dead-letter topic's group).
+class PositionLedger final : public ReplayLedger {
+ public:
+  std::string id_prefix() const override { return "p:"; }
+  Expected<std::vector<InDoubt>> in_doubt() override {
+    return std::vector<InDoubt>{{"kafka:fake", "0", 0, 0}};
+  }
+  Expected<size_t> settle(const InDoubt&, const std::set<std::string>&) override { return 0; }
+  Status reset() override { return {}; }
+  Expected<std::vector<ReplayItem>> next(size_t) override { return std::vector<ReplayItem>(); }
+  Status begin(const std::vector<ReplayItem>&, const std::string&, const std::string&) override {
+    return {};
+  }
+  Status delivered(const std::vector<const ReplayItem*>&) override { return {}; }
+};
+
+TEST_CASE("a target found by content cannot settle with a ledger that keeps no entries",
+          "[dlq_replay]") {
+  PositionLedger ledger;
+  FakeTopic topic;
+  topic.by_content = true;
+  auto r = run_replay(ledger, topic, ReplaySettings{});
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.error().message ==
+        "'kafka:fake' is searched for an interrupted replay's records by their content, and "
+        "this store keeps no list of the entries it left in doubt");
+  CHECK(topic.scans == 0);
 }
 
 TEST_CASE("a killed replay killed again while settling still ends exactly once", "[dlq_replay]") {

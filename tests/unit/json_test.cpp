@@ -1322,3 +1322,27 @@ TEST_CASE("append_path_key: a key FieldPath::parse reads back", "[json]") {
   append_path_key(quoted, "a.b");
   CHECK(quoted == R"(."a.b")");
 }
+
+TEST_CASE("json_integer_digits: a number that is an integer from 0, beyond 64 bits too", "[json]") {
+  std::string buffer;
+  auto digits = [&](std::string_view raw) -> std::string {
+    auto d = json_integer_digits(raw, buffer);
+    return d ? std::string(*d) : std::string("none");
+  };
+  CHECK(digits("0") == "0");
+  CHECK(digits("-0") == "0");
+  CHECK(digits("0.000e5") == "0");
+  CHECK(digits("42") == "42");
+  CHECK(digits("340282366920938463463374607431768211455") ==
+        "340282366920938463463374607431768211455");
+  CHECK(digits("5.0") == "5");
+  CHECK(digits("1e3") == "1000");
+  CHECK(digits("1.25E+2") == "125");
+  CHECK(digits("1500e-2") == "15");
+  CHECK(digits("1.5") == "none");
+  CHECK(digits("15e-2") == "none");
+  CHECK(digits("-1") == "none");
+  CHECK(digits("1e39") == "1000000000000000000000000000000000000000");
+  CHECK(digits("1e40") == "none");
+  CHECK(digits("1e999999999999999999999") == "none");
+}

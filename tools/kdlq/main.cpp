@@ -45,8 +45,11 @@ int main(int argc, char** argv) {
       program.add_subcommand("replay", "Send pending entries' original lines to stdout or a topic");
   store(replay);
   filters(replay);
-  replay->add_option("--to", o.to, "Produce to kafka:TOPIC instead of writing to standard output")
-      ->type_name("kafka:TOPIC");
+  replay
+      ->add_option("--to", o.to,
+                   "Produce to kafka:TOPIC or kinesis:STREAM instead of writing to standard output")
+      ->type_name("TARGET");
+  program.add_kinesis(*replay, o.kinesis);
   replay->add_flag("--dry-run", o.dry_run, "Show what would be replayed; send and mark nothing");
   replay->add_flag("--again", o.again, "Include entries already replayed");
   replay->add_option("--batch", o.batch, "With --to, entries in flight at most")

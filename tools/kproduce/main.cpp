@@ -12,6 +12,10 @@ int main(int argc, char** argv) {
       ->required();
   app.add_option("-k,--key", o.key, "Field path of the record key, e.g. .user_id")
       ->type_name("PATH");
+  app.add_option("--explicit-hash-key", o.explicit_hash_key,
+                 "Field path of a Kinesis record's explicit hash key, placing it in the shard "
+                 "whose range holds it")
+      ->type_name("PATH");
   app.add_option_function<int64_t>(
          "-p,--partition", [&](int64_t p) { o.partition = p; },
          "Produce every record to this partition")

@@ -456,25 +456,6 @@ std::unique_ptr<DeadLetters> make_topic_dead_letters(std::unique_ptr<KafkaDlq> d
 
 // --- a topic as the target ------------------------------------------------------------
 
-OwnedRecord replay_record(const DlqEntry& entry, EnvelopeReader& reader) {
-  if (entry.record) return *entry.record;
-  OwnedRecord r;
-  if (entry.source) {
-    std::string padded = entry.payload;
-    padded.append(kJsonPadding, '\0');
-    EnvelopeRecord env;
-    if (reader.read(std::string_view(padded.data(), entry.payload.size()), env).ok()) {
-      r.key = std::move(env.key);
-      r.value = std::move(env.value);
-      r.headers = std::move(env.headers);
-      r.timestamp = env.timestamp.value_or(0);
-      return r;
-    }
-  }
-  r.value = entry.payload;
-  return r;
-}
-
 namespace {
 
 class KafkaTarget final : public ReplayTarget {
@@ -553,7 +534,8 @@ class KafkaTarget final : public ReplayTarget {
   }
 
   Expected<std::set<std::string>> delivered_since(const std::string& mark,
-                                                  const std::string& prefix) override {
+                                                  const std::string& prefix,
+                                                  const std::vector<ReplayItem>&) override {
     auto from = parse_mark(mark);
     if (!from) return from.take_error();
     if (!consumer_) {

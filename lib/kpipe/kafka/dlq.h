@@ -90,9 +90,4 @@ Expected<std::unique_ptr<ReplayTarget>> make_kafka_target(const std::string& top
                                                           const KafkaConfig& config,
                                                           Reporter& reporter, Clock& clock);
 
-// What a replay produces for an entry (kReplayId aside): the record it
-// came from when the line was an envelope (a Kafka entry's record, or an
-// envelope line with a source position), else the line as the value.
-OwnedRecord replay_record(const DlqEntry& entry, EnvelopeReader& reader);
-
 }  // namespace kpipe

@@ -1,10 +1,12 @@
 #include "kpipe/kinesis/kinesis_log.h"
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <set>
 #include <utility>
 
+#include "kpipe/dlq_replay.h"
 #include "kpipe/json.h"
 #include "kpipe/kinesis/aws_credentials.h"
 #include "kpipe/kinesis/http.h"
@@ -50,6 +52,22 @@ Expected<KinesisStreamName> parse_kinesis_target(std::string_view target) {
         "'{}': a Kinesis stream's name is 1 to 128 letters, digits, '_', '.' and '-'", target);
   out.name = std::string(rest);
   return out;
+}
+
+Expected<std::string> parse_explicit_hash_key(std::string_view digits) {
+  // 2^128 - 1, the top of the hash key space the shards' ranges cut up.
+  constexpr std::string_view kMax = "340282366920938463463374607431768211455";
+  std::string_view shown = digits.size() > 48 ? digits.substr(0, 45) : digits;
+  auto refuse = [&] {
+    return data_error("'{}{}' is not a decimal integer from 0 to 2^128-1", shown,
+                      shown.size() < digits.size() ? "..." : "");
+  };
+  if (digits.empty() ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return refuse();
+  std::string_view n = digits.substr(std::min(digits.find_first_not_of('0'), digits.size() - 1));
+  if (n.size() > kMax.size() || (n.size() == kMax.size() && n > kMax)) return refuse();
+  return std::string(n);
 }
 
 class KinesisLogImpl {
@@ -303,7 +321,7 @@ class KinesisReader final : public KinesisMetadata, public LogReader {
   Status start_error_;
 };
 
-class KinesisLogWriter final : public KinesisMetadata, public LogWriter {
+class KinesisLogWriter final : public KinesisMetadata, public LogWriter, public HashPlacement {
  public:
   explicit KinesisLogWriter(std::shared_ptr<KinesisLogImpl> impl)
       : KinesisMetadata(impl),
@@ -326,26 +344,15 @@ class KinesisLogWriter final : public KinesisMetadata, public LogWriter {
                int64_t timestamp, uint64_t tag) override {
     // The service stamps each record's arrival itself.
     (void)timestamp;
-    KPIPE_TRY(check_stream(name));
-    if (partition >= 0)
-      return failure(
-          "kinesis: a record goes to the shard its partition key hashes to, not to "
-          "partition {}",
-          partition);
-    if (!headers.empty())
-      return data_error("a Kinesis record has no headers: drop them first (jq -c 'del(.headers)')");
-    if (!value) return data_error("a Kinesis record cannot be a tombstone (a null value)");
-    PutEntry entry;
-    if (key) {
-      entry.partition_key = std::string(*key);
-    } else {
-      // Kinesis needs a partition key: records without one are spread
-      // over the shards, as Kafka spreads records without a key.
-      entry.partition_key = fmt::format("kpipe-{}", unkeyed_++);
-    }
-    entry.data = std::string(*value);
-    entry.tag = tag;
-    return writer_.write(std::move(entry));
+    return put(name, partition, key, value, headers, {}, tag);
+  }
+
+  Status write_hashed(const std::string& name, std::optional<std::string_view> key,
+                      std::optional<std::string_view> value, const std::vector<Header>& headers,
+                      std::string_view hash_key, uint64_t tag) override {
+    auto hash = parse_explicit_hash_key(hash_key);
+    if (!hash) return data_error("the explicit hash key {}", hash.error().message);
+    return put(name, -1, key, value, headers, std::move(*hash), tag);
   }
 
   // Deliveries are known as each batch is sent (write, flush).
@@ -366,6 +373,33 @@ class KinesisLogWriter final : public KinesisMetadata, public LogWriter {
   std::string first_failure() const override { return first_failure_; }
 
  private:
+  // `hash_key`: the record's ExplicitHashKey, "" for its key's hash.
+  Status put(const std::string& name, int32_t partition, std::optional<std::string_view> key,
+             std::optional<std::string_view> value, const std::vector<Header>& headers,
+             std::string hash_key, uint64_t tag) {
+    KPIPE_TRY(check_stream(name));
+    if (partition >= 0)
+      return failure(
+          "kinesis: a record goes to the shard its partition key hashes to, not to "
+          "partition {}",
+          partition);
+    if (!headers.empty())
+      return data_error("a Kinesis record has no headers: drop them first (jq -c 'del(.headers)')");
+    if (!value) return data_error("a Kinesis record cannot be a tombstone (a null value)");
+    PutEntry entry;
+    if (key) {
+      entry.partition_key = std::string(*key);
+    } else {
+      // Kinesis needs a partition key: records without one are spread
+      // over the shards, as Kafka spreads records without a key.
+      entry.partition_key = fmt::format("kpipe-{}", unkeyed_++);
+    }
+    entry.data = std::string(*value);
+    entry.explicit_hash_key = std::move(hash_key);
+    entry.tag = tag;
+    return writer_.write(std::move(entry));
+  }
+
   KinesisWriter writer_;
   DeliveryHandler handler_;
   uint64_t delivered_ = 0;
@@ -374,7 +408,127 @@ class KinesisLogWriter final : public KinesisMetadata, public LogWriter {
   std::string first_failure_;
 };
 
+// The record an entry replays as: the one it came from, with a partition
+// key (its replay id when it had no key), its headers and timestamp left
+// out. The same for the record sent and for the one searched for.
+Expected<PutEntry> replay_entry(const ReplayItem& item, EnvelopeReader& reader) {
+  OwnedRecord r = replay_record(item.entry, reader);
+  if (!r.value)
+    return failure("entry {} is a tombstone (a null value), which a Kinesis record cannot be",
+                   item.replay_id);
+  PutEntry e;
+  e.partition_key = r.key && !r.key->empty() ? std::move(*r.key) : item.replay_id;
+  e.data = std::move(*r.value);
+  return e;
+}
+
+class KinesisReplayTarget final : public ReplayTarget {
+ public:
+  explicit KinesisReplayTarget(std::shared_ptr<KinesisLogImpl> impl)
+      : impl_(std::move(impl)),
+        writer_(impl_->client(), impl_->stream(), impl_->clock(), impl_->timeout()) {
+    writer_.set_delivery_handler([this](uint64_t tag, const Error* err) {
+      if (err == nullptr) {
+        delivered_.push_back(tag);
+      } else if (first_error_.empty()) {
+        first_error_ = err->message;
+      }
+    });
+  }
+
+  std::string describe() const override { return "kinesis:" + impl_->stream(); }
+  bool acknowledges_later() const override { return true; }
+  bool finds_by_content() const override { return true; }
+
+  Expected<bool> send(const ReplayItem& item, uint64_t tag) override {
+    auto entry = replay_entry(item, reader_);
+    if (!entry) return failure("cannot deliver to '{}': {}", describe(), entry.error().message);
+    entry->tag = tag;
+    Status sent = writer_.write(std::move(*entry));
+    // A record the stream could never take is no bad input of the
+    // replay's: the replay stops, as the Kafka target's does.
+    if (!sent.ok()) return failure("cannot deliver to '{}': {}", describe(), sent.error().message);
+    return true;
+  }
+
+  Status flush(std::vector<uint64_t>& delivered) override {
+    Status s = writer_.flush();
+    delivered.insert(delivered.end(), delivered_.begin(), delivered_.end());
+    delivered_.clear();
+    if (!first_error_.empty()) {
+      std::string e = std::move(first_error_);
+      first_error_.clear();
+      return failure("cannot deliver to '{}': {}", describe(), e);
+    }
+    return s;
+  }
+
+  // A time, not the shards' ends: the service says no shard's last
+  // sequence number without reading it.
+  Expected<std::string> mark() override {
+    return Position::arrived_at(impl_->clock().now() - kReplayMarkSkew).text();
+  }
+
+  // Every shard read from the mark to its tip (a child a split made since
+  // from its start), until each in-doubt entry is found or the stream is
+  // read as of now. Two entries that replay as the same record take one
+  // record each.
+  Expected<std::set<std::string>> delivered_since(
+      const std::string& mark, const std::string&,
+      const std::vector<ReplayItem>& in_doubt) override {
+    auto from = Position::from_string(mark);
+    if (!from || !from->is_time())
+      return failure("'{}' keeps a replay mark '{}' that is not a time", describe(), mark);
+    std::map<std::pair<std::string, std::string>, std::deque<std::string>> wanted;
+    size_t left = 0;
+    for (const ReplayItem& item : in_doubt) {
+      auto entry = replay_entry(item, reader_);
+      if (!entry) continue;  // never sent
+      wanted[{std::move(entry->partition_key), std::move(entry->data)}].push_back(item.replay_id);
+      ++left;
+    }
+    std::set<std::string> found;
+    if (left == 0) return found;
+    ShardStart start;
+    start.kind = ShardStart::Kind::kAtTimestamp;
+    start.time = from->time();
+    StreamReader reader(impl_->client(), impl_->stream(), impl_->clock());
+    KPIPE_TRY(reader.open([&](const Shard&) { return StreamReader::Plan{start, false}; }));
+    Millis since = impl_->clock().steady();
+    std::pair<std::string, std::string> probe;
+    while (left > 0 && !reader.caught_up(since)) {
+      KPIPE_TRY(reader.poll([&](const StreamReader::Event& e) -> Status {
+        if (e.kind != StreamReader::Event::Kind::kRecord) return {};
+        probe.first = e.record->partition_key;
+        probe.second = e.record->data;
+        auto it = wanted.find(probe);
+        if (it == wanted.end() || it->second.empty()) return {};
+        found.insert(std::move(it->second.front()));
+        it->second.pop_front();
+        --left;
+        return {};
+      }));
+    }
+    return found;
+  }
+
+ private:
+  std::shared_ptr<KinesisLogImpl> impl_;
+  KinesisWriter writer_;
+  EnvelopeReader reader_;
+  std::vector<uint64_t> delivered_;
+  std::string first_error_;
+};
+
 }  // namespace
+
+Expected<std::unique_ptr<ReplayTarget>> KinesisLog::replay_target() const {
+  // Said missing at once, not at the first batch.
+  auto shards = impl_->shards(impl_->stream(), false);
+  if (!shards)
+    return failure("replay target 'kinesis:{}': {}", impl_->stream(), shards.error().message);
+  return std::unique_ptr<ReplayTarget>(new KinesisReplayTarget(impl_));
+}
 
 KinesisLog::KinesisLog(std::shared_ptr<KinesisLogImpl> impl) : impl_(std::move(impl)) {}
 KinesisLog::KinesisLog(KinesisLog&&) noexcept = default;
@@ -439,8 +593,10 @@ Expected<OpenedReader> KinesisLog::reader() const {
 }
 
 Expected<OpenedWriter> KinesisLog::writer() const {
+  auto writer = std::make_unique<KinesisLogWriter>(impl_);
   OpenedWriter out;
-  out.log = std::make_unique<KinesisLogWriter>(impl_);
+  out.hashing = writer.get();
+  out.log = std::move(writer);
   return out;
 }
 

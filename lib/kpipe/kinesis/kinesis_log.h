@@ -3,9 +3,10 @@
 // is a topic, its shards partitions (by the number a shard's id ends
 // with), a record's position its sequence number, kept as text. Reading
 // follows the shards' lineage (a child after its parents, StreamReader);
-// writing goes in PutRecords batches (KinesisWriter). Kinesis has no
-// consumer groups and no transactions: OpenedReader and OpenedWriter carry
-// none, and a program that needs one says so.
+// writing goes in PutRecords batches (KinesisWriter), a record placed by
+// its partition key or by an explicit hash key (OpenedWriter::hashing).
+// Kinesis has no consumer groups and no transactions: OpenedReader and
+// OpenedWriter carry none, and a program that needs one says so.
 #pragma once
 
 #include <functional>
@@ -34,6 +35,11 @@ bool is_kinesis_target(std::string_view target);
 // Kinesis would refuse or an ARN that is not a Kinesis stream's.
 Expected<KinesisStreamName> parse_kinesis_target(std::string_view target);
 
+// A record's ExplicitHashKey (kproduce --explicit-hash-key, HashPlacement
+// in log.h): `digits`, a decimal integer from 0 to 2^128-1, as the service
+// takes it (no leading zeros); a data_error naming it otherwise.
+Expected<std::string> parse_explicit_hash_key(std::string_view digits);
+
 // What the command line says of Kinesis (--region, --endpoint), and the
 // environment AWS's conventions read (the cli layer fills it in).
 struct KinesisOptions {
@@ -42,7 +48,12 @@ struct KinesisOptions {
   AwsEnvironment env;
 };
 
+// How much earlier than this machine's clock says a replay's mark is
+// set: the service stamps arrivals by its own clock, which may be behind.
+inline constexpr Millis kReplayMarkSkew = kSecond;
+
 class KinesisLogImpl;
+class ReplayTarget;
 class HttpTransport;
 struct AwsCredentials;
 using CredentialSource = std::function<Expected<AwsCredentials>()>;
@@ -80,6 +91,16 @@ class KinesisLog {
   // with a child in `from`, which is left out: its reader has gone past
   // it, since a child is read only after its parents (StreamReader).
   Expected<std::vector<ShardNext>> next_arrivals(const std::map<int32_t, Position>& from) const;
+
+  // The stream as kdlq replay's target (--to kinesis:STREAM, kdlq(1)): an
+  // entry goes as the record it came from (replay_record), its key the
+  // partition key (the entry's replay id when it has none), its headers
+  // and timestamp dropped, which a Kinesis record cannot hold. Its records
+  // carry no replay id: a batch's mark is the time just before it is sent
+  // (kReplayMarkSkew earlier), and an in-doubt entry counts as delivered
+  // when a record with exactly its partition key and bytes arrived since.
+  // An error if the stream does not exist.
+  Expected<std::unique_ptr<ReplayTarget>> replay_target() const;
 
  private:
   friend KinesisLog make_kinesis_log(AwsSettings, std::string, std::shared_ptr<HttpTransport>,

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "kpipe/json.h"
+#include "kpipe/kinesis/kinesis_log.h"
 
 namespace kpipe {
 
@@ -37,6 +38,12 @@ Status check_put_entry(const PutEntry& entry) {
   if (chars > kPartitionKeyMaxChars)
     return data_error("the partition key has {} characters, over Kinesis's {}", chars,
                       kPartitionKeyMaxChars);
+  if (!entry.explicit_hash_key.empty()) {
+    auto hash = parse_explicit_hash_key(entry.explicit_hash_key);
+    if (!hash) return data_error("the explicit hash key {}", hash.error().message);
+    if (*hash != entry.explicit_hash_key)
+      return data_error("the explicit hash key '{}' has leading zeros", entry.explicit_hash_key);
+  }
   if (entry_bytes(entry) > kPutRecordMaxBytes)
     return data_error("the record has {} bytes (data and partition key), over Kinesis's {} (1 MiB)",
                       entry_bytes(entry), kPutRecordMaxBytes);

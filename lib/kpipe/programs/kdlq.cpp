@@ -6,6 +6,7 @@
 #include "kpipe/dlq_replay.h"
 #include "kpipe/guard.h"
 #include "kpipe/kafka/kafka_log.h"
+#include "kpipe/kinesis/kinesis_log.h"
 #include "kpipe/programs/dlq_targets.h"
 #include "kpipe/store/dlq_store.h"
 #include "kpipe/target.h"
@@ -166,7 +167,8 @@ class StdoutTarget final : public ReplayTarget {
   }
   Status flush(std::vector<uint64_t>&) override { return {}; }
   Expected<std::string> mark() override { return std::string(); }
-  Expected<std::set<std::string>> delivered_since(const std::string&, const std::string&) override {
+  Expected<std::set<std::string>> delivered_since(const std::string&, const std::string&,
+                                                  const std::vector<ReplayItem>&) override {
     return std::set<std::string>();
   }
 
@@ -183,11 +185,25 @@ Status run_dlq_replay(const DlqOptions& o, Io& io) {
   if (!filter) return filter.take_error();
   if (o.batch == 0) return usage_error("--batch must be at least 1");
   std::string to_topic;
-  if (!o.to.empty()) {
+  bool to_kinesis = is_kinesis_target(o.to);
+  if (to_kinesis) {
+    auto name = parse_kinesis_target(o.to);
+    if (!name) return name.take_error();
+    // A Kinesis record carries no replay id: a killed replay is settled by
+    // looking for its entries' records, which only a store can list.
+    if (is_kafka_target(o.dlq) && !o.dry_run)
+      return usage_error(
+          "--to '{}': a Kafka dead-letter topic's replay group keeps a position, not which "
+          "entries a killed replay left in doubt, which a Kinesis stream can only be searched "
+          "for by their content; replay a store (FILE.db, postgresql://...)",
+          o.to);
+  } else if (!o.to.empty()) {
     Target to = parse_target(o.to);
     if (to.kind != TargetKind::kKafka || to.location.empty())
       return usage_error(
-          "--to '{}': expected kafka:TOPIC (without --to, entries go to standard output)", o.to);
+          "--to '{}': expected kafka:TOPIC or kinesis:STREAM (without --to, entries go to "
+          "standard output)",
+          o.to);
     to_topic = std::move(to.location);
   }
   if (is_kafka_target(o.dlq) && filter->narrows() && o.group.empty() && !o.dry_run)
@@ -207,7 +223,13 @@ Status run_dlq_replay(const DlqOptions& o, Io& io) {
   if (!to_topic.empty() && to_topic == store->letters->topic())
     return usage_error("--to '{}' is the dead-letter topic itself", o.to);
   std::unique_ptr<ReplayTarget> target;
-  if (to_topic.empty()) {
+  if (to_kinesis) {
+    auto stream = KinesisLog::open(o.kinesis, o.to, o.kafka.timeout, io.reporter, io.clock);
+    if (!stream) return stream.take_error();
+    auto made = stream->replay_target();
+    if (!made) return made.take_error();
+    target = std::move(*made);
+  } else if (to_topic.empty()) {
     target = std::make_unique<StdoutTarget>(io.out);
   } else {
     auto log = open_kafka(o, io, fmt::format("--to '{}'", o.to));

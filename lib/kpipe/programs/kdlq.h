@@ -9,6 +9,7 @@
 
 #include "kpipe/guard.h"
 #include "kpipe/kafka/config.h"
+#include "kpipe/kinesis/kinesis_log.h"
 #include "kpipe/stage/filter.h"
 
 namespace kpipe {
@@ -30,7 +31,8 @@ struct DlqOptions {
   std::string by = "reason";  // stats: reason, stage, topic or hour
 
   // replay
-  std::string to;  // empty: standard output; else kafka:TOPIC
+  std::string to;  // empty: standard output; else kafka:TOPIC or kinesis:STREAM
+  KinesisOptions kinesis;
   bool dry_run = false;
   bool again = false;
   size_t batch = 1000;  // entries in flight to Kafka at most

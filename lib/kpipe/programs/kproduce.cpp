@@ -214,9 +214,10 @@ class ProduceStage final : public LineStage {
  public:
   ProduceStage(const ProduceOptions& options, LogWriter& log, std::optional<FieldPath> key,
                BadInputHandler& bad, Transactions* transactions, const std::atomic<bool>* stop,
-               PayloadWriter& payloads)
+               PayloadWriter& payloads, HashPlacement* hashing, std::optional<FieldPath> hash_key)
       : options_(options),
         log_(log),
+        hashing_(hashing),
         bad_(bad),
         transactions_(transactions),
         stop_(stop),
@@ -225,7 +226,11 @@ class ProduceStage final : public LineStage {
         envelope_(payloads.encodes_key() || payloads.encodes_value()) {
     if (key) {
       key_path_ = key->text();
-      fields_.add(*key);
+      key_slot_ = fields_.add(*key);
+    }
+    if (hash_key) {
+      hash_path_ = hash_key->text();
+      hash_slot_ = fields_.add(*hash_key);
     }
     if (options_.partition) partition_ = static_cast<int32_t>(*options_.partition);
     log_.set_delivery_handler([this](uint64_t tag, const Error* err) { on_delivery(tag, err); });
@@ -237,10 +242,10 @@ class ProduceStage final : public LineStage {
     KPIPE_TRY(settle());
     if (options_.envelope) return produce_envelope(line);
     KPIPE_TRY(encoder_.check(line.text));
+    if (fields_.size() > 0) KPIPE_TRY(reader_.read(line.text, fields_, values_));
     std::optional<std::string_view> key;
     if (!key_path_.empty()) {
-      KPIPE_TRY(reader_.read(line.text, fields_, values_));
-      const JsonField& k = values_[0];
+      const JsonField& k = values_[key_slot_];
       if (k.type == JsonType::kMissing) return data_error("field '{}' is missing", key_path_);
       key = record_key_bytes(k, key_text_);
       if (key && payloads_.encodes_key()) {
@@ -249,13 +254,39 @@ class ProduceStage final : public LineStage {
         key = *encoded;
       }
     }
+    std::optional<std::string_view> hash;
+    if (!hash_path_.empty()) {
+      auto h = hash_key();
+      if (!h) return h.take_error();
+      hash = *h;
+    }
     std::string_view value = line.text;
     if (payloads_.encodes_value()) {
       auto encoded = payloads_.value(line.text, std::nullopt);
       if (!encoded) return encoded.take_error();
       value = *encoded;
     }
-    return send(line, partition_, key, value, {}, 0);
+    return send(line, partition_, key, value, {}, 0, hash);
+  }
+
+  // --explicit-hash-key's value in the line just read: the digits of a
+  // JSON string or of a number that is an integer, which the stream
+  // checks are from 0 to 2^128-1. Anything else, or none, is the line's
+  // fault (kpipe(7), BAD INPUT), as a missing key is.
+  Expected<std::string_view> hash_key() {
+    const JsonField& h = values_[hash_slot_];
+    if (h.type == JsonType::kMissing) return data_error("field '{}' is missing", hash_path_);
+    std::optional<std::string_view> digits;
+    if (h.type == JsonType::kString) digits = h.str;
+    if (h.type == JsonType::kNumber) digits = json_integer_digits(h.raw, hash_text_);
+    auto hash = digits ? parse_explicit_hash_key(*digits)
+                       : Expected<std::string>(
+                             data_error("{} is not a decimal integer from 0 to 2^128-1",
+                                        h.raw.size() > 48 ? std::string(h.raw.substr(0, 45)) + "..."
+                                                          : std::string(h.raw)));
+    if (!hash) return data_error("field '{}': {}", hash_path_, hash.error().message);
+    hash_text_ = std::move(*hash);
+    return std::string_view(hash_text_);
   }
 
   Status produce_envelope(const Line& line) {
@@ -273,6 +304,14 @@ class ProduceStage final : public LineStage {
     for (const auto& h : record_.headers)
       headers_.push_back(
           {h.name, h.value ? std::optional<std::string_view>(*h.value) : std::nullopt});
+    // The hash key's path is of the envelope line, as it was read.
+    std::optional<std::string_view> hash;
+    if (!hash_path_.empty()) {
+      KPIPE_TRY(reader_.read(line.text, fields_, values_));
+      auto h = hash_key();
+      if (!h) return h.take_error();
+      hash = *h;
+    }
     std::optional<std::string_view> key, value;
     if (record_.key) key = *record_.key;
     if (record_.value) value = *record_.value;
@@ -288,7 +327,7 @@ class ProduceStage final : public LineStage {
       if (!encoded) return encoded.take_error();
       value = *encoded;
     }
-    return send(line, partition, key, value, headers_, record_.timestamp.value_or(0));
+    return send(line, partition, key, value, headers_, record_.timestamp.value_or(0), hash);
   }
 
   Status on_control(const Line& line, Output& out) override {
@@ -377,13 +416,15 @@ class ProduceStage final : public LineStage {
  private:
   Status send(const Line& line, int32_t partition, std::optional<std::string_view> key,
               std::optional<std::string_view> value, const std::vector<Header>& headers,
-              int64_t timestamp) {
+              int64_t timestamp, std::optional<std::string_view> hash_key) {
     if (keep_lines_) KPIPE_TRY(wait_for_room(line.text.size()));
     if (transactions_ != nullptr) KPIPE_TRY(transactions_->before_record());
     uint64_t tag = in_flight_.next_tag();
     // A data_error here (too large, no such partition) is this line's:
     // run_filter applies --on-error to it.
-    KPIPE_TRY(log_.write(options_.topic, partition, key, value, headers, timestamp, tag));
+    KPIPE_TRY(hash_key
+                  ? hashing_->write_hashed(options_.topic, key, value, headers, *hash_key, tag)
+                  : log_.write(options_.topic, partition, key, value, headers, timestamp, tag));
     if (transactions_ != nullptr) transactions_->sent();
     in_flight_.add(line, keep_lines_);
     ++produced_;
@@ -427,12 +468,17 @@ class ProduceStage final : public LineStage {
 
   const ProduceOptions& options_;
   LogWriter& log_;
+  HashPlacement* hashing_;  // a Kinesis writer's; null for Kafka
   BadInputHandler& bad_;
   Transactions* transactions_;  // null without --transactional
   const std::atomic<bool>* stop_;
   bool keep_lines_;
   int32_t partition_ = -1;
   std::string key_path_;
+  size_t key_slot_ = 0;
+  std::string hash_path_;
+  size_t hash_slot_ = 0;
+  std::string hash_text_;
   FieldSet fields_;
   JsonReader reader_;
   std::vector<JsonField> values_;
@@ -489,14 +535,19 @@ std::string default_transactional_id(std::string_view topic, std::string_view st
 
 namespace {
 Status produce_to(const ProduceOptions& options, Io& io, OpenedWriter& opened,
-                  const std::optional<FieldPath>& key, StatsSettings stats, BadInputHandler& bad,
-                  PayloadWriter& payloads, StateStore* store);
+                  const std::optional<FieldPath>& key, const std::optional<FieldPath>& hash_key,
+                  StatsSettings stats, BadInputHandler& bad, PayloadWriter& payloads,
+                  StateStore* store);
 }  // namespace
 
 Status run_produce(const ProduceOptions& given, Io& io) {
   if (given.topic.empty()) return usage_error("a topic is required: -t TOPIC");
   // -t kinesis:NAME: records go to the stream by their partition key.
   bool kinesis = is_kinesis_target(given.topic);
+  if (!kinesis && !given.explicit_hash_key.empty())
+    return usage_error(
+        "--explicit-hash-key places records in a Kinesis stream's shards: a Kafka topic's "
+        "records go by their key or -p (give -t kinesis:STREAM)");
   ProduceOptions kinesis_options;
   if (kinesis) {
     auto name = parse_kinesis_target(given.topic);
@@ -535,6 +586,12 @@ Status run_produce(const ProduceOptions& given, Io& io) {
     if (!parsed) return parsed.take_error();
     key = std::move(*parsed);
   }
+  std::optional<FieldPath> hash_key;
+  if (!options.explicit_hash_key.empty()) {
+    auto parsed = FieldPath::parse(options.explicit_hash_key);
+    if (!parsed) return parsed.take_error();
+    hash_key = std::move(*parsed);
+  }
   auto stats = parse_stats(options.stats, io.program);
   if (!stats) return stats.take_error();
   if (kinesis) {
@@ -547,7 +604,8 @@ Status run_produce(const ProduceOptions& given, Io& io) {
     if (!payloads) return payloads.take_error();
     auto writer = stream->writer();
     if (!writer) return writer.take_error();
-    return produce_to(options, io, *writer, key, std::move(*stats), **bad, **payloads, nullptr);
+    return produce_to(options, io, *writer, key, hash_key, std::move(*stats), **bad, **payloads,
+                      nullptr);
   }
   auto log = KafkaLog::open(options.kafka, io.env_brokers, io.reporter, io.clock);
   if (!log) return log.take_error();
@@ -596,7 +654,8 @@ Status run_produce(const ProduceOptions& given, Io& io) {
   }
   auto writer = log->writer(transactional_id);
   if (!writer) return writer.take_error();
-  return produce_to(options, io, *writer, key, std::move(*stats), **bad, **payloads, store.get());
+  return produce_to(options, io, *writer, key, std::nullopt, std::move(*stats), **bad, **payloads,
+                    store.get());
 }
 
 namespace {
@@ -604,8 +663,9 @@ namespace {
 // Lines in, records out through an opened writer: Kafka's (with a
 // transactional one's store) or Kinesis's.
 Status produce_to(const ProduceOptions& options, Io& io, OpenedWriter& opened,
-                  const std::optional<FieldPath>& key, StatsSettings stats, BadInputHandler& bad,
-                  PayloadWriter& payloads, StateStore* store) {
+                  const std::optional<FieldPath>& key, const std::optional<FieldPath>& hash_key,
+                  StatsSettings stats, BadInputHandler& bad, PayloadWriter& payloads,
+                  StateStore* store) {
   OpenedWriter* writer = &opened;
   // The topic, before a line is read, and alike in both modes (kproduce(1),
   // THE TOPIC): one the broker creates is waited for, so that the first
@@ -623,8 +683,11 @@ Status produce_to(const ProduceOptions& options, Io& io, OpenedWriter& opened,
     transactions.emplace(options, *writer->transactions, *store, io);
     KPIPE_TRY(transactions->start());
   }
+  if (hash_key && writer->hashing == nullptr)
+    return usage_error("--explicit-hash-key: '{}' places records by their key alone",
+                       options.topic);
   ProduceStage stage(options, *writer->log, key, bad, transactions ? &*transactions : nullptr,
-                     io.stop, payloads);
+                     io.stop, payloads, writer->hashing, hash_key);
   FilterSettings settings{options.input, std::move(stats)};
   Status run = run_filter(stage, settings, bad, io);
   // Whatever happened, wait for what was queued: a record either reaches

@@ -20,6 +20,9 @@ struct ProduceOptions {
   std::optional<int64_t> partition;  // -p; none: the partitioner decides
   bool envelope = false;
   bool keep_partition = false;
+  // --explicit-hash-key: a field path whose value places each record in a
+  // Kinesis stream instead of its key's hash; empty: none.
+  std::string explicit_hash_key;
   // --transactional: records go out in one Kafka transaction per
   // checkpoint, which commits the checkpoint's offsets for kconsume's
   // group; the checkpoint is then complete in `state` (kpipe(7), EXACTLY

@@ -589,6 +589,30 @@ class StoreLedger final : public ReplayLedger {
     return out;
   }
 
+  // The batch's ids are kept: the entries are read back whole, in pages
+  // over the span of their ids.
+  Expected<std::optional<std::vector<ReplayItem>>> in_doubt_entries(const InDoubt& d) override {
+    const DlqStore::InDoubt& batch = batches_.at(d.index);
+    std::vector<ReplayItem> out;
+    if (batch.ids.empty()) return std::optional<std::vector<ReplayItem>>(std::move(out));
+    std::set<int64_t> ids(batch.ids.begin(), batch.ids.end());
+    DlqStore::Page page;
+    page.after_id = *ids.begin() - 1;
+    page.max_id = *ids.rbegin();
+    for (;;) {
+      auto entries = store_.fetch(DlqFilter{}, page);
+      if (!entries) return entries.take_error();
+      if (entries->empty()) break;
+      page.after_id = entries->back().id;
+      for (DlqEntry& e : *entries) {
+        if (ids.count(e.id) == 0) continue;
+        std::string id = prefix_ + std::to_string(e.id);
+        out.push_back({std::move(e), std::move(id)});
+      }
+    }
+    return std::optional<std::vector<ReplayItem>>(std::move(out));
+  }
+
   Expected<size_t> settle(const InDoubt& d, const std::set<std::string>& delivered) override {
     const DlqStore::InDoubt& batch = batches_.at(d.index);
     std::set<int64_t> ids;

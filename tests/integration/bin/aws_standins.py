@@ -11,6 +11,12 @@
 #       and region of the Authorization header's Credential=, and the
 #       X-Amz-Security-Token (null when absent). A request signed with
 #       REFUSED_KEY_ID is refused as Kinesis refuses unknown keys, instead.
+#   aws_standins.py hold LOG UPSTREAM ACTION N
+#       as proxy, but the Nth request for ACTION ("PutRecords") is
+#       forwarded and never answered: once UPSTREAM has answered it, a line
+#       "held ACTION N" is printed, and the caller waits forever (for
+#       tests/integration/kinesis_dlq_replay.sh: a replay killed after its
+#       records were written and before it learnt so).
 #   aws_standins.py sts LOG CREDENTIALS.json [refuse]
 #       STS's AssumeRoleWithWebIdentity (form-encoded POST), answering the
 #       keys of CREDENTIALS.json ({"AccessKeyId", "SecretAccessKey",
@@ -31,6 +37,7 @@ import http.server
 import json
 import re
 import sys
+import threading
 import urllib.parse
 from xml.sax.saxutils import escape
 
@@ -78,6 +85,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
 class Proxy(Handler):
     upstream = None
     refused = None
+    hold_action = None  # hold: the action whose Nth request is held
+    hold_at = 0
+    seen = 0
+    lock = threading.Lock()
 
     def do_POST(self):
         body = self.body()
@@ -104,6 +115,14 @@ class Proxy(Handler):
             up.request("POST", self.path, body=body, headers=headers)
             r = up.getresponse()
             data = r.read()
+            target = self.headers.get("X-Amz-Target") or ""
+            if self.hold_action and target.endswith("." + self.hold_action):
+                with Proxy.lock:
+                    Proxy.seen += 1
+                    held = Proxy.seen == self.hold_at
+                if held:
+                    print(f"held {self.hold_action} {self.hold_at}", flush=True)
+                    threading.Event().wait()
             # send_response gives Date and Server; answer() the length and type.
             passed = [(k, v) for k, v in r.getheaders() if k.lower() not in HOP_BY_HOP
                       and k.lower() not in ("content-length", "content-type", "date", "server")]
@@ -211,6 +230,10 @@ def main(argv):
         handler = Proxy
         handler.upstream = urllib.parse.urlsplit(argv[3])
         handler.refused = argv[4] if len(argv) > 4 else None
+    elif role == "hold":
+        handler = Proxy
+        handler.upstream = urllib.parse.urlsplit(argv[3])
+        handler.hold_action, handler.hold_at = argv[4], int(argv[5])
     elif role == "sts":
         handler = Sts
         with open(argv[3]) as f:

@@ -148,9 +148,9 @@ class DyingTarget final : public ReplayTarget {
     return {};
   }
   Expected<std::string> mark() override { return inner_.mark(); }
-  Expected<std::set<std::string>> delivered_since(const std::string& m,
-                                                  const std::string& p) override {
-    return inner_.delivered_since(m, p);
+  Expected<std::set<std::string>> delivered_since(const std::string& m, const std::string& p,
+                                                  const std::vector<ReplayItem>& e) override {
+    return inner_.delivered_since(m, p, e);
   }
 
  private:

@@ -2,11 +2,13 @@
 
 #include <catch2/catch.hpp>
 
+#include <set>
 #include <string>
 #include <vector>
 
 #include "fake_http.h"
 #include "fakes.h"
+#include "kpipe/dlq_replay.h"
 #include "kpipe/json.h"
 #include "kpipe/kinesis/kinesis_log_internal.h"
 #include "kpipe/kinesis/stream_reader.h"
@@ -227,6 +229,69 @@ TEST_CASE("kinesis log: a writer keys each record, and refuses what a record can
   CHECK(body.find(R"("PartitionKey":"kpipe-1")") != std::string::npos);
 }
 
+TEST_CASE("kinesis log: an explicit hash key is a decimal from 0 to 2^128-1",
+          "[kinesis][kinesis_log]") {
+  CHECK(*parse_explicit_hash_key("0") == "0");
+  CHECK(*parse_explicit_hash_key("000") == "0");
+  CHECK(*parse_explicit_hash_key("0042") == "42");
+  CHECK(*parse_explicit_hash_key("340282366920938463463374607431768211455") ==
+        "340282366920938463463374607431768211455");
+  for (std::string_view bad :
+       {"", "-1", "1.5", " 1", "0x10", "abc", "340282366920938463463374607431768211456",
+        "1000000000000000000000000000000000000000"}) {
+    auto refused = parse_explicit_hash_key(bad);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().status == ExitStatus::kDataError);
+    CHECK(refused.error().message ==
+          fmt::format("'{}' is not a decimal integer from 0 to 2^128-1", bad));
+  }
+  // A long one is cut short in the message.
+  CHECK(parse_explicit_hash_key(std::string(100, '9')).error().message ==
+        std::string("'") + std::string(45, '9') +
+            "...' is not a decimal integer from 0 to 2^128-1");
+}
+
+TEST_CASE("kinesis log: a writer places a record by the hash key it is given, key unchanged",
+          "[kinesis][kinesis_log]") {
+  Fixture f;
+  auto opened = f.log.writer();
+  REQUIRE(opened.ok());
+  REQUIRE(opened->hashing != nullptr);
+  HashPlacement& hashing = *opened->hashing;
+  Status bad = hashing.write_hashed("s", "k", "v", {}, "2^64", 1);
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.error().status == ExitStatus::kDataError);
+  CHECK(bad.error().message ==
+        "the explicit hash key '2^64' is not a decimal integer from 0 to 2^128-1");
+  CHECK(hashing.write_hashed("s", "k", std::nullopt, {}, "1", 2).error().status ==
+        ExitStatus::kDataError);
+  CHECK_FALSE(hashing.write_hashed("t", "k", "v", {}, "1", 3).ok());
+
+  std::vector<uint64_t> delivered;
+  opened->log->set_delivery_handler([&](uint64_t tag, const Error* err) {
+    CHECK(err == nullptr);
+    delivered.push_back(tag);
+  });
+  REQUIRE(
+      hashing.write_hashed("s", "user-1", "a", {}, "00170141183460469231731687303715884105728", 10)
+          .ok());
+  REQUIRE(hashing.write_hashed("s", std::nullopt, "b", {}, "0", 11).ok());
+  REQUIRE(opened->log->write("s", -1, "user-1", "c", {}, 0, 12).ok());
+  f.http->answers.push_back(HttpResponse{200, R"({"FailedRecordCount":0,"Records":[
+    {"SequenceNumber":"1","ShardId":"shardId-000000000001"},
+    {"SequenceNumber":"2","ShardId":"shardId-000000000000"},
+    {"SequenceNumber":"3","ShardId":"shardId-000000000000"}]})"});
+  REQUIRE(opened->log->flush(kSecond).ok());
+  CHECK(delivered == std::vector<uint64_t>{10, 11, 12});
+  REQUIRE(f.http->sent.size() == 1);
+  CHECK(
+      f.http->sent[0].body ==
+      R"({"StreamName":"s","Records":[)"
+      R"({"Data":"YQ==","PartitionKey":"user-1","ExplicitHashKey":"170141183460469231731687303715884105728"},)"
+      R"({"Data":"Yg==","PartitionKey":"kpipe-0","ExplicitHashKey":"0"},)"
+      R"({"Data":"Yw==","PartitionKey":"user-1"}]})");
+}
+
 }  // namespace kpipe
 
 namespace kpipe {
@@ -280,6 +345,92 @@ TEST_CASE("kinesis log: the first record after each shard's position, for klag",
           R"({"StreamName":"s","ShardId":"shardId-000000000002","ShardIteratorType":"AT_TIMESTAMP","Timestamp":1764412340.000})",
           R"({"StreamName":"s","ShardId":"shardId-000000000003","ShardIteratorType":"TRIM_HORIZON"})"});
   CHECK(f.http->answers.empty());
+}
+
+namespace {
+
+// An entry of store "s1": an envelope line (from topic src) when `key` is
+// given, else a plain line.
+ReplayItem entry(int64_t id, const std::string& key, const std::string& value) {
+  ReplayItem item;
+  item.entry.id = id;
+  item.replay_id = "s1:" + std::to_string(id);
+  if (key.empty()) {
+    item.entry.payload = value;
+    return item;
+  }
+  item.entry.payload = R"({"topic":"src","partition":0,"offset":)" + std::to_string(id) +
+                       R"(,"key":")" + key + R"(","headers":[["h","v"]],"value":)" + value + "}";
+  item.entry.source = SourcePosition{"src", 0, id};
+  return item;
+}
+
+}  // namespace
+
+TEST_CASE("kinesis log: a replay target sends an entry as its record, keyed, without headers",
+          "[kinesis][kinesis_log][dlq_replay]") {
+  Fixture f;
+  f.http->answers.push_back(shards({"shardId-000000000000"}));
+  auto target = f.log.replay_target();
+  REQUIRE(target.ok());
+  ReplayTarget& t = **target;
+  CHECK(t.describe() == "kinesis:s");
+  CHECK(t.acknowledges_later());
+  CHECK(t.finds_by_content());
+  // A second before the clock: the service's may be behind.
+  CHECK(*t.mark() == "@1796465729000");
+  REQUIRE(*t.send(entry(1, "user-1", R"({"n":1})"), 0));
+  REQUIRE(*t.send(entry(2, "", "plain line"), 1));
+  auto tombstone = t.send(entry(3, "user-3", "null"), 2);
+  REQUIRE_FALSE(tombstone.ok());
+  CHECK(tombstone.error().message ==
+        "cannot deliver to 'kinesis:s': entry s1:3 is a tombstone (a null value), which a "
+        "Kinesis record cannot be");
+  f.http->answers.push_back(HttpResponse{200, R"({"FailedRecordCount":0,"Records":[
+    {"SequenceNumber":"1","ShardId":"shardId-000000000000"},
+    {"SequenceNumber":"2","ShardId":"shardId-000000000000"}]})"});
+  std::vector<uint64_t> delivered;
+  REQUIRE(t.flush(delivered).ok());
+  CHECK(delivered == std::vector<uint64_t>{0, 1});
+  // The envelope's key and value; the plain line keyed by its replay id.
+  std::string a, b;
+  append_base64(a, R"({"n":1})");
+  append_base64(b, "plain line");
+  CHECK(f.http->sent.back().body == R"({"StreamName":"s","Records":[{"Data":")" + a +
+                                        R"(","PartitionKey":"user-1"},)" + R"({"Data":")" + b +
+                                        R"(","PartitionKey":"s1:2"}]})");
+}
+
+TEST_CASE("kinesis log: a replay target finds in-doubt entries by key and bytes since the mark",
+          "[kinesis][kinesis_log][dlq_replay]") {
+  Fixture f;
+  f.http->answers.push_back(shards({"shardId-000000000000"}));
+  auto target = f.log.replay_target();
+  REQUIRE(target.ok());
+  // Entries 4 and 5 replay as the same record, of which the stream holds
+  // one; 6 is a plain line keyed by its id; 7 never arrived.
+  std::vector<ReplayItem> in_doubt{entry(4, "user-1", R"({"n":1})"),
+                                   entry(5, "user-1", R"({"n":1})"), entry(6, "", "plain line"),
+                                   entry(7, "user-2", R"({"n":2})")};
+  f.http->answers.push_back(shards({"shardId-000000000000"}));
+  f.http->answers.push_back(HttpResponse{200, R"({"ShardIterator":"i0"})"});
+  f.http->answers.push_back(
+      page(record("10", "user-1", R"({"n":1})") + "," + record("11", "other", "plain line") + "," +
+               record("12", "s1:6", "plain line") + "," + record("13", "user-2", R"({"n":3})"),
+           "i1", 0));
+  f.http->answers.push_back(page("", "i2", 0));
+  auto found = (*target)->delivered_since("@1796465729000", "s1:", in_doubt);
+  REQUIRE(found.ok());
+  CHECK(*found == std::set<std::string>{"s1:4", "s1:6"});
+  std::vector<std::string> bodies;
+  for (const auto& r : f.http->sent)
+    if (amz_operation(r) == "GetShardIterator") bodies.push_back(r.body);
+  CHECK(
+      bodies ==
+      std::vector<std::string>{
+          R"({"StreamName":"s","ShardId":"shardId-000000000000","ShardIteratorType":"AT_TIMESTAMP","Timestamp":1796465729.000})"});
+  CHECK((*target)->delivered_since("17", "s1:", in_doubt).error().message ==
+        "'kinesis:s' keeps a replay mark '17' that is not a time");
 }
 
 }  // namespace kpipe

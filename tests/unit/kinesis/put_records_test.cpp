@@ -88,6 +88,15 @@ TEST_CASE("kinesis put: what the service could never take is bad input", "[kines
   CHECK(check_put_entry(entry("k", std::string(kPutRecordMaxBytes - 1, 'x'))).ok());
   CHECK(check_put_entry(entry("k", std::string(kPutRecordMaxBytes, 'x'))).error().message ==
         "the record has 1048577 bytes (data and partition key), over Kinesis's 1048576 (1 MiB)");
+  PutEntry hashed = entry("k", "v");
+  hashed.explicit_hash_key = "340282366920938463463374607431768211455";
+  CHECK(check_put_entry(hashed).ok());
+  hashed.explicit_hash_key = "340282366920938463463374607431768211456";
+  CHECK(check_put_entry(hashed).error().message ==
+        "the explicit hash key '340282366920938463463374607431768211456' is not a decimal "
+        "integer from 0 to 2^128-1");
+  hashed.explicit_hash_key = "007";
+  CHECK(check_put_entry(hashed).error().message == "the explicit hash key '007' has leading zeros");
 }
 
 TEST_CASE("kinesis put: the request and the answer", "[kinesis][put_records]") {

@@ -228,7 +228,23 @@ TEST_CASE("kdlq replay refuses what it cannot do", "[dlq_tool]") {
   auto [s, out] = run(run_dlq_replay, o);
   CHECK(s.error().status == ExitStatus::kUsage);
   CHECK(s.error().message ==
-        "--to 'events': expected kafka:TOPIC (without --to, entries go to standard output)");
+        "--to 'events': expected kafka:TOPIC or kinesis:STREAM (without --to, entries go to "
+        "standard output)");
+
+  o.to = "kinesis:bad name";
+  std::tie(s, out) = run(run_dlq_replay, o);
+  CHECK(s.error().status == ExitStatus::kUsage);
+  CHECK(s.error().message ==
+        "'kinesis:bad name': a Kinesis stream's name is 1 to 128 letters, digits, '_', '.' and "
+        "'-'");
+  // A Kinesis stream is searched for a killed replay's entries by their
+  // content: only a store can say which entries they were.
+  o.to = "kinesis:events";
+  o.dlq = "kafka:dlq";
+  std::tie(s, out) = run(run_dlq_replay, o);
+  CHECK(s.error().status == ExitStatus::kUsage);
+  CHECK(s.error().message.starts_with(
+      "--to 'kinesis:events': a Kafka dead-letter topic's replay group keeps a position"));
 
   o.to.clear();
   o.dlq = "kafka:dlq";

@@ -83,3 +83,13 @@ TEST_CASE("kproduce: --transactional's options are refused alone, before any bro
   o.transactional_id = "mine";
   CHECK(usage_error_of(o) == "--state and --transactional-id go with --transactional");
 }
+
+TEST_CASE("kproduce: --explicit-hash-key is a Kinesis stream's, refused for a Kafka topic",
+          "[kproduce]") {
+  ProduceOptions o;
+  o.topic = "events";
+  o.explicit_hash_key = ".h";
+  CHECK(usage_error_of(o) ==
+        "--explicit-hash-key places records in a Kinesis stream's shards: a Kafka topic's "
+        "records go by their key or -p (give -t kinesis:STREAM)");
+}

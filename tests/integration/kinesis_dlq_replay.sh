@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# kdlq replay --to kinesis:STREAM (kinesis-mock, the fixture's), from a
+# dead-letter store (an SQLite file, or a PostgreSQL database: lib.sh's
+# store). Entries from envelopes go back as the records they came from,
+# their key the partition key, their headers left out; plain lines as
+# their bytes, keyed by their replay id. Every entry arrives once with its
+# key and value, and a second replay sends nothing. A replay killed after a
+# batch's records were written and before it learnt so (a proxy holds
+# PutRecords' answer, then the test kills the replay: no sleep, no race)
+# leaves the batch in doubt; the next replay finds its records in the
+# stream by their partition key and bytes, marks them replayed, and sends
+# only the rest: every entry once. A stream that does not exist is an
+# error before anything is marked. --to kinesis: with a Kafka dead-letter
+# topic, which cannot say which entries a killed replay left in doubt, is
+# a usage error in one line.
+source "$(dirname "$0")/lib.sh"
+KINESIS=$(kinesis_endpoint)
+kinesis_client_env
+
+stream_json() { jq -nc --arg s "$1" '{StreamName: $s}'; }
+is_active() { [[ $(kinesis_api DescribeStreamSummary "$(stream_json "$1")" |
+  jq -r .StreamDescriptionSummary.StreamStatus) == ACTIVE ]]; }
+# new_stream NAME: a stream of 2 shards, active.
+new_stream() {
+  kinesis_api CreateStream "$(jq -nc --arg s "$1" '{StreamName: $s, ShardCount: 2}')" >/dev/null
+  wait_for "$1 to be ACTIVE" 30 is_active "$1"
+}
+
+# make_store STORE N: N dead letters, alternately an envelope (source
+# topic src, key user-K, a header) and a plain line, each line its own.
+make_store() {
+  local store=$1 n=$2
+  jq -nc --argjson n "$n" 'range($n) | if . % 2 == 0
+      then {topic: "src", partition: 0, offset: ., timestamp: 1764412345000, key: "user-\(. % 6)",
+            headers: [["trace", "t\(.)"]], value: {i: ., kind: "env", text: "é \(.)"}}
+      else {i: ., kind: "plain", text: "line \(.)"} end' >"$WORK/letters.ndjson"
+  kdlq guard --require .missing --require .value.missing --dlq "$store" <"$WORK/letters.ndjson" \
+    >/dev/null 2>"$WORK/guard.err" || fail "kdlq guard --dlq $store failed: $(tail -3 "$WORK/guard.err")"
+  assert_eq "$(sql "$store" "SELECT count(*) FROM dead_letters")" "$n" "dead letters in $store"
+}
+
+# want STORE: each entry's record as it must arrive, {key, value}, sorted:
+# an envelope's key and value, a plain line keyed by STORE_ID:ID.
+want() {
+  local store_id
+  store_id=$(sql "$1" "SELECT value FROM dead_letter_meta WHERE key = 'store_id'")
+  sql "$1" "SELECT id FROM dead_letters ORDER BY id" >"$WORK/ids"
+  paste -d' ' "$WORK/ids" "$WORK/letters.ndjson" |
+    while read -r id line; do
+      jq -c --arg id "$store_id:$id" 'if .kind == "plain" then {key: $id, value: .}
+        else {key, value} end' <<<"$line"
+    done | sort
+}
+
+# got STREAM: what the stream holds, {key, value}, sorted.
+got() {
+  expect_exit 0 kconsume -t "kinesis:$1" --from earliest -e "${AWS[@]}" -q
+  assert_empty "$WORK/err"
+  jq -c '{key, value}' "$WORK/out" | sort
+}
+
+# --- every entry once, and a second replay sends nothing --------------------------
+STREAM="kpipe-$RUN_ID"
+new_stream "$STREAM"
+BAD=$(store bad)
+make_store "$BAD" 40
+want "$BAD" >"$WORK/want"
+expect_exit 0 kdlq replay --dlq "$BAD" --to "kinesis:$STREAM" "${AWS[@]}" --batch 7 -v
+assert_contains "$WORK/err" "replayed 40 entries to kinesis:$STREAM"
+assert_empty "$WORK/out"
+got "$STREAM" >"$WORK/got"
+assert_files_equal "$WORK/got" "$WORK/want"
+# No envelope's header reached a record (a Kinesis record has none).
+expect_exit 0 kdlq stats --dlq "$BAD" --format ndjson
+assert_eq "$(jq -c '[.count, .pending]' "$WORK/out")" "[40,0]" "the store after the replay"
+
+expect_exit 0 kdlq replay --dlq "$BAD" --to "kinesis:$STREAM" "${AWS[@]}" -v
+assert_contains "$WORK/err" "replayed 0 entries to kinesis:$STREAM"
+got "$STREAM" >"$WORK/got"
+assert_files_equal "$WORK/got" "$WORK/want"
+
+# --- killed between send and mark ---------------------------------------------------
+# The proxy forwards every call to kinesis-mock, and holds the answer to
+# the second PutRecords: batch 1 (5 entries) is acknowledged and marked,
+# batch 2's 5 records are in the stream, and the replay never learns so.
+KILLED="kpipe-$RUN_ID-killed"
+new_stream "$KILLED"
+HELD=$(store held)
+make_store "$HELD" 14
+want "$HELD" >"$WORK/want"
+mkfifo "$WORK/hold.out"
+python3 "$KPIPE_SOURCE_DIR/tests/integration/bin/aws_standins.py" hold "$WORK/hold.log" "$KINESIS" \
+  PutRecords 2 >"$WORK/hold.out" 2>"$WORK/hold.err" &
+exec {hold}<"$WORK/hold.out"
+read -r -t 10 PROXY <&"$hold" || fail "the proxy did not start: $(cat "$WORK/hold.err")"
+kdlq replay --dlq "$HELD" --to "kinesis:$KILLED" --endpoint "$PROXY" --region us-east-1 --batch 5 \
+  >"$WORK/killed.out" 2>"$WORK/killed.err" &
+replay=$!
+read -r -t 60 held <&"$hold" || fail "PutRecords was not held: $(cat "$WORK/killed.err" "$WORK/hold.err")"
+assert_eq "$held" "held PutRecords 2" "the proxy's hold"
+{
+  kill -KILL "$replay"
+  wait "$replay" || true
+} 2>/dev/null
+assert_eq "$(sql "$HELD" "SELECT count(*) FROM dead_letters WHERE replayed_at IS NOT NULL")" 5 \
+  "entries marked replayed by the killed replay"
+assert_eq "$(sql "$HELD" "SELECT count(*) FROM dead_letters WHERE replay_batch IS NOT NULL")" 5 \
+  "entries the killed replay left in doubt"
+
+expect_exit 0 kdlq replay --dlq "$HELD" --to "kinesis:$KILLED" "${AWS[@]}" --batch 5 -v
+assert_contains "$WORK/err" "settled an interrupted replay: 5 entries found at kinesis:$KILLED and marked replayed"
+assert_contains "$WORK/err" "replayed 4 entries to kinesis:$KILLED"
+got "$KILLED" >"$WORK/got"
+assert_files_equal "$WORK/got" "$WORK/want"
+expect_exit 0 kdlq stats --dlq "$HELD" --format ndjson
+assert_eq "$(jq -c '[.count, .pending]' "$WORK/out")" "[14,0]" "the store after the settled replay"
+
+# --- a stream that does not exist is said so, in one line, before anything is sent --
+expect_exit 1 kdlq replay --dlq "$HELD" --to "kinesis:$STREAM-missing" "${AWS[@]}" --again
+assert_eq "$(lines "$WORK/err")" 1 "lines of the diagnostic ($(cat "$WORK/err"))"
+assert_contains "$WORK/err" "kdlq: error: replay target 'kinesis:$STREAM-missing': kinesis stream '$STREAM-missing' does not exist"
+expect_exit 0 kdlq stats --dlq "$HELD" --format ndjson
+assert_eq "$(jq -c '[.count, .pending]' "$WORK/out")" "[14,0]" "the store after a replay to no stream"
+
+# --- a Kafka dead-letter topic cannot be replayed into a stream ---------------------
+expect_exit 2 kdlq replay --dlq kafka:dead --to "kinesis:$STREAM" -b 127.0.0.1:1 "${AWS[@]}"
+assert_eq "$(lines "$WORK/err")" 1 "lines of the diagnostic ($(cat "$WORK/err"))"
+assert_contains "$WORK/err" "kdlq: error: --to 'kinesis:$STREAM': a Kafka dead-letter topic's replay group"
+
+kinesis_api DeleteStream "$(stream_json "$STREAM")" >/dev/null
+kinesis_api DeleteStream "$(stream_json "$KILLED")" >/dev/null
