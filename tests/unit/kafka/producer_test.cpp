@@ -30,11 +30,11 @@ TEST_CASE("Producer: records queued when the cluster refuses the producer id fai
   auto config = resolve_kafka_config(o, nullptr);
   REQUIRE(config.ok());
 
-  // The first request for a producer id is answered with an error to ask
-  // again (after half a second), the second with the refusal: the records
-  // are queued meanwhile, waiting for the id.
-  REQUIRE((*mock)->push_request_errors(kInitProducerId, 1, "COORDINATOR_NOT_AVAILABLE").ok());
-  REQUIRE((*mock)->push_request_errors(kInitProducerId, 1, "CLUSTER_AUTHORIZATION_FAILED").ok());
+  // The producer id is refused with an error to ask again (every half
+  // second) until the records are queued, which makes their wait for it
+  // certain; then, with the broker down so that no request comes between,
+  // the next request is to be refused for good.
+  REQUIRE((*mock)->push_request_errors(kInitProducerId, 1000, "COORDINATOR_NOT_AVAILABLE").ok());
   auto producer = Producer::create(*config, reporter, clock);
   REQUIRE(producer.ok());
   std::vector<std::string> errors;
@@ -45,7 +45,15 @@ TEST_CASE("Producer: records queued when the cluster refuses the producer id fai
     else
       errors.push_back(err->message);
   });
-  for (int i = 0; i < 3; ++i) REQUIRE((*producer)->write("out", 0, std::nullopt, "{}", {}, 0).ok());
+  for (int i = 0; i < 3; ++i) {
+    Status written = (*producer)->write("out", 0, std::nullopt, "{}", {}, 0);
+    CAPTURE(written.ok() ? std::string() : written.error().message);
+    REQUIRE(written.ok());
+  }
+  (*mock)->set_brokers_up(false);
+  (*mock)->clear_request_errors(kInitProducerId);
+  REQUIRE((*mock)->push_request_errors(kInitProducerId, 1, "CLUSTER_AUTHORIZATION_FAILED").ok());
+  (*mock)->set_brokers_up(true);
   (void)(*producer)->flush(10'000);
 
   CHECK(acknowledged == 0);
