@@ -218,5 +218,5 @@ blank=$(for p in $peers; do printf ' |'; done)
 minus() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a - b }'; }
 echo "| the $n_ev events alone (best total less the best reading of the table), wall clock | $(rate $events "$(minus "$k_wall" "$t_wall")") events/s ($(minus "$k_wall" "$t_wall") s); on one core $(rate $events "$(minus "$k1_wall" "$t1_wall")") events/s ($(minus "$k1_wall" "$t1_wall") s) |$blank |"
 echo "| reading the $n_rows-row table alone (empty stream), wall clock | $t_wall s; on one core $t1_wall s |$blank |"
-echo "| peak RSS | $((k_rss / 1024)) MB ($(awk -v r="$k_rss" -v b="$table_bytes" 'BEGIN { printf "%.2f", r * 1024 / b }') x the table's $(awk -v b="$table_bytes" 'BEGIN { printf "%.1f", b / 1048576 }') MiB; table alone $((t_rss / 1024)) MB) |$(for p in $peers; do printf ' %d MB |' $(($(eval echo "\$${p}_rss") / 1024)); done) |"
+echo "| peak RSS | $((k_rss / 1024)) MB ($(awk -v r="$k_rss" -v b="$table_bytes" 'BEGIN { printf "%.2f", r * 1024 / b }') x the table's $(awk -v b="$table_bytes" 'BEGIN { printf "%.1f", b / 1048576 }') MiB; table alone $((t_rss / 1024)) MB) |$(for p in $peers; do printf ' %d MB |' $(($(eval echo "\${${p}_rss:-0}") / 1024)); done) |"
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
