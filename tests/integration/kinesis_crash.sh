@@ -23,10 +23,7 @@ echo "kinesis crash test seed: $seed (rerun with KPIPE_CRASH_SEED=$seed)"
 RANDOM=$seed
 
 stream_json() { jq -nc --arg s "$STREAM" '{StreamName: $s}'; }
-is_active() { [[ $(kinesis_api DescribeStreamSummary "$(stream_json)" |
-  jq -r '.StreamDescriptionSummary | "\(.StreamStatus) \(.OpenShardCount)"') == "ACTIVE 4" ]]; }
-kinesis_api CreateStream "$(jq -nc --arg s "$STREAM" '{StreamName: $s, ShardCount: 4}')" >/dev/null
-wait_for "$STREAM to be ACTIVE with 4 shards" 30 is_active
+kinesis_stream "$STREAM" 4
 
 # 5000 events, 3% of them repeats of earlier ones (a producer's retries),
 # up to 2 s out of order, over 50 users and about 17 minutes of event

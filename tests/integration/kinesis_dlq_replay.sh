@@ -18,13 +18,6 @@ KINESIS=$(kinesis_endpoint)
 kinesis_client_env
 
 stream_json() { jq -nc --arg s "$1" '{StreamName: $s}'; }
-is_active() { [[ $(kinesis_api DescribeStreamSummary "$(stream_json "$1")" |
-  jq -r .StreamDescriptionSummary.StreamStatus) == ACTIVE ]]; }
-# new_stream NAME: a stream of 2 shards, active.
-new_stream() {
-  kinesis_api CreateStream "$(jq -nc --arg s "$1" '{StreamName: $s, ShardCount: 2}')" >/dev/null
-  wait_for "$1 to be ACTIVE" 30 is_active "$1"
-}
 
 # make_store STORE N: N dead letters, alternately an envelope (source
 # topic src, key user-K, a header) and a plain line, each line its own.
@@ -61,7 +54,7 @@ got() {
 
 # --- every entry once, and a second replay sends nothing --------------------------
 STREAM="kpipe-$RUN_ID"
-new_stream "$STREAM"
+kinesis_stream "$STREAM" 2
 BAD=$(store bad)
 make_store "$BAD" 40
 want "$BAD" >"$WORK/want"
@@ -84,7 +77,7 @@ assert_files_equal "$WORK/got" "$WORK/want"
 # the second PutRecords: batch 1 (5 entries) is acknowledged and marked,
 # batch 2's 5 records are in the stream, and the replay never learns so.
 KILLED="kpipe-$RUN_ID-killed"
-new_stream "$KILLED"
+kinesis_stream "$KILLED" 2
 HELD=$(store held)
 make_store "$HELD" 14
 want "$HELD" >"$WORK/want"

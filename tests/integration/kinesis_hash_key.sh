@@ -17,11 +17,7 @@ STREAM="kpipe-$RUN_ID"
 kinesis_client_env
 
 stream_json() { jq -nc --arg s "$STREAM" '{StreamName: $s}'; }
-status() { kinesis_api DescribeStreamSummary "$(stream_json)" |
-  jq -r '.StreamDescriptionSummary | "\(.StreamStatus) \(.OpenShardCount)"'; }
-is_active() { [[ $(status) == "ACTIVE $1" ]]; }
-kinesis_api CreateStream "$(jq -nc --arg s "$STREAM" '{StreamName: $s, ShardCount: 4}')" >/dev/null
-wait_for "$STREAM to be ACTIVE with 4 shards" 30 is_active 4
+kinesis_stream "$STREAM" 4
 
 # Each shard's number and its range, "0 START END", as the service says.
 kinesis_api ListShards "$(stream_json)" |

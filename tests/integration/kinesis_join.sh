@@ -13,20 +13,12 @@ kinesis_client_env
 export AWS_ENDPOINT_URL_KINESIS=$KINESIS
 USERS=20
 
-# make_stream NAME: a stream of 2 shards, ACTIVE.
 stream_json() { jq -nc --arg s "$1" '{StreamName: $s}'; }
-status() { kinesis_api DescribeStreamSummary "$(stream_json "$1")" |
-  jq -r '.StreamDescriptionSummary | "\(.StreamStatus) \(.OpenShardCount)"'; }
-is_status() { [[ $(status "$1") == "$2" ]]; }
-make_stream() {
-  kinesis_api CreateStream "$(jq -nc --arg s "$1" '{StreamName: $s, ShardCount: 2}')" >/dev/null
-  wait_for "$1 to be ACTIVE with 2 shards" 30 is_status "$1" "ACTIVE 2"
-}
 users() { jq -nc --argjson u "$USERS" 'range($u) | "u\(.)"'; }
 
 # --- lookup: the newest value of each key ---------------------------------------------
 LOOKUP="kpipe-$RUN_ID-lookup"
-make_stream "$LOOKUP"
+kinesis_stream "$LOOKUP" 2
 users | jq -c '{user_id: ., name: "old \(.)"}' >"$WORK/rows.ndjson"
 users | jq -c '{user_id: ., name: "name of \(.)"}' >>"$WORK/rows.ndjson"
 expect_exit 0 kproduce -t "kinesis:$LOOKUP" -k .user_id "$WORK/rows.ndjson"
@@ -38,7 +30,7 @@ assert_eq "$(jq -c '[.user_id, .n]' "$WORK/out" | paste -sd' ')" "$(jq -c '[.use
 
 # --- as of, across a split ------------------------------------------------------------
 ASOF="kpipe-$RUN_ID-asof"
-make_stream "$ASOF"
+kinesis_stream "$ASOF" 2
 # User U's version V holds from time 1000 * V.
 versions() { users | jq -c --argjson v "$1" '{user_id: ., v: $v, since: (1000 * $v)}'; }
 versions 0 >"$WORK/v0.ndjson"
@@ -51,7 +43,7 @@ read -r shard start end < <(jq -r '.Shards[0] | "\(.ShardId) \(.HashKeyRange.Sta
 middle=$(bc <<<"($start + $end + 1) / 2")
 kinesis_api SplitShard "$(jq -nc --arg s "$ASOF" --arg p "$shard" --arg k "$middle" \
   '{StreamName: $s, ShardToSplit: $p, NewStartingHashKey: $k}')" >/dev/null
-wait_for "$ASOF to be ACTIVE with 3 shards after the split" 30 is_status "$ASOF" "ACTIVE 3"
+wait_for "$ASOF to be ACTIVE with 3 shards after the split" 30 kinesis_is "$ASOF" "ACTIVE 3"
 { versions 2; versions 3; } >"$WORK/v1.ndjson"
 # A key on each open shard far in the future: the table's watermark passes
 # every event once the shards are read.

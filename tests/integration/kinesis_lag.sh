@@ -15,11 +15,7 @@ kinesis_client_env
 # The endpoint as AWS's conventions give it to every program here.
 export AWS_ENDPOINT_URL_KINESIS=$KINESIS
 
-stream_json() { jq -nc --arg s "$STREAM" '{StreamName: $s}'; }
-is_active() { [[ $(kinesis_api DescribeStreamSummary "$(stream_json)" |
-  jq -r '.StreamDescriptionSummary | "\(.StreamStatus) \(.OpenShardCount)"') == "ACTIVE 2" ]]; }
-kinesis_api CreateStream "$(jq -nc --arg s "$STREAM" '{StreamName: $s, ShardCount: 2}')" >/dev/null
-wait_for "$STREAM to be ACTIVE with 2 shards" 30 is_active
+kinesis_stream "$STREAM" 2
 
 jq -nc 'range(60) | {user: "user-\(.)", n: .}' >"$WORK/input.ndjson"
 expect_exit 0 kproduce -t "kinesis:$STREAM" -k .user "$WORK/input.ndjson"

@@ -14,11 +14,7 @@ STREAM="kpipe-$RUN_ID"
 kinesis_client_env
 export AWS_ENDPOINT_URL_KINESIS=$KINESIS
 
-stream_json() { jq -nc --arg s "$STREAM" '{StreamName: $s}'; }
-is_active() { [[ $(kinesis_api DescribeStreamSummary "$(stream_json)" |
-  jq -r '.StreamDescriptionSummary | "\(.StreamStatus) \(.OpenShardCount)"') == "ACTIVE 2" ]]; }
-kinesis_api CreateStream "$(jq -nc --arg s "$STREAM" '{StreamName: $s, ShardCount: 2}')" >/dev/null
-wait_for "$STREAM to be ACTIVE with 2 shards" 30 is_active
+kinesis_stream "$STREAM" 2
 
 S=$(store pipeline)
 now_ms() { date +%s%3N; }

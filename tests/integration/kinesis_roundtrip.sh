@@ -18,12 +18,7 @@ kinesis_client_env
 N=2000 USERS=40
 
 stream_json() { jq -nc --arg s "$STREAM" '{StreamName: $s}'; }
-# status: the stream's StreamStatus and its open shards, "ACTIVE 4".
-status() { kinesis_api DescribeStreamSummary "$(stream_json)" |
-  jq -r '.StreamDescriptionSummary | "\(.StreamStatus) \(.OpenShardCount)"'; }
-is_active() { [[ $(status) == "ACTIVE $1" ]]; }
-kinesis_api CreateStream "$(jq -nc --arg s "$STREAM" '{StreamName: $s, ShardCount: 4}')" >/dev/null
-wait_for "$STREAM to be ACTIVE with 4 shards" 30 is_active 4
+kinesis_stream "$STREAM" 4
 
 # --- kproduce, then kconsume -------------------------------------------------------
 # user-K's values are numbered 0, 1, 2... in the order written ("n"); "i"

@@ -347,6 +347,18 @@ kinesis_client_env() {
   AWS=(--endpoint "$KINESIS" --region us-east-1)
 }
 
+# kinesis_stream NAME SHARDS: makes the stream on the local Kinesis and
+# waits until it is ACTIVE with SHARDS open shards; kinesis_is NAME "ACTIVE
+# 3" tells whether it is so (after a split or a merge, say).
+kinesis_stream() {
+  kinesis_api CreateStream "$(jq -nc --arg s "$1" --argjson n "$2" '{StreamName: $s, ShardCount: $n}')" >/dev/null
+  wait_for "$1 to be ACTIVE with $2 shards" 30 kinesis_is "$1" "ACTIVE $2"
+}
+kinesis_is() {
+  [[ $(kinesis_api DescribeStreamSummary "$(jq -nc --arg s "$1" '{StreamName: $s}')" |
+    jq -r '.StreamDescriptionSummary | "\(.StreamStatus) \(.OpenShardCount)"') == "$2" ]]
+}
+
 # kinesis_api ACTION JSON: one Kinesis API call (Kinesis_20131202.ACTION)
 # to $KINESIS, the endpoint, signed with SigV4 by curl itself, as kpipe
 # signs (kinesis-mock wants a signature but checks none: any keys do).

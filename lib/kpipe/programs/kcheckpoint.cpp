@@ -650,6 +650,24 @@ Status run_checkpoint_history(const CheckpointOptions& o, Io& io) {
 
 namespace {
 
+// A line of reset's plan in ndjson: a partition, where it is, where it
+// goes (an offset as a number, a Kinesis position as a string).
+void append_plan_line(std::string& out, const TopicPartition& tp,
+                      const std::optional<Position>& current, const Position& target) {
+  out.append("{\"topic\":");
+  append_json_string(out, tp.topic);
+  out.append(",\"partition\":");
+  append_int(out, tp.partition);
+  out.append(",\"current\":");
+  if (current)
+    current->append_json(out);
+  else
+    out.append("null");
+  out.append(",\"offset\":");
+  target.append_json(out);
+  out.append("}\n");
+}
+
 // kcheckpoint reset -t kinesis:NAME: each shard of the stream to its trim
 // horizon, or to the first record at or after a time (the position a
 // shard started at a time keeps until it gives a record: kpipe(7), LOGS).
@@ -698,18 +716,9 @@ Status reset_kinesis(const CheckpointOptions& o, const ResetSpec& spec, const Sc
                  it == current.end() ? "-" : it->second.text(), targets[i].text()});
       continue;
     }
-    out.append("{\"topic\":");
-    append_json_string(out, parts[i].topic);
-    out.append(",\"partition\":");
-    append_int(out, parts[i].partition);
-    out.append(",\"current\":");
-    if (it == current.end())
-      out.append("null");
-    else
-      it->second.append_json(out);
-    out.append(",\"offset\":");
-    targets[i].append_json(out);
-    out.append("}\n");
+    append_plan_line(out, parts[i],
+                     it == current.end() ? std::nullopt : std::optional<Position>(it->second),
+                     targets[i]);
   }
   if (table) io.out.write(t.render());
   if (!o.execute) {
@@ -829,19 +838,7 @@ Status run_checkpoint_reset(const CheckpointOptions& o, Io& io) {
                  std::to_string((*marks)[i].low), std::to_string((*marks)[i].high)});
       continue;
     }
-    out.append("{\"topic\":");
-    append_json_string(out, parts[i].topic);
-    out.append(",\"partition\":");
-    append_int(out, parts[i].partition);
-    out.append(",\"current\":");
-    if (cur) {
-      append_int(out, *cur);
-    } else {
-      out.append("null");
-    }
-    out.append(",\"offset\":");
-    append_int(out, target);
-    out.append("}\n");
+    append_plan_line(out, parts[i], cur ? std::optional<Position>(*cur) : std::nullopt, target);
   }
   if (*table) io.out.write(t.render());
   if (!o.execute) {
