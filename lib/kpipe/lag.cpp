@@ -34,8 +34,8 @@ const char* position_word(const PartitionPoint& p) {
 
 // The lag at or below which a partition is OK: --allowed-lag counts
 // records, and a Kinesis shard has none to count (klag(1), Kinesis).
-int64_t allowed(const PartitionPoint& p, const RuleSettings& rules) {
-  return p.by_time ? 0 : rules.allowed_lag;
+int64_t allowed(bool by_time, const RuleSettings& rules) {
+  return by_time ? 0 : rules.allowed_lag;
 }
 
 std::string where(const PartitionSample& p) {
@@ -310,7 +310,7 @@ std::optional<PartitionVerdict> judge_partition(const std::vector<PartitionPoint
   const PartitionPoint& latest = *v.back();
   size_t n = std::min(std::max<size_t>(rules.window, 1), v.size());
   size_t first = v.size() - n;
-  if (lag_of(latest) <= allowed(latest, rules)) return verdict;
+  if (lag_of(latest) <= allowed(latest.by_time, rules)) return verdict;
   for (size_t i = first; i < v.size(); ++i)
     if (lag_of(*v[i]) == 0) return verdict;
   if (n < 2) return verdict;
@@ -522,7 +522,7 @@ std::vector<LagStatus> LagEngine::statuses(const std::vector<LagSample>& history
       while (count < std::min(n, ring) && track.sample[(n - 1 - count) % ring] >= lowest) ++count;
       if (count == 0) continue;  // no offset to judge
       const size_t latest = (n - 1) % ring;
-      if (track.lag[latest] <= (track.by_time ? 0 : rules_.allowed_lag)) continue;
+      if (track.lag[latest] <= allowed(track.by_time, rules_)) continue;
       size_t judged = std::min(window, count);
       size_t first = n - judged + 1;  // the window's oldest point, 1-based
       if (track.zero >= first || judged < 2) continue;

@@ -650,6 +650,18 @@ Status run_checkpoint_history(const CheckpointOptions& o, Io& io) {
 
 namespace {
 
+// The plan printed, reset applies it with --execute, else only says so.
+Status apply_plan(const CheckpointOptions& o, StateStore& store,
+                  const std::vector<PartitionOffset>& plan, std::string_view what, Io& io) {
+  if (!o.execute) {
+    io.reporter.warning("dry run: nothing changed; add --execute to apply this plan");
+    return {};
+  }
+  KPIPE_TRY(store.set_offsets(plan, io.clock.now()));
+  io.reporter.info(fmt::format("reset {} {}", plan.size(), what));
+  return {};
+}
+
 // A line of reset's plan in ndjson: a partition, where it is, where it
 // goes (an offset as a number, a Kinesis position as a string).
 void append_plan_line(std::string& out, const TopicPartition& tp,
@@ -721,13 +733,7 @@ Status reset_kinesis(const CheckpointOptions& o, const ResetSpec& spec, const Sc
                      targets[i]);
   }
   if (table) io.out.write(t.render());
-  if (!o.execute) {
-    io.reporter.warning("dry run: nothing changed; add --execute to apply this plan");
-    return {};
-  }
-  KPIPE_TRY(store.set_offsets(plan, io.clock.now()));
-  io.reporter.info(fmt::format("reset {} shards", plan.size()));
-  return {};
+  return apply_plan(o, store, plan, "shards", io);
 }
 
 // Kafka's offsets only (reset, sync): a state that keeps a Kinesis shard's
@@ -841,13 +847,7 @@ Status run_checkpoint_reset(const CheckpointOptions& o, Io& io) {
     append_plan_line(out, parts[i], cur ? std::optional<Position>(*cur) : std::nullopt, target);
   }
   if (*table) io.out.write(t.render());
-  if (!o.execute) {
-    io.reporter.warning("dry run: nothing changed; add --execute to apply this plan");
-    return {};
-  }
-  KPIPE_TRY((*store)->set_offsets(plan, io.clock.now()));
-  io.reporter.info(fmt::format("reset {} partitions", plan.size()));
-  return {};
+  return apply_plan(o, **store, plan, "partitions", io);
 }
 
 Status run_checkpoint_export(const CheckpointOptions& o, Io& io) {
