@@ -623,7 +623,8 @@ Expected<std::vector<KinesisLog::ShardNext>> KinesisLog::next_arrivals(
       start = std::move(*given);
     }
     if (start.kind != ShardStart::Kind::kLatest) {
-      auto arrival = first_arrival(impl_->client(), impl_->stream(), s, start, impl_->clock());
+      auto arrival = first_arrival(impl_->client(), impl_->stream(), s, start, impl_->clock(),
+                                   impl_->timeout());
       if (!arrival) return arrival.take_error();
       next.arrival = *arrival;
     }

@@ -88,7 +88,8 @@ Expected<std::string> iterator_of(std::string_view answer, const Shard& shard,
 
 Expected<std::optional<Millis>> first_arrival(KinesisClient& client, const std::string& stream,
                                               const Shard& shard, const ShardStart& start,
-                                              Clock& clock) {
+                                              Clock& clock, Millis timeout) {
+  Millis deadline = clock.steady() + timeout;
   auto answer = client.call("GetShardIterator", shard_iterator_body(stream, shard.id, start));
   if (!answer) return answer.take_error();
   auto iterator = iterator_of(*answer, shard, stream);
@@ -105,6 +106,10 @@ Expected<std::optional<Millis>> first_arrival(KinesisClient& client, const std::
     if (!page) return page.take_error();
     if (!page->records.empty()) return std::optional<Millis>(page->records.front().arrival);
     if (!page->next_iterator || page->millis_behind == 0) return std::optional<Millis>();
+    if (clock.steady() + kGetRecordsInterval > deadline)
+      return failure(
+          "kinesis: {} of stream '{}' gave no record within {}, though {} ms behind its tip",
+          shard.id, stream, format_duration(timeout), page->millis_behind);
     next = std::move(*page->next_iterator);
   }
 }

@@ -44,10 +44,10 @@ constexpr Millis kGetRecordsInterval = 200;
 // its end). klag's lag in seconds of a shard (klag(1), Kinesis): a record
 // or two read, never the backlog. Pages the service answers empty while
 // still behind (a stretch of the shard with no record) are read past, at
-// the rate it allows.
+// the rate it allows, for up to `timeout` (--timeout), then an error.
 Expected<std::optional<Millis>> first_arrival(KinesisClient& client, const std::string& stream,
                                               const Shard& shard, const ShardStart& start,
-                                              Clock& clock);
+                                              Clock& clock, Millis timeout);
 
 class StreamReader {
  public:

@@ -434,3 +434,22 @@ TEST_CASE("kinesis log: a replay target finds in-doubt entries by key and bytes 
 }
 
 }  // namespace kpipe
+
+namespace kpipe {
+
+// A shard the service keeps calling behind while it gives no record is
+// given up at --timeout, never read for ever.
+TEST_CASE("kinesis log: klag's read of a shard ends at the timeout", "[kinesis][kinesis_log]") {
+  Fixture f;
+  f.http->answers.push_back(shards({"shardId-000000000000"}));
+  f.http->answers.push_back(HttpResponse{200, R"({"ShardIterator":"i0"})"});
+  for (int i = 0; i < 100; ++i) f.http->answers.push_back(page("", "i0b", 5000));
+  auto next = f.log.next_arrivals({{0, *Position::sequence("20")}});
+  REQUIRE_FALSE(next.ok());
+  CHECK(next.error().message ==
+        "kinesis: shardId-000000000000 of stream 's' gave no record within 10s, though 5000 ms "
+        "behind its tip");
+  CHECK(f.http->answers.size() > 40);  // it stopped asking
+}
+
+}  // namespace kpipe
