@@ -43,7 +43,7 @@
 # CHECK_ALL=1, kjoin's whole output is jq's (a checksum of each; 30 s more).
 #
 #   RUNS=5 bench/join.sh           # uses build/bin
-#   PEERS=jq bench/join.sh         # jq only (PEERS=none: no peer)
+#   PEERS=jq bench/join.sh         # jq only (PEERS=none or PEER_RUNS=0: no peer)
 #   ROWS=10000 EVENTS=20000 bench/join.sh   # a quick try of the script
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -53,7 +53,8 @@ data=${BENCH_DATA:-${TMPDIR:-/tmp}/kpipe-bench-join}
 runs=${RUNS:-5}
 peer_runs=${PEER_RUNS:-1}
 peers=${PEERS:-jq mlr}
-[[ $peers == none ]] && peers=""
+# PEER_RUNS=0 measures no peer, as PEERS=none.
+[[ $peers == none || $peer_runs == 0 ]] && peers=""
 sample=${SAMPLE:-1000}
 rows=${ROWS:-1000000} events=${EVENTS:-2000000}
 mkdir -p "$data"
