@@ -226,18 +226,16 @@ Status run_dlq_replay(const DlqOptions& o, Io& io) {
     if (!name) return name.take_error();
     // A Kinesis record carries no replay id: a killed replay is settled by
     // looking for its entries' records, which only a store can list.
-    if (is_kafka_target(o.dlq) && !o.dry_run)
+    const bool topic = is_kafka_target(o.dlq);
+    if ((topic || is_kinesis_target(o.dlq)) && !o.dry_run)
       return usage_error(
-          "--to '{}': a Kafka dead-letter topic's replay group keeps a position, not which "
-          "entries a killed replay left in doubt, which a Kinesis stream can only be searched "
-          "for by their content; replay a store (FILE.db, postgresql://...)",
-          o.to);
-    if (is_kinesis_target(o.dlq) && !o.dry_run)
-      return usage_error(
-          "--to '{}': a Kinesis dead-letter stream's replay ledger keeps a position, not which "
-          "entries a killed replay left in doubt, which a Kinesis stream can only be searched "
-          "for by their content; replay to standard output or kafka:TOPIC",
-          o.to);
+          "--to '{}': {} keeps a position, not which entries a killed replay left in doubt, which "
+          "a Kinesis stream can only be searched for by their content; {}",
+          o.to,
+          topic ? "a Kafka dead-letter topic's replay group"
+                : "a Kinesis dead-letter stream's replay ledger",
+          topic ? "replay a store (FILE.db, postgresql://...)"
+                : "replay to standard output or kafka:TOPIC");
   } else if (!o.to.empty()) {
     Target to = parse_target(o.to);
     if (to.kind != TargetKind::kKafka || to.location.empty())
@@ -247,16 +245,14 @@ Status run_dlq_replay(const DlqOptions& o, Io& io) {
           o.to);
     to_topic = std::move(to.location);
   }
-  if (is_kafka_target(o.dlq) && filter->narrows() && o.group.empty() && !o.dry_run)
+  // A log's replay position passes over what the filters leave out.
+  const bool topic = is_kafka_target(o.dlq);
+  if ((topic || is_kinesis_target(o.dlq)) && filter->narrows() && o.group.empty() && !o.dry_run)
     return usage_error(
-        "a filtered replay of a Kafka dead-letter topic needs its own --group: the replay position "
-        "is an offset, "
-        "and the entries the filters pass over would count as replayed");
-  if (is_kinesis_target(o.dlq) && filter->narrows() && o.group.empty() && !o.dry_run)
-    return usage_error(
-        "a filtered replay of a Kinesis dead-letter stream needs its own --group: the replay "
-        "position is a sequence number in each shard, and the entries the filters pass over "
-        "would count as replayed");
+        "a filtered replay of {} needs its own --group: the replay position is {}, and the "
+        "entries the filters pass over would count as replayed",
+        topic ? "a Kafka dead-letter topic" : "a Kinesis dead-letter stream",
+        topic ? "an offset" : "a sequence number in each shard");
   auto store = open_store(o, io, DlqStore::Mode::kExisting, /*replays=*/true);
   if (!store) return store.take_error();
 

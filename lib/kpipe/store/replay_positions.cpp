@@ -1,5 +1,6 @@
 #include "kpipe/store/replay_positions.h"
 
+#include "kpipe/store/state_store.h"
 #include "kpipe/target.h"
 
 namespace kpipe {
@@ -27,13 +28,6 @@ const std::vector<const char*> kMigrationTexts = {
 };
 
 constexpr std::string_view kComponent = "replay";
-
-OpenOptions state_options() {
-  OpenOptions options;
-  options.kind = "state database";
-  options.not_kind = "a kpipe state database";
-  return options;
-}
 
 }  // namespace
 
@@ -75,13 +69,13 @@ Expected<ReplayPositions::Saved> StoredReplayPositions::load() {
       "?2");
   if (!positions) return positions.take_error();
   positions->bind_text(1, ledger_).bind_text(2, log_);
-  for (;;) {
-    auto row = positions->step();
+  for (auto row = positions->step();; row = positions->step()) {
     if (!row) return row.take_error();
     if (!*row) break;
+    auto partition = static_cast<int32_t>(positions->column_int(0));
     auto at = column_position(*positions, 1, "replay_positions");
     if (!at) return at.take_error();
-    saved.next[static_cast<int32_t>(positions->column_int(0))] = std::move(*at);
+    saved.next[partition] = std::move(*at);
   }
   auto batch = db_->prepare("SELECT metadata FROM replay_batches WHERE ledger = ?1 AND log = ?2");
   if (!batch) return batch.take_error();

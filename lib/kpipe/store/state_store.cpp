@@ -464,17 +464,12 @@ Status StateStore::note_run(std::string_view role, int64_t checkpoint) {
   return stmt->run();
 }
 
-namespace {
-
-// How a fault of the state file names it (OpenOptions).
 OpenOptions state_options() {
   OpenOptions options;
   options.kind = "state database";
   options.not_kind = "a kpipe state database";
   return options;
 }
-
-}  // namespace
 
 Expected<std::unique_ptr<StateStore>> StateStore::open(const std::string& path) {
   auto db = Database::open(path, state_options());
