@@ -436,6 +436,18 @@ TEST_CASE("kinesis log: a replay target finds in-doubt entries by key and bytes 
 
 // --- a stream as a dead-letter store ----------------------------------------------
 
+namespace {
+
+// A dead-letter sink on the stream "s", which exists.
+std::unique_ptr<DeadLetterSink> sink_of(Fixture& f) {
+  f.http->answers.push_back(shards({"shardId-000000000000"}));
+  auto sink = f.log.dead_letter_sink();
+  REQUIRE(sink.ok());
+  return std::move(*sink);
+}
+
+}  // namespace
+
 TEST_CASE("kinesis log: a dead-letter sink says a missing stream at start",
           "[kinesis][kinesis_log][dead_letter]") {
   Fixture f;
@@ -451,10 +463,8 @@ TEST_CASE("kinesis log: a dead-letter sink says a missing stream at start",
 TEST_CASE("kinesis log: a dead letter is one record, keyed by its source partition or its stage",
           "[kinesis][kinesis_log][dead_letter]") {
   Fixture f;
-  f.http->answers.push_back(shards({"shardId-000000000000"}));
-  auto sink = f.log.dead_letter_sink();
-  REQUIRE(sink.ok());
-  CHECK((*sink)->describe() == "kinesis:s");
+  auto sink = sink_of(f);
+  CHECK(sink->describe() == "kinesis:s");
   DeadLetter plain;
   plain.at = 1764412345123;
   plain.stage = "kdedup";
@@ -462,13 +472,13 @@ TEST_CASE("kinesis log: a dead letter is one record, keyed by its source partiti
   plain.payload = "{\"broken\":";
   DeadLetter from_envelope = plain;
   from_envelope.source = SourcePosition{"events", 3, 17};
-  REQUIRE((*sink)->write(plain).ok());
-  REQUIRE((*sink)->write(from_envelope).ok());
+  REQUIRE(sink->write(plain).ok());
+  REQUIRE(sink->write(from_envelope).ok());
   CHECK(f.http->sent.size() == 1);  // queued until sync
   f.http->answers.push_back(HttpResponse{200, R"({"FailedRecordCount":0,"Records":[
     {"SequenceNumber":"1","ShardId":"shardId-000000000000"},
     {"SequenceNumber":"2","ShardId":"shardId-000000000000"}]})"});
-  REQUIRE((*sink)->sync().ok());
+  REQUIRE(sink->sync().ok());
   REQUIRE(f.http->sent.size() == 2);
   auto body = parse_json(f.http->sent[1].body);
   REQUIRE(body.ok());
@@ -485,15 +495,13 @@ TEST_CASE("kinesis log: a dead letter is one record, keyed by its source partiti
 TEST_CASE("kinesis log: a dead letter too large for a record is the store failing, not bad input",
           "[kinesis][kinesis_log][dead_letter]") {
   Fixture f;
-  f.http->answers.push_back(shards({"shardId-000000000000"}));
-  auto sink = f.log.dead_letter_sink();
-  REQUIRE(sink.ok());
+  auto sink = sink_of(f);
   std::string line(1024 * 1024, 'x');
   DeadLetter d;
   d.stage = "kdlq-guard";
   d.reason = "line 1: longer than 10 bytes";
   d.payload = line;
-  Status s = (*sink)->write(d);
+  Status s = sink->write(d);
   REQUIRE_FALSE(s.ok());
   CHECK(s.error().status == ExitStatus::kFailure);
   CHECK(
