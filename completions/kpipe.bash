@@ -60,11 +60,12 @@ _kpipe_complete() {
     --metric-names) COMPREPLY=($(compgen -W "kpipe kafka_exporter" -- "$cur")); return ;;
     --each) COMPREPLY=($(compgen -c -- "$cur")); return ;;  # kcheckpoint commit: a command
     --dlq | --state | --db | --table)
-      # A file, or a PostgreSQL server (kpipe(7), STORES); --dlq also a topic,
-      # kjoin's --table a topic, a Kinesis stream or an SQLite file's table (kjoin(1)).
+      # A file, or a PostgreSQL server (kpipe(7), STORES); --dlq also a topic
+      # or a Kinesis stream, kjoin's --table a topic, a Kinesis stream or an
+      # SQLite file's table (kjoin(1)).
       # kupsert's --table is a table's name: files, as before.
       w=postgresql://
-      [[ $prev == --dlq ]] && w+=" kafka:"
+      [[ $prev == --dlq ]] && w+=" kafka: kinesis:"
       if [[ $prev == --table ]]; then
         [[ ${prog##*/} == kjoin ]] || { COMPREPLY=($(compgen -f -- "$cur")); return; }
         w+=" kafka: kinesis: sqlite:"

@@ -84,12 +84,23 @@ std::string source_text(const DlqEntry& e) {
 
 }  // namespace
 
-void append_entry_ndjson(std::string& out, const DlqEntry& e) {
-  out.append("{\"id\":");
-  if (e.position) {
-    append_json_string(out, e.id_text());
+namespace {
+
+// One entry as a JSON object: kdlq list's line (`record` false), or the
+// data of a dead letter in a Kinesis stream (`record`), which carries no
+// id and no replay state, and names itself with kDeadLetterMark.
+void append_entry_json(std::string& out, const DlqEntry& e, bool record) {
+  if (record) {
+    out.append("{\"");
+    out.append(kDeadLetterMark);
+    out.append("\":1");
   } else {
-    append_int(out, e.id);
+    out.append("{\"id\":");
+    if (e.position) {
+      append_json_string(out, e.id_text());
+    } else {
+      append_int(out, e.id);
+    }
   }
   out.append(",\"at\":");
   append_time(out, e.at);
@@ -115,19 +126,83 @@ void append_entry_ndjson(std::string& out, const DlqEntry& e) {
   } else {
     out.append("null,\"source_partition\":null,\"source_offset\":null");
   }
-  out.append(",\"failures\":");
-  append_optional_int(out, e.failures);
-  out.append(",\"replayed\":");
-  out.append(e.replayed ? "true" : "false");
-  out.append(",\"replayed_at\":");
-  if (e.replayed_at) {
-    append_time(out, *e.replayed_at);
-  } else {
-    out.append("null");
+  if (!record) {
+    out.append(",\"failures\":");
+    append_optional_int(out, e.failures);
+    out.append(",\"replayed\":");
+    out.append(e.replayed ? "true" : "false");
+    out.append(",\"replayed_at\":");
+    if (e.replayed_at) {
+      append_time(out, *e.replayed_at);
+    } else {
+      out.append("null");
+    }
   }
   out.push_back(',');
   append_bytes_field(out, "payload", e.payload);
-  out.append("}\n");
+  out.push_back('}');
+}
+
+}  // namespace
+
+void append_entry_ndjson(std::string& out, const DlqEntry& e) {
+  append_entry_json(out, e, false);
+  out.push_back('\n');
+}
+
+std::string dead_letter_json(const DeadLetter& d) {
+  DlqEntry e;
+  e.at = d.at;
+  e.stage = d.stage;
+  e.reason = d.reason;
+  e.input = d.input;
+  if (d.line > 0) e.line = static_cast<int64_t>(d.line);
+  e.source = d.source;
+  e.payload = d.payload;
+  std::string out;
+  append_entry_json(out, e, true);
+  return out;
+}
+
+DlqEntry parse_dead_letter_json(std::string_view data) {
+  DlqEntry e;
+  auto v = parse_json(data);
+  const JsonValue* mark = v && v->type == JsonType::kObject ? v->find(kDeadLetterMark) : nullptr;
+  auto text = [&](std::string_view key) -> const std::string* {
+    const JsonValue* f = v->find(key);
+    return f != nullptr && f->type == JsonType::kString ? &f->str : nullptr;
+  };
+  const std::string* payload = mark != nullptr ? text("payload") : nullptr;
+  const std::string* payload64 = mark != nullptr ? text("payload_base64") : nullptr;
+  std::optional<std::string> bytes;
+  if (payload != nullptr) {
+    bytes = *payload;
+  } else if (payload64 != nullptr) {
+    if (auto decoded = decode_base64(*payload64)) bytes = std::move(*decoded);
+  }
+  // Anything else (not JSON, another object, a payload missing) is a
+  // record kpipe did not write: its bytes are the payload.
+  if (!bytes) {
+    e.payload = data;
+    return e;
+  }
+  e.payload = std::move(*bytes);
+  if (const std::string* at = text("at")) {
+    if (auto t = parse_rfc3339(*at)) e.at = *t;
+  }
+  if (const std::string* stage = text("stage")) e.stage = *stage;
+  if (const std::string* reason = text("reason")) e.reason = *reason;
+  if (const std::string* input = text("input")) e.input = *input;
+  const JsonValue* line = v->find("line");
+  if (line != nullptr && line->is_integer) e.line = line->integer;
+  const std::string* topic = text("source_topic");
+  const JsonValue* partition = v->find("source_partition");
+  const JsonValue* offset = v->find("source_offset");
+  if (topic != nullptr && partition != nullptr && partition->is_integer && offset != nullptr) {
+    if (auto o = Position::from_json(*offset))
+      e.source = SourcePosition{*topic, static_cast<int32_t>(partition->integer), *o};
+  }
+  return e;
 }
 
 TextTable make_entry_table() {

@@ -124,6 +124,20 @@ std::string_view reason_cause(std::string_view reason);
 // when it is valid UTF-8, else as "payload_base64".
 void append_entry_ndjson(std::string& out, const DlqEntry& e);
 
+// --- dead letters as JSON records (a Kinesis stream's) ---------------------------
+
+// What marks a record's JSON object as a dead letter kpipe wrote.
+inline constexpr std::string_view kDeadLetterMark = "kpipe_dead_letter";
+
+// A dead letter as one JSON object, the record a Kinesis dead-letter
+// stream holds (which has no headers): kdlq list's NDJSON line without the
+// id and the replay state, kDeadLetterMark first, the line byte for byte
+// as "payload" or "payload_base64".
+std::string dead_letter_json(const DeadLetter& d);
+// Such a record read back as an entry (no position set). Any other
+// record comes back with an empty stage and reason, its bytes the payload.
+DlqEntry parse_dead_letter_json(std::string_view data);
+
 // The table row kdlq list shows for an entry.
 TextTable make_entry_table();
 void add_entry_row(TextTable& table, const DlqEntry& e);

@@ -18,6 +18,8 @@ complete_words() {
   fail "kupsert --db pos: $(complete_words kupsert --db pos)"
 [[ $(complete_words kdedup --dlq kaf) == kafka: ]] ||
   fail "kdedup --dlq kaf: $(complete_words kdedup --dlq kaf)"
+[[ $(complete_words kdedup --dlq kin) == kinesis: ]] ||
+  fail "kdedup --dlq kin: $(complete_words kdedup --dlq kin)"
 # kdlq replay's targets: a topic or a Kinesis stream.
 [[ $(complete_words kdlq replay --to '') == $'kafka:\nkinesis:' ]] ||
   fail "kdlq replay --to: $(complete_words kdlq replay --to '')"

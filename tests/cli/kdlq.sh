@@ -118,6 +118,26 @@ expect_stderr "kdlq: error: --dlq 'kafka:dlq' needs brokers: no brokers given: u
 run 2 kdlq replay --dlq kafka:dlq --reason late -b 127.0.0.1:9
 expect_stderr "kdlq: error: a filtered replay of a Kafka dead-letter topic needs its own --group: the replay position is an offset, and the entries the filters pass over would count as replayed
 "
+# A Kinesis dead-letter stream: refused before any call to the service.
+run 2 kdlq purge --dlq kinesis:dead --replayed
+expect_stderr "kdlq: error: --dlq 'kinesis:dead': a stream deletes nothing; its entries expire with its retention period
+"
+run 2 kdlq replay --dlq kinesis:dead
+expect_stderr "kdlq: error: --dlq 'kinesis:dead': a replay of a Kinesis dead-letter stream keeps its position in --state STORE (an SQLite file or postgresql://...)
+"
+run 2 kdlq replay --dlq kinesis:dead --state s.db --to kinesis:other
+expect_stderr "kdlq: error: --to 'kinesis:other': a Kinesis dead-letter stream's replay ledger keeps a position, not which entries a killed replay left in doubt, which a Kinesis stream can only be searched for by their content; replay to standard output or kafka:TOPIC
+"
+run 2 kdlq replay --dlq kinesis:dead --state s.db --reason late
+expect_stderr "kdlq: error: a filtered replay of a Kinesis dead-letter stream needs its own --group: the replay position is a sequence number in each shard, and the entries the filters pass over would count as replayed
+"
+run 2 kdlq list --dlq kinesis:dead --group g
+expect_stderr "kdlq: error: --group names a replay ledger in --state STORE, which is missing
+"
+run 2 kdlq list --dlq bad.db --state s.db
+expect_stderr "kdlq: error: --state is for a Kinesis dead-letter stream's replay position, not for 'bad.db'
+"
+[[ ! -e s.db ]] || fail "a refused command created the state store"
 run 1 kdlq list --dlq missing.db
 expect_stderr "kdlq: error: dead-letter store 'missing.db' does not exist
 "

@@ -233,6 +233,16 @@ const std::string* header(const OwnedRecord& r, std::string_view name) {
   return nullptr;
 }
 
+// An entry read back holds the dead letter's line and context.
+void check_context(const DlqEntry& e, const DeadLetter& d) {
+  CHECK(e.payload == d.payload);
+  CHECK(e.stage == d.stage);
+  CHECK(e.reason == d.reason);
+  CHECK(e.at == d.at);
+  CHECK(e.input == d.input);
+  CHECK(e.line == static_cast<int64_t>(d.line));
+}
+
 DeadLetter letter(std::string_view payload) {
   DeadLetter d;
   d.at = 1795946400010;
@@ -264,12 +274,7 @@ TEST_CASE("a plain line becomes the record's value, with the context headers", "
   CHECK(*header(r, "kpipe.dlq.value") == "line");
 
   DlqEntry e = decode_dead_letter(view_of(r, "dlq", 0, 3));
-  CHECK(e.payload == line);
-  CHECK(e.stage == d.stage);
-  CHECK(e.reason == d.reason);
-  CHECK(e.at == d.at);
-  CHECK(e.input == "<stdin>");
-  CHECK(e.line == 5);
+  check_context(e, d);
   CHECK_FALSE(e.source);
   CHECK_FALSE(e.record);
   CHECK(e.id_text() == "0:3");
@@ -365,6 +370,80 @@ TEST_CASE("a record kpipe did not write reads as an entry with its value", "[dlq
   CHECK(e.stage.empty());
   CHECK(e.reason.empty());
   CHECK_FALSE(e.record);
+}
+
+// --- dead letters as JSON records (a Kinesis stream's) ----------------------------
+
+TEST_CASE("a dead letter as a JSON record reads back whole, its line byte for byte",
+          "[dlq_entry]") {
+  const std::string line = "{\"n\":1,\"text\":\"\xc3\xa9 \\u0000 tab\there\"}";
+  DeadLetter d = letter(line);
+  d.at = 1764412345123;
+  d.reason = "line 17: field '.ts' is missing";
+  d.line = 17;
+  d.source = SourcePosition{
+      "events", 3, *Position::sequence("49590338271490256608559692538361571095921575989136588898")};
+  d.payload = line;
+  std::string json = dead_letter_json(d);
+  CHECK(json.starts_with("{\"kpipe_dead_letter\":1,\"at\":\"2025-11-29T10:32:25.123Z\","));
+  CHECK(json.find('\n') == std::string::npos);
+  // kdlq list's line, but for the id and the replay state.
+  DlqEntry listed;
+  listed.at = d.at;
+  listed.stage = d.stage;
+  listed.reason = d.reason;
+  listed.input = d.input;
+  listed.line = 17;
+  listed.source = d.source;
+  listed.payload = line;
+  std::string ndjson;
+  append_entry_ndjson(ndjson, listed);
+  CHECK(ndjson.substr(ndjson.find(",\"at\""),
+                      ndjson.find(",\"failures\"") - ndjson.find(",\"at\"")) ==
+        json.substr(json.find(",\"at\""), json.find(",\"payload\"") - json.find(",\"at\"")));
+
+  DlqEntry e = parse_dead_letter_json(json);
+  check_context(e, d);
+  REQUIRE(e.source);
+  CHECK(e.source->topic == "events");
+  CHECK(e.source->partition == 3);
+  CHECK(e.source->offset == d.source->offset);
+  CHECK_FALSE(e.position);
+  CHECK_FALSE(e.replayed);
+}
+
+TEST_CASE("a dead letter that is not UTF-8 travels as payload_base64 and reads back exact",
+          "[dlq_entry]") {
+  const std::string line = "{\"bytes\":\"\xff\xfe\x00\x80\"}"s;
+  DeadLetter d;
+  d.at = 1000;
+  d.stage = "kdlq-guard";
+  d.reason = "line 2: not valid JSON: invalid UTF-8";
+  d.payload = line;
+  std::string json = dead_letter_json(d);
+  CHECK(json.find("\"payload_base64\":") != std::string::npos);
+  CHECK(json.find("\"input\":null,\"line\":null,\"source_topic\":null") != std::string::npos);
+  DlqEntry e = parse_dead_letter_json(json);
+  CHECK(e.payload == line);
+  CHECK(e.stage == "kdlq-guard");
+  CHECK(e.input.empty());
+  CHECK_FALSE(e.line);
+  CHECK_FALSE(e.source);
+  CHECK(e.at == 1000);
+}
+
+TEST_CASE("a record kpipe did not write comes back with its bytes as the payload", "[dlq_entry]") {
+  for (std::string foreign :
+       {"plain text"s, "{\"payload\":\"not ours\",\"stage\":\"x\"}"s, "[1,2]"s, "\xff\x00"s,
+        "{\"kpipe_dead_letter\":1,\"stage\":\"no payload\"}"s, ""s}) {
+    INFO(foreign);
+    DlqEntry e = parse_dead_letter_json(foreign);
+    CHECK(e.payload == foreign);
+    CHECK(e.stage.empty());
+    CHECK(e.reason.empty());
+    CHECK(e.at == 0);
+    CHECK_FALSE(e.source);
+  }
 }
 
 }  // namespace

@@ -7,14 +7,21 @@ int main(int argc, char** argv) {
   kpipe::DlqOptions o;
   program.app().require_subcommand(1);
   auto store = [&](CLI::App* sub) {
-    sub->add_option("--dlq", o.dlq,
-                    "Dead-letter store: FILE.db (SQLite), postgresql://... or kafka:TOPIC")
+    sub->add_option(
+           "--dlq", o.dlq,
+           "Dead-letter store: FILE.db (SQLite), postgresql://..., kafka:TOPIC or kinesis:STREAM")
         ->type_name("TARGET")
         ->required();
     sub->add_option("--group", o.group,
-                    "Replay group of a Kafka dead-letter topic (default kdlq-replay.TOPIC)")
+                    "Replay group of a Kafka dead-letter topic, or replay ledger of a Kinesis "
+                    "dead-letter stream in --state (default kdlq-replay.TOPIC or .STREAM)")
         ->type_name("GROUP");
+    sub->add_option("--state", o.state,
+                    "With kinesis:STREAM, where its replay position is kept: FILE.db or "
+                    "postgresql://...")
+        ->type_name("STORE");
     program.add_kafka(*sub, o.kafka);
+    program.add_kinesis(*sub, o.kinesis);
   };
   auto filters = [&](CLI::App* sub) {
     sub->add_option("--reason", o.reason, "Only entries whose reason contains TEXT")
@@ -49,7 +56,6 @@ int main(int argc, char** argv) {
       ->add_option("--to", o.to,
                    "Produce to kafka:TOPIC or kinesis:STREAM instead of writing to standard output")
       ->type_name("TARGET");
-  program.add_kinesis(*replay, o.kinesis);
   replay->add_flag("--dry-run", o.dry_run, "Show what would be replayed; send and mark nothing");
   replay->add_flag("--again", o.again, "Include entries already replayed");
   replay->add_option("--batch", o.batch, "With --to, entries in flight at most")
@@ -75,6 +81,7 @@ int main(int argc, char** argv) {
   program.add_errors(*guard, o.errors);
   program.add_stats(*guard, o.stats);
   program.add_kafka(*guard, o.kafka);
+  program.add_kinesis(*guard, o.kinesis);
   return program.run(argc, argv, [&](kpipe::Io& io) {
     if (list->parsed()) return kpipe::run_dlq_list(o, io);
     if (stats->parsed()) return kpipe::run_dlq_stats(o, io);

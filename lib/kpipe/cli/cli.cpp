@@ -188,7 +188,8 @@ void Program::add_errors(CLI::App& app, ErrorOptions& o) {
          "What to do with bad input: fail, dlq or skip (default: dlq with --dlq, else fail)")
       ->type_name("MODE");
   app.add_option("--dlq", o.dlq,
-                 "Dead-letter store: FILE.db (SQLite), postgresql://... or kafka:TOPIC")
+                 "Dead-letter store: FILE.db (SQLite), postgresql://..., kafka:TOPIC or "
+                 "kinesis:STREAM")
       ->type_name("TARGET");
 }
 

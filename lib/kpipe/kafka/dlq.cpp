@@ -1,7 +1,6 @@
 #include "kpipe/kafka/dlq.h"
 
 #include <charconv>
-#include <deque>
 #include <set>
 
 #include "kpipe/json.h"
@@ -10,7 +9,7 @@
 namespace kpipe {
 
 std::string default_replay_group(const std::string& topic) {
-  return "kdlq-replay." + topic;
+  return default_replay_ledger(topic);
 }
 
 namespace {
@@ -109,13 +108,13 @@ Expected<std::unique_ptr<KafkaDlq>> KafkaDlq::open(const std::string& topic,
   return dlq;
 }
 
-Expected<KafkaDlq::Position> KafkaDlq::position() {
+Expected<ReplayPositions::Saved> KafkaDlq::load() {
   std::vector<TopicPartition> tps;
   for (const auto& [p, w] : bounds_) tps.push_back({topic_, p});
   std::vector<std::string> metadata;
   auto committed = consumer_->committed(tps, &metadata);
   if (!committed) return committed.take_error();
-  Position pos;
+  Saved pos;
   for (size_t i = 0; i < tps.size(); ++i) {
     const LogBounds& w = bounds_[tps[i].partition];
     // Below the low watermark, retention has taken what was there.
@@ -125,13 +124,13 @@ Expected<KafkaDlq::Position> KafkaDlq::position() {
   return pos;
 }
 
-Status KafkaDlq::commit(const std::map<int32_t, int64_t>& next, const std::string& metadata) {
+Status KafkaDlq::save(const Saved& saved) {
   std::vector<PartitionOffset> offsets;
-  for (const auto& [p, o] : next) offsets.push_back({topic_, p, o});
+  for (const auto& [p, o] : saved.next) offsets.push_back({topic_, p, o});
   // kdlq commits without joining: a group with members refuses, and a
   // position not stored is an error here, not a rebalance to ride out.
   bool stored = true;
-  KPIPE_TRY(consumer_->commit(offsets, &stored, metadata));
+  KPIPE_TRY(consumer_->commit(offsets, &stored, saved.metadata));
   if (!stored)
     return failure(
         "group '{}' refused the replay position: consumers use it; give kdlq its own --group",
@@ -139,14 +138,28 @@ Status KafkaDlq::commit(const std::map<int32_t, int64_t>& next, const std::strin
   return {};
 }
 
-Status KafkaDlq::start(const std::map<int32_t, int64_t>& from) {
+std::optional<Position> KafkaDlq::parse_position(std::string_view text) const {
+  int64_t o = 0;
+  auto r = std::from_chars(text.data(), text.data() + text.size(), o);
+  if (text.empty() || r.ec != std::errc() || r.ptr != text.data() + text.size())
+    return std::nullopt;
+  return Position(o);
+}
+
+std::map<int32_t, Position> KafkaDlq::origin() const {
+  std::map<int32_t, Position> out;
+  for (const auto& [p, w] : bounds_) out[p] = w.low;
+  return out;
+}
+
+Status KafkaDlq::start(const std::map<int32_t, Position>& from) {
   // One partition at a time, in order: entries come out in the same order
   // on every run (partition, then offset).
   queue_.clear();
   current_ = 0;
   for (const auto& [p, w] : bounds_) {
     auto it = from.find(p);
-    int64_t start = std::max(it == from.end() ? w.low : it->second, w.low);
+    int64_t start = std::max(it == from.end() ? w.low : it->second.offset(), w.low);
     if (start < w.high) queue_.push_back({topic_, p, start});
   }
   if (queue_.empty()) return consumer_->assign({});
@@ -195,184 +208,11 @@ Status KafkaDlq::delete_before(const std::map<int32_t, int64_t>& before) {
 
 // --- the consumer group as a ledger ------------------------------------------------
 
-namespace {
-
-class GroupLedger final : public ReplayLedger {
- public:
-  GroupLedger(KafkaDlq& dlq, DlqFilter filter, size_t limit, KafkaDlq::Position position)
-      : dlq_(dlq), filter_(std::move(filter)), limit_(limit), position_(std::move(position)) {
-    filter_.pending_only = false;  // the position says what is pending
-    prefix_ = "kafka:" + dlq_.topic() + ":";
-  }
-
-  std::string id_prefix() const override { return prefix_; }
-
-  Expected<std::vector<InDoubt>> in_doubt() override {
-    std::vector<InDoubt> out;
-    if (position_.metadata.empty()) return out;
-    auto v = parse_json(position_.metadata);
-    const JsonValue* target = v ? v->find("target") : nullptr;
-    const JsonValue* mark = v ? v->find("mark") : nullptr;
-    if (target == nullptr || mark == nullptr || target->type != JsonType::kString ||
-        mark->type != JsonType::kString)
-      return failure("group '{}' holds unreadable replay metadata '{}'", dlq_.group(),
-                     position_.metadata);
-    mark_ = mark->str;
-    target_ = target->str;
-    out.push_back({target->str, mark->str, 0, 0});
-    return out;
-  }
-
-  Expected<size_t> settle(const InDoubt&, const std::set<std::string>& delivered) override {
-    size_t found = 0;
-    for (const std::string& id : delivered) {
-      // "kafka:TOPIC:PARTITION:OFFSET"
-      std::string_view rest = std::string_view(id).substr(prefix_.size());
-      size_t colon = rest.find(':');
-      if (colon == std::string_view::npos) continue;
-      int32_t p = 0;
-      int64_t o = 0;
-      auto rp = std::from_chars(rest.data(), rest.data() + colon, p);
-      auto ro = std::from_chars(rest.data() + colon + 1, rest.data() + rest.size(), o);
-      if (rp.ec != std::errc() || ro.ec != std::errc()) continue;
-      auto at = position_.next.find(p);
-      if (at == position_.next.end() || o < at->second) continue;
-      found_.insert({p, o});
-      ++found;
-    }
-    // The mark stays in the group until the position has passed every
-    // entry found delivered: a replay killed before that settles again
-    // from the same mark and finds the same.
-    return found;
-  }
-
-  Status reset() override {
-    found_.clear();
-    for (auto& [p, o] : position_.next) o = dlq_.bounds().at(p).low;
-    mark_.clear();
-    return dlq_.commit(position_.next, "");
-  }
-
-  Expected<std::vector<ReplayItem>> next(size_t max) override {
-    if (!started_) {
-      KPIPE_TRY(dlq_.start(position_.next));
-      started_ = true;
-    }
-    std::vector<ReplayItem> out;
-    while (out.size() < max && (limit_ == 0 || handed_out_ < limit_)) {
-      auto entries = dlq_.read(limit_ == 0 ? max - out.size()
-                                           : std::min(max - out.size(), limit_ - handed_out_));
-      if (!entries) return entries.take_error();
-      if (entries->empty()) break;
-      for (DlqEntry& e : *entries) {
-        auto& reads = reads_[e.position->partition];
-        bool pass = found_.count({e.position->partition, e.position->offset.offset()}) > 0 ||
-                    !filter_.matches(e);
-        reads.push_back({e.position->offset.offset(), pass});
-        if (pass) continue;
-        std::string id = prefix_ + e.id_text();
-        out.push_back({std::move(e), std::move(id)});
-        ++handed_out_;
-      }
-    }
-    // Entries passed over may let the position move on, and the end may
-    // leave nothing in doubt.
-    bool moved = advance();
-    if (out.empty() && !mark_.empty() && settled()) {
-      mark_.clear();
-      moved = true;
-    }
-    if (moved) KPIPE_TRY(commit());
-    return out;
-  }
-
-  Status begin(const std::vector<ReplayItem>&, const std::string& target,
-               const std::string& mark) override {
-    // An older mark still in force covers this batch as well (everything
-    // sent now lands after it), so it is kept until it is no longer needed.
-    if (mark_.empty() || !pending_found()) {
-      mark_ = mark;
-      target_ = target;
-    }
-    return commit();
-  }
-
-  Status delivered(const std::vector<const ReplayItem*>& items) override {
-    for (const ReplayItem* item : items) {
-      auto& reads = reads_[item->entry.position->partition];
-      for (auto& r : reads)
-        if (r.offset == item->entry.position->offset) r.done = true;
-    }
-    advance();
-    if (settled()) mark_.clear();
-    return commit();
-  }
-
- private:
-  struct Read {
-    int64_t offset;
-    bool done;
-  };
-
-  // Moves each partition's position over the entries read and done.
-  bool advance() {
-    bool moved = false;
-    for (auto& [p, reads] : reads_) {
-      while (!reads.empty() && reads.front().done) {
-        position_.next[p] = reads.front().offset + 1;
-        reads.pop_front();
-        moved = true;
-      }
-    }
-    return moved;
-  }
-
-  // Nothing read is undelivered, and the position has passed every entry
-  // found delivered: no mark is needed any more.
-  bool settled() const {
-    for (const auto& [p, reads] : reads_)
-      if (!reads.empty()) return false;
-    return !pending_found();
-  }
-
-  bool pending_found() const {
-    for (const auto& [p, o] : found_)
-      if (o >= position_.next.at(p)) return true;
-    return false;
-  }
-
-  Status commit() {
-    std::string metadata;
-    if (!mark_.empty()) {
-      metadata = "{\"target\":";
-      append_json_string(metadata, target_);
-      metadata.append(",\"mark\":");
-      append_json_string(metadata, mark_);
-      metadata.push_back('}');
-    }
-    return dlq_.commit(position_.next, metadata);
-  }
-
-  KafkaDlq& dlq_;
-  DlqFilter filter_;
-  size_t limit_;
-  KafkaDlq::Position position_;
-  std::string prefix_;
-  std::string mark_;
-  std::string target_;
-  std::set<std::pair<int32_t, int64_t>> found_;
-  std::map<int32_t, std::deque<Read>> reads_;
-  size_t handed_out_ = 0;
-  bool started_ = false;
-};
-
-}  // namespace
-
 Expected<std::unique_ptr<ReplayLedger>> make_group_ledger(KafkaDlq& dlq, const DlqFilter& filter,
                                                           size_t limit) {
-  auto position = dlq.position();
+  auto position = dlq.load();
   if (!position) return position.take_error();
-  return std::unique_ptr<ReplayLedger>(new GroupLedger(dlq, filter, limit, std::move(*position)));
+  return make_log_ledger(dlq, dlq, std::move(*position), filter, limit);
 }
 
 namespace {
@@ -383,27 +223,14 @@ class TopicDeadLetters final : public DeadLetters {
 
   // An entry is replayed when it lies before the group's position.
   Status scan(const DlqFilter& filter, size_t limit, bool, const Visit& fn) override {
-    auto position = dlq_->position();
+    auto position = dlq_->load();
     if (!position) return position.take_error();
-    KPIPE_TRY(dlq_->start({}));
-    size_t seen = 0;
-    for (;;) {
-      auto entries = dlq_->read(1000);
-      if (!entries) return entries.take_error();
-      if (entries->empty()) return {};
-      for (DlqEntry& e : *entries) {
-        e.replayed = e.position->offset < position->next[e.position->partition];
-        if (!filter.matches(e)) continue;
-        auto go = fn(e);
-        if (!go) return go.take_error();
-        if (!*go || (limit > 0 && ++seen >= limit)) return {};
-      }
-    }
+    return scan_dead_letter_log(*dlq_, &*position, filter, limit, fn);
   }
 
   // Each partition's prefix of entries that qualify.
   Expected<int64_t> purge(bool replayed, std::optional<Millis> before, bool dry_run) override {
-    auto position = dlq_->position();
+    auto position = dlq_->load();
     if (!position) return position.take_error();
     std::map<int32_t, int64_t> cut;
     std::map<int32_t, bool> stopped;
@@ -417,8 +244,8 @@ class TopicDeadLetters final : public DeadLetters {
       for (const DlqEntry& e : *entries) {
         int32_t p = e.position->partition;
         if (stopped[p]) continue;
-        bool qualifies =
-            (!replayed || e.position->offset < position->next[p]) && (!before || e.at < *before);
+        bool qualifies = (!replayed || passed(*dlq_, *position, p, e.position->offset)) &&
+                         (!before || e.at < *before);
         if (!qualifies) {
           stopped[p] = true;
           continue;

@@ -3,13 +3,10 @@
 // replay ledger, and a topic as a replay target.
 //
 // A Kafka dead-letter topic cannot mark a record, so "replayed" is a
-// position: a consumer group (kdlq-replay.TOPIC unless --group says
-// otherwise) whose committed offset in each partition is the first entry
-// not yet replayed. It advances only over entries delivered (or passed
-// over by the filters, which is why a filtered replay needs its own
-// group). While a batch is in flight, the commit's metadata holds the
-// target and its end offsets before the batch, for the next replay to
-// settle what a killed one left in doubt.
+// position (dlq_log.h): a consumer group (kdlq-replay.TOPIC unless --group
+// says otherwise) whose committed offset in each partition is the first
+// entry not yet replayed. While a batch is in flight, the commit's
+// metadata holds the target and its end offsets before the batch.
 #pragma once
 
 #include <map>
@@ -19,6 +16,7 @@
 
 #include "kpipe/dead_letters.h"
 #include "kpipe/dlq_entry.h"
+#include "kpipe/dlq_log.h"
 #include "kpipe/dlq_replay.h"
 #include "kpipe/kafka/client.h"
 #include "kpipe/kafka/config.h"
@@ -33,7 +31,9 @@ Expected<std::unique_ptr<DeadLetterSink>> open_kafka_dead_letters(const std::str
 // The replay group of a Kafka dead-letter topic when --group is not given.
 std::string default_replay_group(const std::string& topic);
 
-class KafkaDlq {
+// The topic as a dead-letter log, and its replay group as the keeper of
+// its position.
+class KafkaDlq final : public DeadLetterLog, public ReplayPositions {
  public:
   // `group_use`: what is done with the group, named when the cluster's
   // ACLs refuse it: Read to commit a replay's position, Describe only to
@@ -50,18 +50,21 @@ class KafkaDlq {
   // opened: what came later waits for the next run).
   const std::map<int32_t, LogBounds>& bounds() const { return bounds_; }
 
-  struct Position {
-    std::map<int32_t, int64_t> next;  // the committed offset, else the low watermark
-    std::string metadata;             // of the commit ("" when none)
-  };
-  Expected<Position> position();
-  Status commit(const std::map<int32_t, int64_t>& next, const std::string& metadata);
+  // The group's committed offsets (else the low watermarks) and the
+  // commit's metadata ("" when none).
+  Expected<Saved> position() { return load(); }
+  Expected<Saved> load() override;
+  Status save(const Saved& saved) override;
+  std::string describe() const override { return fmt::format("group '{}'", group_); }
+  std::string name() const override { return "kafka:" + topic_; }
 
   // Reads from `from` (a partition left out: from its low watermark) up
-  // to the ends, partition after partition; read() returns up to `max`
-  // entries, none at the end.
-  Status start(const std::map<int32_t, int64_t>& from);
-  Expected<std::vector<DlqEntry>> read(size_t max);
+  // to the ends, partition after partition.
+  Status start(const std::map<int32_t, Position>& from) override;
+  Expected<std::vector<DlqEntry>> read(size_t max) override;
+  Position after(const Position& at) const override { return at.offset() + 1; }
+  std::optional<Position> parse_position(std::string_view text) const override;
+  std::map<int32_t, Position> origin() const override;
 
   Status delete_before(const std::map<int32_t, int64_t>& before);
 
@@ -80,7 +83,8 @@ class KafkaDlq {
 // purges it (DeleteRecords).
 std::unique_ptr<DeadLetters> make_topic_dead_letters(std::unique_ptr<KafkaDlq> dlq);
 
-// The consumer group as the replay ledger of a Kafka dead-letter topic.
+// The consumer group as the replay ledger of a Kafka dead-letter topic
+// (make_log_ledger).
 Expected<std::unique_ptr<ReplayLedger>> make_group_ledger(KafkaDlq& dlq, const DlqFilter& filter,
                                                           size_t limit);
 

@@ -520,6 +520,170 @@ class KinesisReplayTarget final : public ReplayTarget {
   std::string first_error_;
 };
 
+// --dlq kinesis:STREAM: dead letters as records of a stream, written in
+// PutRecords batches; sync() waits until each is acknowledged.
+class KinesisDeadLetterSink final : public DeadLetterSink {
+ public:
+  explicit KinesisDeadLetterSink(std::shared_ptr<KinesisLogImpl> impl)
+      : impl_(std::move(impl)),
+        writer_(impl_->client(), impl_->stream(), impl_->clock(), impl_->timeout()) {
+    writer_.set_delivery_handler([this](uint64_t, const Error* err) {
+      if (err == nullptr) return;
+      if (failed_++ == 0) first_failure_ = err->message;
+    });
+  }
+
+  Status write(const DeadLetter& d) override {
+    PutEntry entry;
+    entry.partition_key =
+        d.source ? fmt::format("{}/{}", d.source->topic, d.source->partition) : d.stage;
+    if (entry.partition_key.empty()) entry.partition_key = "kpipe";
+    // Topics and stages are ASCII in practice; a longer key is cut to
+    // Kinesis's limit at a character's start.
+    if (entry.partition_key.size() > kPartitionKeyMaxChars) {
+      size_t cut = kPartitionKeyMaxChars;
+      while (cut > 0 && (static_cast<unsigned char>(entry.partition_key[cut]) & 0xc0) == 0x80)
+        --cut;
+      entry.partition_key.resize(cut);
+    }
+    entry.data = dead_letter_json(d);
+    Status s = writer_.write(std::move(entry));
+    // The dead letter of a line refused as too large may be too large
+    // itself: that is the store failing, not more bad input.
+    if (!s.ok() && s.error().status == ExitStatus::kDataError)
+      return failure("cannot write a dead letter to '{}': {}", describe(), s.error().message);
+    return s;
+  }
+
+  Status sync() override {
+    KPIPE_TRY(writer_.flush());
+    if (failed_ > 0)
+      return failure("{} dead letters not delivered to stream '{}': {}", failed_, impl_->stream(),
+                     first_failure_);
+    return {};
+  }
+
+  std::string describe() const override { return "kinesis:" + impl_->stream(); }
+
+ private:
+  std::shared_ptr<KinesisLogImpl> impl_;
+  KinesisWriter writer_;
+  uint64_t failed_ = 0;
+  std::string first_failure_;
+};
+
+// The stream's dead letters, every shard from the given positions to its
+// tip as of start(), a child after its parents.
+class StreamDeadLetterLog final : public DeadLetterLog {
+ public:
+  explicit StreamDeadLetterLog(std::shared_ptr<KinesisLogImpl> impl) : impl_(std::move(impl)) {}
+
+  std::string name() const override { return "kinesis:" + impl_->stream(); }
+
+  Status start(const std::map<int32_t, Position>& from) override {
+    reader_ = std::make_unique<StreamReader>(impl_->client(), impl_->stream(), impl_->clock());
+    read_.clear();
+    next_ = 0;
+    KPIPE_TRY(reader_->open([&](const Shard& shard) {
+      ShardStart start;  // from its start
+      auto it = from.find(shard.partition);
+      if (it != from.end() && it->second.is_sequence()) {
+        start.kind = ShardStart::Kind::kAfterSequence;
+        start.sequence = it->second.digits();
+      }
+      return StreamReader::Plan{start, false};
+    }));
+    since_ = impl_->clock().steady();
+    return {};
+  }
+
+  Expected<std::vector<DlqEntry>> read(size_t max) override {
+    std::vector<DlqEntry> out;
+    while (read_.size() - next_ < max && reader_ && !reader_->caught_up(since_)) {
+      KPIPE_TRY(reader_->poll([&](const StreamReader::Event& e) -> Status {
+        if (e.kind != StreamReader::Event::Kind::kRecord) return {};
+        auto at = Position::sequence(e.record->sequence);
+        if (!at)
+          return failure("kinesis: {} of stream '{}' gave sequence number '{}', not a decimal",
+                         e.shard->id, impl_->stream(), e.record->sequence);
+        DlqEntry entry = parse_dead_letter_json(e.record->data);
+        // A record kpipe did not write was refused when it arrived.
+        if (entry.at == 0) entry.at = e.record->arrival;
+        entry.position = PartitionOffset{impl_->stream(), e.shard->partition, std::move(*at)};
+        read_.push_back(std::move(entry));
+        return {};
+      }));
+    }
+    while (out.size() < max && next_ < read_.size()) out.push_back(std::move(read_[next_++]));
+    if (next_ == read_.size()) {
+      read_.clear();
+      next_ = 0;
+    }
+    return out;
+  }
+
+  Position after(const Position& at) const override { return at; }
+  std::optional<Position> parse_position(std::string_view text) const override {
+    return Position::sequence(text);
+  }
+  std::map<int32_t, Position> origin() const override { return {}; }
+
+ private:
+  std::shared_ptr<KinesisLogImpl> impl_;
+  std::unique_ptr<StreamReader> reader_;
+  Millis since_ = 0;
+  std::vector<DlqEntry> read_;
+  size_t next_ = 0;
+};
+
+class StreamDeadLetters final : public DeadLetters {
+ public:
+  StreamDeadLetters(std::shared_ptr<KinesisLogImpl> impl,
+                    std::unique_ptr<ReplayPositions> positions)
+      : log_(std::move(impl)), positions_(std::move(positions)) {}
+
+  Status scan(const DlqFilter& filter, size_t limit, bool, const Visit& fn) override {
+    std::optional<ReplayPositions::Saved> saved;
+    if (positions_) {
+      auto loaded = positions_->load();
+      if (!loaded) return loaded.take_error();
+      saved = std::move(*loaded);
+    }
+    return scan_dead_letter_log(log_, saved ? &*saved : nullptr, filter, limit, fn);
+  }
+
+  Expected<int64_t> purge(bool, std::optional<Millis>, bool) override {
+    return usage_error(
+        "--dlq '{}': a stream deletes nothing; its entries expire with its retention period",
+        log_.name());
+  }
+
+  Expected<std::unique_ptr<ReplayLedger>> replay_ledger(const DlqFilter& filter, size_t limit,
+                                                        Clock&) override {
+    if (!positions_)
+      return usage_error("--dlq '{}': a replay keeps its position in --state STORE", log_.name());
+    auto saved = positions_->load();
+    if (!saved) return saved.take_error();
+    return make_log_ledger(log_, *positions_, std::move(*saved), filter, limit);
+  }
+
+ private:
+  StreamDeadLetterLog log_;
+  std::unique_ptr<ReplayPositions> positions_;
+};
+
+// The stream a dead-letter store names, said missing as the Kafka sink
+// says a missing topic.
+Status check_dead_letter_stream(KinesisLogImpl& impl) {
+  auto shards = impl.shards(impl.stream(), true);
+  if (!shards)
+    return failure("dead-letter store 'kinesis:{}': {}", impl.stream(), shards.error().message);
+  if (!*shards)
+    return failure("dead-letter store 'kinesis:{}': stream '{}' does not exist", impl.stream(),
+                   impl.stream());
+  return {};
+}
+
 }  // namespace
 
 Expected<std::unique_ptr<ReplayTarget>> KinesisLog::replay_target() const {
@@ -528,6 +692,17 @@ Expected<std::unique_ptr<ReplayTarget>> KinesisLog::replay_target() const {
   if (!shards)
     return failure("replay target 'kinesis:{}': {}", impl_->stream(), shards.error().message);
   return std::unique_ptr<ReplayTarget>(new KinesisReplayTarget(impl_));
+}
+
+Expected<std::unique_ptr<DeadLetterSink>> KinesisLog::dead_letter_sink() const {
+  KPIPE_TRY(check_dead_letter_stream(*impl_));
+  return std::unique_ptr<DeadLetterSink>(new KinesisDeadLetterSink(impl_));
+}
+
+Expected<std::unique_ptr<DeadLetters>> KinesisLog::dead_letters(
+    std::unique_ptr<ReplayPositions> positions) const {
+  KPIPE_TRY(check_dead_letter_stream(*impl_));
+  return std::unique_ptr<DeadLetters>(new StreamDeadLetters(impl_, std::move(positions)));
 }
 
 KinesisLog::KinesisLog(std::shared_ptr<KinesisLogImpl> impl) : impl_(std::move(impl)) {}

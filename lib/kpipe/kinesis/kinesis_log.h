@@ -16,6 +16,9 @@
 #include <string>
 #include <string_view>
 
+#include "kpipe/dead_letters.h"
+#include "kpipe/dlq_entry.h"
+#include "kpipe/dlq_log.h"
 #include "kpipe/kinesis/aws_config.h"
 #include "kpipe/log.h"
 #include "kpipe/report.h"
@@ -53,7 +56,6 @@ struct KinesisOptions {
 inline constexpr Millis kReplayMarkSkew = kSecond;
 
 class KinesisLogImpl;
-class ReplayTarget;
 class HttpTransport;
 struct AwsCredentials;
 using CredentialSource = std::function<Expected<AwsCredentials>()>;
@@ -101,6 +103,24 @@ class KinesisLog {
   // when a record with exactly its partition key and bytes arrived since.
   // An error if the stream does not exist.
   Expected<std::unique_ptr<ReplayTarget>> replay_target() const;
+
+  // The stream as a dead-letter store (--dlq kinesis:STREAM, kpipe(7),
+  // BAD INPUT): a dead letter is one record whose data is
+  // dead_letter_json(), its partition key the source's "TOPIC/PARTITION"
+  // when the line was an envelope (a source partition's dead letters stay
+  // in order in one shard), else the stage. One too large for a record is
+  // the store failing, not bad input. An error if the stream does not
+  // exist.
+  Expected<std::unique_ptr<DeadLetterSink>> dead_letter_sink() const;
+  // The stream as kdlq reads and replays it (kdlq(1)): every shard from
+  // its start to its tip, a child after its parents; an entry's position
+  // is its shard's number and sequence number. `positions` keeps the
+  // replay position (a table of --state, made by the caller): without it,
+  // no entry shows as replayed, and there is no ledger to replay with. A
+  // stream deletes nothing: purge is refused. An error if the stream does
+  // not exist.
+  Expected<std::unique_ptr<DeadLetters>> dead_letters(
+      std::unique_ptr<ReplayPositions> positions) const;
 
  private:
   friend KinesisLog make_kinesis_log(AwsSettings, std::string, std::shared_ptr<HttpTransport>,

@@ -6,8 +6,22 @@
 namespace kpipe {
 
 Expected<std::unique_ptr<DeadLetterSink>> open_dead_letter_sink(const std::string& target,
-                                                                const KafkaLog* kafka) {
+                                                                const KafkaLog* kafka,
+                                                                Reporter& reporter, Clock& clock,
+                                                                const DlqKinesis& kinesis) {
   if (target.empty()) return usage_error("--on-error dlq needs --dlq FILE.db or --dlq kafka:TOPIC");
+  if (is_kinesis_target(target)) {
+    KinesisOptions options;
+    if (kinesis.options != nullptr) {
+      options = *kinesis.options;
+    } else {
+      // A program without --region and --endpoint: AWS's variables alone.
+      options.env = AwsEnvironment::from_process();
+    }
+    auto stream = KinesisLog::open(options, target, kinesis.timeout, reporter, clock);
+    if (!stream) return stream.take_error();
+    return stream->dead_letter_sink();
+  }
   Target parsed = parse_target(target);
   if (parsed.kind == TargetKind::kKafka) {
     if (parsed.location.empty()) return usage_error("--dlq 'kafka:': the topic name is missing");
@@ -29,33 +43,45 @@ Expected<OnError> resolve_on_error(const ErrorOptions& options) {
   return parse_on_error(options.on_error);
 }
 
-}  // namespace
-
-Expected<std::unique_ptr<BadInputHandler>> make_bad_input_handler(const ErrorOptions& options,
-                                                                  const std::string& stage, Io& io,
-                                                                  const KafkaLog* kafka) {
-  if (kafka == nullptr && is_kafka_target(options.dlq))
-    return make_bad_input_handler(options, stage, io, KafkaOptions{});
+Expected<std::unique_ptr<BadInputHandler>> make_handler(const ErrorOptions& options,
+                                                        const std::string& stage, Io& io,
+                                                        const KafkaLog* kafka,
+                                                        const DlqKinesis& kinesis) {
   auto mode = resolve_on_error(options);
   if (!mode) return mode.take_error();
   std::unique_ptr<DeadLetterSink> sink;
   if (*mode == OnError::kDlq && options.dlq.empty())
     return usage_error("--on-error dlq needs --dlq FILE.db or --dlq kafka:TOPIC");
   if (!options.dlq.empty()) {
-    auto opened = open_dead_letter_sink(options.dlq, kafka);
+    auto opened = open_dead_letter_sink(options.dlq, kafka, io.reporter, io.clock, kinesis);
     if (!opened) return opened.take_error();
     sink = std::move(*opened);
   }
   return std::make_unique<BadInputHandler>(*mode, std::move(sink), stage, io.clock);
 }
 
+}  // namespace
+
 Expected<std::unique_ptr<BadInputHandler>> make_bad_input_handler(const ErrorOptions& options,
                                                                   const std::string& stage, Io& io,
-                                                                  const KafkaOptions& kafka) {
-  if (!is_kafka_target(options.dlq)) return make_bad_input_handler(options, stage, io, nullptr);
+                                                                  const KafkaLog* kafka,
+                                                                  const KinesisOptions* kinesis) {
+  if (kafka == nullptr && is_kafka_target(options.dlq))
+    return make_bad_input_handler(options, stage, io, KafkaOptions{}, kinesis);
+  DlqKinesis stream{kinesis};
+  if (kafka != nullptr) stream.timeout = format_duration(kafka->config().timeout);
+  return make_handler(options, stage, io, kafka, stream);
+}
+
+Expected<std::unique_ptr<BadInputHandler>> make_bad_input_handler(const ErrorOptions& options,
+                                                                  const std::string& stage, Io& io,
+                                                                  const KafkaOptions& kafka,
+                                                                  const KinesisOptions* kinesis) {
+  if (!is_kafka_target(options.dlq))
+    return make_handler(options, stage, io, nullptr, {kinesis, kafka.timeout});
   auto log = KafkaLog::open(kafka, io.env_brokers, io.reporter, io.clock);
   if (!log) return log.take_error();
-  return make_bad_input_handler(options, stage, io, &*log);
+  return make_bad_input_handler(options, stage, io, &*log, kinesis);
 }
 
 }  // namespace kpipe

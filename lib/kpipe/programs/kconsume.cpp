@@ -973,9 +973,10 @@ Status consume_from(const ConsumeOptions& options, Io& io, OpenedReader& reader,
                     const KafkaLog* kafka) {
   auto decoder = PayloadDecoder::open(options.schema, config);
   if (!decoder) return decoder.take_error();
-  auto bad = kafka != nullptr
-                 ? make_bad_input_handler(options.errors, "kconsume", io, kafka)
-                 : make_bad_input_handler(options.errors, "kconsume", io, options.kafka);
+  auto bad =
+      kafka != nullptr
+          ? make_bad_input_handler(options.errors, "kconsume", io, kafka, &options.kinesis)
+          : make_bad_input_handler(options.errors, "kconsume", io, options.kafka, &options.kinesis);
   if (!bad) return bad.take_error();
   ConsumeLoop loop(options, reader, io, from, until, std::move(only), commit_interval,
                    std::move(stats), state, checkpoint_interval, instance, **decoder, **bad);

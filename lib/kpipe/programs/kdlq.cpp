@@ -9,6 +9,7 @@
 #include "kpipe/kinesis/kinesis_log.h"
 #include "kpipe/programs/dlq_targets.h"
 #include "kpipe/store/dlq_store.h"
+#include "kpipe/store/replay_positions.h"
 #include "kpipe/target.h"
 
 namespace kpipe {
@@ -27,6 +28,34 @@ Expected<KafkaLog> open_kafka(const DlqOptions& o, Io& io, std::string_view what
   return log;
 }
 
+// A Kinesis dead-letter stream, its replay position kept in --state
+// under the ledger --group names (kdlq(1)). `replays`: a replay, which
+// needs --state; the other commands read the ledger when given one.
+Expected<Store> open_stream_store(const DlqOptions& o, Io& io, bool read_only, bool replays) {
+  auto name = parse_kinesis_target(o.dlq);
+  if (!name) return name.take_error();
+  if (replays && o.state.empty())
+    return usage_error(
+        "--dlq '{}': a replay of a Kinesis dead-letter stream keeps its position in --state STORE "
+        "(an SQLite file or postgresql://...)",
+        o.dlq);
+  if (!o.group.empty() && o.state.empty())
+    return usage_error("--group names a replay ledger in --state STORE, which is missing");
+  auto stream = KinesisLog::open(o.kinesis, o.dlq, o.kafka.timeout, io.reporter, io.clock);
+  if (!stream) return stream.take_error();
+  std::unique_ptr<ReplayPositions> positions;
+  if (!o.state.empty()) {
+    std::string log = std::string(kKinesisPrefix) + name->name;
+    auto stored = StoredReplayPositions::open(
+        o.state, o.group.empty() ? default_replay_ledger(name->name) : o.group, log, read_only);
+    if (!stored) return stored.take_error();
+    positions = std::move(*stored);
+  }
+  auto letters = stream->dead_letters(std::move(positions));
+  if (!letters) return letters.take_error();
+  return Store{std::move(*letters), o.dlq};
+}
+
 // `mode`: DlqStore::Mode::kRead for the commands that only read, which a
 // user who may only read the store can run (kdlq(1)).
 // `replays`: a Kafka store's replay group is committed to, not only read
@@ -35,7 +64,13 @@ Expected<Store> open_store(const DlqOptions& o, Io& io,
                            DlqStore::Mode mode = DlqStore::Mode::kExisting, bool replays = false) {
   Store s;
   s.name = o.dlq;
-  if (o.dlq.empty()) return usage_error("--dlq FILE.db or --dlq kafka:TOPIC is required");
+  if (o.dlq.empty())
+    return usage_error("--dlq FILE.db, --dlq kafka:TOPIC or --dlq kinesis:STREAM is required");
+  if (is_kinesis_target(o.dlq))
+    return open_stream_store(o, io, mode == DlqStore::Mode::kRead, replays);
+  if (!o.state.empty())
+    return usage_error(
+        "--state is for a Kinesis dead-letter stream's replay position, not for '{}'", o.dlq);
   Target target = parse_target(o.dlq);
   if (target.kind != TargetKind::kKafka) {
     if (!o.group.empty())
@@ -191,12 +226,16 @@ Status run_dlq_replay(const DlqOptions& o, Io& io) {
     if (!name) return name.take_error();
     // A Kinesis record carries no replay id: a killed replay is settled by
     // looking for its entries' records, which only a store can list.
-    if (is_kafka_target(o.dlq) && !o.dry_run)
+    const bool topic = is_kafka_target(o.dlq);
+    if ((topic || is_kinesis_target(o.dlq)) && !o.dry_run)
       return usage_error(
-          "--to '{}': a Kafka dead-letter topic's replay group keeps a position, not which "
-          "entries a killed replay left in doubt, which a Kinesis stream can only be searched "
-          "for by their content; replay a store (FILE.db, postgresql://...)",
-          o.to);
+          "--to '{}': {} keeps a position, not which entries a killed replay left in doubt, which "
+          "a Kinesis stream can only be searched for by their content; {}",
+          o.to,
+          topic ? "a Kafka dead-letter topic's replay group"
+                : "a Kinesis dead-letter stream's replay ledger",
+          topic ? "replay a store (FILE.db, postgresql://...)"
+                : "replay to standard output or kafka:TOPIC");
   } else if (!o.to.empty()) {
     Target to = parse_target(o.to);
     if (to.kind != TargetKind::kKafka || to.location.empty())
@@ -206,11 +245,14 @@ Status run_dlq_replay(const DlqOptions& o, Io& io) {
           o.to);
     to_topic = std::move(to.location);
   }
-  if (is_kafka_target(o.dlq) && filter->narrows() && o.group.empty() && !o.dry_run)
+  // A log's replay position passes over what the filters leave out.
+  const bool topic = is_kafka_target(o.dlq);
+  if ((topic || is_kinesis_target(o.dlq)) && filter->narrows() && o.group.empty() && !o.dry_run)
     return usage_error(
-        "a filtered replay of a Kafka dead-letter topic needs its own --group: the replay position "
-        "is an offset, "
-        "and the entries the filters pass over would count as replayed");
+        "a filtered replay of {} needs its own --group: the replay position is {}, and the "
+        "entries the filters pass over would count as replayed",
+        topic ? "a Kafka dead-letter topic" : "a Kinesis dead-letter stream",
+        topic ? "an offset" : "a sequence number in each shard");
   auto store = open_store(o, io, DlqStore::Mode::kExisting, /*replays=*/true);
   if (!store) return store.take_error();
 
@@ -266,6 +308,10 @@ Status run_dlq_replay(const DlqOptions& o, Io& io) {
 }
 
 Status run_dlq_purge(const DlqOptions& o, Io& io) {
+  if (is_kinesis_target(o.dlq))
+    return usage_error(
+        "--dlq '{}': a stream deletes nothing; its entries expire with its retention period",
+        o.dlq);
   if (!o.replayed && o.older_than.empty())
     return usage_error(
         "say what to purge: --replayed, --older-than D, or both (entries that are both)");
@@ -304,8 +350,8 @@ Status run_dlq_guard(const DlqOptions& o, Io& io) {
     if (!opened) return opened.take_error();
     log = std::move(*opened);
   }
-  auto bad =
-      make_bad_input_handler(errors, stage_name("kdlq-guard", o.name), io, log ? &*log : nullptr);
+  auto bad = make_bad_input_handler(errors, stage_name("kdlq-guard", o.name), io,
+                                    log ? &*log : nullptr, &o.kinesis);
   if (!bad) return bad.take_error();
   GuardStage stage(std::move(requirements));
   FilterSettings settings{o.input, std::move(*stats)};

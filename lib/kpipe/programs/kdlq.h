@@ -15,9 +15,13 @@
 namespace kpipe {
 
 struct DlqOptions {
-  std::string dlq;  // FILE.db (SQLite) or kafka:TOPIC
+  std::string dlq;  // FILE.db (SQLite), postgresql://..., kafka:TOPIC or kinesis:STREAM
   KafkaOptions kafka;
-  std::string group;  // a Kafka dead-letter topic's replay group
+  KinesisOptions kinesis;  // a kinesis:STREAM store or replay target
+  // A Kafka dead-letter topic's replay group; a Kinesis dead-letter
+  // stream's replay ledger in `state`.
+  std::string group;
+  std::string state;  // where a Kinesis dead-letter stream's replay position is kept
 
   // Filters: list, stats and replay.
   std::string reason;
@@ -32,7 +36,6 @@ struct DlqOptions {
 
   // replay
   std::string to;  // empty: standard output; else kafka:TOPIC or kinesis:STREAM
-  KinesisOptions kinesis;
   bool dry_run = false;
   bool again = false;
   size_t batch = 1000;  // entries in flight to Kafka at most

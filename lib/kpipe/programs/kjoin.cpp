@@ -676,8 +676,10 @@ Status run_join(const JoinOptions& options, Io& io) {
   std::unique_ptr<TableSource> table = std::move(*opened);
   // A --dlq kafka:TOPIC shares the table topic's client settings.
   const KafkaLog* kafka = table->kafka_log();
-  auto bad = kafka ? make_bad_input_handler(options.errors, plan->stage, io, kafka)
-                   : make_bad_input_handler(options.errors, plan->stage, io, options.kafka);
+  auto bad = kafka
+                 ? make_bad_input_handler(options.errors, plan->stage, io, kafka, &options.kinesis)
+                 : make_bad_input_handler(options.errors, plan->stage, io, options.kafka,
+                                          &options.kinesis);
   if (!bad) return bad.take_error();
 
   JoinEngine engine(plan->mode, table->rows_saved(), plan->table_disorder, plan->idle_timeout,

@@ -598,7 +598,8 @@ Status run_produce(const ProduceOptions& given, Io& io) {
     auto stream = KinesisLog::open(options.kinesis, given.topic, options.kafka.timeout, io.reporter,
                                    io.clock);
     if (!stream) return stream.take_error();
-    auto bad = make_bad_input_handler(options.errors, io.program, io, options.kafka);
+    auto bad =
+        make_bad_input_handler(options.errors, io.program, io, options.kafka, &options.kinesis);
     if (!bad) return bad.take_error();
     auto payloads = PayloadWriter::open(options.schema, KafkaConfig{}, options.topic);
     if (!payloads) return payloads.take_error();
@@ -612,7 +613,7 @@ Status run_produce(const ProduceOptions& given, Io& io) {
   const KafkaConfig& config = log->config();
   if (config.get("transactional.id") != nullptr)
     return usage_error("-X transactional.id: use --transactional (and --transactional-id ID)");
-  auto bad = make_bad_input_handler(options.errors, io.program, io, &*log);
+  auto bad = make_bad_input_handler(options.errors, io.program, io, &*log, &options.kinesis);
   if (!bad) return bad.take_error();
   auto payloads = PayloadWriter::open(options.schema, config, options.topic);
   if (!payloads) return payloads.take_error();

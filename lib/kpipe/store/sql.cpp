@@ -179,4 +179,22 @@ std::string quote_identifier(std::string_view name) {
   return out;
 }
 
+void bind_position(Statement& stmt, int offset, int sequence, const Position& p) {
+  if (!p.is_offset()) {
+    stmt.bind(offset, int64_t{0}).bind_text(sequence, p.text());
+  } else {
+    stmt.bind(offset, p.offset()).bind_null(sequence);
+  }
+}
+
+Expected<Position> column_position(const Statement& stmt, int offset, std::string_view table) {
+  if (stmt.column_type(offset + 1) == Statement::Type::kNull)
+    return Position(stmt.column_int(offset));
+  auto p = Position::from_string(stmt.column_text(offset + 1));
+  if (!p)
+    return failure("{}: sequence '{}' is not a Kinesis position (changed outside kpipe?)", table,
+                   stmt.column_text(offset + 1));
+  return std::move(*p);
+}
+
 }  // namespace kpipe

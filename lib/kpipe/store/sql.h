@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kpipe/position.h"
 #include "kpipe/status.h"
 
 namespace kpipe {
@@ -216,5 +217,12 @@ std::string display_target(std::string_view target);
 // Quotes an identifier for SQL ("a""b"). Callers validate identifiers
 // first; quoting makes any name data, never SQL.
 std::string quote_identifier(std::string_view name);
+
+// A position in two columns (kpipe(7), LOGS): a Kafka offset in "offset",
+// a Kinesis position (a sequence number's digits, "@" and a time) in
+// sequence, with "offset" 0. Bound at parameters `offset` and `sequence`.
+void bind_position(Statement& stmt, int offset, int sequence, const Position& p);
+// The columns `offset` and `offset + 1` ("offset", sequence) of `table`.
+Expected<Position> column_position(const Statement& stmt, int offset, std::string_view table);
 
 }  // namespace kpipe

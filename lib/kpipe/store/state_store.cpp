@@ -184,28 +184,6 @@ std::string seal_columns(Dialect dialect, const char* table) {
   return {};
 }
 
-// A position in two columns (kpipe(7), LOGS): a Kafka offset in "offset",
-// a Kinesis position (a sequence number's digits, "@" and a time) in
-// sequence, with "offset" 0.
-void bind_position(Statement& stmt, int offset, int sequence, const Position& p) {
-  if (!p.is_offset()) {
-    stmt.bind(offset, int64_t{0}).bind_text(sequence, p.text());
-  } else {
-    stmt.bind(offset, p.offset()).bind_null(sequence);
-  }
-}
-
-// The columns `offset` and `offset + 1` ("offset", sequence) of `table`.
-Expected<Position> column_position(const Statement& stmt, int offset, std::string_view table) {
-  if (stmt.column_type(offset + 1) == Statement::Type::kNull)
-    return Position(stmt.column_int(offset));
-  auto p = Position::from_string(stmt.column_text(offset + 1));
-  if (!p)
-    return failure("{}: sequence '{}' is not a Kinesis position (changed outside kpipe?)", table,
-                   stmt.column_text(offset + 1));
-  return std::move(*p);
-}
-
 std::vector<std::string> migrations(Dialect dialect) {
   bool pg = dialect == Dialect::kPostgres;
   return dialect_migrations(
@@ -486,17 +464,12 @@ Status StateStore::note_run(std::string_view role, int64_t checkpoint) {
   return stmt->run();
 }
 
-namespace {
-
-// How a fault of the state file names it (OpenOptions).
 OpenOptions state_options() {
   OpenOptions options;
   options.kind = "state database";
   options.not_kind = "a kpipe state database";
   return options;
 }
-
-}  // namespace
 
 Expected<std::unique_ptr<StateStore>> StateStore::open(const std::string& path) {
   auto db = Database::open(path, state_options());

@@ -65,6 +65,10 @@ struct SnapshotRecord {
   int64_t bytes = 0;
 };
 
+// How a fault of a state file names it (OpenOptions): "state database
+// 'p.db': ...", "is not a kpipe state database".
+OpenOptions state_options();
+
 class StateStore {
  public:
   ~StateStore();

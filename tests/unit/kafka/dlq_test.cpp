@@ -68,7 +68,7 @@ void write_dead_letters(Cluster& c, const std::string& topic,
   o.brokers = c.mock->bootstraps();
   auto log = KafkaLog::open(o, nullptr, c.reporter, c.clock);
   REQUIRE(log.ok());
-  auto sink = open_dead_letter_sink("kafka:" + topic, &*log);
+  auto sink = open_dead_letter_sink("kafka:" + topic, &*log, c.reporter, c.clock);
   REQUIRE(sink.ok());
   FakeClock clock(1795946400010);
   BadInputHandler bad(OnError::kDlq, std::move(*sink), "kdlq-guard", clock);

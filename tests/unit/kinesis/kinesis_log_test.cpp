@@ -8,6 +8,7 @@
 
 #include "fake_http.h"
 #include "fakes.h"
+#include "kpipe/dlq_entry.h"
 #include "kpipe/dlq_replay.h"
 #include "kpipe/json.h"
 #include "kpipe/kinesis/kinesis_log_internal.h"
@@ -431,6 +432,117 @@ TEST_CASE("kinesis log: a replay target finds in-doubt entries by key and bytes 
           R"({"StreamName":"s","ShardId":"shardId-000000000000","ShardIteratorType":"AT_TIMESTAMP","Timestamp":1796465729.000})"});
   CHECK((*target)->delivered_since("17", "s1:", in_doubt).error().message ==
         "'kinesis:s' keeps a replay mark '17' that is not a time");
+}
+
+// --- a stream as a dead-letter store ----------------------------------------------
+
+namespace {
+
+// A dead-letter sink on the stream "s", which exists.
+std::unique_ptr<DeadLetterSink> sink_of(Fixture& f) {
+  f.http->answers.push_back(shards({"shardId-000000000000"}));
+  auto sink = f.log.dead_letter_sink();
+  REQUIRE(sink.ok());
+  return std::move(*sink);
+}
+
+}  // namespace
+
+TEST_CASE("kinesis log: a dead-letter sink says a missing stream at start",
+          "[kinesis][kinesis_log][dead_letter]") {
+  Fixture f;
+  f.http->answers.push_back(HttpResponse{
+      400,
+      R"({"__type":"ResourceNotFoundException","message":"Stream s under account 0 not found."})"});
+  auto sink = f.log.dead_letter_sink();
+  REQUIRE_FALSE(sink.ok());
+  CHECK(sink.error().status == ExitStatus::kFailure);
+  CHECK(sink.error().message == "dead-letter store 'kinesis:s': stream 's' does not exist");
+}
+
+TEST_CASE("kinesis log: a dead letter is one record, keyed by its source partition or its stage",
+          "[kinesis][kinesis_log][dead_letter]") {
+  Fixture f;
+  auto sink = sink_of(f);
+  CHECK(sink->describe() == "kinesis:s");
+  DeadLetter plain;
+  plain.at = 1764412345123;
+  plain.stage = "kdedup";
+  plain.reason = "line 1: not valid JSON";
+  plain.payload = "{\"broken\":";
+  DeadLetter from_envelope = plain;
+  from_envelope.source = SourcePosition{"events", 3, 17};
+  REQUIRE(sink->write(plain).ok());
+  REQUIRE(sink->write(from_envelope).ok());
+  CHECK(f.http->sent.size() == 1);  // queued until sync
+  f.http->answers.push_back(HttpResponse{200, R"({"FailedRecordCount":0,"Records":[
+    {"SequenceNumber":"1","ShardId":"shardId-000000000000"},
+    {"SequenceNumber":"2","ShardId":"shardId-000000000000"}]})"});
+  REQUIRE(sink->sync().ok());
+  REQUIRE(f.http->sent.size() == 2);
+  auto body = parse_json(f.http->sent[1].body);
+  REQUIRE(body.ok());
+  const JsonValue* records = body->find("Records");
+  REQUIRE(records != nullptr);
+  REQUIRE(records->items.size() == 2);
+  CHECK(records->items[0].find("PartitionKey")->str == "kdedup");
+  CHECK(records->items[1].find("PartitionKey")->str == "events/3");
+  auto data = decode_base64(records->items[1].find("Data")->str);
+  REQUIRE(data.ok());
+  CHECK(*data == dead_letter_json(from_envelope));
+}
+
+TEST_CASE("kinesis log: a dead letter too large for a record is the store failing, not bad input",
+          "[kinesis][kinesis_log][dead_letter]") {
+  Fixture f;
+  auto sink = sink_of(f);
+  std::string line(1024 * 1024, 'x');
+  DeadLetter d;
+  d.stage = "kdlq-guard";
+  d.reason = "line 1: longer than 10 bytes";
+  d.payload = line;
+  Status s = sink->write(d);
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.error().status == ExitStatus::kFailure);
+  CHECK(
+      s.error().message.starts_with("cannot write a dead letter to 'kinesis:s': the record has "));
+}
+
+TEST_CASE("kinesis log: a stream read as a dead-letter store, foreign records as payloads",
+          "[kinesis][kinesis_log][dead_letter]") {
+  Fixture f;
+  f.http->answers.push_back(shards({"shardId-000000000000"}));
+  auto letters = f.log.dead_letters(nullptr);
+  REQUIRE(letters.ok());
+  DeadLetter d;
+  d.at = 1764412345123;
+  d.stage = "kwindow";
+  d.reason = "line 4: late";
+  d.payload = "{\"ts\":1}";
+  f.http->answers.push_back(shards({"shardId-000000000000"}));
+  f.http->answers.push_back(HttpResponse{200, R"({"ShardIterator":"i0"})"});
+  f.http->answers.push_back(page(
+      record("10", "kwindow", dead_letter_json(d)) + "," + record("11", "k", "foreign"), "i1", 0));
+  f.http->answers.push_back(page("", "i2", 0));
+  std::vector<std::string> seen;
+  REQUIRE((*letters)
+              ->scan({}, 0, true,
+                     [&](const DlqEntry& e) -> Expected<bool> {
+                       seen.push_back(fmt::format("{} {} {} {} {} {}", e.id_text(), e.at, e.stage,
+                                                  e.reason, e.payload, e.replayed));
+                       return true;
+                     })
+              .ok());
+  CHECK(seen == std::vector<std::string>{"0:10 1764412345123 kwindow line 4: late {\"ts\":1} false",
+                                         "0:11 1764412345500 " + std::string("  foreign false")});
+  // Without a ledger there is nothing to replay with, and a stream deletes nothing.
+  FakeClock clock{0};
+  auto ledger = (*letters)->replay_ledger({}, 0, clock);
+  REQUIRE_FALSE(ledger.ok());
+  CHECK(ledger.error().status == ExitStatus::kUsage);
+  auto purged = (*letters)->purge(true, std::nullopt, false);
+  REQUIRE_FALSE(purged.ok());
+  CHECK(purged.error().status == ExitStatus::kUsage);
 }
 
 }  // namespace kpipe

@@ -14,13 +14,13 @@ TEST_CASE("open_dead_letter_sink and make_bad_input_handler: targets and usage e
   std::string path = dir.file("dlq.db");
   FakeClock clock{1795947330123};
   RecordingReporter reporter;
-  CHECK(open_dead_letter_sink("", nullptr).error().message ==
+  CHECK(open_dead_letter_sink("", nullptr, reporter, clock).error().message ==
         "--on-error dlq needs --dlq FILE.db or --dlq kafka:TOPIC");
-  CHECK(open_dead_letter_sink("kafka:", nullptr).error().message ==
+  CHECK(open_dead_letter_sink("kafka:", nullptr, reporter, clock).error().message ==
         "--dlq 'kafka:': the topic name is missing");
-  CHECK(open_dead_letter_sink("kafka:bad", nullptr).error().message ==
+  CHECK(open_dead_letter_sink("kafka:bad", nullptr, reporter, clock).error().message ==
         "--dlq 'kafka:bad' needs brokers: use -b or set KPIPE_BROKERS");
-  auto sink = open_dead_letter_sink(path, nullptr);
+  auto sink = open_dead_letter_sink(path, nullptr, reporter, clock);
   REQUIRE(sink.ok());
   CHECK((*sink)->describe() == path);
 

@@ -1,0 +1,234 @@
+#include "kpipe/dlq_log.h"
+
+#include <catch2/catch.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "fake_replay_target.h"
+
+namespace kpipe {
+namespace {
+
+// A dead-letter log in memory, two partitions read in turn. As a Kinesis
+// stream: positions are sequence numbers with gaps, and a partition
+// resumes after the one kept. As a Kafka topic: offsets, resuming at the
+// next.
+class FakeLog final : public DeadLetterLog {
+ public:
+  FakeLog(size_t entries, bool stream) : stream_(stream) {
+    for (size_t i = 0; i < entries; ++i) {
+      DlqEntry e;
+      e.at = static_cast<Millis>(1000 + i);
+      e.stage = i % 3 == 0 ? "kdedup" : "kwindow";
+      e.reason = "line 1: late";
+      e.payload = "line " + std::to_string(i + 1);
+      auto p = static_cast<int32_t>(i % 2);
+      size_t n = partitions_[p].size();
+      Position at = stream_
+                        ? *Position::sequence("4959033827149025660855969253836157109592157598913" +
+                                              std::to_string(1000 + n * 7))
+                        : Position(static_cast<int64_t>(n));
+      e.position = PartitionOffset{"dead", p, at};
+      partitions_[p].push_back(std::move(e));
+    }
+  }
+
+  std::string name() const override { return stream_ ? "kinesis:dead" : "kafka:dead"; }
+
+  Status start(const std::map<int32_t, Position>& from) override {
+    ++starts;
+    cursor_.clear();
+    for (const auto& [p, entries] : partitions_) {
+      size_t i = 0;
+      auto it = from.find(p);
+      while (it != from.end() && i < entries.size() &&
+             after(entries[i].position->offset) <= it->second)
+        ++i;
+      cursor_[p] = i;
+    }
+    return {};
+  }
+
+  Expected<std::vector<DlqEntry>> read(size_t max) override {
+    std::vector<DlqEntry> out;
+    bool more = true;
+    while (out.size() < max && more) {
+      more = false;
+      for (auto& [p, i] : cursor_) {
+        if (out.size() >= max || i >= partitions_[p].size()) continue;
+        out.push_back(partitions_[p][i++]);
+        more = true;
+      }
+    }
+    return out;
+  }
+
+  Position after(const Position& at) const override {
+    return stream_ ? at : Position(at.offset() + 1);
+  }
+  std::optional<Position> parse_position(std::string_view text) const override {
+    if (stream_) return Position::sequence(text);
+    return Position::from_text(text);
+  }
+  std::map<int32_t, Position> origin() const override {
+    if (stream_) return {};
+    return {{0, Position(0)}, {1, Position(0)}};
+  }
+
+  int starts = 0;
+
+ private:
+  bool stream_;
+  std::map<int32_t, std::vector<DlqEntry>> partitions_;
+  std::map<int32_t, size_t> cursor_;
+};
+
+// Where the position is kept: in memory, as a group's offsets or a table
+// of --state would keep it.
+class FakePositions final : public ReplayPositions {
+ public:
+  Expected<Saved> load() override { return kept; }
+  Status save(const Saved& saved) override {
+    kept = saved;
+    ++saves;
+    return {};
+  }
+  std::string describe() const override { return "ledger 'fake'"; }
+  Saved kept;
+  int saves = 0;
+};
+
+Expected<ReplayReport> replay(FakeLog& log, FakePositions& positions, ReplayTarget& target,
+                              size_t batch, const DlqFilter& filter = {}, bool again = false) {
+  auto saved = positions.load();
+  REQUIRE(saved.ok());
+  auto ledger = make_log_ledger(log, positions, *saved, filter, 0);
+  ReplaySettings settings;
+  settings.batch = batch;
+  settings.again = again;
+  return run_replay(*ledger, target, settings);
+}
+
+size_t pending(FakeLog& log, FakePositions& positions, const DlqFilter& filter = {}) {
+  size_t n = 0;
+  REQUIRE(scan_dead_letter_log(log, &positions.kept, filter, 0, [&](const DlqEntry& e) {
+            if (!e.replayed) ++n;
+            return Expected<bool>(true);
+          }).ok());
+  return n;
+}
+
+TEST_CASE("a log's replay killed anywhere and run again delivers every entry exactly once",
+          "[dlq_log]") {
+  const size_t n = 7;
+  for (bool stream : {true, false}) {
+    for (size_t batch : {size_t{1}, size_t{3}, n}) {
+      for (size_t arrivals = 0; arrivals <= n; ++arrivals) {
+        for (size_t acks = 0; acks <= arrivals; ++acks) {
+          INFO((stream ? "stream" : "topic") << ", batch " << batch << ", killed after " << arrivals
+                                             << " arrived and " << acks << " acknowledged");
+          FakeLog log(n, stream);
+          FakePositions positions;
+          FakeTopic topic;
+          topic.arrivals = arrivals;
+          topic.acks = acks;
+          auto first = replay(log, positions, topic, batch);
+          CHECK(first.ok() == (arrivals == n && acks == n));
+          topic.arrivals = topic.acks = SIZE_MAX;
+          auto second = replay(log, positions, topic, batch);
+          REQUIRE(second.ok());
+          check_exactly_once(topic, n);
+          for (const auto& [id, payload] : topic.records)
+            CHECK(id.starts_with(stream ? "kinesis:dead:" : "kafka:dead:"));
+          CHECK(pending(log, positions) == 0);
+          CHECK(positions.kept.metadata.empty());
+          // A third run finds nothing to do.
+          auto third = replay(log, positions, topic, batch);
+          REQUIRE(third.ok());
+          CHECK(third->replayed == 0);
+          CHECK(third->batches_in_doubt == 0);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("a log's position is kept with the batch in flight, and read back by a new ledger",
+          "[dlq_log]") {
+  FakeLog log(6, true);
+  FakePositions positions;
+  FakeTopic topic;
+  topic.arrivals = 4;  // batch 1 (2) acknowledged; batch 2 arrived, never acknowledged
+  topic.acks = 2;
+  REQUIRE_FALSE(replay(log, positions, topic, 2).ok());
+  CHECK(positions.kept.metadata ==
+        "{\"target\":\"kafka:fake\",\"mark\":\"2\"}");  // FakeTopic's mark: records so far
+  // Each partition resumes after the last entry delivered in it.
+  REQUIRE(positions.kept.next.size() == 2);
+  CHECK(positions.kept.next.at(0).is_sequence());
+  CHECK(pending(log, positions) == 4);
+  topic.arrivals = topic.acks = SIZE_MAX;
+  auto second = replay(log, positions, topic, 2);
+  REQUIRE(second.ok());
+  CHECK(second->batches_in_doubt == 1);
+  CHECK(second->found_delivered == 2);
+  CHECK(second->replayed == 2);
+  check_exactly_once(topic, 6);
+}
+
+TEST_CASE("a filtered replay passes over the rest in its own ledger; --again starts over",
+          "[dlq_log]") {
+  FakeLog log(9, true);
+  FakePositions filtered;
+  FakeTopic topic;
+  DlqFilter f;
+  f.stage = "kdedup";
+  auto r = replay(log, filtered, topic, 2, f);
+  REQUIRE(r.ok());
+  CHECK(r->replayed == 3);
+  // Passed over counts as replayed for this ledger, and for no other.
+  CHECK(pending(log, filtered) == 0);
+  FakePositions other;
+  CHECK(pending(log, other) == 9);
+  auto again = replay(log, filtered, topic, 4, f, true);
+  REQUIRE(again.ok());
+  CHECK(again->replayed == 3);
+  CHECK(topic.records.size() == 6);
+}
+
+TEST_CASE("a log's scan says replayed from the position, and nothing without one", "[dlq_log]") {
+  FakeLog log(5, true);
+  FakePositions positions;
+  FakeTopic out(false);  // standard output's way: marked as each line is read
+  out.close_after = 2;
+  auto r = replay(log, positions, out, 10);
+  REQUIRE(r.ok());
+  CHECK(r->target_closed);
+  CHECK(r->replayed == 2);
+  std::vector<std::pair<std::string, bool>> seen;
+  REQUIRE(scan_dead_letter_log(log, &positions.kept, {}, 0, [&](const DlqEntry& e) {
+            seen.emplace_back(e.payload, e.replayed);
+            return Expected<bool>(true);
+          }).ok());
+  CHECK(seen == std::vector<std::pair<std::string, bool>>{{"line 1", true},
+                                                          {"line 2", true},
+                                                          {"line 3", false},
+                                                          {"line 4", false},
+                                                          {"line 5", false}});
+  size_t shown = 0;
+  REQUIRE(scan_dead_letter_log(log, nullptr, {}, 3, [&](const DlqEntry& e) {
+            CHECK_FALSE(e.replayed);
+            ++shown;
+            return Expected<bool>(true);
+          }).ok());
+  CHECK(shown == 3);
+}
+
+TEST_CASE("the default replay ledger is named after the log", "[dlq_log]") {
+  CHECK(default_replay_ledger("dead") == "kdlq-replay.dead");
+}
+
+}  // namespace
+}  // namespace kpipe
