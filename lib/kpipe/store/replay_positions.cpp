@@ -1,5 +1,6 @@
 #include "kpipe/store/replay_positions.h"
 
+#include "kpipe/store/postgres_state_lock.h"
 #include "kpipe/store/state_store.h"
 #include "kpipe/target.h"
 
@@ -41,7 +42,12 @@ Expected<std::unique_ptr<StoredReplayPositions>> StoredReplayPositions::open(
   }
   auto db = Database::open(target, options);
   if (!db) return db.take_error();
-  if (!read_only) return attach(std::move(*db), std::move(ledger), std::move(log));
+  if (!read_only) {
+    auto out = attach(std::move(*db), std::move(ledger), std::move(log));
+    if (!out) return out.take_error();
+    KPIPE_TRY((*out)->lock());
+    return out;
+  }
   auto version = (*db)->schema_version(kComponent);
   if (!version) return version.take_error();
   std::unique_ptr<StoredReplayPositions> out(
@@ -55,6 +61,25 @@ Expected<std::unique_ptr<StoredReplayPositions>> StoredReplayPositions::attach(
   KPIPE_TRY(db->migrate(kComponent, dialect_migrations(db->dialect(), kMigrationTexts, {})));
   return std::unique_ptr<StoredReplayPositions>(
       new StoredReplayPositions(std::move(db), std::move(ledger), std::move(log)));
+}
+
+// Two replays of one ledger would each move its position over what the
+// other sent, and settle each other's batches: as a dead-letter database
+// lets one replay run at a time (DlqStore::lock_for_replay), so does a
+// ledger. The state store's own locks (StateLock, or a session lock in
+// PostgreSQL) die with their process, SIGKILL too.
+Status StoredReplayPositions::lock() {
+  if (db_->path() == ":memory:") return {};
+  std::string name = "replay:" + ledger_ + ":" + log_;
+  auto busy = [&](const std::string& holder) {
+    return fmt::format("{} is in use by {}: one kdlq replay of a ledger at a time", describe(),
+                       holder);
+  };
+  if (db_->postgres()) return take_postgres_state_lock(*db_, name, false, busy);
+  auto held = StateLock::take(db_->path(), name, busy);
+  if (!held) return held.take_error();
+  lock_ = std::move(*held);
+  return {};
 }
 
 std::string StoredReplayPositions::describe() const {

@@ -12,6 +12,7 @@
 
 #include "kpipe/dlq_log.h"
 #include "kpipe/store/sql.h"
+#include "kpipe/store/state_lock.h"
 
 namespace kpipe {
 
@@ -19,7 +20,9 @@ class StoredReplayPositions final : public ReplayPositions {
  public:
   // `log`: "kinesis:STREAM". `read_only`: kdlq list and stats, which
   // create and migrate nothing: a store without the table has replayed
-  // nothing yet.
+  // nothing yet. Otherwise (a replay) the ledger is locked until this is
+  // closed, or the process ends however it ends: a second replay of it is
+  // refused, naming the first's process.
   static Expected<std::unique_ptr<StoredReplayPositions>> open(const std::string& target,
                                                                std::string ledger, std::string log,
                                                                bool read_only);
@@ -36,10 +39,13 @@ class StoredReplayPositions final : public ReplayPositions {
   StoredReplayPositions(std::unique_ptr<Database> db, std::string ledger, std::string log)
       : db_(std::move(db)), ledger_(std::move(ledger)), log_(std::move(log)) {}
 
+  Status lock();
+
   std::unique_ptr<Database> db_;
   std::string ledger_;
   std::string log_;
   bool empty_ = false;  // read-only, and the table is not there
+  std::unique_ptr<StateLock> lock_;
 };
 
 }  // namespace kpipe

@@ -51,6 +51,24 @@ void check_round_trip(const std::string& target) {
   CHECK((*a)->describe().starts_with("replay ledger 'kdlq-replay.dead' in '"));
 }
 
+// One replay of a ledger at a time: a second is refused, naming what
+// holds it, while list and stats (read-only) and other ledgers are not;
+// the ledger is free again once the first is closed.
+void check_one_replay_at_a_time(const std::string& target) {
+  auto first = StoredReplayPositions::open(target, "kdlq-replay.dead", "kinesis:dead", false);
+  REQUIRE(first.ok());
+  auto second = StoredReplayPositions::open(target, "kdlq-replay.dead", "kinesis:dead", false);
+  REQUIRE_FALSE(second.ok());
+  CHECK_THAT(second.error().message,
+             Catch::Matches("replay ledger 'kdlq-replay.dead' in '.*' is in use by .*: one kdlq "
+                            "replay of a ledger at a time"));
+  CHECK(StoredReplayPositions::open(target, "only-late", "kinesis:dead", false).ok());
+  CHECK(StoredReplayPositions::open(target, "kdlq-replay.dead", "kinesis:other", false).ok());
+  CHECK(StoredReplayPositions::open(target, "kdlq-replay.dead", "kinesis:dead", true).ok());
+  first->reset();
+  CHECK(StoredReplayPositions::open(target, "kdlq-replay.dead", "kinesis:dead", false).ok());
+}
+
 TEST_CASE("a replay position and its batch in flight kept in an SQLite state store",
           "[replay_positions]") {
   test::TempDir dir;
@@ -60,6 +78,11 @@ TEST_CASE("a replay position and its batch in flight kept in an SQLite state sto
   auto reader = StoredReplayPositions::open(path, "kdlq-replay.dead", "kinesis:dead", true);
   REQUIRE(reader.ok());
   CHECK((*reader)->load()->next.at(0) == *Position::sequence(kSeq));
+}
+
+TEST_CASE("one replay of a ledger at a time in an SQLite state store", "[replay_positions]") {
+  test::TempDir dir;
+  check_one_replay_at_a_time(dir.file("state.db"));
 }
 
 TEST_CASE("a state store without the table has replayed nothing, and is not changed by a read",
@@ -90,6 +113,7 @@ TEST_CASE("a replay position kept in a PostgreSQL state store", "[postgres-serve
     FAIL("KPIPE_TEST_POSTGRES_URL is not set: run these through ctest's unit/postgres");
   // tests/unit/postgres.sh gives each run a database of its own.
   check_round_trip(url);
+  check_one_replay_at_a_time(url);
 }
 
 }  // namespace
