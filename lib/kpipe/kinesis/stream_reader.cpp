@@ -46,28 +46,40 @@ std::string shard_iterator_body(std::string_view stream, std::string_view shard,
 }
 
 StreamReader::StreamReader(KinesisClient& client, std::string stream, Clock& clock)
-    : client_(client), stream_(std::move(stream)), clock_(clock) {}
+    : StreamReader(client, stream, std::make_unique<PollingFetcher>(client, stream, clock)) {}
 
-Status StreamReader::open(Starts starts) {
-  starts_ = std::move(starts);
+StreamReader::StreamReader(KinesisClient& client, std::string stream,
+                           std::unique_ptr<ShardFetcher> fetcher)
+    : client_(client), stream_(std::move(stream)), fetcher_(std::move(fetcher)) {}
+
+Expected<std::vector<Shard>> list_shards(KinesisClient& client, const std::string& stream) {
+  std::vector<Shard> out;
   std::string token;
   do {
     // A page after the first names only its token (the API refuses both).
     std::string body;
     if (token.empty()) {
-      body = stream_field(stream_) + "}";
+      body = stream_field(stream) + "}";
     } else {
       body = R"({"NextToken":)";
       append_json_string(body, token);
       body += "}";
     }
-    auto answer = client_.call("ListShards", body);
+    auto answer = client.call("ListShards", body);
     if (!answer) return answer.take_error();
     auto page = parse_list_shards(*answer);
     if (!page) return page.take_error();
-    for (const auto& s : page->shards) lineage_.add(s);
+    for (auto& s : page->shards) out.push_back(std::move(s));
     token = page->next_token;
   } while (!token.empty());
+  return out;
+}
+
+Status StreamReader::open(Starts starts) {
+  starts_ = std::move(starts);
+  auto shards = list_shards(client_, stream_);
+  if (!shards) return shards.take_error();
+  for (const auto& s : *shards) lineage_.add(s);
   return {};
 }
 
@@ -114,26 +126,19 @@ Expected<std::optional<Millis>> first_arrival(KinesisClient& client, const std::
   }
 }
 
-Status StreamReader::renew(const Shard& shard, Cursor& cursor) {
-  ShardStart start;
-  auto last = last_read_.find(shard.id);
-  if (last != last_read_.end()) {
-    start.kind = ShardStart::Kind::kAfterSequence;
-    start.sequence = last->second;
-  } else if (starts_) {
-    auto plan = starts_(shard);
-    if (plan.start) start = std::move(*plan.start);
-  }
-  auto answer = client_.call("GetShardIterator", shard_iterator_body(stream_, shard.id, start));
-  if (!answer) return answer.take_error();
-  auto iterator = iterator_of(*answer, shard, stream_);
-  if (!iterator) return iterator.take_error();
-  cursor.iterator = std::move(*iterator);
-  return {};
-}
+PollingFetcher::PollingFetcher(KinesisClient& client, std::string stream, Clock& clock)
+    : client_(client), stream_(std::move(stream)), clock_(clock) {}
 
-Status StreamReader::fetch(const Shard& shard, Cursor& cursor, const Handler& handler) {
-  if (cursor.iterator.empty()) KPIPE_TRY(renew(shard, cursor));
+Status PollingFetcher::fetch_one(const Shard& shard, Cursor& cursor, const StartOf& start_of,
+                                 const Got& got) {
+  if (cursor.iterator.empty()) {
+    auto answer =
+        client_.call("GetShardIterator", shard_iterator_body(stream_, shard.id, start_of(shard)));
+    if (!answer) return answer.take_error();
+    auto iterator = iterator_of(*answer, shard, stream_);
+    if (!iterator) return iterator.take_error();
+    cursor.iterator = std::move(*iterator);
+  }
   Millis sent = clock_.steady();
   cursor.due = sent + kGetRecordsInterval;
   ++calls_;
@@ -155,74 +160,39 @@ Status StreamReader::fetch(const Shard& shard, Cursor& cursor, const Handler& ha
   }
   auto page = parse_get_records(*answer);
   if (!page) return page.take_error();
-  cursor.answered = sent;
-  Event event;
-  event.shard = &shard;
-  for (const auto& r : page->records) {
-    last_read_[shard.id] = r.sequence;
-    event.kind = Event::Kind::kRecord;
-    event.record = &r;
-    KPIPE_TRY(handler(event));
-  }
-  event.record = nullptr;
-  if (!page->next_iterator) {
+  ShardAnswer out;
+  out.records = std::move(page->records);
+  out.millis_behind = page->millis_behind;
+  out.full = out.records.size() >= kGetRecordsLimit;
+  out.sent = sent;
+  if (page->next_iterator) {
+    cursor.iterator = std::move(*page->next_iterator);
+  } else {
     // Closed and read to its end: its children (named on its last page,
     // and listed anyway) may be read now.
-    lineage_.finish(shard.id);
-    for (const auto& child : page->child_shards) lineage_.add(child);
-    event.kind = Event::Kind::kClosed;
-    return handler(event);
+    out.ended = true;
+    out.children = std::move(page->child_shards);
   }
-  cursor.iterator = std::move(*page->next_iterator);
-  // At the tip: the service says 0 ms behind, and the page is not full (a
-  // full page may have left records behind: kinesalite says 0 of every
-  // page).
-  bool tip = page->millis_behind == 0 && page->records.size() < kGetRecordsLimit;
-  // Said on reaching the tip, and again after records read up to it (as
-  // librdkafka says a partition's end after each batch that reaches it):
-  // a reader that waits for the tip (kjoin's table) sees it whenever it
-  // began waiting.
-  if (tip && (!cursor.at_tip || !page->records.empty())) {
-    cursor.at_tip = true;
-    event.kind = Event::Kind::kCaughtUp;
-    return handler(event);
-  }
-  cursor.at_tip = tip;
-  return {};
+  return got(shard, out);
 }
 
-Status StreamReader::poll(const Handler& handler) {
+Status PollingFetcher::fetch(const std::vector<std::string>& readable, const ShardLineage& lineage,
+                             const StartOf& start_of, const Got& got) {
   Millis now = clock_.steady();
   Millis earliest = std::numeric_limits<Millis>::max();
   bool called = false;
-  for (const auto& id : lineage_.readable()) {
-    if (paused_.count(id) != 0) continue;
-    auto [it, fresh] = cursors_.try_emplace(id);
-    Cursor& cursor = it->second;
-    if (fresh && starts_) {
-      // The first time: a shard not to be read is done at once; one the
-      // caller did not know is announced.
-      const Shard& shard = lineage_.shards().at(id);
-      Plan plan = starts_(shard);
-      if (!plan.start) {
-        lineage_.finish(id);
-        continue;
-      }
-      if (plan.added) {
-        Event added;
-        added.kind = Event::Kind::kAdded;
-        added.shard = &shard;
-        KPIPE_TRY(handler(added));
-      }
-    }
+  for (const auto& id : readable) {
+    Cursor& cursor = cursors_[id];
     if (cursor.due > now) {
       earliest = std::min(earliest, cursor.due);
       continue;
     }
     // The lineage may change within (a closed shard's children): the
     // shard is looked up afresh, and read from its own copy.
-    Shard shard = lineage_.shards().at(id);
-    KPIPE_TRY(fetch(shard, cursor, handler));
+    auto it = lineage.shards().find(id);
+    if (it == lineage.shards().end()) continue;
+    Shard shard = it->second;
+    KPIPE_TRY(fetch_one(shard, cursor, start_of, got));
     called = true;
   }
   // Nothing due: wait for the first that will be, or a call's interval
@@ -233,11 +203,84 @@ Status StreamReader::poll(const Handler& handler) {
   return {};
 }
 
+ShardStart StreamReader::start_of(const Shard& shard) const {
+  ShardStart start;
+  auto last = last_read_.find(shard.id);
+  if (last != last_read_.end()) {
+    start.kind = ShardStart::Kind::kAfterSequence;
+    start.sequence = last->second;
+  } else if (starts_) {
+    auto plan = starts_(shard);
+    if (plan.start) start = std::move(*plan.start);
+  }
+  return start;
+}
+
+Status StreamReader::take(const Shard& shard, ShardAnswer& answer, const Handler& handler) {
+  Event event;
+  event.shard = &shard;
+  if (unannounced_.erase(shard.id) != 0) {
+    event.kind = Event::Kind::kAdded;
+    KPIPE_TRY(handler(event));
+  }
+  Progress& progress = progress_[shard.id];
+  progress.answered = answer.sent;
+  for (const auto& r : answer.records) {
+    last_read_[shard.id] = r.sequence;
+    event.kind = Event::Kind::kRecord;
+    event.record = &r;
+    KPIPE_TRY(handler(event));
+  }
+  event.record = nullptr;
+  if (answer.ended) {
+    // Closed and read to its end: its children may be read now.
+    lineage_.finish(shard.id);
+    for (const auto& child : answer.children) lineage_.add(child);
+    event.kind = Event::Kind::kClosed;
+    return handler(event);
+  }
+  bool tip = answer.millis_behind == 0 && !answer.full;
+  // Said on reaching the tip, and again after records read up to it (as
+  // librdkafka says a partition's end after each batch that reaches it):
+  // a reader that waits for the tip (kjoin's table) sees it whenever it
+  // began waiting.
+  if (tip && (!progress.at_tip || !answer.records.empty())) {
+    progress.at_tip = true;
+    event.kind = Event::Kind::kCaughtUp;
+    return handler(event);
+  }
+  progress.at_tip = tip;
+  return {};
+}
+
+Status StreamReader::poll(const Handler& handler) {
+  std::vector<std::string> ids;
+  for (const auto& id : lineage_.readable()) {
+    if (paused_.count(id) != 0) continue;
+    if (planned_.insert(id).second && starts_) {
+      // The first time: a shard not to be read is done at once; one the
+      // caller did not know is to be announced.
+      const Shard& shard = lineage_.shards().at(id);
+      Plan plan = starts_(shard);
+      if (!plan.start) {
+        lineage_.finish(id);
+        continue;
+      }
+      // Announced with its first answer, right before its records.
+      if (plan.added) unannounced_.insert(id);
+    }
+    ids.push_back(id);
+  }
+  return fetcher_->fetch(
+      ids, lineage_, [this](const Shard& shard) { return start_of(shard); },
+      [&](const Shard& shard, ShardAnswer& answer) { return take(shard, answer, handler); });
+}
+
 bool StreamReader::caught_up(Millis since) const {
   for (const auto& id : lineage_.readable()) {
     if (paused_.count(id) != 0) continue;
-    auto it = cursors_.find(id);
-    if (it == cursors_.end() || !it->second.at_tip || it->second.answered < since) return false;
+    auto it = progress_.find(id);
+    if (it == progress_.end() || !it->second.at_tip || it->second.answered < since) return false;
   }
   return true;
 }

@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -27,6 +28,9 @@ struct ShardStart {
   std::string sequence;  // kAfterSequence
   Millis time = 0;       // kAtTimestamp
 };
+
+// Every shard of `stream`, every page of ListShards.
+Expected<std::vector<Shard>> list_shards(KinesisClient& client, const std::string& stream);
 
 // GetShardIterator's request body.
 std::string shard_iterator_body(std::string_view stream, std::string_view shard,
@@ -48,6 +52,74 @@ constexpr Millis kGetRecordsInterval = 200;
 Expected<std::optional<Millis>> first_arrival(KinesisClient& client, const std::string& stream,
                                               const Shard& shard, const ShardStart& start,
                                               Clock& clock, Millis timeout);
+
+// What one read of a shard gave: a page of GetRecords (polling), or an
+// event of its subscription (enhanced fan-out).
+struct ShardAnswer {
+  std::vector<KinesisRecord> records;
+  // Closed and read to its end; `children` then names the shards that
+  // follow it (with their parents), when the service said.
+  bool ended = false;
+  std::vector<Shard> children;
+  int64_t millis_behind = 0;  // MillisBehindLatest: 0 at the shard's tip
+  // As many records as one answer holds: more may wait behind them though
+  // the service says 0 ms behind (kinesalite says 0 of every page).
+  bool full = false;
+  // Steady time by which the answer was asked for: records written
+  // before it are in this answer or an earlier one.
+  Millis sent = 0;
+};
+
+// Where a shard's records come from: GetRecords at the rate the service
+// allows (polling, PollingFetcher) or a subscription the service pushes
+// events on (enhanced fan-out, fan_out.h). StreamReader keeps what both
+// share: which shards may be read (the lineage), where each starts and
+// resumes, and what an answer means; a fetcher only fetches.
+class ShardFetcher {
+ public:
+  virtual ~ShardFetcher() = default;
+  // Where a shard is read from when it is (again) asked for: after its
+  // last record read, else where the caller started it.
+  using StartOf = std::function<ShardStart(const Shard&)>;
+  // Takes one answer for a shard (passed as a copy: the lineage may change
+  // within, when a closed shard's children are added).
+  using Got = std::function<Status(const Shard&, ShardAnswer&)>;
+  // Reads the shards of `readable` that are due, passing each answer to
+  // `got`; waits (on the clock, or on the connection) when none came. A
+  // shard no longer in `readable` (paused, or read to its end) is read no
+  // more.
+  virtual Status fetch(const std::vector<std::string>& readable, const ShardLineage& lineage,
+                       const StartOf& start_of, const Got& got) = 0;
+  // Requests made, and reads started again (an iterator renewed, a
+  // subscription made anew), for tests and -v.
+  virtual uint64_t calls() const = 0;
+  virtual uint64_t renewed() const = 0;
+};
+
+// Polling: one GetRecords per shard at most every kGetRecordsInterval, an
+// expired or refused iterator renewed after the last record read.
+class PollingFetcher final : public ShardFetcher {
+ public:
+  PollingFetcher(KinesisClient& client, std::string stream, Clock& clock);
+  Status fetch(const std::vector<std::string>& readable, const ShardLineage& lineage,
+               const StartOf& start_of, const Got& got) override;
+  uint64_t calls() const override { return calls_; }
+  uint64_t renewed() const override { return renewed_; }
+
+ private:
+  struct Cursor {
+    std::string iterator;  // "" until asked for
+    Millis due = 0;        // steady time of its next allowed call
+  };
+  Status fetch_one(const Shard& shard, Cursor& cursor, const StartOf& start_of, const Got& got);
+
+  KinesisClient& client_;
+  std::string stream_;
+  Clock& clock_;
+  std::map<std::string, Cursor> cursors_;
+  uint64_t calls_ = 0;
+  uint64_t renewed_ = 0;
+};
 
 class StreamReader {
  public:
@@ -71,13 +143,17 @@ class StreamReader {
   };
   using Starts = std::function<Plan(const Shard&)>;
 
+  // Polling (PollingFetcher).
   StreamReader(KinesisClient& client, std::string stream, Clock& clock);
+  // Records fetched by `fetcher` (enhanced fan-out).
+  StreamReader(KinesisClient& client, std::string stream, std::unique_ptr<ShardFetcher> fetcher);
 
   // Lists the stream's shards (every page); an error naming the stream if
   // it does not exist.
   Status open(Starts starts);
-  // One GetRecords for each shard that may be read and is due, then
-  // waits (on the clock) until the next is due when none was. Passes each
+  // One fetch of the shards that may be read (polling: one GetRecords for
+  // each that is due, then a wait on the clock until the next is due when
+  // none was; fan-out: the events that came). Passes each
   // record, and each shard that is caught up (at the tip: on reaching it,
   // and after records read up to it) or closed (read to its end, its
   // children now readable).
@@ -100,29 +176,27 @@ class StreamReader {
   const ShardLineage& lineage() const { return lineage_; }
   // The last sequence read of each shard.
   const std::map<std::string, std::string>& last_read() const { return last_read_; }
-  uint64_t calls() const { return calls_; }
-  uint64_t renewed() const { return renewed_; }
+  uint64_t calls() const { return fetcher_->calls(); }
+  uint64_t renewed() const { return fetcher_->renewed(); }
 
  private:
-  struct Cursor {
-    std::string iterator;  // "" until asked for
-    Millis due = 0;        // steady time of its next allowed call
-    Millis answered = -1;  // steady time its last GetRecords was sent
+  struct Progress {
+    Millis answered = -1;  // the `sent` of its last answer
     bool at_tip = false;
   };
-  Status fetch(const Shard& shard, Cursor& cursor, const Handler& handler);
-  Status renew(const Shard& shard, Cursor& cursor);
+  ShardStart start_of(const Shard& shard) const;
+  Status take(const Shard& shard, ShardAnswer& answer, const Handler& handler);
 
   KinesisClient& client_;
   std::string stream_;
-  Clock& clock_;
+  std::unique_ptr<ShardFetcher> fetcher_;
   Starts starts_;
   ShardLineage lineage_;
-  std::map<std::string, Cursor> cursors_;
+  std::set<std::string> planned_;
+  std::set<std::string> unannounced_;  // added, no answer yet
+  std::map<std::string, Progress> progress_;
   std::set<std::string> paused_;
   std::map<std::string, std::string> last_read_;
-  uint64_t calls_ = 0;
-  uint64_t renewed_ = 0;
 };
 
 }  // namespace kpipe
