@@ -60,4 +60,36 @@ struct CurlSettings {
 
 std::unique_ptr<HttpTransport> make_curl_transport(const CurlSettings& settings = {});
 
+// Requests whose answers are long streams, many at once over one
+// connection (HTTP/2, multiplexed): enhanced fan-out's SubscribeToShard,
+// one a shard. Behind an interface, so that the subscriptions' state
+// machine is tested against a script.
+class StreamingTransport {
+ public:
+  using Id = uint64_t;
+  struct Piece {
+    Id id = 0;
+    long status = 0;    // the answer's HTTP status, once its headers came
+    std::string data;   // bytes of its body, as they came
+    bool done = false;  // the answer ended, or none came (`error` says why)
+    std::string error;
+  };
+  virtual ~StreamingTransport() = default;
+  // Starts a request; its answer comes in pieces through wait(). Its
+  // `timeout` bounds the connection's making, not the answer's length.
+  virtual Expected<Id> start(const HttpRequest& request) = 0;
+  // Ends a request not yet done: nothing more of it comes.
+  virtual void cancel(Id id) = 0;
+  // Waits up to `wait` for bytes of any request, or its end, then appends
+  // what came to `out` (nothing, when nothing did).
+  virtual Status wait(Millis wait, std::vector<Piece>& out) = 0;
+};
+
+// libcurl's multi interface: every request a stream of one HTTP/2
+// connection. Over https (AWS) HTTP/2 is agreed by ALPN; over plain http
+// (kinesis-mock's port) it is spoken at once (h2c with prior knowledge),
+// since SubscribeToShard is HTTP/2's alone at AWS, and kinesis-mock
+// answers either.
+std::unique_ptr<StreamingTransport> make_curl_streaming(const CurlSettings& settings = {});
+
 }  // namespace kpipe

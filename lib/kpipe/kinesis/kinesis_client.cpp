@@ -64,7 +64,7 @@ Status KinesisClient::refresh_credentials() {
   return {};
 }
 
-Expected<std::string> KinesisClient::call(std::string_view operation, std::string_view body) {
+Expected<HttpRequest> KinesisClient::request(std::string_view operation, std::string_view body) {
   KPIPE_TRY(refresh_credentials());
   HttpRequest request;
   request.method = "POST";
@@ -74,6 +74,14 @@ Expected<std::string> KinesisClient::call(std::string_view operation, std::strin
   request.body = std::string(body);
   request.credentials = &credentials_;
   request.sigv4_scope = scope_;
+  request.timeout = timeout_;
+  return request;
+}
+
+Expected<std::string> KinesisClient::call(std::string_view operation, std::string_view body) {
+  auto made = request(operation, body);
+  if (!made) return made.take_error();
+  HttpRequest& request = *made;
   Millis deadline = clock_.steady() + timeout_;
   std::string last;
   for (int attempt = 0;; ++attempt) {

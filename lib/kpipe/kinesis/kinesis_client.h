@@ -49,6 +49,12 @@ class KinesisClient {
   // an error at once, its type first: "ResourceNotFoundException: ...".
   Expected<std::string> call(std::string_view operation, std::string_view body);
 
+  // The request call() sends for `operation`, signed, for a caller that
+  // sends it its own way (SubscribeToShard's stream): the credentials are
+  // renewed first when about to expire. It points at them: valid until
+  // the next request.
+  Expected<HttpRequest> request(std::string_view operation, std::string_view body);
+
   const AwsSettings& settings() const { return settings_; }
   // What the service answered the last call that failed: its HTTP status
   // (0: no answer) and its exception, for a caller that recovers from some
