@@ -69,6 +69,57 @@ Expected<ShardPage> parse_list_shards(std::string_view json) {
   return page;
 }
 
+namespace {
+
+// The records of a GetRecords answer or a SubscribeToShardEvent, Data
+// decoded from base64; `what` names the operation in errors.
+Status parse_records(simdjson::dom::element doc, std::string_view what,
+                     std::vector<KinesisRecord>& out) {
+  simdjson::dom::array records;
+  if (doc["Records"].get(records) != simdjson::SUCCESS)
+    return failure("kinesis {}: the answer has no Records", what);
+  for (simdjson::dom::element r : records) {
+    KinesisRecord record;
+    record.sequence = text(r, "SequenceNumber");
+    if (record.sequence.empty()) return failure("kinesis {}: a record has no SequenceNumber", what);
+    record.partition_key = text(r, "PartitionKey");
+    auto data = decode_base64(text(r, "Data"));
+    if (!data) return failure("kinesis {}: record {}: Data is not base64", what, record.sequence);
+    record.data = std::move(*data);
+    // JSON 1.1 gives times as epoch seconds, with a fraction.
+    double seconds = 0;
+    if (r["ApproximateArrivalTimestamp"].get(seconds) == simdjson::SUCCESS)
+      record.arrival = static_cast<Millis>(std::llround(seconds * 1000));
+    out.push_back(std::move(record));
+  }
+  return {};
+}
+
+Status parse_children(simdjson::dom::element doc, std::string_view what, std::vector<Shard>& out) {
+  simdjson::dom::array children;
+  if (doc["ChildShards"].get(children) != simdjson::SUCCESS) return {};
+  for (simdjson::dom::element c : children) {
+    Shard child;
+    child.id = text(c, "ShardId");
+    auto partition = shard_partition(child.id);
+    if (!partition) return failure("kinesis {}: {}", what, partition.error().message);
+    child.partition = *partition;
+    simdjson::dom::array parents;
+    if (c["ParentShards"].get(parents) == simdjson::SUCCESS) {
+      size_t i = 0;
+      for (simdjson::dom::element p : parents) {
+        std::string_view id;
+        if (p.get(id) != simdjson::SUCCESS) continue;
+        (i++ == 0 ? child.parent : child.adjacent_parent) = std::string(id);
+      }
+    }
+    out.push_back(std::move(child));
+  }
+  return {};
+}
+
+}  // namespace
+
 Expected<RecordsPage> parse_get_records(std::string_view json) {
   simdjson::dom::parser parser;
   auto doc = parse(parser, json, "GetRecords");
@@ -78,45 +129,22 @@ Expected<RecordsPage> parse_get_records(std::string_view json) {
   if (!next.empty()) page.next_iterator = std::move(next);
   int64_t behind = 0;
   if ((*doc)["MillisBehindLatest"].get(behind) == simdjson::SUCCESS) page.millis_behind = behind;
-  simdjson::dom::array records;
-  if ((*doc)["Records"].get(records) != simdjson::SUCCESS)
-    return failure("kinesis GetRecords: the answer has no Records");
-  for (simdjson::dom::element r : records) {
-    KinesisRecord record;
-    record.sequence = text(r, "SequenceNumber");
-    if (record.sequence.empty())
-      return failure("kinesis GetRecords: a record has no SequenceNumber");
-    record.partition_key = text(r, "PartitionKey");
-    auto data = decode_base64(text(r, "Data"));
-    if (!data) return failure("kinesis GetRecords: record {}: Data is not base64", record.sequence);
-    record.data = std::move(*data);
-    // JSON 1.1 gives times as epoch seconds, with a fraction.
-    double seconds = 0;
-    if (r["ApproximateArrivalTimestamp"].get(seconds) == simdjson::SUCCESS)
-      record.arrival = static_cast<Millis>(std::llround(seconds * 1000));
-    page.records.push_back(std::move(record));
-  }
-  simdjson::dom::array children;
-  if ((*doc)["ChildShards"].get(children) == simdjson::SUCCESS) {
-    for (simdjson::dom::element c : children) {
-      Shard child;
-      child.id = text(c, "ShardId");
-      auto partition = shard_partition(child.id);
-      if (!partition) return failure("kinesis GetRecords: {}", partition.error().message);
-      child.partition = *partition;
-      simdjson::dom::array parents;
-      if (c["ParentShards"].get(parents) == simdjson::SUCCESS) {
-        size_t i = 0;
-        for (simdjson::dom::element p : parents) {
-          std::string_view id;
-          if (p.get(id) != simdjson::SUCCESS) continue;
-          (i++ == 0 ? child.parent : child.adjacent_parent) = std::string(id);
-        }
-      }
-      page.child_shards.push_back(std::move(child));
-    }
-  }
+  KPIPE_TRY(parse_records(*doc, "GetRecords", page.records));
+  KPIPE_TRY(parse_children(*doc, "GetRecords", page.child_shards));
   return page;
+}
+
+Expected<ShardEvent> parse_shard_event(std::string_view json) {
+  simdjson::dom::parser parser;
+  auto doc = parse(parser, json, "SubscribeToShardEvent");
+  if (!doc) return doc.take_error();
+  ShardEvent event;
+  event.continuation = text(*doc, "ContinuationSequenceNumber");
+  int64_t behind = 0;
+  if ((*doc)["MillisBehindLatest"].get(behind) == simdjson::SUCCESS) event.millis_behind = behind;
+  KPIPE_TRY(parse_records(*doc, "SubscribeToShardEvent", event.records));
+  KPIPE_TRY(parse_children(*doc, "SubscribeToShardEvent", event.child_shards));
+  return event;
 }
 
 void ShardLineage::add(const Shard& shard) {

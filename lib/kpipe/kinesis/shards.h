@@ -58,6 +58,19 @@ struct RecordsPage {
 };
 Expected<RecordsPage> parse_get_records(std::string_view json);
 
+// A SubscribeToShardEvent's payload (enhanced fan-out, fan_out.h): its
+// records as GetRecords gives them, and where a subscription goes on.
+struct ShardEvent {
+  std::vector<KinesisRecord> records;
+  // The sequence number to subscribe after next; "" in a closed shard's
+  // last event.
+  std::string continuation;
+  int64_t millis_behind = 0;
+  // Given with a closed shard's last event, as with its last page.
+  std::vector<Shard> child_shards;
+};
+Expected<ShardEvent> parse_shard_event(std::string_view json);
+
 // Which shards may be read now. A shard whose parents are not (or no
 // longer) listed is a root: the stream trimmed them away, or it began with
 // it. A shard is finished when read to its end (its last page had no next
