@@ -112,6 +112,7 @@ class CurlStreaming final : public StreamingTransport {
     // Every request a stream of one connection, a new one waiting for the
     // first to say it multiplexes rather than opening one of its own.
     curl_multi_setopt(multi_, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
+    h2c_reuse_ = curl_version_info(CURLVERSION_NOW)->version_num >= 0x080000;
   }
   ~CurlStreaming() override {
     for (auto& [id, t] : transfers_) {
@@ -147,7 +148,16 @@ class CurlStreaming final : public StreamingTransport {
     bool tls = request.url.rfind("https:", 0) == 0;
     curl_easy_setopt(curl, CURLOPT_HTTP_VERSION,
                      tls ? CURL_HTTP_VERSION_2TLS : CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
-    curl_easy_setopt(curl, CURLOPT_PIPEWAIT, 1L);
+    if (tls || h2c_reuse_) {
+      curl_easy_setopt(curl, CURLOPT_PIPEWAIT, 1L);
+    } else {
+      // libcurl before 8.0.0 breaks a prior-knowledge connection it
+      // reuses ("Error in the HTTP2 framing layer": curl issue 10634,
+      // fixed by pull request 10643): Debian 12's 7.88 gives each such
+      // request a connection of its own. Over TLS it multiplexes.
+      curl_easy_setopt(curl, CURLOPT_FRESH_CONNECT, 1L);
+      curl_easy_setopt(curl, CURLOPT_FORBID_REUSE, 1L);
+    }
     if (CURLMcode code = curl_multi_add_handle(multi_, curl); code != CURLM_OK) {
       curl_easy_cleanup(curl);
       return failure("{}", curl_multi_strerror(code));
@@ -226,6 +236,7 @@ class CurlStreaming final : public StreamingTransport {
   std::map<Id, std::unique_ptr<Transfer>> transfers_;
   Id last_id_ = 0;
   std::vector<Piece>* out_ = nullptr;
+  bool h2c_reuse_ = false;
 };
 
 }  // namespace

@@ -87,9 +87,11 @@ class StreamingTransport {
 
 // libcurl's multi interface: every request a stream of one HTTP/2
 // connection. Over https (AWS) HTTP/2 is agreed by ALPN; over plain http
-// (kinesis-mock's port) it is spoken at once (h2c with prior knowledge),
-// since SubscribeToShard is HTTP/2's alone at AWS, and kinesis-mock
-// answers either.
+// (kinesis-mock's port) it is spoken at once (h2c with prior knowledge):
+// SubscribeToShard is HTTP/2's alone at AWS (kinesis-mock also streams it
+// over HTTP/1.1, chunked, a connection a shard). libcurl before 8.0.0
+// cannot reuse a prior-knowledge connection: over plain http each request
+// then has a connection of its own (still HTTP/2).
 std::unique_ptr<StreamingTransport> make_curl_streaming(const CurlSettings& settings = {});
 
 }  // namespace kpipe
