@@ -48,6 +48,7 @@ _kpipe_complete() {
     --to) COMPREPLY=($(compgen -W "kafka: kinesis:" -- "$cur")); compopt -o nospace 2>/dev/null; return ;;
     --endpoint) COMPREPLY=($(compgen -W "https:// http://" -- "$cur")); compopt -o nospace 2>/dev/null; return ;;
     --instance) return ;;          # kconsume: an instance's name of the user's choosing
+    --efo) return ;;               # kconsume: a Kinesis consumer's name of the user's choosing
     --until) return ;;             # kconsume: an offset or @TIME; kdlq: a time
     --time-format) COMPREPLY=($(compgen -W "rfc3339 ms" -- "$cur")); return ;;
     --time-unit) COMPREPLY=($(compgen -W "s ms us ns" -- "$cur")); return ;;

@@ -10,6 +10,10 @@ int main(int argc, char** argv) {
   app.add_option("-t,--topic", o.topics,
                  "Topic to consume (repeatable), or kinesis:STREAM for a Kinesis stream")
       ->required();
+  app.add_option("--efo", o.efo,
+                 "With kinesis:STREAM, read by enhanced fan-out as this consumer (registered if "
+                 "new, and left registered)")
+      ->type_name("CONSUMER");
   app.add_option("-g,--group", o.group, "Join this consumer group and commit what was written");
   app.add_option("--from", o.from,
                  "Where to start without a committed offset: earliest, latest, OFFSET, -N, @TIME")

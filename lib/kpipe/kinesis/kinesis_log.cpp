@@ -9,6 +9,7 @@
 #include "kpipe/dlq_replay.h"
 #include "kpipe/json.h"
 #include "kpipe/kinesis/aws_credentials.h"
+#include "kpipe/kinesis/fan_out.h"
 #include "kpipe/kinesis/http.h"
 #include "kpipe/kinesis/kinesis_client.h"
 #include "kpipe/kinesis/kinesis_log_internal.h"
@@ -17,6 +18,19 @@
 #include "kpipe/kinesis/stream_reader.h"
 
 namespace kpipe {
+
+namespace {
+
+// The service's rule for stream and consumer names: 1 to 128 of
+// [a-zA-Z0-9_.-].
+bool is_kinesis_name(std::string_view name) {
+  return !name.empty() && name.size() <= 128 && std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.' || c == '-';
+  });
+}
+
+}  // namespace
 
 bool is_kinesis_target(std::string_view target) {
   return target.starts_with(kKinesisPrefix);
@@ -41,17 +55,17 @@ Expected<KinesisStreamName> parse_kinesis_target(std::string_view target) {
     out.region = std::string(parts[3]);
     rest = s.substr(7);
   }
-  // The service's rule for a stream name: 1 to 128 of [a-zA-Z0-9_.-].
-  bool ok =
-      !rest.empty() && rest.size() <= 128 && std::all_of(rest.begin(), rest.end(), [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-               c == '_' || c == '.' || c == '-';
-      });
-  if (!ok)
+  if (!is_kinesis_name(rest))
     return usage_error(
         "'{}': a Kinesis stream's name is 1 to 128 letters, digits, '_', '.' and '-'", target);
   out.name = std::string(rest);
   return out;
+}
+
+Status check_consumer_name(std::string_view name) {
+  if (is_kinesis_name(name)) return {};
+  return usage_error("--efo '{}': a consumer's name is 1 to 128 letters, digits, '_', '.' and '-'",
+                     name);
 }
 
 Expected<std::string> parse_explicit_hash_key(std::string_view digits) {
@@ -213,14 +227,25 @@ Expected<ShardStart> shard_start(const Position& p, const Shard& shard) {
 
 class KinesisReader final : public KinesisMetadata, public LogReader {
  public:
-  using KinesisMetadata::KinesisMetadata;
+  // `consumer_arn`: read by enhanced fan-out as that consumer; "" polls.
+  KinesisReader(std::shared_ptr<KinesisLogImpl> impl, std::string consumer_arn)
+      : KinesisMetadata(std::move(impl)), consumer_arn_(std::move(consumer_arn)) {}
 
   Status assign(const std::vector<PartitionOffset>& parts) override {
     for (const auto& p : parts) {
       KPIPE_TRY(check_stream(p.topic));
       assigned_[p.partition] = p.offset;
     }
-    reader_ = std::make_unique<StreamReader>(impl_->client(), impl_->stream(), impl_->clock());
+    if (consumer_arn_.empty()) {
+      reader_ = std::make_unique<StreamReader>(impl_->client(), impl_->stream(), impl_->clock());
+    } else {
+      auto transport = make_curl_streaming();
+      if (!transport) return failure("kinesis: cannot make a libcurl multi handle");
+      reader_ = std::make_unique<StreamReader>(
+          impl_->client(), impl_->stream(),
+          std::make_unique<FanOutFetcher>(impl_->client(), impl_->stream(), consumer_arn_,
+                                          std::move(transport), impl_->clock(), impl_->timeout()));
+    }
     KPIPE_TRY(reader_->open([this](const Shard& shard) -> StreamReader::Plan {
       // A shard not assigned (a split's or a merge's child, made since
       // the caller listed the shards) is read from its start, added: the
@@ -316,6 +341,7 @@ class KinesisReader final : public KinesisMetadata, public LogReader {
     return it == assigned_.end() ? Position(LogStart::kEarliest) : it->second;
   }
 
+  std::string consumer_arn_;
   std::map<int32_t, Position> assigned_;
   std::unique_ptr<StreamReader> reader_;
   Status start_error_;
@@ -761,9 +787,17 @@ const AwsSettings& KinesisLog::settings() const {
   return impl_->settings();
 }
 
-Expected<OpenedReader> KinesisLog::reader() const {
+Expected<OpenedReader> KinesisLog::reader(const std::string& efo_consumer) const {
+  std::string consumer_arn;
+  if (!efo_consumer.empty()) {
+    KPIPE_TRY(check_consumer_name(efo_consumer));
+    auto arn = register_consumer(impl_->client(), impl_->stream(), efo_consumer, impl_->clock(),
+                                 impl_->timeout());
+    if (!arn) return arn.take_error();
+    consumer_arn = std::move(*arn);
+  }
   OpenedReader out;
-  out.log = std::make_unique<KinesisReader>(impl_);
+  out.log = std::make_unique<KinesisReader>(impl_, std::move(consumer_arn));
   return out;
 }
 

@@ -38,6 +38,10 @@ bool is_kinesis_target(std::string_view target);
 // Kinesis would refuse or an ARN that is not a Kinesis stream's.
 Expected<KinesisStreamName> parse_kinesis_target(std::string_view target);
 
+// kconsume --efo CONSUMER: a consumer's name as the service takes it, 1
+// to 128 letters, digits, '_', '.' and '-'; a usage error otherwise.
+Status check_consumer_name(std::string_view name);
+
 // A record's ExplicitHashKey (kproduce --explicit-hash-key, HashPlacement
 // in log.h): `digits`, a decimal integer from 0 to 2^128-1, as the service
 // takes it (no leading zeros); a data_error naming it otherwise.
@@ -75,8 +79,11 @@ class KinesisLog {
   const std::string& stream() const;
   const AwsSettings& settings() const;
   // A reader of the stream's shards. It reads one stream: assign() refuses
-  // partitions of another name.
-  Expected<OpenedReader> reader() const;
+  // partitions of another name. With `efo_consumer` (kconsume --efo), the
+  // records come by enhanced fan-out (fan_out.h) to the consumer of that
+  // name, registered on the stream unless it is already, and left
+  // registered (the user's to deregister: AWS bills it by the hour).
+  Expected<OpenedReader> reader(const std::string& efo_consumer = {}) const;
   // A writer to the stream.
   Expected<OpenedWriter> writer() const;
 

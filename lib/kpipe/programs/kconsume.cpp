@@ -856,6 +856,11 @@ Status run_consume(const ConsumeOptions& given, Io& io, const ReaderOpener& open
   auto until = parse_end_position(options.until, io.clock.now());
   if (!until) return until.take_error();
   if (kinesis) KPIPE_TRY(check_kinesis_options(given, *from, *until));
+  if (!options.efo.empty() && !kinesis)
+    return usage_error(
+        "--efo: enhanced fan-out is a Kinesis stream's: it needs -t kinesis:STREAM, not a Kafka "
+        "topic");
+  if (!options.efo.empty()) KPIPE_TRY(check_consumer_name(options.efo));
   std::vector<int32_t> only;
   if (!options.partitions.empty()) {
     if (!options.group.empty())
@@ -929,7 +934,7 @@ Status run_consume(const ConsumeOptions& given, Io& io, const ReaderOpener& open
     auto stream = KinesisLog::open(options.kinesis, given.topics.front(), options.kafka.timeout,
                                    io.reporter, io.clock);
     if (!stream) return stream.take_error();
-    auto reader = stream->reader();
+    auto reader = stream->reader(options.efo);
     if (!reader) return reader.take_error();
     return consume_from(options, io, *reader, *from, *until, std::move(only), *commit_interval,
                         std::move(*stats), state.get(), *checkpoint_interval, instance,

@@ -18,6 +18,9 @@ namespace kpipe {
 struct ConsumeOptions {
   KafkaOptions kafka;
   KinesisOptions kinesis;  // for -t kinesis:NAME
+  // --efo CONSUMER: a Kinesis stream read by enhanced fan-out as this
+  // consumer; empty: polled.
+  std::string efo;
   std::vector<std::string> topics;
   std::string group;
   std::string from = "earliest";  // earliest|latest|OFFSET|-N|@TIME
