@@ -48,7 +48,9 @@ std::string arn_and_name(std::string_view arn, std::string_view name) {
 }  // namespace
 
 Expected<std::string> register_consumer(KinesisClient& client, const std::string& stream,
-                                        const std::string& name, Clock& clock, Millis timeout) {
+                                        const std::string& name, Clock& clock, Millis timeout,
+                                        bool* registered) {
+  if (registered != nullptr) *registered = false;
   Millis deadline = clock.steady() + timeout;
   std::string body = R"({"StreamName":)";
   append_json_string(body, stream);
@@ -74,9 +76,10 @@ Expected<std::string> register_consumer(KinesisClient& client, const std::string
       if (client.last_error().type != "ResourceNotFoundException") return described.take_error();
       // None of that name: registered. One registered meanwhile (by
       // another kconsume) is as good.
-      auto registered = client.call("RegisterStreamConsumer", arn_and_name(arn, name));
-      if (!registered && client.last_error().type != "ResourceInUseException")
-        return registered.take_error();
+      auto answer = client.call("RegisterStreamConsumer", arn_and_name(arn, name));
+      if (!answer && client.last_error().type != "ResourceInUseException")
+        return answer.take_error();
+      if (answer && registered != nullptr) *registered = true;
       status = "being registered";
     } else {
       std::string consumer_arn;

@@ -28,8 +28,10 @@ namespace kpipe {
 // when it does not exist, or the one of that name reused, then asked for
 // (DescribeStreamConsumer, once a second) until it is ACTIVE, for up to
 // `timeout`. It stays registered: it is the user's to deregister.
+// `registered`, when given, says whether this call registered it.
 Expected<std::string> register_consumer(KinesisClient& client, const std::string& stream,
-                                        const std::string& name, Clock& clock, Millis timeout);
+                                        const std::string& name, Clock& clock, Millis timeout,
+                                        bool* registered = nullptr);
 
 // SubscribeToShard's request body.
 std::string subscribe_body(std::string_view consumer_arn, std::string_view shard,

@@ -98,6 +98,9 @@ class KinesisLogImpl {
   const AwsSettings& settings() const { return settings_; }
   const std::string& stream() const { return stream_; }
   KinesisClient& client() { return client_; }
+  // For -v; none in tests.
+  Reporter* reporter() const { return reporter_; }
+  void set_reporter(Reporter* r) { reporter_ = r; }
   Clock& clock() { return clock_; }
   Millis timeout() const { return timeout_; }
 
@@ -140,6 +143,7 @@ class KinesisLogImpl {
   Clock& clock_;
   Millis timeout_;
   KinesisClient client_;
+  Reporter* reporter_ = nullptr;
 };
 
 namespace {
@@ -767,8 +771,10 @@ Expected<KinesisLog> KinesisLog::open(const KinesisOptions& options, std::string
     }
     return found;
   };
-  return make_kinesis_log(std::move(*settings), name->name, make_curl_transport(),
-                          std::move(credentials), clock, *timeout);
+  KinesisLog log = make_kinesis_log(std::move(*settings), name->name, make_curl_transport(),
+                                    std::move(credentials), clock, *timeout);
+  log.impl_->set_reporter(&reporter);
+  return log;
 }
 
 KinesisLog make_kinesis_log(AwsSettings settings, std::string stream,
@@ -791,9 +797,15 @@ Expected<OpenedReader> KinesisLog::reader(const std::string& efo_consumer) const
   std::string consumer_arn;
   if (!efo_consumer.empty()) {
     KPIPE_TRY(check_consumer_name(efo_consumer));
+    bool registered = false;
     auto arn = register_consumer(impl_->client(), impl_->stream(), efo_consumer, impl_->clock(),
-                                 impl_->timeout());
+                                 impl_->timeout(), &registered);
     if (!arn) return arn.take_error();
+    if (impl_->reporter() != nullptr)
+      impl_->reporter()->info(fmt::format(
+          "enhanced fan-out as consumer '{}' of stream '{}' ({}): it stays registered, the "
+          "user's to deregister",
+          efo_consumer, impl_->stream(), registered ? "registered now" : "registered before"));
     consumer_arn = std::move(*arn);
   }
   OpenedReader out;

@@ -281,9 +281,11 @@ TEST_CASE("fan-out: the consumer registered, waited for, or reused", "[kinesis][
     http.answers.push_back(consumer("CREATING"));  // RegisterStreamConsumer's
     http.answers.push_back(consumer("CREATING"));
     http.answers.push_back(consumer("ACTIVE"));
-    auto arn = register_consumer(client, "s", "c", clock, 10 * kSecond);
+    bool registered = false;
+    auto arn = register_consumer(client, "s", "c", clock, 10 * kSecond, &registered);
     REQUIRE(arn);
     CHECK(*arn == kArn);
+    CHECK(registered);
     std::vector<std::string> ops;
     for (const auto& r : http.sent) ops.push_back(amz_operation(r));
     CHECK(ops == std::vector<std::string>{"DescribeStreamSummary", "DescribeStreamConsumer",
@@ -296,8 +298,10 @@ TEST_CASE("fan-out: the consumer registered, waited for, or reused", "[kinesis][
   SECTION("reused when it exists") {
     http.answers.push_back(HttpResponse{200, summary});
     http.answers.push_back(consumer("ACTIVE"));
-    auto arn = register_consumer(client, "s", "c", clock, 10 * kSecond);
+    bool registered = true;
+    auto arn = register_consumer(client, "s", "c", clock, 10 * kSecond, &registered);
     REQUIRE(arn);
+    CHECK_FALSE(registered);
     CHECK(http.sent.size() == 2);
   }
   SECTION("not ACTIVE within the timeout") {
