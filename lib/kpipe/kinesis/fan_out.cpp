@@ -169,6 +169,7 @@ Status FanOutFetcher::subscribe(const Shard& shard, Subscription& sub, const Sta
   sub.status = 0;
   sub.refusal.clear();
   sub.closed_known = closed_.count(shard.id) != 0;
+  sub.got_event = false;
   by_id_[*id] = shard.id;
   return {};
 }
@@ -251,6 +252,7 @@ Status FanOutFetcher::take(const std::string& shard, Subscription& sub,
         return failure("{} ({} of stream '{}')", event.error().message, shard, stream_);
       }
       sub.failures = 0;
+      sub.got_event = true;
       ShardAnswer answer;
       answer.records = std::move(event->records);
       answer.millis_behind = event->millis_behind;
@@ -282,6 +284,9 @@ Status FanOutFetcher::take(const std::string& shard, Subscription& sub,
     if (clears_by_itself(e.type) || is_retriable(sub.status, e)) return retry(shard, sub, why);
     return failure("kinesis SubscribeToShard: {} of stream '{}': {}", shard, stream_, why);
   }
+  // A subscription that ends before its first event is a failure, so that
+  // a service that keeps doing so is given up on at --timeout.
+  if (!sub.got_event) return retry(shard, sub, "the subscription ended before its first event");
   // Its 5 minutes are over, or the service closed it: subscribed again
   // after its continuation, a second after the last at the earliest.
   sub.due = std::max(sub.due, sub.subscribed + kSubscribeInterval);

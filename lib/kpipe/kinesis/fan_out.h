@@ -78,6 +78,7 @@ class FanOutFetcher final : public ShardFetcher {
     // Subscribed knowing the shard closed: an event at its tip with no
     // record ends it.
     bool closed_known = false;
+    bool got_event = false;  // in this subscription
     int failures = 0;
     Millis failing_since = 0;
     std::string last_failure;

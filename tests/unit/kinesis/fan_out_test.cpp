@@ -239,6 +239,17 @@ TEST_CASE("fan-out: exceptions retried with backoff, or said at once", "[kinesis
           "kinesis SubscribeToShard: shardId-000000000000 of stream 's': AccessDeniedException: "
           "not yours");
   }
+  SECTION("subscriptions that end before their first event, until the timeout") {
+    Status s;
+    for (int i = 0; i < 1000 && s.ok(); ++i) {
+      if (f.net->queued.empty() && !f.net->last().cancelled) f.net->end();
+      s = f.poll();
+    }
+    REQUIRE_FALSE(s.ok());
+    CHECK(s.error().message ==
+          "kinesis SubscribeToShard: no subscription to shardId-000000000000 of stream 's' "
+          "within 10s: the subscription ended before its first event");
+  }
   SECTION("a refusal as an HTTP status") {
     f.net->send(R"({"__type":"ResourceNotFoundException","message":"no consumer"})", 400);
     f.net->end("", 400);
