@@ -77,7 +77,7 @@ kinesis_stream "$SPLIT" 2
 kconsume -t "kinesis:$SPLIT" --efo efo-split --from earliest --announce "${AWS[@]}" \
   >"$WORK/split.ndjson" 2>"$WORK/split.err" &
 CONSUMER=$!
-announced() { grep -q '"event":"assigned"' "$WORK/split.ndjson"; }
+announced() { grep -qs '"event":"assigned"' "$WORK/split.ndjson"; }
 wait_for "kconsume --efo to announce the shards" 30 announced
 phase() {
   jq -nc --argjson p "$1" --argjson per 300 --argjson k "$USERS" \
