@@ -7,8 +7,10 @@
 
 #include <deque>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "kpipe/json.h"
 #include "kpipe/kinesis/http.h"
 
 namespace kpipe {
@@ -18,6 +20,20 @@ inline std::string amz_operation(const HttpRequest& r) {
   for (const auto& [k, v] : r.headers)
     if (k == "X-Amz-Target") return v.substr(v.find('.') + 1);
   return "";
+}
+
+// `"Records":[...]` as GetRecords and SubscribeToShard give them: each
+// (sequence number, data), partition key "k", one arrival time.
+inline std::string records_json(const std::vector<std::pair<std::string, std::string>>& seq_data) {
+  std::string body = R"("Records":[)";
+  for (size_t i = 0; i < seq_data.size(); ++i) {
+    if (i > 0) body += ",";
+    std::string data;
+    append_base64(data, seq_data[i].second);
+    body += R"({"SequenceNumber":")" + seq_data[i].first + R"(","Data":")" + data +
+            R"(","PartitionKey":"k","ApproximateArrivalTimestamp":1764412345.0})";
+  }
+  return body + "]";
 }
 
 class FakeHttp final : public HttpTransport {

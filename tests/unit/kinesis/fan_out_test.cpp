@@ -30,15 +30,8 @@ const std::string kShard2 = "shardId-000000000002";
 
 std::string event(std::vector<std::pair<std::string, std::string>> seq_data,
                   const char* continuation, int behind, const char* children = nullptr) {
-  std::string body = R"({"Records":[)";
-  for (size_t i = 0; i < seq_data.size(); ++i) {
-    if (i > 0) body += ",";
-    std::string data;
-    append_base64(data, seq_data[i].second);
-    body += R"({"SequenceNumber":")" + seq_data[i].first + R"(","Data":")" + data +
-            R"(","PartitionKey":"k","ApproximateArrivalTimestamp":1764412345.0})";
-  }
-  body += R"(],"ContinuationSequenceNumber":)" +
+  std::string body = "{" + records_json(seq_data);
+  body += R"(,"ContinuationSequenceNumber":)" +
           (continuation ? "\"" + std::string(continuation) + "\"" : std::string("null")) +
           R"(,"MillisBehindLatest":)" + std::to_string(behind);
   body += R"(,"ChildShards":)" + std::string(children ? children : "null") + "}";

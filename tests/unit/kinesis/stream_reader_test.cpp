@@ -24,15 +24,8 @@ namespace {
 
 HttpResponse records(std::vector<std::pair<std::string, std::string>> seq_data, const char* next,
                      int behind, const char* children = nullptr) {
-  std::string body = R"({"Records":[)";
-  for (size_t i = 0; i < seq_data.size(); ++i) {
-    if (i > 0) body += ",";
-    std::string data;
-    append_base64(data, seq_data[i].second);
-    body += R"({"SequenceNumber":")" + seq_data[i].first + R"(","Data":")" + data +
-            R"(","PartitionKey":"k","ApproximateArrivalTimestamp":1764412345.0})";
-  }
-  body += R"(],"NextShardIterator":)" +
+  std::string body = "{" + records_json(seq_data);
+  body += R"(,"NextShardIterator":)" +
           (next ? "\"" + std::string(next) + "\"" : std::string("null")) +
           R"(,"MillisBehindLatest":)" + std::to_string(behind);
   if (children != nullptr) body += R"(,"ChildShards":)" + std::string(children);
