@@ -81,20 +81,7 @@ kinesis_stream "$KILLED" 2
 HELD=$(store held)
 make_store "$HELD" 14
 want "$HELD" >"$WORK/want"
-mkfifo "$WORK/hold.out"
-python3 "$KPIPE_SOURCE_DIR/tests/integration/bin/aws_standins.py" hold "$WORK/hold.log" "$KINESIS" \
-  PutRecords 2 >"$WORK/hold.out" 2>"$WORK/hold.err" &
-exec {hold}<"$WORK/hold.out"
-read -r -t 10 PROXY <&"$hold" || fail "the proxy did not start: $(cat "$WORK/hold.err")"
-kdlq replay --dlq "$HELD" --to "kinesis:$KILLED" --endpoint "$PROXY" --region us-east-1 --batch 5 \
-  >"$WORK/killed.out" 2>"$WORK/killed.err" &
-replay=$!
-read -r -t 60 held <&"$hold" || fail "PutRecords was not held: $(cat "$WORK/killed.err" "$WORK/hold.err")"
-assert_eq "$held" "held PutRecords 2" "the proxy's hold"
-{
-  kill -KILL "$replay"
-  wait "$replay" || true
-} 2>/dev/null
+kill_held_replay 2 --dlq "$HELD" --to "kinesis:$KILLED" --batch 5
 assert_eq "$(sql "$HELD" "SELECT count(*) FROM dead_letters WHERE replayed_at IS NOT NULL")" 5 \
   "entries marked replayed by the killed replay"
 assert_eq "$(sql "$HELD" "SELECT count(*) FROM dead_letters WHERE replay_batch IS NOT NULL")" 5 \
