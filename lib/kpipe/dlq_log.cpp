@@ -64,13 +64,16 @@ class LogLedger final : public ReplayLedger {
   Expected<std::vector<InDoubt>> in_doubt() override {
     std::vector<InDoubt> out;
     if (saved_.metadata.empty()) return out;
+    auto unreadable = [&] {
+      return failure("{} holds unreadable replay metadata '{}'", positions_.describe(),
+                     saved_.metadata);
+    };
     auto v = parse_json(saved_.metadata);
     const JsonValue* target = v ? v->find("target") : nullptr;
     const JsonValue* mark = v ? v->find("mark") : nullptr;
     if (target == nullptr || mark == nullptr || target->type != JsonType::kString ||
         mark->type != JsonType::kString)
-      return failure("{} holds unreadable replay metadata '{}'", positions_.describe(),
-                     saved_.metadata);
+      return unreadable();
     mark_ = mark->str;
     target_ = target->str;
     // Metadata an older kdlq wrote holds no "through": which entries it
@@ -78,9 +81,7 @@ class LogLedger final : public ReplayLedger {
     through_.clear();
     through_known_ = false;
     if (const JsonValue* through = v->find("through"); through != nullptr) {
-      if (!parse_through(*through))
-        return failure("{} holds unreadable replay metadata '{}'", positions_.describe(),
-                       saved_.metadata);
+      if (!parse_through(*through)) return unreadable();
       through_known_ = true;
     }
     out.push_back({target->str, mark->str, 0, 0});
