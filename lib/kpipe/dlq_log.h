@@ -8,8 +8,13 @@
 // stream, which has no groups. It advances only over entries delivered.
 // While a batch is in flight to a target that acknowledges later, the
 // target and its mark before the batch are kept with it, for the next
-// replay to settle what a killed one left in doubt (dlq_replay.h). One
-// ledger serves every log and every keeper: make_log_ledger.
+// replay to settle what a killed one left in doubt (dlq_replay.h), and
+// how far entries were handed out in each partition since the mark: the
+// entries in doubt are those the filter matches from the position up to
+// there, read again for a target that finds them by their content (a
+// Kinesis stream). Never a list of entries: a Kafka commit's metadata is
+// small (offset.metadata.max.bytes). One ledger serves every log and
+// every keeper: make_log_ledger.
 #pragma once
 
 #include <cstdint>

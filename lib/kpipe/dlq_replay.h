@@ -81,8 +81,8 @@ class ReplayLedger {
   };
   virtual Expected<std::vector<InDoubt>> in_doubt() = 0;
   // The entries of an in-doubt batch, payloads and replay ids included;
-  // nullopt when the ledger keeps a position, not which entries they were
-  // (a Kafka dead-letter topic's group).
+  // nullopt when the ledger cannot tell which entries they were (a log's
+  // position whose metadata an older kdlq wrote: dlq_log.h).
   virtual Expected<std::optional<std::vector<ReplayItem>>> in_doubt_entries(const InDoubt&) {
     return std::optional<std::vector<ReplayItem>>();
   }

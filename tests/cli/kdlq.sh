@@ -125,8 +125,8 @@ expect_stderr "kdlq: error: --dlq 'kinesis:dead': a stream deletes nothing; its 
 run 2 kdlq replay --dlq kinesis:dead
 expect_stderr "kdlq: error: --dlq 'kinesis:dead': a replay of a Kinesis dead-letter stream keeps its position in --state STORE (an SQLite file or postgresql://...)
 "
-run 2 kdlq replay --dlq kinesis:dead --state s.db --to kinesis:other
-expect_stderr "kdlq: error: --to 'kinesis:other': a Kinesis dead-letter stream's replay ledger keeps a position, not which entries a killed replay left in doubt, which a Kinesis stream can only be searched for by their content; replay to standard output or kafka:TOPIC
+run 2 kdlq replay --dlq kinesis:dead --state s.db --to kinesis:dead
+expect_stderr "kdlq: error: --to 'kinesis:dead' is the dead-letter stream itself
 "
 run 2 kdlq replay --dlq kinesis:dead --state s.db --reason late
 expect_stderr "kdlq: error: a filtered replay of a Kinesis dead-letter stream needs its own --group: the replay position is a sequence number in each shard, and the entries the filters pass over would count as replayed

@@ -6,9 +6,11 @@
 # for byte, its position kept in --state; a replay into a topic (kbroker,
 # made slow so that it takes a while) killed with SIGKILL mid-way and run
 # again delivers each entry exactly once, settled by the records' replay
-# ids; list then shows them replayed. A replay without --state and a purge
-# are usage errors in one line; a stream that does not exist is said so at
-# start.
+# ids; list then shows them replayed. Into another stream, killed twice
+# (a proxy holds a PutRecords' answer, then the test kills the replay) and
+# run again, each entry arrives once, settled by the records' content. A
+# replay without --state, into the stream itself, and a purge are usage
+# errors in one line; a stream that does not exist is said so at start.
 source "$(dirname "$0")/lib.sh"
 KINESIS=$(kinesis_endpoint)
 kinesis_client_env
@@ -122,4 +124,37 @@ expect_exit 0 kdlq list --dlq "kinesis:$D" "${AWS[@]}" --state "$STATE" --group 
 assert_eq "$(jq -r 'select(.replayed | not) | .id' "$WORK/out")" "" "entries not replayed to $F"
 assert_eq "$(lines "$WORK/out")" "$BAD" "entries listed after the replays"
 
+# --- into another stream, killed twice with SIGKILL, then run to the end: each entry once -
+# A stream's records carry no replay id: the ledger keeps how far entries
+# were handed out, and a replay settles them by their records' content.
+# Killed first with its third batch written and unanswered; then, after
+# settling that one, with its own first batch so.
+O="kpipe-$RUN_ID-dlq-out"
+kinesis_stream "$O" 2
+to_stream=(--dlq "kinesis:$D" --state "$STATE" --group to-stream --to "kinesis:$O" --batch 3 -v)
+kill_held_replay 3 "${to_stream[@]}"
+cat "$WORK/held.err" >>"$WORK/to-stream.log"
+expect_exit 0 kdlq list --dlq "kinesis:$D" "${AWS[@]}" --state "$STATE" --group to-stream --format ndjson
+assert_eq "$(jq -r 'select(.replayed) | .id' "$WORK/out" | wc -l)" 6 "entries marked replayed by the killed replay"
+kill_held_replay 1 "${to_stream[@]}"
+cat "$WORK/held.err" >>"$WORK/to-stream.log"
+expect_exit 0 kdlq list --dlq "kinesis:$D" "${AWS[@]}" --state "$STATE" --group to-stream --format ndjson
+assert_eq "$(jq -r 'select(.replayed) | .id' "$WORK/out" | wc -l)" 9 "entries marked replayed after the second kill"
+expect_exit 0 kdlq replay "${to_stream[@]}" "${AWS[@]}"
+cat "$WORK/err" >>"$WORK/to-stream.log"
+assert_contains "$WORK/err" "settled an interrupted replay: 3 entries found at kinesis:$O and marked replayed"
+assert_contains "$WORK/err" "replayed $((BAD - 12)) entries to kinesis:$O"
+expect_exit 0 kconsume -t "kinesis:$O" --from earliest -e "${AWS[@]}" -q
+cp "$WORK/out" "$WORK/got.ndjson"
+assert_eq "$(lines "$WORK/got.ndjson")" "$BAD" "records in $O ($(cat "$WORK/to-stream.log"))"
+assert_eq "$(jq -c '[.key, .value]' "$WORK/got.ndjson" | sort -u | wc -l)" "$BAD" "distinct records in $O"
+assert_eq "$(jq -r 'select(.key | test("^k[0-9]+$")) | .key' "$WORK/got.ndjson" | sort | tr '\n' ' ')" \
+  "k1 k2 k3 k4 k5 k6 " "keys of the envelopes replayed"
+expect_exit 0 kdlq list --dlq "kinesis:$D" "${AWS[@]}" --state "$STATE" --group to-stream --format ndjson
+assert_eq "$(jq -r 'select(.replayed | not) | .id' "$WORK/out")" "" "entries not replayed to $O"
+assert_eq "$(lines "$WORK/out")" "$BAD" "entries listed after the replays"
+expect_exit 2 kdlq replay --dlq "kinesis:$D" "${AWS[@]}" --state "$STATE" --to "kinesis:$D"
+assert_eq "$(cat "$WORK/err")" "kdlq: error: --to 'kinesis:$D' is the dead-letter stream itself" "into itself"
+
+kinesis_api DeleteStream "$(stream_json "$O")" >/dev/null
 kinesis_api DeleteStream "$(stream_json "$D")" >/dev/null

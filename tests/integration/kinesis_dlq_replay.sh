@@ -10,9 +10,10 @@
 # leaves the batch in doubt; the next replay finds its records in the
 # stream by their partition key and bytes, marks them replayed, and sends
 # only the rest: every entry once. A stream that does not exist is an
-# error before anything is marked. --to kinesis: with a Kafka dead-letter
-# topic, which cannot say which entries a killed replay left in doubt, is
-# a usage error in one line.
+# error before anything is marked. A Kafka dead-letter topic (kbroker, or
+# the real broker) replayed into a stream and killed twice so, then run
+# again, also delivers each entry once: its group keeps how far entries
+# were handed out, and those are what the next replay looks for.
 source "$(dirname "$0")/lib.sh"
 KINESIS=$(kinesis_endpoint)
 kinesis_client_env
@@ -81,20 +82,7 @@ kinesis_stream "$KILLED" 2
 HELD=$(store held)
 make_store "$HELD" 14
 want "$HELD" >"$WORK/want"
-mkfifo "$WORK/hold.out"
-python3 "$KPIPE_SOURCE_DIR/tests/integration/bin/aws_standins.py" hold "$WORK/hold.log" "$KINESIS" \
-  PutRecords 2 >"$WORK/hold.out" 2>"$WORK/hold.err" &
-exec {hold}<"$WORK/hold.out"
-read -r -t 10 PROXY <&"$hold" || fail "the proxy did not start: $(cat "$WORK/hold.err")"
-kdlq replay --dlq "$HELD" --to "kinesis:$KILLED" --endpoint "$PROXY" --region us-east-1 --batch 5 \
-  >"$WORK/killed.out" 2>"$WORK/killed.err" &
-replay=$!
-read -r -t 60 held <&"$hold" || fail "PutRecords was not held: $(cat "$WORK/killed.err" "$WORK/hold.err")"
-assert_eq "$held" "held PutRecords 2" "the proxy's hold"
-{
-  kill -KILL "$replay"
-  wait "$replay" || true
-} 2>/dev/null
+kill_held_replay 2 --dlq "$HELD" --to "kinesis:$KILLED" --batch 5
 assert_eq "$(sql "$HELD" "SELECT count(*) FROM dead_letters WHERE replayed_at IS NOT NULL")" 5 \
   "entries marked replayed by the killed replay"
 assert_eq "$(sql "$HELD" "SELECT count(*) FROM dead_letters WHERE replay_batch IS NOT NULL")" 5 \
@@ -115,10 +103,42 @@ assert_contains "$WORK/err" "kdlq: error: replay target 'kinesis:$STREAM-missing
 expect_exit 0 kdlq stats --dlq "$HELD" --format ndjson
 assert_eq "$(jq -c '[.count, .pending]' "$WORK/out")" "[14,0]" "the store after a replay to no stream"
 
-# --- a Kafka dead-letter topic cannot be replayed into a stream ---------------------
-expect_exit 2 kdlq replay --dlq kafka:dead --to "kinesis:$STREAM" -b 127.0.0.1:1 "${AWS[@]}"
-assert_eq "$(lines "$WORK/err")" 1 "lines of the diagnostic ($(cat "$WORK/err"))"
-assert_contains "$WORK/err" "kdlq: error: --to 'kinesis:$STREAM': a Kafka dead-letter topic's replay group"
+# --- a Kafka dead-letter topic into a stream, killed twice, then to the end ---------
+# The topic's replay group keeps how far entries were handed out with its
+# mark: killed with its second batch written and unanswered, then with its
+# first, every entry still arrives once, found by content where in doubt.
+start_broker dead:2
+DEAD=$(topic dead)
+jq -nc 'range(60) | if . % 2 == 0
+    then {topic: "src", partition: (. % 4 / 2), offset: ., timestamp: 1764412345000,
+          key: "user-\(.)", value: {i: ., kind: "env"}}
+    else {i: ., kind: "plain"} end' >"$WORK/topic-letters.ndjson"
+kdlq guard --require .missing --require .value.missing --dlq "kafka:$DEAD" -b "$BROKERS" \
+  <"$WORK/topic-letters.ndjson" >/dev/null 2>"$WORK/guard.err" ||
+  fail "kdlq guard --dlq kafka:$DEAD failed: $(tail -3 "$WORK/guard.err")"
+FROM_TOPIC="kpipe-$RUN_ID-from-topic"
+kinesis_stream "$FROM_TOPIC" 2
+to_stream=(--dlq "kafka:$DEAD" -b "$BROKERS" --to "kinesis:$FROM_TOPIC" --batch 8 -v)
+kill_held_replay 2 "${to_stream[@]}"
+expect_exit 0 kdlq stats --dlq "kafka:$DEAD" -b "$BROKERS" --format ndjson
+assert_eq "$(jq -c '[.count, .pending]' "$WORK/out")" "[60,52]" "the topic after the first kill"
+kill_held_replay 1 "${to_stream[@]}"
+expect_exit 0 kdlq stats --dlq "kafka:$DEAD" -b "$BROKERS" --format ndjson
+assert_eq "$(jq -c '[.count, .pending]' "$WORK/out")" "[60,44]" "the topic after the second kill"
+expect_exit 0 kdlq replay "${to_stream[@]}" "${AWS[@]}"
+assert_contains "$WORK/err" "settled an interrupted replay: 8 entries found at kinesis:$FROM_TOPIC and marked replayed"
+assert_contains "$WORK/err" "replayed 36 entries to kinesis:$FROM_TOPIC"
+got "$FROM_TOPIC" >"$WORK/got"
+# Each entry once: an envelope as its record, a plain line keyed by its
+# replay id (kafka:TOPIC:PARTITION:OFFSET).
+assert_eq "$(lines "$WORK/got")" 60 "records in $FROM_TOPIC"
+assert_files_equal <(jq -c .value "$WORK/got" | sort) \
+  <(jq -c 'if .kind == "plain" then . else .value end' "$WORK/topic-letters.ndjson" | sort)
+assert_eq "$(jq -r 'select(.value.kind == "plain") | .key' "$WORK/got" |
+  grep -cvE "^kafka:$DEAD:[01]:[0-9]+$")" 0 "keys of the plain lines"
+expect_exit 0 kdlq list --dlq "kafka:$DEAD" -b "$BROKERS" --format ndjson
+assert_eq "$(jq -r 'select(.replayed | not) | .id' "$WORK/out")" "" "entries not replayed to $FROM_TOPIC"
+kinesis_api DeleteStream "$(stream_json "$FROM_TOPIC")" >/dev/null
 
 kinesis_api DeleteStream "$(stream_json "$STREAM")" >/dev/null
 kinesis_api DeleteStream "$(stream_json "$KILLED")" >/dev/null

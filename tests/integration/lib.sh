@@ -373,6 +373,36 @@ kinesis_api() {
   cat "$WORK/kinesis.answer"
 }
 
+# kill_held_replay N ARGS...: kdlq replay ARGS into a stream, through a
+# proxy in front of $KINESIS that forwards every call and holds its Nth
+# PutRecords (the records written, the answer never given); once that is
+# held, the replay is killed with SIGKILL, and the proxy stopped: a batch
+# left in doubt, without a sleep or a race. Its output goes to
+# $WORK/held.out and .err.
+kill_held_replay() {
+  local n=$1 hold proxy replay held
+  shift
+  rm -f "$WORK/hold.fifo"
+  mkfifo "$WORK/hold.fifo"
+  python3 "$KPIPE_SOURCE_DIR/tests/integration/bin/aws_standins.py" hold "$WORK/hold.log" "$KINESIS" \
+    PutRecords "$n" >"$WORK/hold.fifo" 2>"$WORK/hold.err" &
+  proxy=$!
+  exec {hold}<"$WORK/hold.fifo"
+  read -r -t 10 PROXY <&"$hold" || fail "the proxy did not start: $(cat "$WORK/hold.err")"
+  kdlq replay "$@" --endpoint "$PROXY" --region us-east-1 >"$WORK/held.out" 2>"$WORK/held.err" &
+  replay=$!
+  read -r -t 60 held <&"$hold" ||
+    fail "PutRecords $n was not held: $(cat "$WORK/held.err" "$WORK/hold.err")"
+  [[ "$held" == "held PutRecords $n" ]] || fail "the proxy said '$held'"
+  {
+    kill -KILL "$replay"
+    wait "$replay" || true
+    kill "$proxy"
+    wait "$proxy" || true
+  } 2>/dev/null
+  exec {hold}<&-
+}
+
 # describe_group GROUP: Kafka's own view of a group's committed offsets, one
 # "TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG" line per partition,
 # sorted (real Kafka only: kbroker has no group describe).

@@ -28,13 +28,18 @@ class FakeTopic final : public ReplayTarget {
   size_t arrivals = SIZE_MAX;
   size_t acks = SIZE_MAX;
   size_t close_after = SIZE_MAX;  // synchronous target: the pipe closes
+  // The send of this index (from 0, over the target's life) never
+  // arrives, while those after it may: a record the service refused, its
+  // retry cut short by the kill.
+  size_t lose = SIZE_MAX;
   std::function<void()> on_send;
   // A Kinesis stream's way: records keep no replay id, and an in-doubt
   // entry is found by its payload.
   bool by_content = false;
   bool finds_by_content() const override { return by_content; }
+  std::string name = "kafka:fake";  // "kinesis:fake" for a stream's
 
-  std::string describe() const override { return later_ ? "kafka:fake" : "<stdout>"; }
+  std::string describe() const override { return later_ ? name : "<stdout>"; }
   bool acknowledges_later() const override { return later_; }
   Expected<bool> send(const ReplayItem& item, uint64_t tag) override {
     if (on_send) on_send();
@@ -44,7 +49,7 @@ class FakeTopic final : public ReplayTarget {
       return true;
     }
     ++sent_in_batch_;
-    if (arrivals == 0) return true;
+    if (sends_++ == lose || arrivals == 0) return true;
     --arrivals;
     ++arrived_count;
     records.emplace_back(item.replay_id, item.entry.payload);
@@ -96,6 +101,7 @@ class FakeTopic final : public ReplayTarget {
   bool later_;
   std::vector<uint64_t> arrived_;
   size_t sent_in_batch_ = 0;
+  size_t sends_ = 0;
 };
 
 // Each entry's payload exactly once, whatever the order.

@@ -6,7 +6,8 @@
 // position (dlq_log.h): a consumer group (kdlq-replay.TOPIC unless --group
 // says otherwise) whose committed offset in each partition is the first
 // entry not yet replayed. While a batch is in flight, the commit's
-// metadata holds the target and its end offsets before the batch.
+// metadata holds the target, its mark before the batch, and how far
+// entries were handed out (dlq_log.h).
 #pragma once
 
 #include <map>

@@ -224,18 +224,13 @@ Status run_dlq_replay(const DlqOptions& o, Io& io) {
   if (to_kinesis) {
     auto name = parse_kinesis_target(o.to);
     if (!name) return name.take_error();
-    // A Kinesis record carries no replay id: a killed replay is settled by
-    // looking for its entries' records, which only a store can list.
-    const bool topic = is_kafka_target(o.dlq);
-    if ((topic || is_kinesis_target(o.dlq)) && !o.dry_run)
-      return usage_error(
-          "--to '{}': {} keeps a position, not which entries a killed replay left in doubt, which "
-          "a Kinesis stream can only be searched for by their content; {}",
-          o.to,
-          topic ? "a Kafka dead-letter topic's replay group"
-                : "a Kinesis dead-letter stream's replay ledger",
-          topic ? "replay a store (FILE.db, postgresql://...)"
-                : "replay to standard output or kafka:TOPIC");
+    // Its records would come back as dead letters, for the next replay.
+    if (is_kinesis_target(o.dlq)) {
+      auto from = parse_kinesis_target(o.dlq);
+      if (from && from->name == name->name &&
+          (from->region.empty() || name->region.empty() || from->region == name->region))
+        return usage_error("--to '{}' is the dead-letter stream itself", o.to);
+    }
   } else if (!o.to.empty()) {
     Target to = parse_target(o.to);
     if (to.kind != TargetKind::kKafka || to.location.empty())

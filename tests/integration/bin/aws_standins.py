@@ -15,8 +15,8 @@
 #       as proxy, but the Nth request for ACTION ("PutRecords") is
 #       forwarded and never answered: once UPSTREAM has answered it, a line
 #       "held ACTION N" is printed, and the caller waits forever (for
-#       tests/integration/kinesis_dlq_replay.sh: a replay killed after its
-#       records were written and before it learnt so).
+#       lib.sh's kill_held_replay: a replay killed after its records were
+#       written and before it learnt so).
 #   aws_standins.py sts LOG CREDENTIALS.json [refuse]
 #       STS's AssumeRoleWithWebIdentity (form-encoded POST), answering the
 #       keys of CREDENTIALS.json ({"AccessKeyId", "SecretAccessKey",
